@@ -1,0 +1,142 @@
+// retry_policy: the composable pieces of a retry (backoff, stop, per-attempt
+// timeout, delay cap, budget, hooks, randomness) in one immutable value.
+//
+// Copying a policy copies one shared pointer, so it can be passed by value to
+// every retrying operation and shared across threads. The with_* builders
+// return modified copies and validate their arguments (std::invalid_argument).
+#pragma once
+
+#include <steadfast/engine/backoff.hpp>
+#include <steadfast/engine/budget.hpp>
+#include <steadfast/engine/classify.hpp>
+#include <steadfast/engine/error.hpp>
+#include <steadfast/engine/stop.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+
+namespace steadfast {
+
+using std::chrono::nanoseconds;
+
+class watchable;  // an observable boolean state (steadfast/engine/watchable.hpp)
+
+/// What an attempt knows about itself. The attempt runs under the retry's
+/// cancellation state: a per-attempt timeout, a stop-when condition or the
+/// caller's cancellation cancels the operations it awaits.
+struct attempt_context {
+    std::uint32_t number = 1;                  // 1 for the first attempt
+    nanoseconds elapsed{};                     // since the retry started
+    std::optional<nanoseconds> time_left;      // until the stop condition's deadline
+    std::optional<nanoseconds> timeout;        // this attempt's effective timeout
+};
+
+/// What the engine decided after an attempt.
+struct decision {
+    enum class action { stop, retry };
+    action what = action::stop;
+    stop_reason reason = stop_reason::success;  // when stopping
+    nanoseconds delay{};                        // when retrying: the chosen delay
+    bool hinted = false;                        // the delay came from a server hint
+};
+
+/// Summary handed to the give-up hook and kept in the result.
+struct retry_summary {
+    stop_reason reason = stop_reason::success;
+    std::uint32_t attempts = 0;
+    nanoseconds elapsed{};
+    error_code last_error;
+};
+
+/// Observation points for logs and metrics. Called on the retry's executor;
+/// they must not throw.
+struct retry_hooks {
+    std::function<void(const attempt_context&)> before_attempt = {};
+    std::function<void(const attempt_context&, const classification&, const decision&)> after_attempt = {};
+    std::function<void(const retry_summary&)> on_give_up = {};
+};
+
+namespace detail {
+struct policy_data {
+    backoff backoff_;
+    stop_condition stop_ = stop::max_attempts(5);
+    std::optional<nanoseconds> attempt_timeout_;
+    std::optional<nanoseconds> max_delay_;
+    std::shared_ptr<retry_budget> budget_;
+    retry_hooks hooks_;
+    random_source random_;
+    std::optional<std::uint64_t> seed_;
+    std::function<classification(const std::exception_ptr&)> exception_classifier_;
+    std::shared_ptr<watchable> stop_when_;
+    std::shared_ptr<watchable> attempt_when_;
+};
+}  // namespace detail
+
+class retry_policy {
+public:
+    /// Exponential backoff 100 ms doubling to 30 s with full jitter, at most 5 attempts.
+    retry_policy();
+
+    retry_policy with_backoff(backoff b) const;
+    retry_policy with_stop(stop_condition s) const;
+    /// Each attempt that overruns `d` is cancelled and counts as a retryable
+    /// timeout (error::attempt_timeout). d > 0.
+    retry_policy with_attempt_timeout(nanoseconds d) const;
+    /// Upper bound for any delay, including server hints such as Retry-After.
+    /// Default: the backoff's cap. d >= 0.
+    retry_policy with_max_delay(nanoseconds d) const;
+    retry_policy with_budget(std::shared_ptr<retry_budget> b) const;
+    retry_policy with_hooks(retry_hooks h) const;
+    /// Random numbers for jitter. The function is called from the retry's executor.
+    retry_policy with_random(random_source r) const;
+    /// Deterministic jitter: every operation using this policy draws the same sequence.
+    retry_policy with_seed(std::uint64_t seed) const;
+    retry_policy with_exception_classifier(std::function<classification(const std::exception_ptr&)> f) const;
+    /// The retry ends with stop_reason::condition as soon as `c` is true, also in
+    /// the middle of a sleep or an attempt (the attempt is cancelled).
+    retry_policy with_stop_when(std::shared_ptr<watchable> c) const;
+    /// No attempt starts while `c` is false; a pending sleep ends early when it turns true.
+    retry_policy with_attempt_when(std::shared_ptr<watchable> c) const;
+
+    const backoff& get_backoff() const noexcept { return d_->backoff_; }
+    const stop_condition& get_stop() const noexcept { return d_->stop_; }
+    std::optional<nanoseconds> attempt_timeout() const noexcept { return d_->attempt_timeout_; }
+    nanoseconds max_delay() const noexcept { return d_->max_delay_.value_or(d_->backoff_.cap()); }
+    const std::shared_ptr<retry_budget>& budget() const noexcept { return d_->budget_; }
+    const retry_hooks& hooks() const noexcept { return d_->hooks_; }
+    const detail::policy_data& data() const noexcept { return *d_; }
+
+private:
+    explicit retry_policy(std::shared_ptr<const detail::policy_data> d) : d_(std::move(d)) {}
+    template <class F>
+    retry_policy modified(F&& f) const;
+    std::shared_ptr<const detail::policy_data> d_;
+};
+
+/// The decisions of one retrying operation, apart from any I/O: what the next
+/// attempt looks like, and after each outcome whether to retry, after which
+/// delay, or to stop and why. The coroutine in retry.hpp only waits and calls.
+class retry_state {
+public:
+    explicit retry_state(const retry_policy& p);
+
+    /// Called when attempt number attempts()+1 starts, `elapsed` since the start.
+    attempt_context begin_attempt(nanoseconds elapsed);
+    /// Called with the attempt's classification, `elapsed` since the start.
+    decision on_outcome(const classification& c, nanoseconds elapsed);
+
+    std::uint32_t attempts() const noexcept { return attempts_; }
+
+private:
+    std::uint64_t draw();
+    const detail::policy_data* p_;
+    std::uint32_t attempts_ = 0;
+    std::uint32_t last_cost_ = 0;  // budget tokens the latest retry took
+    nanoseconds previous_{};
+    std::uint64_t rng_ = 0;
+};
+
+}  // namespace steadfast

@@ -1,0 +1,334 @@
+// The retry coroutine on virtual time: every stop and classification path,
+// per-attempt timeout, Retry-After, budget, cancellation, nesting, RocketMQ.
+#include <steadfast/engine.hpp>
+#include <steadfast/engine/manual_clock.hpp>
+#include <steadfast_test/virtual_time.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/system/system_error.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+using namespace std::chrono_literals;
+using namespace steadfast;
+namespace asio = boost::asio;
+using steadfast_test::virtual_sleep;
+using steadfast_test::virtual_time;
+using std::chrono::nanoseconds;
+
+namespace {
+using ec_result = boost::system::result<int>;
+
+// An attempt that fails with `ec` until attempt number `succeed_at`.
+auto failing_until(int succeed_at, error_code ec = asio::error::connection_refused) {
+    return [=](const attempt_context& ctx) -> asio::awaitable<ec_result> {
+        if (static_cast<int>(ctx.number) < succeed_at) co_return ec;
+        co_return static_cast<int>(ctx.number);
+    };
+}
+
+std::int64_t secs(nanoseconds d) { return std::chrono::duration_cast<std::chrono::seconds>(d).count(); }
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(engine_retry)
+
+BOOST_AUTO_TEST_CASE(instant_success_makes_one_attempt) {
+    virtual_time vt;
+    asio::io_context ioc;
+    auto r = steadfast_test::run_virtual(ioc, steadfast::retry<manual_timer>(retry_policy{}, failing_until(1)));
+    BOOST_TEST(r.ok());
+    BOOST_TEST(r.attempts() == 1u);
+    BOOST_TEST(r.value().value() == 1);
+    BOOST_TEST(r.elapsed().count() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(retries_with_exact_backoff_then_succeeds) {
+    virtual_time vt;
+    asio::io_context ioc;
+    auto p = retry_policy{}.with_backoff(backoff::exponential(1s, 2.0, 30s)).with_stop(stop::max_attempts(10));
+    std::vector<std::int64_t> starts;
+    p = p.with_hooks({.before_attempt = [&](const attempt_context& c) { starts.push_back(secs(c.elapsed)); }});
+    auto r = steadfast_test::run_virtual(ioc, steadfast::retry<manual_timer>(p, failing_until(5)));
+    BOOST_TEST(r.ok());
+    BOOST_TEST(r.attempts() == 5u);
+    BOOST_TEST(starts == (std::vector<std::int64_t>{0, 1, 3, 7, 15}), boost::test_tools::per_element());
+    BOOST_TEST(secs(r.elapsed()) == 15);
+}
+
+BOOST_AUTO_TEST_CASE(attempts_exhausted_reports_why_and_last_error) {
+    virtual_time vt;
+    asio::io_context ioc;
+    auto p = retry_policy{}.with_backoff(backoff::fixed(1s)).with_stop(stop::max_attempts(3));
+    std::optional<retry_summary> gave_up;
+    p = p.with_hooks({.on_give_up = [&](const retry_summary& s) { gave_up = s; }});
+    auto r = steadfast_test::run_virtual(ioc, steadfast::retry<manual_timer>(p, failing_until(100)));
+    BOOST_TEST(!r.ok());
+    BOOST_TEST((r.reason() == stop_reason::attempts_exhausted));
+    BOOST_TEST((r.error() == error::attempts_exhausted));
+    BOOST_TEST((r.last_error() == asio::error::connection_refused));
+    BOOST_TEST(r.attempts() == 3u);
+    BOOST_TEST(secs(r.elapsed()) == 2);
+    BOOST_TEST(r.has_value());  // the last attempt returned (an error value)
+    BOOST_REQUIRE(gave_up.has_value());
+    BOOST_TEST(gave_up->attempts == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(deadline_stops_before_a_useless_sleep) {
+    virtual_time vt;
+    asio::io_context ioc;
+    auto p = retry_policy{}.with_backoff(backoff::fixed(4s)).with_stop(stop::max_elapsed(10s));
+    auto r = steadfast_test::run_virtual(ioc, steadfast::retry<manual_timer>(p, failing_until(100)));
+    BOOST_TEST((r.reason() == stop_reason::deadline));
+    BOOST_TEST(r.attempts() == 3u);  // at 0, 4, 8; a fourth would start at 12
+    BOOST_TEST(secs(r.elapsed()) == 8);
+}
+
+BOOST_AUTO_TEST_CASE(permanent_errors_are_not_retried) {
+    virtual_time vt;
+    asio::io_context ioc;
+    auto attempt = [](const attempt_context&) -> asio::awaitable<attempt_result<std::string>> {
+        co_return attempt_result<std::string>::fail(asio::error::access_denied);
+    };
+    auto r = steadfast_test::run_virtual(ioc, steadfast::retry<manual_timer>(retry_policy{}, attempt));
+    BOOST_TEST((r.reason() == stop_reason::permanent));
+    BOOST_TEST(r.attempts() == 1u);
+    BOOST_TEST((r.last_error() == asio::error::access_denied));
+}
+
+BOOST_AUTO_TEST_CASE(exceptions_are_classified) {
+    virtual_time vt;
+    asio::io_context ioc;
+    auto p = retry_policy{}.with_backoff(backoff::fixed(1s)).with_stop(stop::max_attempts(3));
+    auto throws = [](const attempt_context& c) -> asio::awaitable<int> {
+        if (c.number < 3) throw std::runtime_error("flaky");
+        co_return 42;
+    };
+    auto r = steadfast_test::run_virtual(ioc, steadfast::retry<manual_timer>(p, throws));
+    BOOST_TEST(r.ok());
+    BOOST_TEST(r.value() == 42);
+
+    auto always = [](const attempt_context&) -> asio::awaitable<void> {
+        throw std::runtime_error("down");
+        co_return;
+    };
+    auto r2 = steadfast_test::run_virtual(ioc, steadfast::retry<manual_timer>(p, always));
+    BOOST_TEST((r2.reason() == stop_reason::attempts_exhausted));
+    BOOST_TEST((r2.last_error() == error::exception_thrown));
+    BOOST_REQUIRE(r2.last_exception());
+    BOOST_CHECK_THROW(std::rethrow_exception(r2.last_exception()), std::runtime_error);
+
+    // A thrown operation_aborted is a cancellation and is never retried.
+    auto aborted = [](const attempt_context&) -> asio::awaitable<void> {
+        throw boost::system::system_error(asio::error::operation_aborted);
+        co_return;
+    };
+    auto r3 = steadfast_test::run_virtual(ioc, steadfast::retry<manual_timer>(p, aborted));
+    BOOST_TEST((r3.reason() == stop_reason::cancelled));
+    BOOST_TEST(r3.attempts() == 1u);
+
+    // A user classifier can make any exception permanent.
+    auto strict = p.with_exception_classifier([](const std::exception_ptr&) {
+        return classification::permanent(make_error_code(error::exception_thrown));
+    });
+    auto r4 = steadfast_test::run_virtual(ioc, steadfast::retry<manual_timer>(strict, always));
+    BOOST_TEST((r4.reason() == stop_reason::permanent));
+    BOOST_TEST(r4.attempts() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(custom_value_classifier) {
+    virtual_time vt;
+    asio::io_context ioc;
+    auto p = retry_policy{}.with_backoff(backoff::fixed(1s)).with_stop(stop::max_attempts(5));
+    // An HTTP-like status: 503 is retryable, 200 success, 400 permanent.
+    auto statuses = std::make_shared<std::vector<int>>(std::vector<int>{503, 503, 200});
+    auto send = [statuses](const attempt_context& c) -> asio::awaitable<int> { co_return (*statuses)[c.number - 1]; };
+    auto by_status = [](int status) {
+        if (status == 200) return classification::success();
+        if (status == 503) return classification::retryable(asio::error::try_again);
+        return classification::permanent(asio::error::invalid_argument);
+    };
+    auto r = steadfast_test::run_virtual(ioc, steadfast::retry<manual_timer>(p, classified(send, by_status)));
+    BOOST_TEST(r.ok());
+    BOOST_TEST(r.attempts() == 3u);
+    BOOST_TEST(r.value() == 200);
+}
+
+BOOST_AUTO_TEST_CASE(per_attempt_timeout_cancels_and_retries) {
+    virtual_time vt;
+    asio::io_context ioc;
+    auto p = retry_policy{}.with_backoff(backoff::fixed(1s)).with_stop(stop::max_attempts(5)).with_attempt_timeout(2s);
+    std::vector<std::string> events;
+    p = p.with_hooks({.after_attempt = [&](const attempt_context& c, const classification& cl, const decision&) {
+        events.push_back(std::to_string(c.number) + ":" + cl.ec.message());
+    }});
+    int cancelled_attempts = 0;
+    auto slow_then_fast = [&](const attempt_context& c) -> asio::awaitable<int> {
+        try {
+            co_await virtual_sleep(c.number < 3 ? 60s : 1s);
+        } catch (const boost::system::system_error& e) {
+            if (e.code() == asio::error::operation_aborted) ++cancelled_attempts;
+            throw;
+        }
+        co_return 7;
+    };
+    auto r = steadfast_test::run_virtual(ioc, steadfast::retry<manual_timer>(p, slow_then_fast));
+    BOOST_TEST(r.ok());
+    BOOST_TEST(r.attempts() == 3u);
+    BOOST_TEST(cancelled_attempts == 2);
+    BOOST_TEST(secs(r.elapsed()) == 2 + 1 + 2 + 1 + 1);  // two timeouts with sleeps, then 1 s of work
+    BOOST_TEST(events[0] == "1:" + make_error_code(error::attempt_timeout).message());
+}
+
+BOOST_AUTO_TEST_CASE(retry_after_hint_is_used_and_clamped) {
+    virtual_time vt;
+    asio::io_context ioc;
+    auto p = retry_policy{}.with_backoff(backoff::fixed(1s)).with_stop(stop::max_attempts(3)).with_max_delay(30s);
+    std::vector<std::int64_t> delays;
+    p = p.with_hooks({.after_attempt = [&](const attempt_context&, const classification&, const decision& d) {
+        if (d.what == decision::action::retry) delays.push_back(secs(d.delay));
+    }});
+    auto attempt = [](const attempt_context& c) -> asio::awaitable<attempt_result<int>> {
+        if (c.number == 1) co_return attempt_result<int>::retry(asio::error::try_again, nanoseconds(5s));
+        if (c.number == 2) co_return attempt_result<int>::retry(asio::error::try_again, nanoseconds(24h));
+        co_return 1;
+    };
+    auto r = steadfast_test::run_virtual(ioc, steadfast::retry<manual_timer>(p, attempt));
+    BOOST_TEST(r.ok());
+    BOOST_TEST(delays == (std::vector<std::int64_t>{5, 30}), boost::test_tools::per_element());
+    BOOST_TEST(secs(r.elapsed()) == 35);
+}
+
+BOOST_AUTO_TEST_CASE(budget_exhaustion_stops_with_its_own_reason) {
+    virtual_time vt;
+    asio::io_context ioc;
+    auto budget = std::make_shared<retry_budget>(retry_budget::options{.capacity = 10, .retry_cost = 5});
+    auto p = retry_policy{}.with_backoff(backoff::fixed(1s)).with_stop(stop::never()).with_budget(budget);
+    std::vector<retry_result<ec_result>> results;
+    for (int i = 0; i < 3; ++i)
+        asio::co_spawn(ioc, steadfast::retry<manual_timer>(p, failing_until(1000)),
+                       [&](std::exception_ptr, retry_result<ec_result> r) { results.push_back(std::move(r)); });
+    steadfast::run_virtual(ioc);
+    BOOST_REQUIRE(results.size() == 3u);
+    std::uint32_t total_attempts = 0;
+    for (auto& r : results) {
+        BOOST_TEST((r.reason() == stop_reason::budget));
+        total_attempts += r.attempts();
+    }
+    BOOST_TEST(total_attempts == 3u + 2u);  // three first attempts, two paid retries
+    BOOST_TEST(budget->available() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(cancellation_during_sleep_is_prompt_and_clean) {
+    virtual_time vt;
+    asio::io_context ioc;
+    asio::cancellation_signal sig;
+    auto p = retry_policy{}.with_backoff(backoff::fixed(1h)).with_stop(stop::never());
+    std::optional<retry_result<ec_result>> out;
+    asio::co_spawn(ioc, steadfast::retry<manual_timer>(p, failing_until(1000)),
+                   asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr, retry_result<ec_result> r) { out = std::move(r); }));
+    manual_timer later(ioc, 5s);
+    later.async_wait([&](error_code) { sig.emit(asio::cancellation_type::terminal); });
+    steadfast::run_virtual(ioc);
+    BOOST_REQUIRE(out.has_value());
+    BOOST_TEST((out->reason() == stop_reason::cancelled));
+    BOOST_TEST(out->attempts() == 1u);
+    BOOST_TEST(secs(out->elapsed()) == 5);
+    BOOST_TEST(secs(vt.now()) == 5);  // nothing waited out the hour
+}
+
+BOOST_AUTO_TEST_CASE(cancellation_during_attempt) {
+    virtual_time vt;
+    asio::io_context ioc;
+    asio::cancellation_signal sig;
+    int aborted = 0;
+    auto hang = [&](const attempt_context&) -> asio::awaitable<int> {
+        try {
+            co_await virtual_sleep(10h);
+        } catch (const boost::system::system_error& e) {
+            aborted += e.code() == asio::error::operation_aborted;
+            throw;
+        }
+        co_return 1;
+    };
+    for (bool with_timeout : {false, true}) {
+        auto p = retry_policy{}.with_stop(stop::never());
+        if (with_timeout) p = p.with_attempt_timeout(1h);  // takes the racing path
+        std::optional<retry_result<int>> out;
+        asio::co_spawn(ioc, steadfast::retry<manual_timer>(p, hang),
+                       asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr, retry_result<int> r) { out = std::move(r); }));
+        manual_timer later(ioc, 3s);
+        later.async_wait([&](error_code) { sig.emit(asio::cancellation_type::terminal); });
+        steadfast::run_virtual(ioc);
+        ioc.restart();
+        BOOST_REQUIRE(out.has_value());
+        BOOST_TEST((out->reason() == stop_reason::cancelled));
+        BOOST_TEST(out->attempts() == 1u);
+        BOOST_TEST(secs(out->elapsed()) == 3);
+        manual_clock::reset();
+    }
+    BOOST_TEST(aborted == 2);
+}
+
+BOOST_AUTO_TEST_CASE(nested_quick_retries_inside_slow_ones) {
+    // The two-layer scheme: 3 quick tries 100 ms apart inside a slow ladder.
+    virtual_time vt;
+    asio::io_context ioc;
+    int calls = 0;
+    auto inner_policy = retry_policy{}.with_backoff(backoff::fixed(100ms)).with_stop(stop::max_attempts(3));
+    auto outer_policy = retry_policy{}.with_backoff(backoff::schedule("10s 30s 1m")).with_stop(stop::max_attempts(5));
+    auto send = [&](const attempt_context&) -> asio::awaitable<error_code> {
+        ++calls;
+        co_return calls < 8 ? error_code(asio::error::connection_reset) : error_code{};
+    };
+    auto outer_attempt = [&](const attempt_context&) -> asio::awaitable<error_code> {
+        auto r = co_await steadfast::retry<manual_timer>(inner_policy, send);
+        co_return r.ok() ? error_code{} : r.last_error();
+    };
+    auto r = steadfast_test::run_virtual(ioc, steadfast::retry<manual_timer>(outer_policy, outer_attempt));
+    BOOST_TEST(r.ok());
+    BOOST_TEST(calls == 8);
+    BOOST_TEST(r.attempts() == 3u);  // 3 + 3 + 2 inner calls
+    // 2 x 200 ms inside each failed outer attempt, 100 ms in the last, plus 10 s + 30 s.
+    BOOST_TEST(std::chrono::duration_cast<std::chrono::milliseconds>(r.elapsed()).count() == 40'500);
+}
+
+BOOST_AUTO_TEST_CASE(rocketmq_ladder_runs_hours_in_milliseconds) {
+    virtual_time vt;
+    asio::io_context ioc;
+    auto p = retry_policy{}.with_backoff(backoff::rocketmq()).with_stop(stop::max_attempts(17));
+    const auto wall = std::chrono::steady_clock::now();
+    auto r = steadfast_test::run_virtual(ioc, steadfast::retry<manual_timer>(p, failing_until(1000)));
+    const auto real = std::chrono::steady_clock::now() - wall;
+    BOOST_TEST((r.reason() == stop_reason::attempts_exhausted));
+    BOOST_TEST(r.attempts() == 17u);  // 16 retries
+    BOOST_TEST(r.elapsed().count() == nanoseconds(4h + 45min + 40s).count());
+    BOOST_TEST_MESSAGE("4h45m40s of virtual backoff took "
+                       << std::chrono::duration_cast<std::chrono::microseconds>(real).count() << " us");
+}
+
+BOOST_AUTO_TEST_CASE(zero_delay_yields_to_other_work) {
+    virtual_time vt;
+    asio::io_context ioc;
+    int other = 0;
+    auto p = retry_policy{}.with_backoff(backoff::fixed(0s)).with_stop(stop::max_attempts(50));
+    std::function<void()> tick = [&] {
+        if (++other < 1000) asio::post(ioc, tick);
+    };
+    asio::post(ioc, tick);
+    int seen_other_at_attempt_10 = -1;
+    auto attempt = [&](const attempt_context& c) -> asio::awaitable<error_code> {
+        if (c.number == 10) seen_other_at_attempt_10 = other;
+        co_return asio::error::try_again;
+    };
+    auto r = steadfast_test::run_virtual(ioc, steadfast::retry<manual_timer>(p, attempt));
+    BOOST_TEST(r.attempts() == 50u);
+    BOOST_TEST(seen_other_at_attempt_10 >= 5);  // the loop interleaved with the other handler
+}
+
+BOOST_AUTO_TEST_SUITE_END()
