@@ -1,0 +1,37 @@
+// Counts heap allocations and live heap bytes in a benchmark binary.
+// Include from exactly one translation unit: it replaces global new/delete.
+#pragma once
+
+#include <malloc.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+namespace steadfast_bench {
+inline std::atomic<long long> allocations{0};
+inline std::atomic<long long> live_bytes{0};
+}  // namespace steadfast_bench
+
+void* operator new(std::size_t n) {
+    void* p = std::malloc(n ? n : 1);
+    if (!p) throw std::bad_alloc();
+    steadfast_bench::allocations.fetch_add(1, std::memory_order_relaxed);
+    steadfast_bench::live_bytes.fetch_add(static_cast<long long>(malloc_usable_size(p)), std::memory_order_relaxed);
+    return p;
+}
+void operator delete(void* p) noexcept {
+    if (!p) return;
+    steadfast_bench::live_bytes.fetch_sub(static_cast<long long>(malloc_usable_size(p)), std::memory_order_relaxed);
+    std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
+void* operator new(std::size_t n, std::align_val_t a) {
+    void* p = std::aligned_alloc(static_cast<std::size_t>(a), (n + static_cast<std::size_t>(a) - 1) / static_cast<std::size_t>(a) * static_cast<std::size_t>(a));
+    if (!p) throw std::bad_alloc();
+    steadfast_bench::allocations.fetch_add(1, std::memory_order_relaxed);
+    steadfast_bench::live_bytes.fetch_add(static_cast<long long>(malloc_usable_size(p)), std::memory_order_relaxed);
+    return p;
+}
+void operator delete(void* p, std::align_val_t) noexcept { operator delete(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { operator delete(p); }

@@ -1,0 +1,138 @@
+// Engine benchmarks (Google Benchmark). Run: bash test/bench/run-engine.sh
+//
+//  retry_overhead       co_await retry(op) vs co_await op() where op succeeds at
+//                       once (one post through the io_context); ratio goal <= 1.2
+//  retry_iteration      one retry at zero delay (classify, decide, yield);
+//                       goal <= 1 us; heap allocations per attempt
+//  pending_memory       100,000 retrying operations asleep on one io_context:
+//                       heap bytes and RSS per operation; goal <= 1 KiB
+#include "alloc_counter.hpp"
+
+#include <steadfast/engine.hpp>
+
+#include <benchmark/benchmark.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using steadfast::attempt_context;
+using steadfast::error_code;
+using clk = std::chrono::steady_clock;
+
+namespace {
+// The bare operation: completes at once, through the event loop.
+asio::awaitable<error_code> instant_op() {
+    co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+    co_return error_code{};
+}
+
+template <class F>
+void run_coro(F&& f) {
+    asio::io_context ioc(1);
+    asio::co_spawn(ioc, std::forward<F>(f), asio::detached);
+    ioc.run();
+}
+
+long rss_kib() {
+    std::ifstream f("/proc/self/status");
+    std::string key;
+    long v = 0;
+    while (f >> key) {
+        if (key == "VmRSS:") {
+            f >> v;
+            return v;
+        }
+        f.ignore(1 << 12, '\n');
+    }
+    return 0;
+}
+
+void retry_overhead(benchmark::State& state) {
+    const auto policy = steadfast::retry_policy{};
+    constexpr int batch = 2000;
+    double bare_ns = 0, retry_ns = 0;
+    long long retry_allocs = 0, bare_allocs = 0, batches = 0;
+    run_coro([&]() -> asio::awaitable<void> {
+        auto attempt = [](const attempt_context&) { return instant_op(); };
+        for (auto _ : state) {
+            // Interleaved batches, so both see the same machine load.
+            auto a0 = steadfast_bench::allocations.load();
+            auto t0 = clk::now();
+            for (int i = 0; i < batch; ++i) benchmark::DoNotOptimize(co_await instant_op());
+            auto t1 = clk::now();
+            auto a1 = steadfast_bench::allocations.load();
+            for (int i = 0; i < batch; ++i) benchmark::DoNotOptimize(co_await steadfast::retry(policy, attempt));
+            auto t2 = clk::now();
+            auto a2 = steadfast_bench::allocations.load();
+            bare_ns += std::chrono::duration<double, std::nano>(t1 - t0).count();
+            retry_ns += std::chrono::duration<double, std::nano>(t2 - t1).count();
+            bare_allocs += a1 - a0;
+            retry_allocs += a2 - a1;
+            ++batches;
+        }
+    });
+    const double n = static_cast<double>(batches) * batch;
+    state.counters["bare_ns"] = bare_ns / n;
+    state.counters["retry_ns"] = retry_ns / n;
+    state.counters["ratio"] = retry_ns / bare_ns;
+    state.counters["bare_allocs"] = static_cast<double>(bare_allocs) / n;
+    state.counters["retry_allocs"] = static_cast<double>(retry_allocs) / n;
+}
+BENCHMARK(retry_overhead)->Iterations(200)->Unit(benchmark::kMillisecond);
+
+void retry_iteration(benchmark::State& state) {
+    constexpr std::uint32_t attempts = 1000;
+    const auto policy = steadfast::retry_policy{}
+                            .with_backoff(steadfast::backoff::fixed(0ns))
+                            .with_stop(steadfast::stop::max_attempts(attempts));
+    double ns = 0;
+    long long allocs = 0, retries = 0;
+    run_coro([&]() -> asio::awaitable<void> {
+        auto failing = [](const attempt_context&) -> asio::awaitable<error_code> { co_return asio::error::try_again; };
+        for (auto _ : state) {
+            auto a0 = steadfast_bench::allocations.load();
+            auto t0 = clk::now();
+            auto r = co_await steadfast::retry(policy, failing);
+            auto t1 = clk::now();
+            allocs += steadfast_bench::allocations.load() - a0;
+            ns += std::chrono::duration<double, std::nano>(t1 - t0).count();
+            retries += r.attempts() - 1;
+        }
+    });
+    state.counters["ns_per_retry"] = ns / static_cast<double>(retries);
+    state.counters["allocs_per_attempt"] = static_cast<double>(allocs) / static_cast<double>(retries + state.iterations());
+}
+BENCHMARK(retry_iteration)->Iterations(300)->Unit(benchmark::kMillisecond);
+
+void pending_memory(benchmark::State& state) {
+    const int ops = static_cast<int>(state.range(0));
+    for (auto _ : state) {
+        asio::io_context ioc(1);
+        auto policy = steadfast::retry_policy{}
+                          .with_backoff(steadfast::backoff::fixed(1h))
+                          .with_stop(steadfast::stop::never());
+        auto failing = [](const attempt_context&) -> asio::awaitable<error_code> { co_return asio::error::connection_refused; };
+        const long rss0 = rss_kib();
+        const long long heap0 = steadfast_bench::live_bytes.load();
+        for (int i = 0; i < ops; ++i)
+            steadfast::async_retry(ioc.get_executor(), policy, failing, [](steadfast::retry_result<error_code>) {});
+        ioc.poll();  // every operation made its first attempt and now sleeps
+        const long long heap1 = steadfast_bench::live_bytes.load();
+        const long rss1 = rss_kib();
+        state.counters["heap_bytes_per_op"] = static_cast<double>(heap1 - heap0) / ops;
+        state.counters["rss_bytes_per_op"] = static_cast<double>(rss1 - rss0) * 1024.0 / ops;
+        ioc.stop();
+    }
+}
+BENCHMARK(pending_memory)->Arg(100'000)->Iterations(1)->Unit(benchmark::kMillisecond);
+}  // namespace
+
+BENCHMARK_MAIN();

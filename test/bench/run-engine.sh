@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Builds (Release) and runs the engine benchmarks; prints Google Benchmark's table.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bash .ci/setup
+cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DSTEADFAST_BUILD_TESTS=ON -DSTEADFAST_BUILD_BENCHMARKS=ON \
+      -DSTEADFAST_BUILD_APPS=OFF >/dev/null
+cmake --build build/bench -j "$(nproc)" --target steadfast_engine_bench
+./build/bench/test/bench/steadfast_engine_bench "$@"
