@@ -27,10 +27,20 @@ void operator delete(void* p) noexcept {
 }
 void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
 void* operator new(std::size_t n, std::align_val_t a) {
-    void* p = std::aligned_alloc(static_cast<std::size_t>(a), (n + static_cast<std::size_t>(a) - 1) / static_cast<std::size_t>(a) * static_cast<std::size_t>(a));
+    void* p = memalign(static_cast<std::size_t>(a), n ? n : 1);
     if (!p) throw std::bad_alloc();
     steadfast_bench::allocations.fetch_add(1, std::memory_order_relaxed);
     steadfast_bench::live_bytes.fetch_add(static_cast<long long>(malloc_usable_size(p)), std::memory_order_relaxed);
+    return p;
+}
+// Asio allocates coroutine frames and handlers with aligned_alloc (through its
+// per-thread recycling cache): count those too.
+extern "C" void* aligned_alloc(std::size_t align, std::size_t n) noexcept {
+    void* p = memalign(align, n);
+    if (p) {
+        steadfast_bench::allocations.fetch_add(1, std::memory_order_relaxed);
+        steadfast_bench::live_bytes.fetch_add(static_cast<long long>(malloc_usable_size(p)), std::memory_order_relaxed);
+    }
     return p;
 }
 void operator delete(void* p, std::align_val_t) noexcept { operator delete(p); }

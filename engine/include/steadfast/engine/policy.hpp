@@ -137,6 +137,7 @@ private:
     std::uint32_t last_cost_ = 0;  // budget tokens the latest retry took
     nanoseconds previous_{};
     std::uint64_t rng_ = 0;
+    bool seeded_ = false;
 };
 
 }  // namespace steadfast

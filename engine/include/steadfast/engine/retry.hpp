@@ -15,6 +15,7 @@
 #include <steadfast/engine/watchable.hpp>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/compose.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
@@ -24,7 +25,9 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <array>
 #include <chrono>
+#include <memory>
 #include <exception>
 #include <optional>
 #include <type_traits>
@@ -97,6 +100,121 @@ inline bool is_cancelled(const boost::asio::cancellation_state& cs) noexcept {
 template <class A>
 using retry_result_for = retry_result<detail::stored_t<detail::attempt_raw_t<A>>>;
 
+namespace detail {
+
+// The rare paths live in coroutines of their own, so their locals are not in
+// the frame of every pending retry (g++ 12 does not overlap frame slots).
+
+// Wakes `t` (cancels its wait) when `w` turns to `on`.
+inline void wake_timer_on(watchable* w, watchable::subscription& sub, auto& t, bool on = true) {
+    if (w)
+        w->subscribe(sub, [&t, on](bool v) {
+            if (v == on) t.cancel();
+        });
+}
+
+// The helpers below make the retry's timer on first use, in their own frames.
+template <class Timer>
+boost::asio::awaitable<Timer*> timer_of(std::optional<Timer>& t) {
+    if (!t) t.emplace(co_await boost::asio::this_coro::executor);
+    co_return &*t;
+}
+
+// Waits until the gate opens, at most until the stop condition's deadline.
+// Returns a reason to stop, or nullopt to go on.
+template <class Timer>
+boost::asio::awaitable<std::optional<stop_reason>> wait_for_gate(const detail::policy_data& pd,
+                                                                   std::optional<Timer>& timer,
+                                                                   typename Timer::time_point start) {
+    namespace asio = boost::asio;
+    using clock = typename Timer::clock_type;
+    const auto cs = co_await asio::this_coro::cancellation_state;
+    Timer& t = *co_await timer_of(timer);
+    watchable::subscription stop_sub, gate_sub;
+    const auto limit = pd.stop_.deadline();
+    t.expires_at(limit ? start + std::chrono::duration_cast<typename clock::duration>(*limit) : clock::time_point::max());
+    wake_timer_on(pd.stop_when_.get(), stop_sub, t);
+    wake_timer_on(pd.attempt_when_.get(), gate_sub, t);
+    while (!pd.attempt_when_->value()) {
+        auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+        if (is_cancelled(cs)) co_return stop_reason::cancelled;
+        if (pd.stop_when_ && pd.stop_when_->value()) co_return stop_reason::condition;
+        if (!ec) co_return stop_reason::deadline;
+    }
+    co_return std::nullopt;
+}
+
+// Races the attempt against the timer (the per-attempt timeout, also woken by
+// stop-when). Whichever ends first cancels the other, which is awaited.
+// Returns whether the timeout fired first.
+template <class Raw, class Timer, class Fn>
+boost::asio::awaitable<bool> race_attempt(const detail::policy_data& pd, std::optional<Timer>& timer, Fn& fn,
+                                          attempt_context ctx, attempt_outcome<stored_t<Raw>>& out) {
+    namespace asio = boost::asio;
+    using clock = typename Timer::clock_type;
+    Timer& t = *co_await timer_of(timer);
+    watchable::subscription stop_sub;
+    if (ctx.timeout)
+        t.expires_after(std::chrono::duration_cast<typename clock::duration>(*ctx.timeout));
+    else
+        t.expires_at(clock::time_point::max());
+    wake_timer_on(pd.stop_when_.get(), stop_sub, t);
+    auto [order, spawn_error, outcome, timer_ec] =
+        co_await asio::experimental::make_parallel_group(
+            asio::co_spawn(co_await asio::this_coro::executor, guarded_attempt<Raw>(fn, ctx), asio::deferred),
+            t.async_wait(asio::deferred))
+            .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
+    out = std::move(outcome);
+    if (spawn_error) out.error = spawn_error;
+    co_return order[0] == 1 && !timer_ec;
+}
+
+// The backoff sleep. It ends early when stop-when turns true, or when the gate
+// turns true (the awaited resource is back: try at once).
+template <class Timer>
+boost::asio::awaitable<void> backoff_sleep(const detail::policy_data& pd, std::optional<Timer>& timer,
+                                           nanoseconds delay) {
+    namespace asio = boost::asio;
+    if (delay.count() == 0) {
+        // Zero delay still yields, so a retry loop never starves the event loop.
+        co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+        co_return;
+    }
+    Timer& t = *co_await timer_of(timer);
+    watchable::subscription stop_sub, gate_sub;
+    t.expires_after(std::chrono::duration_cast<typename Timer::clock_type::duration>(delay));
+    wake_timer_on(pd.stop_when_.get(), stop_sub, t);
+    wake_timer_on(pd.attempt_when_.get(), gate_sub, t);
+    auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    (void)ec;  // expired or woken: the caller looks at the state either way
+}
+
+// Everything between an attempt's end and the next wait, as plain code: its
+// locals stay on the stack, out of the coroutine frame.
+template <class R, class Classifier>
+decision after_attempt(const detail::policy_data& pd, retry_state& state, retry_result<R>& res,
+                       const Classifier& classify, attempt_outcome<R>& out, bool timed_out, bool cancelled,
+                       const attempt_context& ctx, nanoseconds elapsed) {
+    classification c;
+    if (out.error) c = pd.exception_classifier_ ? pd.exception_classifier_(out.error) : classify_exception(out.error);
+    else if (out.value) c = classify(*out.value);
+    if (timed_out && c.kind != verdict::success) c = classification::retryable(error::attempt_timeout);
+    if (cancelled && c.kind != verdict::cancelled) c = classification::cancelled(boost::asio::error::operation_aborted);
+    res.value_ = std::move(out.value);
+    res.exception_ = out.error;
+    res.summary_.last_error = c.ec;
+
+    decision d;
+    if (c.kind != verdict::success && c.kind != verdict::cancelled && pd.stop_when_ && pd.stop_when_->value())
+        d = decision{decision::action::stop, stop_reason::condition, {}, false};
+    else
+        d = state.on_outcome(c, elapsed);
+    if (pd.hooks_.after_attempt) pd.hooks_.after_attempt(ctx, c, d);
+    return d;
+}
+
+}  // namespace detail
+
 /// Retries `attempt` under `policy` in the calling coroutine.
 ///
 /// Completion: never throws for the expected failure paths; the result says
@@ -115,148 +233,235 @@ boost::asio::awaitable<retry_result_for<Attempt>> retry(retry_policy policy, Att
     using clock = typename Timer::clock_type;
     using std::chrono::duration_cast;
 
-    auto& fn = parts::fn(attempt);
-    auto&& classify = parts::classifier(attempt);
     const detail::policy_data& pd = policy.data();
     const auto cs = co_await asio::this_coro::cancellation_state;
-    const auto ex = co_await asio::this_coro::executor;
     const auto start = clock::now();
-    auto elapsed = [&] { return duration_cast<nanoseconds>(clock::now() - start); };
-
+    nanoseconds elapsed{};  // as of the latest clock read
     retry_state state(policy);
     retry_result<R> res;
     std::optional<Timer> timer;  // made on the first wait: an instant success needs none
-    auto get_timer = [&]() -> Timer& {
-        if (!timer) timer.emplace(ex);
-        return *timer;
-    };
-    auto finish = [&](stop_reason why) -> retry_result<R> {
-        res.summary_.reason = why;
-        res.summary_.attempts = state.attempts();
-        res.summary_.elapsed = elapsed();
-        if (why != stop_reason::success && pd.hooks_.on_give_up) pd.hooks_.on_give_up(res.summary_);
-        return std::move(res);
-    };
-    auto stop_requested = [&] { return pd.stop_when_ && pd.stop_when_->value(); };
-    watchable::subscription stop_sub, gate_sub;
-    auto wake_on_stop = [&](Timer& t) {
-        if (pd.stop_when_)
-            pd.stop_when_->subscribe(stop_sub, [&t](bool v) {
-                if (v) t.cancel();
-            });
-    };
 
     for (;;) {
-        if (detail::is_cancelled(cs)) co_return finish(stop_reason::cancelled);
-        if (stop_requested()) co_return finish(stop_reason::condition);
-
-        // Gate: make no attempt while attempt_when is false; wait for it to open,
-        // bounded by the stop condition's deadline and by stop-when.
+        if (detail::is_cancelled(cs)) {
+            res.summary_.reason = stop_reason::cancelled;
+            break;
+        }
+        if (pd.stop_when_ && pd.stop_when_->value()) {
+            res.summary_.reason = stop_reason::condition;
+            break;
+        }
         if (pd.attempt_when_ && !pd.attempt_when_->value()) {
-            Timer& t = get_timer();
-            if (auto limit = pd.stop_.deadline())
-                t.expires_at(start + duration_cast<typename clock::duration>(*limit));
-            else
-                t.expires_at(clock::time_point::max());
-            wake_on_stop(t);
-            pd.attempt_when_->subscribe(gate_sub, [&t](bool v) {
-                if (v) t.cancel();
-            });
-            while (!pd.attempt_when_->value()) {
-                auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-                if (detail::is_cancelled(cs)) co_return finish(stop_reason::cancelled);
-                if (stop_requested()) co_return finish(stop_reason::condition);
-                if (!ec) co_return finish(stop_reason::deadline);
+            const auto why = co_await detail::wait_for_gate(pd, timer, start);
+            elapsed = duration_cast<nanoseconds>(clock::now() - start);
+            if (why) {
+                res.summary_.reason = *why;
+                break;
             }
-            stop_sub.reset();
-            gate_sub.reset();
         }
 
-        const attempt_context ctx = state.begin_attempt(elapsed());
+        const attempt_context ctx = state.begin_attempt(elapsed);
         if (pd.hooks_.before_attempt) pd.hooks_.before_attempt(ctx);
 
         detail::attempt_outcome<R> out;
         bool timed_out = false;
         if (ctx.timeout || pd.stop_when_) {
-            // Race the attempt against the timer; stop-when cancels the timer,
-            // and whichever ends first cancels the other, which is awaited.
-            Timer& t = get_timer();
-            if (ctx.timeout)
-                t.expires_after(duration_cast<typename clock::duration>(*ctx.timeout));
-            else
-                t.expires_at(clock::time_point::max());
-            wake_on_stop(t);
-            auto [order, spawn_error, outcome, timer_ec] =
-                co_await asio::experimental::make_parallel_group(
-                    asio::co_spawn(ex, detail::guarded_attempt<raw_t>(fn, ctx), asio::deferred),
-                    t.async_wait(asio::deferred))
-                    .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
-            stop_sub.reset();
-            out = std::move(outcome);
-            if (spawn_error) out.error = spawn_error;
-            timed_out = order[0] == 1 && !timer_ec;
+            timed_out = co_await detail::race_attempt<raw_t>(pd, timer, parts::fn(attempt), ctx, out);
         } else {
-            out = co_await detail::guarded_attempt<raw_t>(fn, ctx);
+            // The fast path: the attempt runs inline in this frame.
+            try {
+                if constexpr (std::is_void_v<raw_t>) {
+                    co_await parts::fn(attempt)(ctx);
+                    out.value.emplace();
+                } else {
+                    out.value.emplace(co_await parts::fn(attempt)(ctx));
+                }
+            } catch (...) {
+                out.error = std::current_exception();
+            }
         }
+        elapsed = duration_cast<nanoseconds>(clock::now() - start);
 
-        classification c;
-        if (out.error) {
-            c = pd.exception_classifier_ ? pd.exception_classifier_(out.error) : classify_exception(out.error);
-        } else if (out.value) {
-            c = classify(*out.value);
+        const decision d = detail::after_attempt(pd, state, res, parts::classifier(attempt), out, timed_out,
+                                                 detail::is_cancelled(cs), ctx, elapsed);
+        if (d.what == decision::action::stop) {
+            res.summary_.reason = d.reason;
+            break;
         }
-        if (timed_out && c.kind != verdict::success) c = classification::retryable(error::attempt_timeout);
-        if (detail::is_cancelled(cs) && c.kind != verdict::cancelled)
-            c = classification::cancelled(asio::error::operation_aborted);
-        res.value_ = std::move(out.value);
-        res.exception_ = out.error;
-        res.summary_.last_error = c.ec;
-
-        decision d;
-        if (c.kind != verdict::success && c.kind != verdict::cancelled && stop_requested())
-            d = decision{decision::action::stop, stop_reason::condition, {}, false};
-        else
-            d = state.on_outcome(c, elapsed());
-        if (pd.hooks_.after_attempt) pd.hooks_.after_attempt(ctx, c, d);
-        if (d.what == decision::action::stop) co_return finish(d.reason);
-
-        // Backoff sleep. It ends early when stop-when turns true, or when the
-        // gate turns true (the awaited resource is back: try at once).
-        if (d.delay.count() > 0) {
-            Timer& t = get_timer();
-            t.expires_after(duration_cast<typename clock::duration>(d.delay));
-            wake_on_stop(t);
-            if (pd.attempt_when_)
-                pd.attempt_when_->subscribe(gate_sub, [&t](bool v) {
-                    if (v) t.cancel();
-                });
-            auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-            (void)ec;
-            stop_sub.reset();
-            gate_sub.reset();
-        } else {
-            // Zero delay still yields, so a retry loop never starves the event loop.
-            co_await asio::post(ex, asio::use_awaitable);
-        }
+        co_await detail::backoff_sleep(pd, timer, d.delay);
+        elapsed = duration_cast<nanoseconds>(clock::now() - start);
     }
+
+    res.summary_.attempts = state.attempts();
+    res.summary_.elapsed = elapsed;
+    if (res.summary_.reason != stop_reason::success && pd.hooks_.on_give_up) pd.hooks_.on_give_up(res.summary_);
+    co_return res;
 }
+
+namespace detail {
+
+// async_retry as a composed operation: between attempts only this state and
+// the timer's wait exist (no coroutine frame), so many pending retries stay
+// small. Each attempt runs in a coroutine spawned for its duration.
+template <class Timer, class Attempt>
+class retry_op {
+    using parts = attempt_parts<Attempt>;
+    using raw_t = attempt_raw_t<Attempt>;
+    using R = stored_t<raw_t>;
+    using clock = typename Timer::clock_type;
+    enum class phase : unsigned char { starting, gate, attempting, sleeping, yielding };
+
+    struct data {
+        data(const boost::asio::any_io_executor& ex, retry_policy p, Attempt a)
+            : policy(std::move(p)), attempt(std::move(a)), state(policy), timer(ex) {}
+        retry_policy policy;
+        Attempt attempt;
+        retry_state state;
+        retry_result<R> res;
+        Timer timer;
+        typename clock::time_point start{};
+        nanoseconds elapsed{};
+        attempt_context ctx;
+        watchable::subscription stop_sub, gate_sub;
+        phase at = phase::starting;
+    };
+    std::unique_ptr<data> d_;
+
+public:
+    retry_op(const boost::asio::any_io_executor& ex, retry_policy p, Attempt a)
+        : d_(std::make_unique<data>(ex, std::move(p), std::move(a))) {}
+
+    template <class Self>
+    void operator()(Self& self) {  // start, or resumed after a zero-delay yield
+        if (d_->at == phase::starting) {
+            self.reset_cancellation_state(boost::asio::enable_total_cancellation());
+            d_->start = clock::now();
+        }
+        next(self);
+    }
+
+    template <class Self>
+    void operator()(Self& self, error_code ec) {  // the timer: gate wait or backoff sleep
+        data& d = *d_;
+        d.stop_sub.reset();
+        d.gate_sub.reset();
+        d.elapsed = elapsed();
+        if (d.at == phase::gate && !cancelled(self) && !stop_requested() && !d.policy.data().attempt_when_->value()) {
+            if (!ec) return finish(self, stop_reason::deadline);
+            return wait_for_gate(self);  // woken for nothing: wait on
+        }
+        next(self);
+    }
+
+    template <class Self>
+    void operator()(Self& self, std::exception_ptr e, attempt_outcome<R> out) {  // a plain attempt
+        attempt_done(self, e, std::move(out), false);
+    }
+
+    template <class Self>
+    void operator()(Self& self, std::array<std::size_t, 2> order, std::exception_ptr e, attempt_outcome<R> out,
+                    error_code timer_ec) {  // an attempt raced against the timer
+        d_->stop_sub.reset();
+        attempt_done(self, e, std::move(out), order[0] == 1 && !timer_ec);
+    }
+
+private:
+    template <class Self>
+    static bool cancelled(Self& self) {
+        return self.get_cancellation_state().cancelled() != boost::asio::cancellation_type::none;
+    }
+    bool stop_requested() const {
+        const auto& pd = d_->policy.data();
+        return pd.stop_when_ && pd.stop_when_->value();
+    }
+    nanoseconds elapsed() const { return std::chrono::duration_cast<nanoseconds>(clock::now() - d_->start); }
+
+    template <class Self>
+    void next(Self& self) {
+        data& d = *d_;
+        const auto& pd = d.policy.data();
+        if (cancelled(self)) return finish(self, stop_reason::cancelled);
+        if (stop_requested()) return finish(self, stop_reason::condition);
+        if (pd.attempt_when_ && !pd.attempt_when_->value()) {
+            const auto limit = pd.stop_.deadline();
+            d.timer.expires_at(limit ? d.start + std::chrono::duration_cast<typename clock::duration>(*limit)
+                                     : clock::time_point::max());
+            return wait_for_gate(self);
+        }
+        d.ctx = d.state.begin_attempt(d.elapsed);
+        if (pd.hooks_.before_attempt) pd.hooks_.before_attempt(d.ctx);
+        d.at = phase::attempting;
+        auto ex = d.timer.get_executor();
+        auto attempt = boost::asio::co_spawn(ex, guarded_attempt<raw_t>(parts::fn(d.attempt), d.ctx), boost::asio::deferred);
+        if (!d.ctx.timeout && !pd.stop_when_) return std::move(attempt)(std::move(self));
+        if (d.ctx.timeout)
+            d.timer.expires_after(std::chrono::duration_cast<typename clock::duration>(*d.ctx.timeout));
+        else
+            d.timer.expires_at(clock::time_point::max());
+        wake_timer_on(pd.stop_when_.get(), d.stop_sub, d.timer);
+        boost::asio::experimental::make_parallel_group(std::move(attempt), d.timer.async_wait(boost::asio::deferred))
+            .async_wait(boost::asio::experimental::wait_for_one(), std::move(self));
+    }
+
+    template <class Self>
+    void wait_for_gate(Self& self) {
+        data& d = *d_;
+        const auto& pd = d.policy.data();
+        d.at = phase::gate;
+        wake_timer_on(pd.stop_when_.get(), d.stop_sub, d.timer);
+        wake_timer_on(pd.attempt_when_.get(), d.gate_sub, d.timer);
+        d.timer.async_wait(std::move(self));
+    }
+
+    template <class Self>
+    void attempt_done(Self& self, std::exception_ptr e, attempt_outcome<R> out, bool timed_out) {
+        data& d = *d_;
+        const auto& pd = d.policy.data();
+        if (e) out.error = e;
+        d.elapsed = elapsed();
+        const decision dec = after_attempt(pd, d.state, d.res, parts::classifier(d.attempt), out, timed_out,
+                                           cancelled(self), d.ctx, d.elapsed);
+        if (dec.what == decision::action::stop) return finish(self, dec.reason);
+        if (dec.delay.count() > 0) {
+            d.at = phase::sleeping;
+            d.timer.expires_after(std::chrono::duration_cast<typename clock::duration>(dec.delay));
+            wake_timer_on(pd.stop_when_.get(), d.stop_sub, d.timer);
+            wake_timer_on(pd.attempt_when_.get(), d.gate_sub, d.timer);
+            return d.timer.async_wait(std::move(self));
+        }
+        d.at = phase::yielding;  // zero delay still yields to the event loop
+        boost::asio::post(d.timer.get_executor(), std::move(self));
+    }
+
+    template <class Self>
+    void finish(Self& self, stop_reason why) {
+        data& d = *d_;
+        d.res.summary_.reason = why;
+        d.res.summary_.attempts = d.state.attempts();
+        d.res.summary_.elapsed = d.elapsed;
+        const auto& pd = d.policy.data();
+        if (why != stop_reason::success && pd.hooks_.on_give_up) pd.hooks_.on_give_up(d.res.summary_);
+        auto res = std::move(d.res);
+        d_.reset();
+        self.complete(std::move(res));
+    }
+};
+
+}  // namespace detail
 
 /// The same as a composed asynchronous operation taking any completion token.
 ///
 /// Completion signature: void(retry_result_for<Attempt>). Executor: `ex` (use
-/// a strand on a multi-threaded io_context). Cancellation: terminal, partial
-/// and total, through the token's associated cancellation slot.
+/// a strand on a multi-threaded io_context); the completion handler runs on
+/// its associated executor. Cancellation: terminal, partial and total, through
+/// the token's associated cancellation slot. Between attempts the operation
+/// holds only its state and a timer wait (no coroutine frame).
 template <class Timer = boost::asio::steady_timer, class Executor, class Attempt,
           class CompletionToken = boost::asio::default_completion_token_t<Executor>>
 auto async_retry(const Executor& ex, retry_policy policy, Attempt attempt, CompletionToken&& token = {}) {
-    namespace asio = boost::asio;
     using result_t = retry_result_for<Attempt>;
-    return asio::co_spawn(ex, retry<Timer>(std::move(policy), std::move(attempt)), asio::deferred)(
-        asio::deferred([](std::exception_ptr e, result_t r) {
-            // Only a failure outside the expected paths (bad_alloc, a throwing hook) lands here.
-            if (e) std::rethrow_exception(e);
-            return asio::deferred.values(std::move(r));
-        }))(std::forward<CompletionToken>(token));
+    return boost::asio::async_compose<CompletionToken, void(result_t)>(
+        detail::retry_op<Timer, Attempt>(boost::asio::any_io_executor(ex), std::move(policy), std::move(attempt)), token,
+        ex);
 }
 
 }  // namespace steadfast

@@ -100,12 +100,14 @@ retry_policy retry_policy::with_attempt_when(std::shared_ptr<watchable> c) const
     return modified([&](auto& d) { d.attempt_when_ = std::move(c); });
 }
 
-retry_state::retry_state(const retry_policy& p) : p_(&p.data()), rng_(p.data().seed_.value_or(0)) {
-    if (!p_->seed_ && !p_->random_ && p_->backoff_.jitter_kind() != jitter::none) rng_ = fresh_seed();
-}
+retry_state::retry_state(const retry_policy& p) : p_(&p.data()), rng_(p.data().seed_.value_or(0)) {}
 
 std::uint64_t retry_state::draw() {
     if (p_->random_) return p_->random_();
+    if (!seeded_) {  // seeded on the first draw: an instant success never pays for it
+        seeded_ = true;
+        if (!p_->seed_) rng_ = fresh_seed();
+    }
     // splitmix64: 8 bytes of state per operation, good enough for jitter.
     std::uint64_t z = (rng_ += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
