@@ -50,3 +50,40 @@ inline asio::awaitable<void> virtual_sleep(std::chrono::nanoseconds d) {
 }
 
 }  // namespace steadfast_test
+
+#include <steadfast/engine/retry.hpp>
+
+#include <array>
+#include <functional>
+
+namespace steadfast_test {
+
+/// Runs the same retry through both forms, co_await retry() and the composed
+/// async_retry(), each from t = 0 on a fresh io_context. `setup` runs before
+/// each (to schedule flag flips and the like) and may keep state alive.
+template <class Attempt>
+std::array<steadfast::retry_result_for<Attempt>, 2> run_both(
+    const steadfast::retry_policy& policy, const Attempt& attempt,
+    const std::function<void(asio::io_context&)>& setup = {}) {
+    using result_t = steadfast::retry_result_for<Attempt>;
+    std::array<std::optional<result_t>, 2> out;
+    for (int form = 0; form < 2; ++form) {
+        manual_clock::reset();
+        asio::io_context ioc;
+        if (setup) setup(ioc);
+        if (form == 0)
+            asio::co_spawn(ioc, steadfast::retry<manual_timer>(policy, attempt),
+                           [&](std::exception_ptr e, result_t r) {
+                               if (e) std::rethrow_exception(e);
+                               out[0].emplace(std::move(r));
+                           });
+        else
+            steadfast::async_retry<manual_timer>(ioc.get_executor(), policy, attempt,
+                                                 [&](result_t r) { out[1].emplace(std::move(r)); });
+        steadfast::run_virtual(ioc);
+        if (!out[form]) throw std::logic_error("the retry did not finish");
+    }
+    return {std::move(*out[0]), std::move(*out[1])};
+}
+
+}  // namespace steadfast_test

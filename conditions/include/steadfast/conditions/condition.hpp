@@ -18,6 +18,7 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/error.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 
 #include <atomic>
@@ -85,8 +86,12 @@ private:
         std::shared_ptr<condition> keep;  // a condition lives while someone waits on it
         bool want;
         Handler handler;
+        // A pending wait is outstanding work, like any Asio operation: run()
+        // does not return while a coroutine waits for a flag another thread sets.
+        boost::asio::executor_work_guard<executor_type> work;
 
-        waiter(std::shared_ptr<condition> k, bool w, Handler h) : keep(std::move(k)), want(w), handler(std::move(h)) {}
+        waiter(std::shared_ptr<condition> k, bool w, Handler h)
+            : keep(std::move(k)), want(w), handler(std::move(h)), work(keep->ex_) {}
 
         void complete(error_code ec) {
             auto slot = boost::asio::get_associated_cancellation_slot(handler);

@@ -204,8 +204,10 @@ decision after_attempt(const detail::policy_data& pd, retry_state& state, retry_
     res.exception_ = out.error;
     res.summary_.last_error = c.ec;
 
+    // A stop-when condition that cut the attempt short (or holds now) is the
+    // reason, unless the caller cancelled.
     decision d;
-    if (c.kind != verdict::success && c.kind != verdict::cancelled && pd.stop_when_ && pd.stop_when_->value())
+    if (!cancelled && c.kind != verdict::success && pd.stop_when_ && pd.stop_when_->value())
         d = decision{decision::action::stop, stop_reason::condition, {}, false};
     else
         d = state.on_outcome(c, elapsed);

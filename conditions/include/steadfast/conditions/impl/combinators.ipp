@@ -8,8 +8,6 @@ namespace detail {
 
 namespace {
 std::string derived_name(derived_condition::op o, const condition_ptr& a, const condition_ptr& b) {
-    if (!a || (o != derived_condition::op::not_ && !b))
-        throw std::invalid_argument("steadfast: a condition combinator got a null condition");
     switch (o) {
         case derived_condition::op::not_: return "!" + a->name();
         case derived_condition::op::and_: return "(" + a->name() + " && " + b->name() + ")";
@@ -28,13 +26,10 @@ bool initial(derived_condition::op o, const condition_ptr& a, const condition_pt
 }  // namespace
 
 derived_condition::derived_condition(op o, condition_ptr a, condition_ptr b)
-    : condition(a ? a->get_executor() : executor_type{}, derived_name(o, a, b), initial(o, a, b)),
+    : condition(a->get_executor(), derived_name(o, a, b), initial(o, a, b)),
       op_(o),
       a_(std::move(a)),
       b_(std::move(b)) {
-    if (b_ && b_->get_executor() != a_->get_executor())
-        throw std::invalid_argument("steadfast: conditions \"" + a_->name() + "\" and \"" + b_->name() +
-                                    "\" run on different executors and cannot be combined");
     a_->subscribe(sub_a_, [this](bool) { assign(compute()); });
     if (b_) b_->subscribe(sub_b_, [this](bool) { assign(compute()); });
 }
@@ -48,16 +43,16 @@ bool derived_condition::compute() const {
     return false;
 }
 
-}  // namespace detail
+std::shared_ptr<derived_condition> combine(derived_condition::op o, const condition_ptr& a, const condition_ptr& b) {
+    // Checked before construction: the base's arguments read both inputs.
+    if (a == nullptr || (o != derived_condition::op::not_ && b == nullptr))
+        throw std::invalid_argument("steadfast: a condition combinator got an empty cond");
+    if (b != nullptr && b->get_executor() != a->get_executor())
+        throw std::invalid_argument("steadfast: conditions \"" + a->name() + "\" and \"" + b->name() +
+                                    "\" run on different executors and cannot be combined");
+    return std::make_shared<derived_condition>(o, a, b);
+}
 
-condition_ptr operator!(const condition_ptr& a) {
-    return std::make_shared<detail::derived_condition>(detail::derived_condition::op::not_, a, nullptr);
-}
-condition_ptr operator&&(const condition_ptr& a, const condition_ptr& b) {
-    return std::make_shared<detail::derived_condition>(detail::derived_condition::op::and_, a, b);
-}
-condition_ptr operator||(const condition_ptr& a, const condition_ptr& b) {
-    return std::make_shared<detail::derived_condition>(detail::derived_condition::op::or_, a, b);
-}
+}  // namespace detail
 
 }  // namespace steadfast

@@ -1,0 +1,124 @@
+// probe_condition: an asynchronous check run periodically, publishing
+// online/offline transitions with hysteresis: N failures in a row to go
+// offline, one success to come back. While failing it probes on its own
+// backoff (steadfast::backoff), so a dead peer is not hammered but a peer that
+// comes back is seen within one backoff step.
+//
+// The check is any callable returning asio::awaitable<bool> (true = healthy);
+// a check that throws or overruns `check_timeout` counts as a failure.
+// The secondary's HTTP health probe (steadfast::transport) plugs in here.
+#pragma once
+
+#include <steadfast/conditions/condition.hpp>
+#include <steadfast/engine/backoff.hpp>
+#include <steadfast/engine/policy.hpp>
+#include <steadfast/engine/retry.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <stdexcept>
+
+namespace steadfast {
+
+struct probe_options {
+    std::chrono::nanoseconds interval = std::chrono::seconds(1);          // between checks while online
+    backoff failing_backoff = backoff::exponential(std::chrono::milliseconds(250), 2.0, std::chrono::seconds(2));
+    std::chrono::nanoseconds check_timeout = std::chrono::seconds(2);
+    std::uint32_t failures_to_offline = 3;
+    bool initially_online = false;  // unknown counts as offline until a check passes
+};
+
+template <class Timer = boost::asio::steady_timer>
+class probe_condition : public condition {
+public:
+    using check_fn = std::function<boost::asio::awaitable<bool>()>;
+
+    probe_condition(executor_type ex, std::string name, check_fn check, probe_options o)
+        : condition(ex, std::move(name), o.initially_online), check_(std::move(check)), opts_(std::move(o)) {
+        if (!check_) throw std::invalid_argument("steadfast::probe_condition: needs a check function");
+        if (opts_.interval.count() <= 0) throw std::invalid_argument("steadfast::probe_condition: interval must be positive");
+        if (opts_.check_timeout.count() <= 0)
+            throw std::invalid_argument("steadfast::probe_condition: check_timeout must be positive");
+        if (opts_.failures_to_offline == 0)
+            throw std::invalid_argument("steadfast::probe_condition: failures_to_offline must be at least 1");
+    }
+
+    /// Starts probing (the first check runs at once). Call on the executor.
+    void start() {
+        if (running_) return;
+        running_ = true;
+        boost::asio::co_spawn(get_executor(), loop(std::static_pointer_cast<probe_condition>(shared_from_this())),
+                              boost::asio::bind_cancellation_slot(stop_.slot(), [](std::exception_ptr) {}));
+    }
+    /// Stops probing; the value stays as it was.
+    void stop() {
+        if (running_) stop_.emit(boost::asio::cancellation_type::terminal);
+    }
+
+    std::uint64_t checks() const noexcept { return checks_; }
+    std::uint32_t consecutive_failures() const noexcept { return failures_; }
+
+private:
+    static boost::asio::awaitable<void> loop(std::shared_ptr<probe_condition> self) {
+        namespace asio = boost::asio;
+        // One attempt with a timeout, through the engine: the check is cancelled
+        // when it overruns, and a throw is a failure like any other.
+        const auto once = retry_policy{}.with_stop(stop::max_attempts(1)).with_attempt_timeout(self->opts_.check_timeout);
+        Timer timer(co_await asio::this_coro::executor);
+        nanoseconds previous{};
+        const auto cs = co_await asio::this_coro::cancellation_state;
+        while (cs.cancelled() == asio::cancellation_type::none) {
+            auto r = co_await steadfast::retry<Timer>(once, [&self](const attempt_context&) { return self->check_(); });
+            ++self->checks_;
+            if (r.reason() == stop_reason::cancelled) break;
+            const bool healthy = r.ok() && r.value();
+            nanoseconds delay = self->opts_.interval;
+            if (healthy) {
+                self->failures_ = 0;
+                self->assign(true);
+            } else {
+                ++self->failures_;
+                if (self->failures_ >= self->opts_.failures_to_offline) self->assign(false);
+                delay = self->opts_.failing_backoff.delay(self->failures_, previous, [&self] { return self->random_(); });
+                previous = delay;
+            }
+            timer.expires_after(std::chrono::duration_cast<typename Timer::duration>(delay));
+            auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+            if (ec) break;
+        }
+        self->running_ = false;
+    }
+
+    check_fn check_;
+    probe_options opts_;
+    boost::asio::cancellation_signal stop_;
+    bool running_ = false;
+    std::uint64_t checks_ = 0;
+    std::uint32_t failures_ = 0;
+    std::mt19937_64 random_{std::random_device{}()};  // for a jittered failing backoff
+};
+
+template <class Timer = boost::asio::steady_timer>
+std::shared_ptr<probe_condition<Timer>> make_probe(condition::executor_type ex, std::string name,
+                                                   typename probe_condition<Timer>::check_fn check, probe_options o = {}) {
+    auto p = std::make_shared<probe_condition<Timer>>(std::move(ex), std::move(name), std::move(check), std::move(o));
+    p->start();
+    return p;
+}
+
+/// Ready-made: "secondary-online", from a probe of the secondary's health.
+template <class Timer = boost::asio::steady_timer>
+std::shared_ptr<probe_condition<Timer>> make_secondary_online(condition::executor_type ex,
+                                                              typename probe_condition<Timer>::check_fn check,
+                                                              probe_options o = {}) {
+    return make_probe<Timer>(std::move(ex), "secondary-online", std::move(check), std::move(o));
+}
+
+}  // namespace steadfast
