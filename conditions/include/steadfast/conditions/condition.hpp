@@ -135,7 +135,7 @@ private:
     std::atomic<bool> value_;
     waiter_base* waiters_ = nullptr;
     std::size_t waiter_count_ = 0;
-    detail::condition_service* service_ = nullptr;
+    std::atomic<detail::condition_service*> service_{nullptr};  // null once the context shut down
     condition* svc_prev_ = nullptr;
     condition* svc_next_ = nullptr;
 };

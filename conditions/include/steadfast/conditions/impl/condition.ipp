@@ -48,9 +48,19 @@ private:
                         break;
                     }
             }
-            if (!c) return;
+            if (!c) break;
             c->shutdown();
         }
+        // Conditions may outlive their context: they must not reach this
+        // service once it is gone.
+        std::lock_guard lock(mutex_);
+        for (condition* p = head_; p;) {
+            condition* next = p->svc_next_;
+            p->service_.store(nullptr);
+            p->svc_prev_ = p->svc_next_ = nullptr;
+            p = next;
+        }
+        head_ = nullptr;
     }
 
     std::mutex mutex_;
@@ -62,14 +72,15 @@ private:
 condition::condition(executor_type ex, std::string name, bool initial)
     : watchable(std::move(name)), ex_(std::move(ex)), value_(initial) {
     auto& ctx = boost::asio::query(ex_, boost::asio::execution::context);
-    service_ = &boost::asio::use_service<detail::condition_service>(ctx);
-    service_->add(this);
+    auto* svc = &boost::asio::use_service<detail::condition_service>(ctx);
+    svc->add(this);
+    service_.store(svc);
 }
 
 condition::~condition() {
     // A waiter holds its condition alive, so none is left here, unless the
     // context shut down with waits pending (then they are already gone).
-    service_->remove(this);
+    if (auto* svc = service_.load()) svc->remove(this);
 }
 
 void condition::link(waiter_base* w) noexcept {
