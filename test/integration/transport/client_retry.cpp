@@ -1,0 +1,225 @@
+// The HTTP client against a real loopback server that misbehaves on cue: each
+// case is classified as the README's table says and retried (or not) through
+// the engine as it says.
+#include <steadfast/engine.hpp>
+#include <steadfast/transport/classify.hpp>
+#include <steadfast/transport/client.hpp>
+#include <steadfast_test/fault_server.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <thread>
+
+using namespace std::chrono_literals;
+using namespace steadfast;
+namespace asio = boost::asio;
+using steadfast_test::fault_server;
+using steadfast_test::step;
+
+namespace {
+struct run_result {
+    retry_result<http::outcome> r;
+    std::vector<classification> seen;
+    std::vector<bool> hinted;
+    std::uint64_t client_connections = 0;
+};
+
+http::client::options client_opts(const fault_server& s) {
+    http::client::options o;
+    o.port = s.port();
+    o.read_timeout = 300ms;
+    return o;
+}
+
+// Sends `req` through the engine with client `c` (whose io_context is `ioc`):
+// quick retries, a tight delay cap so that Retry-After values are honoured but
+// clamped for the test's speed.
+run_result send(asio::io_context& ioc, http::client& c, http::request req, std::uint32_t attempts = 5) {
+    run_result out;
+    auto policy = retry_policy{}
+                      .with_backoff(backoff::fixed(1ms))
+                      .with_max_delay(20ms)
+                      .with_stop(stop::max_attempts(attempts))
+                      .with_hooks({.after_attempt = [&](const attempt_context&, const classification& cl, const decision& d) {
+                          out.seen.push_back(cl);
+                          out.hinted.push_back(d.hinted);
+                      }});
+    auto attempt = classified([&](const attempt_context&) { return c.send(req); }, http::make_classifier(req));
+    asio::co_spawn(ioc, steadfast::retry(policy, attempt), [&](std::exception_ptr e, retry_result<http::outcome> r) {
+        if (e) std::rethrow_exception(e);
+        out.r = std::move(r);
+    });
+    ioc.restart();
+    ioc.run();
+    out.client_connections = c.connections_opened();
+    return out;
+}
+
+// The same with a fresh client.
+run_result send(http::client::options o, http::request req, std::uint32_t attempts = 5) {
+    asio::io_context ioc;
+    http::client c(ioc.get_executor(), std::move(o));
+    return send(ioc, c, std::move(req), attempts);
+}
+
+http::request get() { return http::request{"GET", "/x", {}, {}}; }
+http::request post(bool with_key) {
+    http::request r{"POST", "/x", {{"Content-Type", "application/json"}}, "{}"};
+    if (with_key) r.set("Idempotency-Key", "m-1");
+    return r;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(transport_client)
+
+BOOST_AUTO_TEST_CASE(keep_alive_reuses_one_connection) {
+    fault_server s;
+    asio::io_context ioc;
+    http::client c(ioc.get_executor(), client_opts(s));
+    for (int i = 0; i < 20; ++i) BOOST_TEST(send(ioc, c, get(), 1).r.ok());
+    BOOST_TEST(s.connections() == 1u);
+    BOOST_TEST(c.connections_opened() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(status_503_with_retry_after_is_retried_on_the_same_connection) {
+    fault_server s;
+    s.script({step::answer(503, "1"), step::answer(429, "Sun, 06 Nov 1994 08:49:37 GMT"), step::answer(502)});
+    auto r = send(client_opts(s), post(false));  // statuses are retryable even for POST: nothing was processed
+    BOOST_TEST(r.r.ok());
+    BOOST_TEST(r.r.attempts() == 4u);
+    BOOST_TEST(r.hinted.at(0));   // Retry-After: 1 (clamped to 20 ms)
+    BOOST_TEST(r.hinted.at(1));   // an HTTP-date in the past: retry at once
+    BOOST_TEST(!r.hinted.at(2));  // no header: the backoff
+    BOOST_TEST((r.seen.at(0).ec == http::status_error(503)));
+    BOOST_TEST(r.client_connections == 1u);
+    BOOST_TEST(s.connections() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(permanent_statuses_and_configurable_500) {
+    fault_server s;
+    s.script({step::answer(400)});
+    auto r = send(client_opts(s), get());
+    BOOST_TEST((r.r.reason() == stop_reason::permanent));
+    BOOST_TEST(r.r.attempts() == 1u);
+    BOOST_TEST((r.r.last_error() == http::status_error(400)));
+    BOOST_TEST(r.r.value().res().status == 400u);  // the answer is kept
+
+    s.script({step::answer(500), step::answer(500)});
+    auto r500 = send(client_opts(s), get(), 2);
+    BOOST_TEST((r500.r.reason() == stop_reason::attempts_exhausted));
+    http::outcome o{http::response::error(500, "x")};
+    BOOST_TEST((http::classify(o, {.retry_500 = false}).kind == verdict::permanent));
+}
+
+BOOST_AUTO_TEST_CASE(dropped_connection_before_the_answer) {
+    fault_server s;
+    // GET: idempotent, retried. (First request of a fresh client: no silent reconnect.)
+    s.script({step::drop_connection()});
+    auto r = send(client_opts(s), get());
+    BOOST_TEST(r.r.ok());
+    BOOST_TEST(r.r.attempts() == 2u);
+    BOOST_TEST((r.seen.at(0).kind == verdict::retryable));
+
+    // POST without an Idempotency-Key: it may have been processed, not retried.
+    s.script({step::drop_connection()});
+    auto p = send(client_opts(s), post(false));
+    BOOST_TEST((p.r.reason() == stop_reason::permanent));
+    BOOST_TEST(p.r.attempts() == 1u);
+    BOOST_TEST(p.r.value().error().request_sent);
+    BOOST_TEST((p.r.value().error().phase == http::phase::read));
+
+    // POST with an Idempotency-Key: the receiver deduplicates, retried.
+    s.script({step::drop_connection()});
+    auto k = send(client_opts(s), post(true));
+    BOOST_TEST(k.r.ok());
+    BOOST_TEST(k.r.attempts() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(answer_after_the_read_timeout) {
+    fault_server s;
+    s.script({step::answer_late(800ms)});
+    auto r = send(client_opts(s), get());
+    BOOST_TEST(r.r.ok());
+    BOOST_TEST(r.r.attempts() == 2u);
+    BOOST_TEST((r.seen.at(0).ec == boost::beast::error::timeout));  // a socket timeout IS retried (unlike HttpClient)
+
+    s.script({step::answer_late(800ms)});
+    auto p = send(client_opts(s), post(false));
+    BOOST_TEST((p.r.reason() == stop_reason::permanent));
+    BOOST_TEST(p.r.attempts() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(garbage_and_truncated_answers) {
+    fault_server s;
+    s.script({step::send_garbage(), step::send_truncated()});
+    auto r = send(client_opts(s), get());
+    BOOST_TEST(r.r.ok());
+    BOOST_TEST(r.r.attempts() == 3u);
+    BOOST_TEST((r.seen.at(0).kind == verdict::retryable));
+    BOOST_TEST((r.seen.at(1).ec == boost::beast::http::error::partial_message));
+
+    s.script({step::send_garbage()});
+    auto p = send(client_opts(s), post(false));
+    BOOST_TEST((p.r.reason() == stop_reason::permanent));
+}
+
+BOOST_AUTO_TEST_CASE(idle_keep_alive_closed_by_the_server_reconnects_transparently) {
+    http::server::options so;
+    so.idle_timeout = 50ms;
+    fault_server s(so);
+    asio::io_context ioc;
+    http::client c(ioc.get_executor(), client_opts(s));
+    BOOST_TEST(send(ioc, c, get(), 1).r.ok());
+    std::this_thread::sleep_for(200ms);  // the server closes the idle connection
+    for (bool key : {false, true}) {
+        auto r = send(ioc, c, key ? post(true) : get(), 1);
+        BOOST_TEST(r.r.ok());  // one engine attempt: the reconnect is inside the client
+        std::this_thread::sleep_for(200ms);
+    }
+    BOOST_TEST(c.connections_opened() == 3u);
+    BOOST_TEST(s.connections() == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(connection_refused_is_retryable_and_not_sent) {
+    asio::io_context ioc;
+    asio::ip::tcp::acceptor a(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+    http::client::options o;
+    o.port = std::to_string(a.local_endpoint().port());
+    a.close();
+    auto r = send(o, post(false), 3);
+    BOOST_TEST((r.r.reason() == stop_reason::attempts_exhausted));
+    BOOST_TEST((r.r.last_error() == asio::error::connection_refused));
+    BOOST_TEST(!r.r.value().error().request_sent);
+    BOOST_TEST((r.r.value().error().phase == http::phase::connect));
+}
+
+BOOST_AUTO_TEST_CASE(thousand_requests_with_503_retries_use_one_connection) {
+    fault_server s;
+    std::deque<step> script;
+    for (int i = 0; i < 1000; ++i) {
+        if (i % 10 == 0) script.push_back(step::answer(503, "0"));
+        script.push_back(step{});
+    }
+    s.script(std::move(script));
+    asio::io_context ioc;
+    http::client c(ioc.get_executor(), client_opts(s));
+    std::uint32_t attempts = 0;
+    int ok = 0;
+    for (int i = 0; i < 1000; ++i) {
+        auto r = send(ioc, c, post(true), 5);
+        ok += r.r.ok();
+        attempts += r.r.attempts();
+    }
+    BOOST_TEST(ok == 1000);
+    BOOST_TEST(attempts == 1100u);
+    BOOST_TEST(s.requests() == 1100u);
+    BOOST_TEST(s.connections() == 1u);  // counted at the server
+}
+
+BOOST_AUTO_TEST_SUITE_END()

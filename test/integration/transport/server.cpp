@@ -1,0 +1,177 @@
+// The HTTP server against raw sockets: limits, timeouts, malformed requests,
+// handler failures and graceful shutdown.
+#include <steadfast/transport/server.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <future>
+#include <thread>
+
+using namespace std::chrono_literals;
+using namespace steadfast;
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+namespace {
+// A server with a few routes on its own thread.
+struct test_server {
+    asio::io_context ioc;
+    std::optional<http::server> srv;
+    std::uint16_t port = 0;
+    std::thread th;
+
+    explicit test_server(http::server::options o = {}) {
+        http::router r;
+        r.add("GET", "/hello", [](http::request&) -> asio::awaitable<http::response> {
+            co_return http::response::json(200, "{\"hello\":true}");
+        });
+        r.add("POST", "/hello", [](http::request& q) -> asio::awaitable<http::response> {
+            co_return http::response::json(200, q.body);
+        });
+        r.add("GET", "/slow", [](http::request&) -> asio::awaitable<http::response> {
+            asio::steady_timer t(co_await asio::this_coro::executor, 300ms);
+            co_await t.async_wait(asio::use_awaitable);
+            co_return http::response::json(200, "{\"slow\":true}");
+        });
+        r.add("GET", "/throws", [](http::request&) -> asio::awaitable<http::response> {
+            throw std::runtime_error("handler bug");
+            co_return http::response{};
+        });
+        srv.emplace(ioc.get_executor(), std::move(r), o);
+        port = srv->listen("127.0.0.1", 0).port();
+        srv->start();
+        th = std::thread([this] { ioc.run(); });
+    }
+    void shutdown_and_join() {
+        if (!th.joinable()) return;
+        asio::co_spawn(ioc, srv->shutdown(), [this](std::exception_ptr) { ioc.stop(); });
+        th.join();
+    }
+    ~test_server() { shutdown_and_join(); }
+};
+
+// Writes `bytes` (after `pause`, the rest), then reads until the server closes.
+std::string raw_exchange(std::uint16_t port, const std::string& bytes, std::chrono::milliseconds pause = 0ms,
+                     const std::string& more = {}) {
+    asio::io_context ioc;
+    tcp::socket s(ioc);
+    s.connect({asio::ip::make_address("127.0.0.1"), port});
+    asio::write(s, asio::buffer(bytes));
+    if (pause.count()) std::this_thread::sleep_for(pause);
+    if (!more.empty()) {
+        boost::system::error_code ec;
+        asio::write(s, asio::buffer(more), ec);
+    }
+    std::string out;
+    boost::system::error_code ec;
+    asio::read(s, asio::dynamic_buffer(out), ec);  // until EOF or reset
+    return out;
+}
+
+bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(transport_server)
+
+BOOST_AUTO_TEST_CASE(keep_alive_and_routing) {
+    test_server t;
+    const std::string two = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"
+                            "POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}";
+    auto out = raw_exchange(t.port, two);
+    BOOST_TEST(out.find("{\"hello\":true}") != std::string::npos);
+    BOOST_TEST(out.find("HTTP/1.1 200", 10) != std::string::npos);  // the second answer on the same connection
+    BOOST_TEST(starts_with(raw_exchange(t.port, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), "HTTP/1.1 404"));
+    auto m = raw_exchange(t.port, "DELETE /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    BOOST_TEST(starts_with(m, "HTTP/1.1 405"));
+    BOOST_TEST(m.find("Allow: GET, POST") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(limits_and_malformed_requests) {
+    http::server::options o;
+    o.max_body_bytes = 1024;
+    o.max_header_bytes = 512;
+    test_server t(o);
+    // The body limit is enforced from Content-Length, before the body is read.
+    auto big = raw_exchange(t.port, "POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n\r\n");
+    BOOST_TEST(starts_with(big, "HTTP/1.1 413"));
+    BOOST_TEST(big.find("over 1024 bytes") != std::string::npos);
+    auto hdr = raw_exchange(t.port, "GET /hello HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(1000, 'a') + "\r\n\r\n");
+    BOOST_TEST(starts_with(hdr, "HTTP/1.1 431"));
+    auto bad = raw_exchange(t.port, "THIS IS NOT HTTP\r\n\r\n");
+    BOOST_TEST(starts_with(bad, "HTTP/1.1 400"));
+    BOOST_TEST(bad.find("malformed HTTP request") != std::string::npos);
+    auto boom = raw_exchange(t.port, "GET /throws HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    BOOST_TEST(starts_with(boom, "HTTP/1.1 500"));
+    // The server keeps serving after all of that.
+    BOOST_TEST(starts_with(raw_exchange(t.port, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), "HTTP/1.1 200"));
+}
+
+BOOST_AUTO_TEST_CASE(slow_clients_time_out) {
+    http::server::options o;
+    o.read_timeout = 150ms;
+    o.idle_timeout = 150ms;
+    test_server t(o);
+    // Half a request, then silence: the connection is closed, without an
+    // answer, once the read timeout runs out.
+    const auto s0 = std::chrono::steady_clock::now();
+    auto slow = raw_exchange(t.port, "GET /hello HTTP/1.1\r\nHo");
+    BOOST_TEST(slow.empty());
+    BOOST_TEST((std::chrono::steady_clock::now() - s0 >= 140ms));
+    // Trickling bytes does not extend the deadline (slowloris).
+    const auto s1 = std::chrono::steady_clock::now();
+    auto trickle = raw_exchange(t.port, "GET /hello HTTP/1.1\r\n", 100ms, "X-A: 1\r\n");
+    BOOST_TEST(trickle.empty());
+    BOOST_TEST((std::chrono::steady_clock::now() - s1 < 2s));
+    // An idle keep-alive connection is closed without an answer.
+    asio::io_context ioc;
+    tcp::socket s(ioc);
+    s.connect({asio::ip::make_address("127.0.0.1"), t.port});
+    const auto t0 = std::chrono::steady_clock::now();
+    char c;
+    boost::system::error_code ec;
+    s.read_some(asio::buffer(&c, 1), ec);
+    BOOST_TEST((ec == asio::error::eof || ec == asio::error::connection_reset));
+    BOOST_TEST((std::chrono::steady_clock::now() - t0 < 5s));
+}
+
+BOOST_AUTO_TEST_CASE(graceful_shutdown_finishes_requests_in_flight) {
+    test_server t;
+    auto in_flight = std::async(std::launch::async, [&] {
+        return raw_exchange(t.port, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");  // keep-alive: the server must close it
+    });
+    std::this_thread::sleep_for(100ms);
+    t.shutdown_and_join();
+    const auto answer = in_flight.get();
+    BOOST_TEST(starts_with(answer, "HTTP/1.1 200"));
+    BOOST_TEST(answer.find("Connection: close") != std::string::npos);
+    asio::io_context ioc;
+    tcp::socket s(ioc);
+    boost::system::error_code ec;
+    s.connect({asio::ip::make_address("127.0.0.1"), t.port}, ec);
+    BOOST_TEST((ec == asio::error::connection_refused));
+}
+
+BOOST_AUTO_TEST_CASE(listen_errors_are_clear) {
+    asio::io_context ioc;
+    http::server a(ioc.get_executor(), http::router{});
+    const auto port = a.listen("127.0.0.1", 0).port();
+    http::server b(ioc.get_executor(), http::router{});
+    try {
+        b.listen("127.0.0.1", port);
+        BOOST_FAIL("a second listen on the same port must fail");
+    } catch (const boost::system::system_error& e) {
+        BOOST_TEST(std::string(e.what()).find("cannot listen on 127.0.0.1:" + std::to_string(port)) != std::string::npos);
+    }
+    BOOST_CHECK_THROW(b.listen("not-an-ip", 1), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

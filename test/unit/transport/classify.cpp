@@ -1,0 +1,101 @@
+// The classification table, Retry-After parsing, routing and address parsing: no sockets.
+#include <steadfast/transport/classify.hpp>
+#include <steadfast/transport/client.hpp>
+#include <steadfast/transport/server.hpp>
+
+#include <boost/asio/error.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/test/unit_test.hpp>
+
+using namespace std::chrono_literals;
+using namespace steadfast;
+namespace asio = boost::asio;
+
+namespace {
+verdict kind_of(unsigned status) { return http::classify(http::outcome{http::response::error(status, "x")}, {}).kind; }
+verdict kind_of(error_code ec, bool sent, bool repeatable) {
+    return http::classify(http::outcome{http::transport_error{ec, http::phase::read, sent}}, {.retry_500 = true, .repeatable = repeatable}).kind;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(transport_classify)
+
+BOOST_AUTO_TEST_CASE(statuses) {
+    for (unsigned s : {200u, 201u, 202u, 204u}) BOOST_TEST((kind_of(s) == verdict::success));
+    for (unsigned s : {408u, 429u, 500u, 502u, 503u, 504u}) BOOST_TEST((kind_of(s) == verdict::retryable), s);
+    for (unsigned s : {301u, 400u, 401u, 403u, 404u, 409u, 413u, 415u, 422u, 501u, 505u}) BOOST_TEST((kind_of(s) == verdict::permanent), s);
+}
+
+BOOST_AUTO_TEST_CASE(transport_failures) {
+    // Not sent: always retryable.
+    BOOST_TEST((kind_of(asio::error::connection_refused, false, false) == verdict::retryable));
+    BOOST_TEST((kind_of(boost::beast::error::timeout, false, false) == verdict::retryable));
+    BOOST_TEST((kind_of(asio::error::host_not_found_try_again, false, false) == verdict::retryable));
+    // Sent: only when the request may be repeated.
+    for (error_code ec : {error_code(asio::error::connection_reset), error_code(asio::error::broken_pipe),
+                          error_code(boost::beast::error::timeout), error_code(boost::beast::http::error::partial_message),
+                          error_code(boost::beast::http::error::bad_version)}) {
+        BOOST_TEST((kind_of(ec, true, true) == verdict::retryable), ec.message());
+        BOOST_TEST((kind_of(ec, true, false) == verdict::permanent), ec.message());
+    }
+    BOOST_TEST((kind_of(asio::error::host_not_found, false, true) == verdict::permanent));
+    BOOST_TEST((kind_of(asio::error::operation_aborted, true, true) == verdict::cancelled));
+    // Idempotent methods and Idempotency-Key make a request repeatable.
+    http::outcome reset{http::transport_error{asio::error::connection_reset, http::phase::read, true}};
+    BOOST_TEST((http::make_classifier(http::request{"PUT", "/", {}, {}})(reset).kind == verdict::retryable));
+    BOOST_TEST((http::make_classifier(http::request{"POST", "/", {}, {}})(reset).kind == verdict::permanent));
+    BOOST_TEST((http::make_classifier(http::request{"POST", "/", {{"idempotency-key", "k"}}, {}})(reset).kind == verdict::retryable));
+}
+
+BOOST_AUTO_TEST_CASE(retry_after_forms) {
+    const auto now = std::chrono::system_clock::from_time_t(784111777);  // Sun, 06 Nov 1994 08:49:37 GMT
+    auto secs = [](auto d) { return std::chrono::duration_cast<std::chrono::seconds>(*d).count(); };
+    BOOST_TEST(secs(http::parse_retry_after("120", now)) == 120);
+    BOOST_TEST(secs(http::parse_retry_after(" 0 ", now)) == 0);
+    BOOST_TEST(secs(http::parse_retry_after("Sun, 06 Nov 1994 08:51:37 GMT", now)) == 120);
+    BOOST_TEST(secs(http::parse_retry_after("Sunday, 06-Nov-94 08:50:37 GMT", now)) == 60);
+    BOOST_TEST(secs(http::parse_retry_after("Sun Nov  6 08:49:47 1994", now)) == 10);
+    BOOST_TEST(secs(http::parse_retry_after("Sat, 05 Nov 1994 08:49:37 GMT", now)) == 0);  // past
+    BOOST_TEST(!http::parse_retry_after("soon", now).has_value());
+    BOOST_TEST(!http::parse_retry_after("-5", now).has_value());
+    BOOST_TEST(!http::parse_retry_after("Sun, 06 Foo 1994 08:49:37 GMT", now).has_value());
+    BOOST_TEST(secs(http::parse_retry_after("99999999999999999999999", now)) > 3600);  // absurd: the engine clamps it
+    // A 503 carries its Retry-After as the delay hint.
+    auto r = http::response::error(503, "busy");
+    r.set("Retry-After", "7");
+    auto c = http::classify(http::outcome{r}, {});
+    BOOST_TEST(std::chrono::duration_cast<std::chrono::seconds>(*c.delay_hint).count() == 7);
+}
+
+BOOST_AUTO_TEST_CASE(routing_and_addresses) {
+    http::router r;
+    r.add("GET", "/health", {}).add("POST", "/publish", {});
+    http::response err;
+    BOOST_TEST(r.find("POST", "/publish?stream=a", err) != nullptr);
+    BOOST_TEST(r.find("GET", "/publish", err) == nullptr);
+    BOOST_TEST(err.status == 405u);
+    BOOST_TEST(*err.get("allow") == "POST");
+    BOOST_TEST(r.find("GET", "/nope", err) == nullptr);
+    BOOST_TEST(err.status == 404u);
+    BOOST_TEST(*http::query_param("/publish?a=1&stream=orders", "stream") == "orders");
+    BOOST_TEST(!http::query_param("/publish", "stream").has_value());
+
+    auto [h, p] = http::parse_listen_address("127.0.0.1:8080");
+    BOOST_TEST(h == "127.0.0.1");
+    BOOST_TEST(p == 8080);
+    BOOST_TEST(http::parse_listen_address("[::1]:9").first == "::1");
+    BOOST_CHECK_THROW(http::parse_listen_address("127.0.0.1"), std::invalid_argument);
+    BOOST_CHECK_THROW(http::parse_listen_address("127.0.0.1:70000"), std::invalid_argument);
+    BOOST_CHECK_THROW(http::parse_listen_address("127.0.0.1:http"), std::invalid_argument);
+
+    auto o = http::client::from_url("http://127.0.0.1:9000");
+    BOOST_TEST(o.host == "127.0.0.1");
+    BOOST_TEST(o.port == "9000");
+    BOOST_CHECK_THROW(http::client::from_url("https://x:1"), std::invalid_argument);
+    BOOST_CHECK_THROW(http::client::from_url("ftp://x:1"), std::invalid_argument);
+    BOOST_CHECK_THROW(http::client::from_url("http://x:0"), std::invalid_argument);
+    BOOST_CHECK_THROW(http::client::from_url("http://:80"), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

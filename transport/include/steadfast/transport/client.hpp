@@ -1,0 +1,89 @@
+// http::client: an HTTP/1.1 client on Boost.Beast for C++20 coroutines.
+//
+// - Keep-alive: one connection, reused for every request (and so across
+//   retries: a 503 does not cost a new TCP connection).
+// - Transparent reconnect: when a reused connection turns out to have been
+//   closed by the server while idle (the write fails, or it closes before any
+//   byte of the answer), the request is sent once more on a fresh connection,
+//   if it is safe to repeat (idempotent method or Idempotency-Key).
+// - Separate connect, write and read timeouts; a bounded response size.
+// - Plain http only for now (from_url refuses https:// with a clear error).
+//
+// One request at a time per client (like one connection); use one client per
+// concurrent sender. Runs on the executor it was made with.
+#pragma once
+
+#include <steadfast/engine/error.hpp>
+#include <steadfast/transport/http.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <variant>
+
+namespace steadfast::http {
+
+/// Where in the exchange a transport failure happened.
+enum class phase { resolve, connect, handshake, write, read };
+std::string_view to_string(phase p) noexcept;
+
+/// A failure below HTTP: no complete, valid answer was received.
+struct transport_error {
+    error_code ec;
+    enum phase phase = phase::connect;
+    bool request_sent = false;  // at least part of the request reached the wire
+};
+
+/// What one request produced: an answer (any status), or a transport failure.
+struct outcome {
+    std::variant<response, transport_error> v;
+
+    bool has_response() const noexcept { return v.index() == 0; }
+    const response& res() const { return std::get<0>(v); }
+    response& res() { return std::get<0>(v); }
+    const transport_error& error() const { return std::get<1>(v); }
+};
+
+class client {
+public:
+    struct options {
+        std::string host = "127.0.0.1";
+        std::string port = "80";
+        std::chrono::nanoseconds connect_timeout = std::chrono::seconds(2);
+        std::chrono::nanoseconds write_timeout = std::chrono::seconds(5);
+        std::chrono::nanoseconds read_timeout = std::chrono::seconds(10);
+        std::size_t max_response_bytes = 1 << 20;
+        std::string user_agent = "steadfast";
+    };
+
+    client(boost::asio::any_io_executor ex, options o);
+    ~client();
+    client(const client&) = delete;
+    client& operator=(const client&) = delete;
+
+    /// Parses "http://host:port" or "https://host:port" into options.
+    /// Throws std::invalid_argument naming the problem.
+    static options from_url(std::string_view url);
+
+    /// Sends one request and reads its answer. Never throws for network
+    /// failures: they come back as transport_error. Cancellation: terminal
+    /// (the connection is closed). Host and Content-Length are set for you.
+    boost::asio::awaitable<outcome> send(request req);
+
+    /// Closes the connection (the next send opens a new one).
+    void close();
+
+    const options& settings() const noexcept;
+    /// TCP connections opened so far (for tests and metrics).
+    std::uint64_t connections_opened() const noexcept;
+
+private:
+    struct impl;
+    std::unique_ptr<impl> impl_;
+};
+
+}  // namespace steadfast::http

@@ -1,0 +1,94 @@
+// http::server: a coroutine HTTP/1.1 server on Boost.Beast for the apps.
+//
+// One coroutine per connection, keep-alive, limits on header and body size,
+// an idle timeout between requests and a read timeout once a request started
+// (against slow clients), JSON error answers, routing by method and path
+// (404 for an unknown path, 405 with Allow for a known path and another
+// method), and a graceful shutdown that stops accepting, closes idle
+// connections and lets requests in flight finish.
+#pragma once
+
+#include <steadfast/transport/http.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace steadfast::http {
+
+class router {
+public:
+    using handler = std::function<boost::asio::awaitable<response>(request&)>;
+
+    /// Routes `method` on the exact `path` (the query string is ignored for matching).
+    router& add(std::string method, std::string path, handler h);
+
+    /// The handler for a request, or the error answer (404, or 405 with Allow).
+    /// Plain code: the fuzz target and unit tests call it without sockets.
+    const handler* find(std::string_view method, std::string_view target, response& error_out) const;
+
+private:
+    struct route {
+        std::string method, path;
+        handler h;
+    };
+    std::vector<route> routes_;
+};
+
+/// The path part of a target ("/publish?stream=a" -> "/publish").
+std::string_view path_of(std::string_view target) noexcept;
+/// A query parameter's raw value, if present.
+std::optional<std::string_view> query_param(std::string_view target, std::string_view name) noexcept;
+/// Whether the Content-Type is application/json (parameters allowed).
+bool is_json(const request& r);
+
+class server {
+public:
+    struct options {
+        std::size_t max_header_bytes = 8 * 1024;
+        std::size_t max_body_bytes = 1 << 20;                              // over it: 413
+        std::chrono::nanoseconds idle_timeout = std::chrono::seconds(30);  // waiting for a request
+        std::chrono::nanoseconds read_timeout = std::chrono::seconds(10);  // once a request started
+        std::chrono::nanoseconds write_timeout = std::chrono::seconds(10);
+        std::chrono::nanoseconds shutdown_grace = std::chrono::seconds(10);
+    };
+
+    struct stats {
+        std::uint64_t connections_accepted = 0;
+        std::uint64_t requests = 0;
+        std::uint64_t active_connections = 0;
+    };
+
+    server(boost::asio::any_io_executor ex, router r, options o);
+    server(boost::asio::any_io_executor ex, router r);
+    ~server();
+    server(const server&) = delete;
+    server& operator=(const server&) = delete;
+
+    /// Binds and listens. Throws boost::system::system_error naming the address on failure.
+    boost::asio::ip::tcp::endpoint listen(const std::string& host, std::uint16_t port);
+    /// Starts accepting (after listen).
+    void start();
+    /// Stops accepting, closes idle connections, waits for requests in flight
+    /// (at most shutdown_grace, then closes what is left).
+    boost::asio::awaitable<void> shutdown();
+
+    stats get_stats() const noexcept;
+
+private:
+    struct impl;
+    std::shared_ptr<impl> impl_;
+};
+
+/// Parses "127.0.0.1:8080" (or "[::1]:8080", "localhost:8080") into host and
+/// port. Throws std::invalid_argument naming the problem.
+std::pair<std::string, std::uint16_t> parse_listen_address(std::string_view s);
+
+}  // namespace steadfast::http

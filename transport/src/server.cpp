@@ -1,0 +1,284 @@
+// http::server on Beast. One of the two translation units that include Beast.
+// Single executor: the acceptor, the sessions and shutdown run on the
+// executor the server was made with (a strand if the io_context has threads).
+#include <steadfast/transport/server.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <exception>
+#include <set>
+#include <stdexcept>
+
+namespace steadfast::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using asio::ip::tcp;
+
+std::string_view path_of(std::string_view target) noexcept {
+    auto q = target.find('?');
+    return q == std::string_view::npos ? target : target.substr(0, q);
+}
+
+std::optional<std::string_view> query_param(std::string_view target, std::string_view name) noexcept {
+    auto q = target.find('?');
+    if (q == std::string_view::npos) return std::nullopt;
+    std::string_view rest = target.substr(q + 1);
+    while (!rest.empty()) {
+        auto amp = rest.find('&');
+        std::string_view pair = rest.substr(0, amp);
+        auto eq = pair.find('=');
+        if (pair.substr(0, eq) == name) return eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1);
+        if (amp == std::string_view::npos) break;
+        rest = rest.substr(amp + 1);
+    }
+    return std::nullopt;
+}
+
+bool is_json(const request& r) {
+    auto ct = r.get("Content-Type");
+    if (!ct) return false;
+    std::string_view v = *ct;
+    auto semi = v.find(';');
+    v = v.substr(0, semi);
+    while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
+    if (v.size() != 16) return false;
+    for (std::size_t i = 0; i < 16; ++i)
+        if (std::tolower(static_cast<unsigned char>(v[i])) != "application/json"[i]) return false;
+    return true;
+}
+
+router& router::add(std::string method, std::string path, handler h) {
+    routes_.push_back({std::move(method), std::move(path), std::move(h)});
+    return *this;
+}
+
+const router::handler* router::find(std::string_view method, std::string_view target, response& error_out) const {
+    const std::string_view path = path_of(target);
+    std::string allow;
+    for (const auto& r : routes_) {
+        if (r.path != path) continue;
+        if (r.method == method) return &r.h;
+        if (!allow.empty()) allow += ", ";
+        allow += r.method;
+    }
+    if (allow.empty()) {
+        error_out = response::error(404, "no such path: " + std::string(path));
+    } else {
+        error_out = response::error(405, "method " + std::string(method) + " is not allowed on " + std::string(path));
+        error_out.set("Allow", allow);
+    }
+    return nullptr;
+}
+
+std::pair<std::string, std::uint16_t> parse_listen_address(std::string_view s) {
+    std::string_view host, port;
+    if (!s.empty() && s.front() == '[') {
+        auto close = s.find(']');
+        if (close == std::string_view::npos || close + 1 >= s.size() || s[close + 1] != ':')
+            throw std::invalid_argument("listen address \"" + std::string(s) + "\" must look like [::1]:PORT");
+        host = s.substr(1, close - 1);
+        port = s.substr(close + 2);
+    } else {
+        auto colon = s.rfind(':');
+        if (colon == std::string_view::npos)
+            throw std::invalid_argument("listen address \"" + std::string(s) + "\" must look like HOST:PORT");
+        host = s.substr(0, colon);
+        port = s.substr(colon + 1);
+    }
+    if (host.empty()) throw std::invalid_argument("listen address \"" + std::string(s) + "\" has no host");
+    unsigned long p = 0;
+    if (port.empty() || port.size() > 5) throw std::invalid_argument("listen address \"" + std::string(s) + "\": bad port");
+    for (char c : port) {
+        if (c < '0' || c > '9') throw std::invalid_argument("listen address \"" + std::string(s) + "\": bad port");
+        p = p * 10 + static_cast<unsigned long>(c - '0');
+    }
+    if (p > 65535) throw std::invalid_argument("listen address \"" + std::string(s) + "\": port over 65535");
+    return {std::string(host), static_cast<std::uint16_t>(p)};
+}
+
+struct server::impl : std::enable_shared_from_this<impl> {
+    struct connection {
+        beast::tcp_stream* stream;
+        bool busy = false;
+    };
+
+    impl(asio::any_io_executor e, router r, options o)
+        : ex(std::move(e)), routes(std::move(r)), opts(o), acceptor(ex), drained(ex) {}
+
+    asio::any_io_executor ex;
+    router routes;
+    options opts;
+    tcp::acceptor acceptor;
+    asio::steady_timer drained;
+    std::set<connection*> connections;
+    bool stopping = false;
+    stats st;
+
+    asio::awaitable<void> accept_loop() {
+        auto self = shared_from_this();
+        asio::steady_timer backoff(ex);
+        while (!stopping) {
+            auto [ec, sock] = co_await acceptor.async_accept(asio::as_tuple(asio::use_awaitable));
+            if (ec) {
+                if (stopping || ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor) break;
+                // Out of descriptors and the like: breathe, then go on accepting.
+                backoff.expires_after(std::chrono::milliseconds(50));
+                co_await backoff.async_wait(asio::as_tuple(asio::use_awaitable));
+                continue;
+            }
+            ++st.connections_accepted;
+            asio::co_spawn(ex, session(std::move(sock)), asio::detached);
+        }
+    }
+
+    asio::awaitable<beast::error_code> write(beast::tcp_stream& stream, response& res, unsigned version, bool keep) {
+        bhttp::response<bhttp::string_body> bres;
+        bres.version(version);
+        bres.result(res.status);
+        for (auto& h : res.headers) bres.set(h.name, h.value);
+        bres.body() = std::move(res.body);
+        bres.keep_alive(keep);
+        bres.prepare_payload();
+        stream.expires_after(opts.write_timeout);
+        auto [ec, n] = co_await bhttp::async_write(stream, bres, asio::as_tuple(asio::use_awaitable));
+        co_return ec;
+    }
+
+    asio::awaitable<response> dispatch(request& req) {
+        response res;
+        const router::handler* h = routes.find(req.method, req.target, res);
+        if (!h) co_return res;
+        bool failed = false;
+        try {
+            res = co_await (*h)(req);
+        } catch (...) {
+            failed = true;
+        }
+        if (failed) res = response::error(500, "internal error");
+        co_return res;
+    }
+
+    asio::awaitable<void> session(tcp::socket sock) {
+        auto self = shared_from_this();
+        beast::tcp_stream stream(std::move(sock));
+        beast::error_code ignored;
+        stream.socket().set_option(tcp::no_delay(true), ignored);
+        connection conn{&stream};
+        connections.insert(&conn);
+        ++st.active_connections;
+        beast::flat_buffer buf;
+        for (;;) {
+            conn.busy = false;
+            if (stopping) break;
+            if (buf.size() == 0) {
+                // Waiting for the next request: the idle timeout applies.
+                stream.expires_after(opts.idle_timeout);
+                auto [ec, n] = co_await stream.async_read_some(buf.prepare(4096), asio::as_tuple(asio::use_awaitable));
+                if (ec) break;
+                buf.commit(n);
+            }
+            conn.busy = true;
+            // A request started: it must arrive in time. On expiry tcp_stream
+            // closes the socket, so a slow client is cut off without an answer.
+            stream.expires_after(opts.read_timeout);
+            bhttp::request_parser<bhttp::string_body> parser;
+            parser.header_limit(static_cast<std::uint32_t>(opts.max_header_bytes));
+            parser.body_limit(opts.max_body_bytes);
+            auto [ec, n] = co_await bhttp::async_read(stream, buf, parser, asio::as_tuple(asio::use_awaitable));
+            if (ec) {
+                std::optional<response> err;
+                if (ec == bhttp::error::header_limit)
+                    err = response::error(431, "request header over " + std::to_string(opts.max_header_bytes) + " bytes");
+                else if (ec == bhttp::error::body_limit)
+                    err = response::error(413, "request body over " + std::to_string(opts.max_body_bytes) + " bytes");
+                else if (ec.category() == make_error_code(bhttp::error::bad_version).category() && ec != bhttp::error::end_of_stream &&
+                         ec != bhttp::error::partial_message)
+                    err = response::error(400, "malformed HTTP request: " + ec.message());
+                if (err && stream.socket().is_open()) co_await write(stream, *err, 11, false);
+                break;
+            }
+            auto& breq = parser.get();
+            request req;
+            req.method = std::string(breq.method_string());
+            req.target = std::string(breq.target());
+            req.headers.reserve(8);
+            for (const auto& f : breq) req.headers.push_back({std::string(f.name_string()), std::string(f.value())});
+            req.body = std::move(breq.body());
+            ++st.requests;
+            response res = co_await dispatch(req);
+            if (res.drop_connection) break;
+            if (res.raw) {
+                stream.expires_after(opts.write_timeout);
+                co_await asio::async_write(stream, asio::buffer(*res.raw), asio::as_tuple(asio::use_awaitable));
+                break;
+            }
+            const bool keep = breq.keep_alive() && !stopping;
+            auto wec = co_await write(stream, res, breq.version(), keep);
+            if (wec || !keep) break;
+        }
+        stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+        stream.close();
+        connections.erase(&conn);
+        --st.active_connections;
+        if (stopping && st.active_connections == 0) drained.cancel();
+    }
+};
+
+server::server(asio::any_io_executor ex, router r, options o)
+    : impl_(std::make_shared<impl>(std::move(ex), std::move(r), o)) {}
+server::server(asio::any_io_executor ex, router r) : server(std::move(ex), std::move(r), options{}) {}
+server::~server() {
+    // Sessions hold the impl; closing the acceptor ends the accept loop.
+    beast::error_code ignored;
+    impl_->stopping = true;
+    impl_->acceptor.close(ignored);
+}
+
+tcp::endpoint server::listen(const std::string& host, std::uint16_t port) {
+    auto& a = impl_->acceptor;
+    beast::error_code ec;
+    const auto addr = asio::ip::make_address(host, ec);
+    if (ec) throw std::invalid_argument("cannot listen on \"" + host + "\": not an IP address");
+    const tcp::endpoint ep(addr, port);
+    const std::string where = host + ":" + std::to_string(port);
+    a.open(ep.protocol(), ec);
+    if (!ec) a.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) a.bind(ep, ec);
+    if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+        a.close();
+        throw boost::system::system_error(ec, "cannot listen on " + where);
+    }
+    return a.local_endpoint();
+}
+
+void server::start() { asio::co_spawn(impl_->ex, impl_->accept_loop(), asio::detached); }
+
+asio::awaitable<void> server::shutdown() {
+    auto d = impl_;
+    d->stopping = true;
+    beast::error_code ignored;
+    d->acceptor.close(ignored);
+    for (auto* c : d->connections)
+        if (!c->busy) c->stream->socket().close(ignored);  // idle: its read ends now
+    if (d->st.active_connections > 0) {
+        d->drained.expires_after(d->opts.shutdown_grace);
+        co_await d->drained.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+    for (auto* c : d->connections) c->stream->socket().close(ignored);  // past the grace period
+}
+
+server::stats server::get_stats() const noexcept { return impl_->st; }
+
+}  // namespace steadfast::http
