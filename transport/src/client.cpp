@@ -1,5 +1,6 @@
 // http::client on Beast. One of the two translation units that include Beast.
 #include <steadfast/transport/client.hpp>
+#include <steadfast/transport/health.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -102,7 +103,7 @@ client::options client::from_url(std::string_view url) {
     return o;
 }
 
-asio::awaitable<outcome> client::send(request req) {
+asio::awaitable<outcome> client::send(const request& req) {
     impl& d = *impl_;
     bhttp::request<bhttp::string_body> breq;
     if (auto verb = bhttp::string_to_verb(req.method); verb != bhttp::verb::unknown)
@@ -114,7 +115,7 @@ asio::awaitable<outcome> client::send(request req) {
     for (const auto& h : req.headers) breq.set(h.name, h.value);
     if (!req.get("Host")) breq.set(bhttp::field::host, d.opts.host + ":" + d.opts.port);
     if (!req.get("User-Agent")) breq.set(bhttp::field::user_agent, d.opts.user_agent);
-    breq.body() = std::move(req.body);
+    breq.body() = req.body;
     breq.keep_alive(true);
     breq.prepare_payload();
     const bool repeatable = is_idempotent_method(req.method) || req.get("Idempotency-Key").has_value();
@@ -167,6 +168,12 @@ asio::awaitable<outcome> client::send(request req) {
         if (!bres.keep_alive()) d.close();
         co_return outcome{std::move(res)};
     }
+}
+
+asio::awaitable<bool> health_check(client& c, std::string target) {
+    const request req{"GET", std::move(target), {}, {}};
+    auto o = co_await c.send(req);
+    co_return o.has_response() && o.res().status == 200;
 }
 
 }  // namespace steadfast::http

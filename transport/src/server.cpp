@@ -14,6 +14,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/system/system_error.hpp>
 
+#include <algorithm>
 #include <exception>
 #include <set>
 #include <stdexcept>
@@ -107,6 +108,62 @@ std::pair<std::string, std::uint16_t> parse_listen_address(std::string_view s) {
     return {std::string(host), static_cast<std::uint16_t>(p)};
 }
 
+namespace {
+// The answer to a request that could not be read: shared by the session and
+// parse_request(). nullopt: close without answering (the peer left, or timed out).
+std::optional<response> read_error_answer(const beast::error_code& ec, const server::options& opts) {
+    if (ec == bhttp::error::header_limit)
+        return response::error(431, "request header over " + std::to_string(opts.max_header_bytes) + " bytes");
+    if (ec == bhttp::error::body_limit)
+        return response::error(413, "request body over " + std::to_string(opts.max_body_bytes) + " bytes");
+    if (ec.category() == make_error_code(bhttp::error::bad_version).category() && ec != bhttp::error::end_of_stream &&
+        ec != bhttp::error::partial_message)
+        return response::error(400, "malformed HTTP request: " + ec.message());
+    return std::nullopt;
+}
+
+request to_request(bhttp::request<bhttp::string_body>& breq) {
+    request req;
+    req.method = std::string(breq.method_string());
+    req.target = std::string(breq.target());
+    req.headers.reserve(8);
+    for (const auto& f : breq) req.headers.push_back({std::string(f.name_string()), std::string(f.value())});
+    req.body = std::move(breq.body());
+    return req;
+}
+
+void limit(bhttp::request_parser<bhttp::string_body>& p, const server::options& o) {
+    p.header_limit(static_cast<std::uint32_t>(std::min<std::size_t>(o.max_header_bytes, UINT32_MAX)));
+    p.body_limit(o.max_body_bytes);
+}
+}  // namespace
+
+parsed_request parse_request(std::string_view bytes, const server::options& o) {
+    parsed_request out;
+    bhttp::request_parser<bhttp::string_body> p;
+    limit(p, o);
+    p.eager(true);
+    beast::error_code ec;
+    std::size_t used = 0;
+    while (!ec && used < bytes.size() && !p.is_done()) {
+        std::size_t n = p.put(asio::buffer(bytes.data() + used, bytes.size() - used), ec);
+        if (ec == bhttp::error::need_more) {
+            ec = {};
+            break;
+        }
+        if (n == 0 && !ec) break;
+        used += n;
+    }
+    if (ec) {
+        out.error = read_error_answer(ec, o);
+        return out;
+    }
+    if (!p.is_done()) return out;
+    out.keep_alive = p.get().keep_alive();
+    out.req = to_request(p.get());
+    return out;
+}
+
 struct server::impl : std::enable_shared_from_this<impl> {
     struct connection {
         beast::tcp_stream* stream;
@@ -193,28 +250,15 @@ struct server::impl : std::enable_shared_from_this<impl> {
             // closes the socket, so a slow client is cut off without an answer.
             stream.expires_after(opts.read_timeout);
             bhttp::request_parser<bhttp::string_body> parser;
-            parser.header_limit(static_cast<std::uint32_t>(opts.max_header_bytes));
-            parser.body_limit(opts.max_body_bytes);
+            limit(parser, opts);
             auto [ec, n] = co_await bhttp::async_read(stream, buf, parser, asio::as_tuple(asio::use_awaitable));
             if (ec) {
-                std::optional<response> err;
-                if (ec == bhttp::error::header_limit)
-                    err = response::error(431, "request header over " + std::to_string(opts.max_header_bytes) + " bytes");
-                else if (ec == bhttp::error::body_limit)
-                    err = response::error(413, "request body over " + std::to_string(opts.max_body_bytes) + " bytes");
-                else if (ec.category() == make_error_code(bhttp::error::bad_version).category() && ec != bhttp::error::end_of_stream &&
-                         ec != bhttp::error::partial_message)
-                    err = response::error(400, "malformed HTTP request: " + ec.message());
+                auto err = read_error_answer(ec, opts);
                 if (err && stream.socket().is_open()) co_await write(stream, *err, 11, false);
                 break;
             }
             auto& breq = parser.get();
-            request req;
-            req.method = std::string(breq.method_string());
-            req.target = std::string(breq.target());
-            req.headers.reserve(8);
-            for (const auto& f : breq) req.headers.push_back({std::string(f.name_string()), std::string(f.value())});
-            req.body = std::move(breq.body());
+            request req = to_request(breq);
             ++st.requests;
             response res = co_await dispatch(req);
             if (res.drop_connection) break;

@@ -72,7 +72,10 @@ public:
     /// Sends one request and reads its answer. Never throws for network
     /// failures: they come back as transport_error. Cancellation: terminal
     /// (the connection is closed). Host and Content-Length are set for you.
-    boost::asio::awaitable<outcome> send(request req);
+    /// `req` is copied before the first suspension: a temporary is fine.
+    /// (Not by value: g++ 12 miscompiled a prvalue aggregate passed to a
+    /// by-value coroutine parameter here; ASan caught the bad free.)
+    boost::asio::awaitable<outcome> send(const request& req);
 
     /// Closes the connection (the next send opens a new one).
     void close();

@@ -87,6 +87,18 @@ private:
     std::shared_ptr<impl> impl_;
 };
 
+/// How the server reads requests, apart from I/O: feeds `bytes` to the same
+/// parser with the same limits and returns the request, or the error answer the
+/// server would send (400 malformed, 413 body too large, 431 header too large),
+/// or nullopt for an incomplete request (the server would read on).
+/// The fuzz target and unit tests call it.
+struct parsed_request {
+    std::optional<request> req;
+    std::optional<response> error;
+    bool keep_alive = false;
+};
+parsed_request parse_request(std::string_view bytes, const server::options& o);
+
 /// Parses "127.0.0.1:8080" (or "[::1]:8080", "localhost:8080") into host and
 /// port. Throws std::invalid_argument naming the problem.
 std::pair<std::string, std::uint16_t> parse_listen_address(std::string_view s);

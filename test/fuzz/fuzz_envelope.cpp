@@ -1,0 +1,28 @@
+// libFuzzer target: envelope decoding. Whatever decodes must encode and decode
+// again to the same messages. Run: bash test/fuzz/run.sh [seconds]
+#include <steadfast/transport/envelope.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+using namespace steadfast;
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    const std::string_view body(reinterpret_cast<const char*>(data), size);
+    auto r = envelope::decode(body);
+    auto* d = std::get_if<envelope::decoded>(&r);
+    if (!d) {
+        if (std::get<envelope::decode_error>(r).what.empty()) std::abort();  // every error names its problem
+        return 0;
+    }
+    const std::string again = std::visit([](const auto& v) { return envelope::encode(v); }, *d);
+    auto r2 = envelope::decode(again);
+    auto* d2 = std::get_if<envelope::decoded>(&r2);
+    if (!d2 || d2->index() != d->index()) std::abort();
+    if (auto* m = std::get_if<envelope::message>(d)) {
+        const auto& m2 = std::get<envelope::message>(*d2);
+        if (m->id != m2.id || m->stream != m2.stream || m->seq != m2.seq || m->epoch != m2.epoch) std::abort();
+    }
+    return 0;
+}

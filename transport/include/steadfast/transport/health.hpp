@@ -1,0 +1,21 @@
+// The health probe of a peer, for steadfast::probe_condition:
+//
+//   http::client probe_client(ex, http::client::from_url("http://127.0.0.1:9001"));
+//   auto online = steadfast::make_secondary_online(ex, [&] { return http::health_check(probe_client); });
+//
+// Use a client of its own: a client sends one request at a time.
+#pragma once
+
+#include <steadfast/transport/client.hpp>
+
+#include <boost/asio/awaitable.hpp>
+
+#include <string>
+
+namespace steadfast::http {
+
+/// GET `target`; healthy when the answer is 200. Any transport failure or
+/// other status is unhealthy. Never throws for network failures.
+boost::asio::awaitable<bool> health_check(client& c, std::string target = "/health");
+
+}  // namespace steadfast::http
