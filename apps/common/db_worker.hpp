@@ -1,0 +1,90 @@
+// The database thread: SQLite work runs here, never on the event loop.
+//
+// Group commit: every job queued while the previous group was committing runs
+// in one transaction (each in a savepoint of its own), so one fsync covers
+// them all; each caller is answered only after that commit.
+#pragma once
+
+#include "sqlite.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/append.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <variant>
+
+namespace steadfast::app {
+
+/// A job's outcome: its value, or the database error that failed it.
+template <class R>
+using db_result = std::variant<R, std::string>;
+
+class db_worker {
+public:
+    explicit db_worker(database& db);
+    ~db_worker();  // finishes the queued jobs, then joins
+    db_worker(const db_worker&) = delete;
+    db_worker& operator=(const db_worker&) = delete;
+
+    /// Runs `fn(db, keep)` on the database thread in the current group's
+    /// transaction. Setting `keep = false` rolls back just this job's changes
+    /// (its value is still delivered). A db_error thrown by `fn` fails the job.
+    /// Completes on the caller's executor, after the commit.
+    template <class R, class Fn>
+    boost::asio::awaitable<db_result<R>> run(boost::asio::any_io_executor ex, Fn fn) {
+        return boost::asio::async_initiate<const boost::asio::use_awaitable_t<>&, void(db_result<R>)>(
+            [this, ex, fn = std::move(fn)](auto handler) mutable {
+                using H = decltype(handler);
+                auto h = std::make_shared<H>(std::move(handler));
+                auto value = std::make_shared<std::optional<R>>();
+                job j;
+                j.work = [fn = std::move(fn), value](database& db) mutable {
+                    bool keep = true;
+                    value->emplace(fn(db, keep));
+                    return keep;
+                };
+                j.done = [h, value, ex](const std::string& err) {
+                    db_result<R> r = err.empty() ? db_result<R>(std::move(**value)) : db_result<R>(err);
+                    auto hex = boost::asio::get_associated_executor(*h, ex);
+                    boost::asio::post(hex, boost::asio::append(std::move(*h), std::move(r)));
+                };
+                submit(std::move(j));
+            },
+            boost::asio::use_awaitable);
+    }
+
+    /// Jobs waiting (for metrics and back-pressure).
+    std::size_t queued() const;
+    /// Commits so far (for metrics and benchmarks).
+    std::uint64_t commits() const noexcept { return commits_.load(std::memory_order_relaxed); }
+
+private:
+    struct job {
+        std::function<bool(database&)> work;
+        std::function<void(const std::string&)> done;
+    };
+    void submit(job j);
+    void loop();
+
+    database& db_;
+    mutable std::mutex m_;
+    std::condition_variable cv_;
+    std::deque<job> queue_;
+    bool stopping_ = false;
+    std::atomic<std::uint64_t> commits_{0};
+    std::thread thread_;
+};
+
+}  // namespace steadfast::app

@@ -1,0 +1,42 @@
+#include "log.hpp"
+
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <string>
+
+namespace steadfast::app {
+
+namespace {
+std::string app_name = "steadfast";
+std::shared_ptr<spdlog::logger> logger;
+}  // namespace
+
+void init_log(std::string_view app, level min) {
+    app_name = std::string(app);
+    logger = spdlog::stderr_logger_mt("steadfast-" + app_name);
+    // The message is a whole JSON object but for its leading fields.
+    logger->set_pattern("{\"ts\":\"%Y-%m-%dT%H:%M:%S.%eZ\",\"level\":\"%l\",%v", spdlog::pattern_time_type::utc);
+    logger->set_level(min == level::debug  ? spdlog::level::debug
+                      : min == level::info ? spdlog::level::info
+                      : min == level::warn ? spdlog::level::warn
+                                           : spdlog::level::err);
+    logger->flush_on(spdlog::level::info);
+}
+
+void log(level l, std::string_view event, nlohmann::json fields) {
+    if (!logger) init_log(app_name);
+    nlohmann::json line = {{"app", app_name}, {"event", event}};
+    if (fields.is_object())
+        for (auto& [k, v] : fields.items()) line[k] = std::move(v);
+    std::string body = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    body.erase(0, 1);  // the pattern opened the object
+    switch (l) {
+        case level::debug: logger->debug("{}", body); break;
+        case level::info: logger->info("{}", body); break;
+        case level::warn: logger->warn("{}", body); break;
+        case level::error: logger->error("{}", body); break;
+    }
+}
+
+}  // namespace steadfast::app

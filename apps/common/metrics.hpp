@@ -1,0 +1,24 @@
+// Prometheus exposition through prometheus-cpp (Debian's prometheus-cpp-dev):
+// the apps register their metrics on one registry and serve it as text.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <memory>
+#include <string>
+
+namespace steadfast::app {
+
+inline std::string expose(prometheus::Registry& r) { return prometheus::TextSerializer().Serialize(r.Collect()); }
+
+/// Latency buckets from 100 us to 10 s.
+inline prometheus::Histogram::BucketBoundaries latency_buckets() {
+    return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+}
+
+}  // namespace steadfast::app

@@ -1,0 +1,122 @@
+#include "sqlite.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+namespace steadfast::app {
+
+sync_mode parse_sync(std::string_view s) {
+    if (s == "full") return sync_mode::full;
+    if (s == "off") return sync_mode::off;
+    throw std::invalid_argument("--sync must be full or off, got \"" + std::string(s) + "\"");
+}
+
+statement::statement(sqlite3* db, std::string_view sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &s_, nullptr) != SQLITE_OK)
+        throw db_error("cannot prepare \"" + std::string(sql) + "\": " + sqlite3_errmsg(db));
+}
+statement::~statement() { sqlite3_finalize(s_); }
+statement& statement::bind(int i, std::int64_t v) {
+    if (sqlite3_bind_int64(s_, i, v) != SQLITE_OK) throw db_error(sqlite3_errmsg(db_));
+    return *this;
+}
+statement& statement::bind(int i, std::string_view v) {
+    if (sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT) != SQLITE_OK)
+        throw db_error(sqlite3_errmsg(db_));
+    return *this;
+}
+bool statement::step() {
+    const int rc = sqlite3_step(s_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    const std::string msg = sqlite3_errmsg(db_);
+    sqlite3_reset(s_);
+    throw db_error(msg);
+}
+void statement::reset() {
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+}
+std::int64_t statement::column_int(int i) const { return sqlite3_column_int64(s_, i); }
+std::string_view statement::column_text(int i) const {
+    auto p = reinterpret_cast<const char*>(sqlite3_column_text(s_, i));
+    return p ? std::string_view(p, static_cast<std::size_t>(sqlite3_column_bytes(s_, i))) : std::string_view{};
+}
+bool statement::column_null(int i) const { return sqlite3_column_type(s_, i) == SQLITE_NULL; }
+
+database::database(const std::string& dir, const std::string& name, const std::string& application, sync_mode sync) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!fs::exists(dir, ec)) {
+        if (!fs::create_directories(dir, ec))
+            throw db_error("cannot create data directory \"" + dir + "\": " + ec.message());
+    } else if (!fs::is_directory(dir, ec)) {
+        throw db_error("data directory \"" + dir + "\" is not a directory");
+    }
+    path_ = (fs::path(dir) / name).string();
+    created_ = !fs::exists(path_, ec);
+    if (!created_) {
+        std::ifstream probe(path_, std::ios::binary);
+        if (!probe) throw db_error("cannot read \"" + path_ + "\": " + std::strerror(errno));
+        char magic[16] = {};
+        probe.read(magic, 16);
+        if (probe.gcount() != 0 && std::memcmp(magic, "SQLite format 3", 16) != 0)
+            throw db_error("\"" + path_ + "\" is not a SQLite database; refusing to replace it");
+    }
+    if (sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr) !=
+        SQLITE_OK) {
+        std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+        sqlite3_close(db_);
+        db_ = nullptr;
+        throw db_error("cannot open \"" + path_ + "\": " + msg);
+    }
+    sqlite3_busy_timeout(db_, 5000);
+    try {
+        exec("PRAGMA journal_mode=WAL");
+        exec(sync == sync_mode::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=OFF");
+        if (!created_) {
+            statement check(db_, "PRAGMA quick_check");
+            if (!check.step() || check.column_text(0) != "ok")
+                throw db_error("\"" + path_ + "\" is corrupt (quick_check: " + std::string(check.column_text(0)) +
+                               "); refusing to start on it");
+        }
+        exec("CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)");
+        statement app(db_, "SELECT value FROM meta WHERE key='application'");
+        if (app.step()) {
+            if (app.column_text(0) != application)
+                throw db_error("\"" + path_ + "\" belongs to " + std::string(app.column_text(0)) + ", not " + application);
+        } else {
+            statement count(db_, "SELECT count(*) FROM sqlite_master WHERE tbl_name <> 'meta'");
+            count.step();
+            if (count.column_int(0) != 0)
+                throw db_error("\"" + path_ + "\" is a SQLite database of some other program; refusing to use it");
+            statement put(db_, "INSERT INTO meta(key, value) VALUES('application', ?)");
+            put.bind(1, application);
+            put.step();
+        }
+    } catch (const db_error& e) {
+        sqlite3_close(db_);
+        db_ = nullptr;
+        throw;
+    } catch (...) {
+        sqlite3_close(db_);
+        db_ = nullptr;
+        throw;
+    }
+}
+
+database::~database() { sqlite3_close(db_); }
+
+void database::exec(std::string_view sql) {
+    char* err = nullptr;
+    const std::string s(sql);
+    if (sqlite3_exec(db_, s.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+        std::string msg = err ? err : sqlite3_errmsg(db_);
+        sqlite3_free(err);
+        throw db_error("\"" + s + "\" failed on \"" + path_ + "\": " + msg);
+    }
+}
+
+}  // namespace steadfast::app

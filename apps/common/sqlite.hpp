@@ -1,0 +1,67 @@
+// A small RAII layer over SQLite for the apps: one connection, prepared
+// statements, transactions and savepoints. Errors throw db_error (inside the
+// database thread only; callers get error values).
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace steadfast::app {
+
+struct db_error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+enum class sync_mode { full, off };
+sync_mode parse_sync(std::string_view s);  // "full" | "off", else std::invalid_argument
+
+class statement {
+public:
+    statement(sqlite3* db, std::string_view sql);
+    ~statement();
+    statement(const statement&) = delete;
+    statement& operator=(const statement&) = delete;
+
+    statement& bind(int i, std::int64_t v);
+    statement& bind(int i, std::string_view v);
+    /// Steps once: true when a row is available.
+    bool step();
+    void reset();
+    std::int64_t column_int(int i) const;
+    std::string_view column_text(int i) const;
+    bool column_null(int i) const;
+
+private:
+    sqlite3* db_;
+    sqlite3_stmt* s_ = nullptr;
+};
+
+class database {
+public:
+    /// Opens (creating when missing) DIR/NAME in WAL mode. Refuses, with a
+    /// message naming the file, a directory that cannot be created or written,
+    /// a file that is not a SQLite database, a corrupt one (quick_check), and a
+    /// database of another application or schema version.
+    database(const std::string& dir, const std::string& name, const std::string& application, sync_mode sync);
+    ~database();
+    database(const database&) = delete;
+    database& operator=(const database&) = delete;
+
+    void exec(std::string_view sql);
+    statement prepare(std::string_view sql) { return statement(db_, sql); }
+    sqlite3* handle() const noexcept { return db_; }
+    const std::string& path() const noexcept { return path_; }
+    /// True when the file was created by this open (a fresh data directory).
+    bool created() const noexcept { return created_; }
+
+private:
+    sqlite3* db_ = nullptr;
+    std::string path_;
+    bool created_ = false;
+};
+
+}  // namespace steadfast::app

@@ -1,0 +1,42 @@
+#include "token.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+namespace steadfast::app {
+
+std::string read_token_file(const std::string& path) {
+    std::ifstream f(path);
+    if (!f) throw std::runtime_error("cannot read --token-file \"" + path + "\": " + std::strerror(errno));
+    std::string line;
+    std::getline(f, line);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+    std::size_t i = 0;
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    line.erase(0, i);
+    if (line.empty()) throw std::runtime_error("--token-file \"" + path + "\" has an empty first line");
+    return line;
+}
+
+bool constant_time_equal(std::string_view a, std::string_view b) noexcept {
+    // Length differences are not secret enough to hide here, but the loop
+    // still runs over the expected token's length.
+    unsigned char diff = a.size() == b.size() ? 0 : 1;
+    for (std::size_t i = 0; i < b.size(); ++i) {
+        const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+        diff |= static_cast<unsigned char>(x ^ static_cast<unsigned char>(b[i]));
+    }
+    return diff == 0;
+}
+
+bool bearer_matches(std::string_view v, std::string_view token) noexcept {
+    constexpr std::string_view prefix = "Bearer ";
+    if (v.size() < prefix.size()) return false;
+    for (std::size_t i = 0; i < prefix.size(); ++i)
+        if (std::tolower(static_cast<unsigned char>(v[i])) != std::tolower(static_cast<unsigned char>(prefix[i]))) return false;
+    return constant_time_equal(v.substr(prefix.size()), token);
+}
+
+}  // namespace steadfast::app
