@@ -65,6 +65,13 @@ public:
             boost::asio::use_awaitable);
     }
 
+    /// From any thread: runs `work(db)` in the next group and then `done(error)`
+    /// on the database thread (error empty on success). For producers that are
+    /// not coroutines, such as the stdin reader.
+    void post(std::function<bool(database&)> work, std::function<void(const std::string&)> done) {
+        submit(job{std::move(work), std::move(done)});
+    }
+
     /// Jobs waiting (for metrics and back-pressure).
     std::size_t queued() const;
     /// Commits so far (for metrics and benchmarks).

@@ -1,0 +1,153 @@
+#include "outbox.hpp"
+
+#include <steadfast/transport/http.hpp>
+
+#include <random>
+
+namespace steadfast::primary {
+
+outbox::outbox(app::database& db) : db_(db) {
+    db.exec("CREATE TABLE IF NOT EXISTS streams(stream TEXT PRIMARY KEY, next_seq INTEGER NOT NULL, "
+            "acked_seq INTEGER NOT NULL)");
+    db.exec("CREATE TABLE IF NOT EXISTS outbox(stream TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL, "
+            "payload TEXT NOT NULL, at_ms INTEGER NOT NULL, PRIMARY KEY(stream, seq)) WITHOUT ROWID");
+    db.exec("CREATE TABLE IF NOT EXISTS schedule(stream TEXT PRIMARY KEY, attempts INTEGER NOT NULL, "
+            "next_at_ms INTEGER NOT NULL)");
+    db.exec("CREATE TABLE IF NOT EXISTS dead_letter(n INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL, "
+            "seq INTEGER NOT NULL, id TEXT NOT NULL, payload TEXT NOT NULL, reason TEXT NOT NULL, at_ms INTEGER NOT NULL)");
+    auto get = db.prepare("SELECT value FROM meta WHERE key='instance'");
+    if (get.step()) {
+        instance_ = std::string(get.column_text(0));
+    } else {
+        std::random_device rd;
+        static constexpr char hex[] = "0123456789abcdef";
+        for (int i = 0; i < 12; ++i) instance_ += hex[rd() % 16];
+        auto put = db.prepare("INSERT INTO meta(key, value) VALUES('instance', ?)");
+        put.bind(1, instance_);
+        put.step();
+    }
+}
+
+app::statement& outbox::stmt(std::optional<app::statement>& s, std::string_view sql) {
+    if (!s) s.emplace(db_.handle(), sql);
+    s->reset();
+    return *s;
+}
+
+std::vector<published> outbox::publish(const std::vector<std::pair<std::string, std::string>>& items, std::int64_t now_ms) {
+    std::vector<published> out;
+    out.reserve(items.size());
+    std::map<std::string, std::uint64_t, std::less<>> touched;
+    auto& ins = stmt(insert_, "INSERT INTO outbox(stream, seq, id, payload, at_ms) VALUES(?,?,?,?,?)");
+    for (const auto& [stream, payload] : items) {
+        auto it = next_seq_.find(stream);
+        if (it == next_seq_.end()) {
+            auto& g = stmt(get_next_, "SELECT next_seq FROM streams WHERE stream=?");
+            g.bind(1, stream);
+            const std::uint64_t n = g.step() ? static_cast<std::uint64_t>(g.column_int(0)) : 1;
+            g.reset();
+            it = next_seq_.emplace(stream, n).first;
+        }
+        const std::uint64_t seq = it->second;
+        published p{stream, seq, instance_ + "-" + stream + "-" + std::to_string(seq)};
+        ins.reset();
+        ins.bind(1, stream).bind(2, static_cast<std::int64_t>(seq)).bind(3, p.id).bind(4, payload).bind(5, now_ms);
+        ins.step();
+        it->second = seq + 1;
+        touched[stream] = seq + 1;
+        out.push_back(std::move(p));
+    }
+    auto& up = stmt(put_stream_, "INSERT INTO streams(stream, next_seq, acked_seq) VALUES(?,?,0) "
+                                 "ON CONFLICT(stream) DO UPDATE SET next_seq=excluded.next_seq");
+    for (const auto& [stream, next] : touched) {
+        up.reset();
+        up.bind(1, stream).bind(2, static_cast<std::int64_t>(next));
+        up.step();
+    }
+    return out;
+}
+
+std::vector<pending_message> outbox::pending(const std::string& stream, std::uint64_t after, std::size_t max_count,
+                                             std::size_t max_bytes) {
+    auto& s = stmt(select_, "SELECT seq, id, payload, at_ms FROM outbox WHERE stream=? AND seq>? ORDER BY seq LIMIT ?");
+    s.bind(1, stream).bind(2, static_cast<std::int64_t>(after)).bind(3, static_cast<std::int64_t>(max_count));
+    std::vector<pending_message> out;
+    std::size_t bytes = 0;
+    while (s.step()) {
+        pending_message m{static_cast<std::uint64_t>(s.column_int(0)), std::string(s.column_text(1)),
+                          std::string(s.column_text(2)), s.column_int(3)};
+        bytes += m.payload.size() + m.id.size() + 64;
+        if (!out.empty() && bytes > max_bytes) break;
+        out.push_back(std::move(m));
+    }
+    s.reset();
+    return out;
+}
+
+void outbox::acknowledge(const std::string& stream, std::uint64_t seq) {
+    auto& d = stmt(delete_, "DELETE FROM outbox WHERE stream=? AND seq<=?");
+    d.bind(1, stream).bind(2, static_cast<std::int64_t>(seq));
+    d.step();
+    auto& a = stmt(ack_, "UPDATE streams SET acked_seq=max(acked_seq, ?) WHERE stream=?");
+    a.bind(1, static_cast<std::int64_t>(seq)).bind(2, stream);
+    a.step();
+    auto& c = stmt(del_sched_, "DELETE FROM schedule WHERE stream=?");
+    c.bind(1, stream);
+    c.step();
+}
+
+void outbox::dead_letter(const std::string& stream, const pending_message& m, const std::string& reason,
+                         std::int64_t now_ms) {
+    auto& i = stmt(dl_insert_, "INSERT INTO dead_letter(stream, seq, id, payload, reason, at_ms) VALUES(?,?,?,?,?,?)");
+    i.bind(1, stream).bind(2, static_cast<std::int64_t>(m.seq)).bind(3, m.id).bind(4, m.payload).bind(5, reason).bind(6, now_ms);
+    i.step();
+    const std::string tomb = "{\"steadfast_dead_letter\":{\"id\":\"" + http::json_escape(m.id) + "\",\"reason\":\"" +
+                             http::json_escape(reason) + "\"}}";
+    auto& t = stmt(tombstone_, "UPDATE outbox SET payload=? WHERE stream=? AND seq=?");
+    t.bind(1, tomb).bind(2, stream).bind(3, static_cast<std::int64_t>(m.seq));
+    t.step();
+    auto& c = stmt(del_sched_, "DELETE FROM schedule WHERE stream=?");
+    c.bind(1, stream);
+    c.step();
+}
+
+schedule outbox::get_schedule(const std::string& stream) {
+    auto& g = stmt(get_sched_, "SELECT attempts, next_at_ms FROM schedule WHERE stream=?");
+    g.bind(1, stream);
+    schedule s;
+    if (g.step()) s = {static_cast<std::uint32_t>(g.column_int(0)), g.column_int(1)};
+    g.reset();
+    return s;
+}
+
+void outbox::set_schedule(const std::string& stream, const schedule& s) {
+    auto& p = stmt(put_sched_, "INSERT INTO schedule(stream, attempts, next_at_ms) VALUES(?,?,?) "
+                               "ON CONFLICT(stream) DO UPDATE SET attempts=excluded.attempts, next_at_ms=excluded.next_at_ms");
+    p.bind(1, stream).bind(2, static_cast<std::int64_t>(s.attempts)).bind(3, s.next_at_ms);
+    p.step();
+}
+
+std::map<std::string, stream_status> outbox::status() {
+    std::map<std::string, stream_status> out;
+    auto s = db_.prepare("SELECT stream, next_seq, acked_seq FROM streams");
+    while (s.step())
+        out[std::string(s.column_text(0))] = {static_cast<std::uint64_t>(s.column_int(1)),
+                                              static_cast<std::uint64_t>(s.column_int(2)), 0};
+    auto p = db_.prepare("SELECT stream, count(*) FROM outbox GROUP BY stream");
+    while (p.step()) out[std::string(p.column_text(0))].pending = static_cast<std::uint64_t>(p.column_int(1));
+    return out;
+}
+
+std::uint64_t outbox::dead_letter_count() {
+    auto s = db_.prepare("SELECT count(*) FROM dead_letter");
+    s.step();
+    return static_cast<std::uint64_t>(s.column_int(0));
+}
+
+std::uint64_t outbox::pending_count() {
+    auto s = db_.prepare("SELECT count(*) FROM outbox");
+    s.step();
+    return static_cast<std::uint64_t>(s.column_int(0));
+}
+
+}  // namespace steadfast::primary
