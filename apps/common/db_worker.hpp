@@ -44,18 +44,27 @@ public:
     /// Completes on the caller's executor, after the commit.
     template <class R, class Fn>
     boost::asio::awaitable<db_result<R>> run(boost::asio::any_io_executor ex, Fn fn) {
+        // The initiation captures only raw pointers: g++ 12 miscompiles
+        // non-trivial captures of an initiation that use_awaitable moves into
+        // its by-value coroutine parameter (a shared_ptr was released twice).
+        struct state {
+            boost::asio::any_io_executor ex;
+            Fn fn;
+        };
+        auto* st = new state{std::move(ex), std::move(fn)};
         return boost::asio::async_initiate<const boost::asio::use_awaitable_t<>&, void(db_result<R>)>(
-            [this, ex, fn = std::move(fn)](auto handler) mutable {
+            [this, st](auto handler) {
+                std::unique_ptr<state> owned(st);
                 using H = decltype(handler);
                 auto h = std::make_shared<H>(std::move(handler));
                 auto value = std::make_shared<std::optional<R>>();
                 job j;
-                j.work = [fn = std::move(fn), value](database& db) mutable {
+                j.work = [fn = std::move(owned->fn), value](database& db) mutable {
                     bool keep = true;
                     value->emplace(fn(db, keep));
                     return keep;
                 };
-                j.done = [h, value, ex](const std::string& err) {
+                j.done = [h, value, ex = owned->ex](const std::string& err) {
                     db_result<R> r = err.empty() ? db_result<R>(std::move(**value)) : db_result<R>(err);
                     auto hex = boost::asio::get_associated_executor(*h, ex);
                     boost::asio::post(hex, boost::asio::append(std::move(*h), std::move(r)));

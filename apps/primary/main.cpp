@@ -217,8 +217,11 @@ private:
             ++publishing_;
             auto items = std::make_shared<std::vector<std::pair<std::string, std::string>>>();
             items->emplace_back(stream, std::move(payload));
+            // Job lambdas are named before the co_await: g++ 12 released a
+            // shared_ptr captured by a lambda temporary inside co_await twice (ASan).
+            auto job1 = [this, items](app::database&, bool&) { return out_.publish(*items, now_ms()); };
             auto r2 = co_await worker_.run<std::vector<primary::published>>(
-                ioc_.get_executor(), [this, items](app::database&, bool&) { return out_.publish(*items, now_ms()); });
+                ioc_.get_executor(), std::move(job1));
             --publishing_;
             if (auto* e = std::get_if<std::string>(&r2)) {
                 log(level::error, "publish_failed", {{"error", *e}});
@@ -434,9 +437,10 @@ private:
         while (!stop_->value()) {
             st.wake->clear();
             const std::size_t max = st.single_until > st.acked ? 1 : o_.batch_max;
-            auto got = co_await worker_.run<loaded>(ioc_.get_executor(), [this, &stream, &st, max](app::database&, bool&) {
+            auto job2 = [this, &stream, &st, max](app::database&, bool&) {
                 return loaded{out_.pending(stream, st.acked, max, o_.batch_bytes), out_.get_schedule(stream)};
-            });
+            };
+            auto got = co_await worker_.run<loaded>(ioc_.get_executor(), std::move(job2));
             if (auto* e = std::get_if<std::string>(&got)) {
                 log(level::error, "outbox_read_failed", {{"stream", stream}, {"error", *e}});
                 co_await wait(std::chrono::steady_clock::now() + 1s, stop_.get().get(), true);
@@ -479,8 +483,10 @@ private:
                 req.set("Idempotency-Key", batch.front().id + ".." + std::to_string(batch.back().seq));
             }
             if (!token_.empty()) req.set("Authorization", "Bearer " + token_);
-            auto r = co_await steadfast::retry(
-                quick, classified([this, &req](const attempt_context&) { return client_.send(req); }, http::make_classifier(req)));
+            // Named first: g++ 12 mishandles non-trivial temporaries inside a co_await expression.
+            auto attempt = classified([this, &req](const attempt_context&) { return client_.send(req); },
+                                      http::make_classifier(req));
+            auto r = co_await steadfast::retry(quick, std::move(attempt));
 
             if (r.reason() == stop_reason::condition || r.reason() == stop_reason::cancelled) break;
             if (r.ok()) {
@@ -533,10 +539,11 @@ private:
 
     asio::awaitable<void> acknowledge(const std::string& stream, stream_state& st,
                                       const std::vector<primary::pending_message>& msgs, std::uint64_t upto) {
-        auto r = co_await worker_.run<bool>(ioc_.get_executor(), [this, &stream, upto](app::database&, bool&) {
+        auto job3 = [this, &stream, upto](app::database&, bool&) {
             out_.acknowledge(stream, upto);
             return true;
-        });
+        };
+        auto r = co_await worker_.run<bool>(ioc_.get_executor(), std::move(job3));
         if (std::get_if<std::string>(&r)) {
             log(level::error, "ack_failed", {{"stream", stream}, {"error", std::get<std::string>(r)}});
             co_return;  // read again; the secondary will answer duplicate
@@ -554,9 +561,10 @@ private:
     // restart keeps the schedule; past the last step, a dead letter.
     asio::awaitable<void> next_step(const std::string& stream, const primary::pending_message& head, const std::string& why,
                                     bool may_dead_letter) {
-        auto sched = co_await worker_.run<primary::schedule>(ioc_.get_executor(), [this, &stream](app::database&, bool&) {
+        auto job4 = [this, &stream](app::database&, bool&) {
             return out_.get_schedule(stream);
-        });
+        };
+        auto sched = co_await worker_.run<primary::schedule>(ioc_.get_executor(), std::move(job4));
         if (auto* e = std::get_if<std::string>(&sched)) {
             log(level::error, "schedule_failed", {{"stream", stream}, {"error", *e}});
             co_return;
@@ -570,19 +578,21 @@ private:
         const auto delay = std::chrono::duration_cast<std::chrono::milliseconds>(
             ladder_.base_delay(std::min<std::uint32_t>(s.attempts, static_cast<std::uint32_t>(ladder_steps_)), {}));
         s.next_at_ms = now_ms() + delay.count();
-        co_await worker_.run<bool>(ioc_.get_executor(), [this, &stream, s](app::database&, bool&) {
+        auto job5 = [this, &stream, s](app::database&, bool&) {
             out_.set_schedule(stream, s);
             return true;
-        });
+        };
+        co_await worker_.run<bool>(ioc_.get_executor(), std::move(job5));
         log(level::warn, "redelivery_scheduled", {{"stream", stream}, {"seq", head.seq}, {"step", s.attempts},
                                                   {"delay_ms", delay.count()}, {"reason", why}});
     }
 
     asio::awaitable<void> dead_letter(const std::string& stream, const primary::pending_message& m, const std::string& why) {
-        auto r = co_await worker_.run<bool>(ioc_.get_executor(), [this, &stream, m, why](app::database&, bool&) {
+        auto job6 = [this, &stream, m, why](app::database&, bool&) {
             out_.dead_letter(stream, m, why, now_ms());
             return true;
-        });
+        };
+        auto r = co_await worker_.run<bool>(ioc_.get_executor(), std::move(job6));
         if (std::get_if<std::string>(&r)) co_return;
         dead_.Increment();
         log(level::error, "dead_letter", {{"stream", stream}, {"seq", m.seq}, {"id", m.id}, {"reason", why},

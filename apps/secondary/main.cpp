@@ -234,9 +234,10 @@ int serve(const options& o) {
             co_return http::response::error(400, err->what);
         }
         auto d = std::make_shared<envelope::decoded>(std::move(std::get<envelope::decoded>(decoded)));
-        auto result = co_await worker.run<store::answer>(ioc.get_executor(), [&st, d](app::database&, bool& keep) {
+        auto job1 = [&st, d](app::database&, bool& keep) {
             return st->apply(*d, keep);
-        });
+        };
+        auto result = co_await worker.run<store::answer>(ioc.get_executor(), std::move(job1));
         if (auto* e = std::get_if<std::string>(&result)) {
             app::log(level::error, "apply_failed", {{"error", *e}});
             reject("storage");

@@ -54,8 +54,11 @@ public:
     /// allocation each, O(1) to add and remove.
     template <class CompletionToken = boost::asio::default_completion_token_t<executor_type>>
     auto async_wait_until(bool want, CompletionToken&& token = {}) {
+        // Raw `this` in the initiation (start_wait takes its own reference):
+        // g++ 12 miscompiles non-trivial captures of an initiation that
+        // use_awaitable moves into its by-value coroutine parameter.
         return boost::asio::async_initiate<CompletionToken, void(error_code)>(
-            [self = shared_from_this(), want](auto handler) { self->start_wait(want, std::move(handler)); }, token);
+            [this, want](auto handler) { start_wait(want, std::move(handler)); }, token);
     }
 
 protected:
