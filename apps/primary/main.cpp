@@ -18,6 +18,8 @@
 #include <steadfast/transport/health.hpp>
 #include <steadfast/transport/server.hpp>
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
@@ -35,6 +37,7 @@
 #include <cstring>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -67,6 +70,14 @@ struct stream_state {
     std::shared_ptr<flag> wake;      // set when new messages were committed
     std::uint64_t acked = 0;         // highest seq the secondary acknowledged
     std::uint64_t single_until = 0;  // send one message at a time up to this seq (isolating a reject)
+    // Read-ahead from the outbox, so that sending does not wait for a database
+    // round trip per request. Cleared after any failure, so that the next read
+    // sees the durable schedule and tombstones.
+    std::deque<primary::pending_message> window;
+    primary::schedule sched;
+    // Acks are coalesced: the outbox is trimmed to the latest target every 10 ms.
+    std::shared_ptr<std::atomic<std::uint64_t>> ack_target = std::make_shared<std::atomic<std::uint64_t>>(0);
+    bool trim_scheduled = false;
 };
 
 class node {
@@ -78,7 +89,7 @@ public:
           worker_(db),
           ladder_(o.ladder.empty() ? backoff::rocketmq() : backoff::schedule(o.ladder)),
           ladder_steps_(count_steps(o.ladder)),
-          client_(ioc_.get_executor(), http::client::from_url(o.secondary)),
+          client_(ioc_.get_executor(), client_options(o)),
           probe_client_(ioc_.get_executor(), http::client::from_url(o.secondary)),
           shutdown_(make_flag(ioc_.get_executor(), "shutdown-requested")),
           demoted_(make_demoted(ioc_.get_executor(), o.epoch)),
@@ -156,6 +167,12 @@ public:
     }
 
 private:
+    static http::client::options client_options(const options& o) {
+        auto c = http::client::from_url(o.secondary);
+        c.read_timeout = o.attempt_timeout;
+        c.write_timeout = std::min<std::chrono::nanoseconds>(c.write_timeout, o.attempt_timeout);
+        return c;
+    }
     static std::size_t count_steps(const std::string& ladder) {
         if (ladder.empty()) return 16;
         std::size_t n = 0;
@@ -178,6 +195,9 @@ private:
         log(level::info, "shutting_down", {{"reason", why}, {"pending", pending_total_}});
         shutdown_->set();
         online_->stop();
+        for (auto& sig : signals_) sig->emit(asio::cancellation_type::terminal);  // sends in flight
+        for (auto& [name, st] : streams_)
+            if (st.ack_target->load() > 0) trim(name, st);  // the db thread finishes it before exit
         asio::co_spawn(ioc_, [this]() -> asio::awaitable<void> {
             if (server_) co_await server_->shutdown();
             // Processors end at once (stop-when); give them a moment to leave.
@@ -372,14 +392,15 @@ private:
     void start_processor(const std::string& stream) {
         auto& s = streams_[stream];
         s.wake = make_flag(ioc_.get_executor(), "pending-" + stream, true);
-        asio::co_spawn(ioc_, deliver(stream), [this, stream](std::exception_ptr e) {
+        auto& sig = signals_.emplace_back(std::make_unique<asio::cancellation_signal>());
+        asio::co_spawn(ioc_, deliver(stream), asio::bind_cancellation_slot(sig->slot(), [this, stream](std::exception_ptr e) {
             if (!e) return;
             try {
                 std::rethrow_exception(e);
             } catch (const std::exception& ex) {
                 log(level::error, "processor_failed", {{"stream", stream}, {"error", ex.what()}});
             }
-        });
+        }));
     }
 
     // Waits until `deadline`, or until `a` turns to `va`, or `b` to `vb`.
@@ -423,12 +444,15 @@ private:
 
     asio::awaitable<void> deliver(std::string stream) {
         auto& st = streams_[stream];
+        // No engine-level attempt timeout or stop-when here: each would race
+        // every attempt against a timer. The client's connect/write/read
+        // timeouts bound an attempt, and shutdown or demotion cancels the send
+        // in flight through this processor's cancellation signal (stop()).
+        co_await asio::this_coro::throw_if_cancelled(false);
         const auto quick = retry_policy{}
                                .with_backoff(backoff::exponential(100ms, 2.0, o_.max_backoff).with_jitter(jitter::full))
                                .with_stop(stop::max_attempts(o_.quick_retries))
-                               .with_attempt_timeout(o_.attempt_timeout)
                                .with_attempt_when(online_)
-                               .with_stop_when(stop_)
                                .with_hooks({.before_attempt = [this](const attempt_context& c) {
                                    attempts_.Increment();
                                    if (c.number > 1) retries_.Increment();
@@ -437,16 +461,31 @@ private:
         while (!stop_->value()) {
             st.wake->clear();
             const std::size_t max = st.single_until > st.acked ? 1 : o_.batch_max;
-            auto job2 = [this, &stream, &st, max](app::database&, bool&) {
-                return loaded{out_.pending(stream, st.acked, max, o_.batch_bytes), out_.get_schedule(stream)};
-            };
-            auto got = co_await worker_.run<loaded>(ioc_.get_executor(), std::move(job2));
-            if (auto* e = std::get_if<std::string>(&got)) {
-                log(level::error, "outbox_read_failed", {{"stream", stream}, {"error", *e}});
-                co_await wait(std::chrono::steady_clock::now() + 1s, stop_.get().get(), true);
-                continue;
+            if (st.window.empty()) {
+                const std::size_t ahead = std::max<std::size_t>(o_.batch_max, 1000);
+                auto job2 = [this, &stream, &st, ahead](app::database&, bool&) {
+                    return loaded{out_.pending(stream, st.acked, ahead, std::max<std::size_t>(o_.batch_bytes, 4 << 20)),
+                                  out_.get_schedule(stream)};
+                };
+                auto got = co_await worker_.run<loaded>(ioc_.get_executor(), std::move(job2));
+                if (auto* e = std::get_if<std::string>(&got)) {
+                    log(level::error, "outbox_read_failed", {{"stream", stream}, {"error", *e}});
+                    co_await wait(std::chrono::steady_clock::now() + 1s, stop_.get().get(), true);
+                    continue;
+                }
+                auto& l = std::get<loaded>(got);
+                st.window.assign(std::make_move_iterator(l.batch.begin()), std::make_move_iterator(l.batch.end()));
+                st.sched = l.sched;
             }
-            auto& [batch, sched] = std::get<loaded>(got);
+            // The batch: the head of the window, within the count and byte limits.
+            std::vector<primary::pending_message> batch;
+            std::size_t bytes = 0;
+            for (const auto& m : st.window) {
+                bytes += m.payload.size() + m.id.size() + 64;
+                if (batch.size() == max || (!batch.empty() && bytes > o_.batch_bytes)) break;
+                batch.push_back(m);
+            }
+            const primary::schedule& sched = st.sched;
             if (batch.empty()) {
                 check_drained();
                 co_await wait(std::chrono::steady_clock::time_point::max(), st.wake.get(), true, stop_.get().get(), true);
@@ -488,11 +527,13 @@ private:
                                       http::make_classifier(req));
             auto r = co_await steadfast::retry(quick, std::move(attempt));
 
-            if (r.reason() == stop_reason::condition || r.reason() == stop_reason::cancelled) break;
+            if (r.reason() == stop_reason::condition || r.reason() == stop_reason::cancelled || stop_->value()) break;
             if (r.ok()) {
-                co_await acknowledge(stream, st, batch, batch.back().seq);
+                st.window.erase(st.window.begin(), st.window.begin() + static_cast<std::ptrdiff_t>(batch.size()));
+                acknowledge(stream, st, batch, batch.back().seq);
                 continue;
             }
+            st.window.clear();  // re-read: the schedule or a tombstone may change what comes next
             const http::response* res = r.has_value() && r.value().has_response() ? &r.value().res() : nullptr;
             if (res && res->status == 409) {
                 auto j = nlohmann::json::parse(res->body, nullptr, false);
@@ -508,7 +549,7 @@ private:
                         std::vector<primary::pending_message> done;
                         for (auto& m : batch)
                             if (m.seq < expected) done.push_back(m);
-                        co_await acknowledge(stream, st, done, expected - 1);
+                        acknowledge(stream, st, done, expected - 1);
                         continue;
                     }
                     log(level::error, "secondary_behind", {{"stream", stream}, {"expected", expected}, {"first_pending", batch.front().seq},
@@ -537,17 +578,14 @@ private:
         }
     }
 
-    asio::awaitable<void> acknowledge(const std::string& stream, stream_state& st,
-                                      const std::vector<primary::pending_message>& msgs, std::uint64_t upto) {
-        auto job3 = [this, &stream, upto](app::database&, bool&) {
-            out_.acknowledge(stream, upto);
-            return true;
-        };
-        auto r = co_await worker_.run<bool>(ioc_.get_executor(), std::move(job3));
-        if (std::get_if<std::string>(&r)) {
-            log(level::error, "ack_failed", {{"stream", stream}, {"error", std::get<std::string>(r)}});
-            co_return;  // read again; the secondary will answer duplicate
-        }
+    // The secondary applied up to `upto`: sending goes on at once, and the
+    // outbox is trimmed on the database thread soon after, without waiting for
+    // it (queued jobs are finished before exit; an ack lost to a crash only
+    // means the secondary answers "duplicate" after the restart).
+    void acknowledge(const std::string& stream, stream_state& st, const std::vector<primary::pending_message>& msgs,
+                     std::uint64_t upto) {
+        st.ack_target->store(upto, std::memory_order_relaxed);
+        schedule_trim(stream, st);
         st.acked = upto;
         const auto now = now_ms();
         for (auto& m : msgs) latency_.Observe(static_cast<double>(now - m.at_ms) / 1000.0);
@@ -555,6 +593,28 @@ private:
         pending_total_ -= std::min<std::uint64_t>(pending_total_, msgs.size());
         depth_.Set(static_cast<double>(pending_total_));
         check_drained();
+    }
+
+    // Trims the outbox to the acknowledged seq at most every 10 ms per stream:
+    // a burst of acknowledgements costs one transaction, and the event loop is
+    // not woken per message. stop() queues a final trim.
+    void schedule_trim(const std::string& stream, stream_state& st) {
+        if (st.trim_scheduled) return;
+        st.trim_scheduled = true;
+        auto t = std::make_shared<asio::steady_timer>(ioc_, 10ms);
+        t->async_wait([this, stream, t](const boost::system::error_code&) {
+            auto& s2 = streams_[stream];
+            s2.trim_scheduled = false;
+            trim(stream, s2);
+        });
+    }
+    void trim(const std::string& stream, stream_state& st) {
+        worker_.post([this, stream, target = st.ack_target](app::database&) {
+            out_.acknowledge(stream, target->load(std::memory_order_relaxed));
+            return true;
+        }, [stream](const std::string& err) {
+            if (!err.empty()) log(level::error, "ack_failed", {{"stream", stream}, {"error", err}});
+        });
     }
 
     // Quick retries are used up: the next ladder step goes to the outbox, so a
@@ -618,6 +678,7 @@ private:
     prometheus::Gauge &depth_, &online_gauge_;
     prometheus::Histogram& latency_;
     std::map<std::string, stream_state> streams_;
+    std::vector<std::unique_ptr<asio::cancellation_signal>> signals_;  // one per processor, outlives it
     std::uint64_t pending_total_ = 0;
     int publishing_ = 0;  // publishes between acceptance and commit (io thread only)
     bool input_closed_ = false, stopping_ = false;
@@ -683,7 +744,7 @@ int main(int argc, char** argv) {
             ("batch-bytes", po::value(&o.batch_bytes)->default_value(512 * 1024), "payload bytes per request at most")
             ("quick-retries", po::value(&o.quick_retries)->default_value(5), "attempts before durable redelivery takes over")
             ("max-backoff-ms", po::value(&max_backoff_ms)->default_value(30'000), "cap of the quick retries' backoff")
-            ("attempt-timeout-ms", po::value(&attempt_timeout_ms)->default_value(10'000), "per-attempt timeout")
+            ("attempt-timeout-ms", po::value(&attempt_timeout_ms)->default_value(10'000), "per-attempt timeout (the HTTP read timeout)")
             ("ladder", po::value(&o.ladder), "durable redelivery ladder, e.g. \"10s 30s 1m\" (default: RocketMQ's 16 steps)")
             ("help", "this help");
         po::variables_map vm;

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Benchmarks of the primary/secondary pair, all in one run on this machine:
+#  1. like-for-like: one message per request, one in flight, --sync off on both
+#     sides, next to wrk -t1 -c1 posting envelopes to the same secondary endpoint;
+#  2. end to end with fsync on both sides: --stdin ingestion and delivery;
+#  3. /publish with 16 concurrent publishers (wrk -t2 -c16), fsync on;
+#  4. recovery: time from a restarted secondary answering /health to the first
+#     message applied, with a 30 s backoff cap;
+#  5. the primary's resident memory with 1,000,000 messages waiting.
+#   bash test/bench/run-pair.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bash .ci/setup --bench
+cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DSTEADFAST_BUILD_APPS=ON -DSTEADFAST_BUILD_TESTS=OFF >/dev/null
+cmake --build build/bench -j "$(nproc)" --target steadfast-primary steadfast-secondary >/dev/null
+BIN=build/bench/apps
+WORK=$(mktemp -d /tmp/steadfast-bench.XXXXXX)
+PIDS=()
+trap 'for p in "${PIDS[@]:-}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_up() { until curl -fs -o /dev/null "$1"; do sleep 0.01; done; }
+secondary() {  # secondary NAME PORT flags...
+  local name=$1 p=$2; shift 2
+  "$BIN/steadfast-secondary" --listen "127.0.0.1:$p" --data "$WORK/$name" "$@" 2>"$WORK/$name.log" &
+  PIDS+=($!); wait_up "http://127.0.0.1:$p/health"
+}
+ts() { python3 -c 'import sys,json
+for l in open(sys.argv[1]):
+    j=json.loads(l)
+    if j.get("event")==sys.argv[2]:
+        import datetime; print(datetime.datetime.strptime(j["ts"],"%Y-%m-%dT%H:%M:%S.%fZ").timestamp()); break' "$1" "$2"; }
+lines() { python3 -c 'import sys
+n=int(sys.argv[1]); w=sys.stdout.write
+for i in range(1,n+1): w("{\"n\":%d,\"pad\":\"abcdefghijklmnopqrstuvwxyz\"}\n" % i)' "$1"; }
+
+echo "== 1. like-for-like, --sync off, one message per request, one in flight"
+S1=$(port); secondary s1 "$S1" --sync off
+N1=20000
+lines $N1 >"$WORK/in1"
+"$BIN/steadfast-primary" --secondary "http://127.0.0.1:$S1" --data "$WORK/p1" --sync off --stdin --exit-when-drained \
+  --batch-max 1 <"$WORK/in1" 2>"$WORK/p1.log"
+t0=$(ts "$WORK/p1.log" started); t1=$(ts "$WORK/p1.log" drained)
+primary_rate=$(python3 -c "print(round($N1/($t1-$t0)))")
+cat >"$WORK/post.lua" <<'LUA'
+local n = 0
+request = function()
+  n = n + 1
+  local body = '{"id":"w-' .. n .. '","stream":"wrk","seq":' .. n .. ',"payload":{"n":' .. n .. ',"pad":"abcdefghijklmnopqrstuvwxyz"}}'
+  return wrk.format("POST", "/api/messages", {["Content-Type"]="application/json", ["Idempotency-Key"]="w-" .. n}, body)
+end
+LUA
+wrk_rate=$(wrk -t1 -c1 -d5s -s "$WORK/post.lua" "http://127.0.0.1:$S1" | awk '/Requests\/sec/ {print int($2)}')
+echo "primary delivery: $primary_rate msg/s; wrk -t1 -c1: $wrk_rate req/s; ratio $(python3 -c "print(round($primary_rate/$wrk_rate,3))") (goal >= 0.8)"
+
+echo "== 2. end to end, fsync on both sides, --stdin"
+S2=$(port); secondary s2 "$S2" --sync full
+N2=300000
+lines $N2 >"$WORK/in2"
+"$BIN/steadfast-primary" --secondary "http://127.0.0.1:$S2" --data "$WORK/p2" --sync full --stdin --exit-when-drained \
+  <"$WORK/in2" 2>"$WORK/p2.log"
+t0=$(ts "$WORK/p2.log" started); t1=$(ts "$WORK/p2.log" input_closed); t2=$(ts "$WORK/p2.log" drained)
+echo "ingestion: $(python3 -c "print(round($N2/($t1-$t0)))") msg/s committed (goal >= 100000); delivered end to end: $(python3 -c "print(round($N2/($t2-$t0)))") msg/s"
+applied=$("$BIN/steadfast-secondary" dump --data "$WORK/s2" | wc -l)
+echo "applied at the secondary: $applied of $N2"
+
+echo "== 3. /publish, 16 concurrent publishers, fsync on both sides"
+S3=$(port); P3=$(port); secondary s3 "$S3" --sync full
+"$BIN/steadfast-primary" --secondary "http://127.0.0.1:$S3" --data "$WORK/p3" --listen "127.0.0.1:$P3" 2>"$WORK/p3.log" &
+PIDS+=($!); wait_up "http://127.0.0.1:$P3/health"
+cat >"$WORK/publish.lua" <<'LUA'
+wrk.method = "POST"
+wrk.body = '{"n":1,"pad":"abcdefghijklmnopqrstuvwxyz"}'
+wrk.headers["Content-Type"] = "application/json"
+LUA
+wrk -t2 -c16 -d5s -s "$WORK/publish.lua" "http://127.0.0.1:$P3/publish" >"$WORK/wrk3"
+pub_rate=$(awk '/Requests\/sec/ {print int($2)}' "$WORK/wrk3")
+non2xx=$(awk '/Non-2xx/ {print $5}' "$WORK/wrk3"); non2xx=${non2xx:-0}
+echo "acknowledged: $pub_rate msg/s (goal >= 20000), non-2xx answers: $non2xx"
+
+echo "== 4. recovery with a 30 s backoff cap"
+for round in 1 2 3; do
+  S4=$(port); P4=$(port)
+  "$BIN/steadfast-primary" --secondary "http://127.0.0.1:$S4" --data "$WORK/p4-$round" --listen "127.0.0.1:$P4" \
+    --max-backoff-ms 30000 2>"$WORK/p4.log" &
+  PP=$!; PIDS+=($PP); wait_up "http://127.0.0.1:$P4/health"
+  curl -fs -X POST -d '{"x":1}' "http://127.0.0.1:$P4/publish" >/dev/null
+  sleep 5   # the secondary is down: attempts fail, the probe marks it offline
+  "$BIN/steadfast-secondary" --listen "127.0.0.1:$S4" --data "$WORK/s4-$round" 2>/dev/null &
+  SP=$!; PIDS+=($SP)
+  python3 - "$S4" <<'PY'
+import sys, time, urllib.request
+base = f"http://127.0.0.1:{sys.argv[1]}"
+while True:
+    try:
+        urllib.request.urlopen(base + "/health", timeout=0.5).read(); t0 = time.time(); break
+    except Exception: time.sleep(0.001)
+while True:
+    m = urllib.request.urlopen(base + "/metrics", timeout=0.5).read().decode()
+    if any(l.startswith("steadfast_secondary_applied_total ") and float(l.split()[1]) >= 1 for l in m.splitlines()):
+        print(f"recovery: {round((time.time() - t0) * 1000, 1)} ms from /health answering to the first message applied (goal < 300 ms)")
+        break
+    time.sleep(0.002)
+PY
+  kill -9 $PP $SP 2>/dev/null || true
+done
+
+echo "== 5. resident memory with 1,000,000 messages waiting (secondary down, --sync off)"
+P5=$(port); S5=$(port)
+N5=1000000
+lines $N5 >"$WORK/in5"
+"$BIN/steadfast-primary" --secondary "http://127.0.0.1:$S5" --data "$WORK/p5" --sync off --stdin --listen "127.0.0.1:$P5" \
+  <"$WORK/in5" 2>"$WORK/p5.log" &
+PP=$!; PIDS+=($PP)
+wait_up "http://127.0.0.1:$P5/health"
+for mark in 250000 500000 750000 1000000; do
+  until [ "$(curl -fs "http://127.0.0.1:$P5/metrics" | awk '/^steadfast_primary_outbox_depth /{print int($2)}')" -ge $mark ] 2>/dev/null; do sleep 0.05; done
+  sleep 0.5
+  echo "outbox $mark: RSS $(awk '/VmRSS/ {print int($2/1024)}' /proc/$PP/status) MiB"
+done
+echo "(goal: under 64 MiB, flat as the backlog grows)"
