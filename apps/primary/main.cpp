@@ -478,12 +478,14 @@ private:
                 st.sched = l.sched;
             }
             // The batch: the head of the window, within the count and byte limits.
+            // Moved out of the window: on failure the window is re-read anyway.
             std::vector<primary::pending_message> batch;
             std::size_t bytes = 0;
-            for (const auto& m : st.window) {
-                bytes += m.payload.size() + m.id.size() + 64;
-                if (batch.size() == max || (!batch.empty() && bytes > o_.batch_bytes)) break;
-                batch.push_back(m);
+            while (!st.window.empty() && batch.size() < max) {
+                bytes += st.window.front().payload.size() + st.window.front().id.size() + 64;
+                if (!batch.empty() && bytes > o_.batch_bytes) break;
+                batch.push_back(std::move(st.window.front()));
+                st.window.pop_front();
             }
             const primary::schedule& sched = st.sched;
             if (batch.empty()) {
@@ -494,6 +496,7 @@ private:
             // Durable redelivery: not before the scheduled time, unless the
             // secondary just came back (then at once).
             if (sched.next_at_ms > now_ms() && !woken_by_recovery) {
+                for (auto it = batch.rbegin(); it != batch.rend(); ++it) st.window.push_front(std::move(*it));
                 const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(sched.next_at_ms - now_ms());
                 if (online_->value()) {
                     co_await wait(until, stop_.get().get(), true, online_.get(), false);
@@ -529,7 +532,6 @@ private:
 
             if (r.reason() == stop_reason::condition || r.reason() == stop_reason::cancelled || stop_->value()) break;
             if (r.ok()) {
-                st.window.erase(st.window.begin(), st.window.begin() + static_cast<std::ptrdiff_t>(batch.size()));
                 acknowledge(stream, st, batch, batch.back().seq);
                 continue;
             }

@@ -35,7 +35,7 @@ for i in range(1,n+1): w("{\"n\":%d,\"pad\":\"abcdefghijklmnopqrstuvwxyz\"}\n" %
 
 echo "== 1. like-for-like, --sync off, one message per request, one in flight"
 S1=$(port); secondary s1 "$S1" --sync off
-N1=20000
+N1=50000
 lines $N1 >"$WORK/in1"
 "$BIN/steadfast-primary" --secondary "http://127.0.0.1:$S1" --data "$WORK/p1" --sync off --stdin --exit-when-drained \
   --batch-max 1 <"$WORK/in1" 2>"$WORK/p1.log"
