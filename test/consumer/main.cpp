@@ -1,5 +1,7 @@
 // Smallest use of the installed package: a co_await retry that succeeds on the third attempt.
+#include <steadfast/conditions.hpp>
 #include <steadfast/engine.hpp>
+#include <steadfast/transport/envelope.hpp>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -24,6 +26,12 @@ int main() {
         ok = r.ok() && r.attempts() == 3;
     }, asio::detached);
     ioc.run();
-    std::printf("consumer: %s after %d attempts\n", ok ? "ok" : "FAILED", attempts);
-    return ok ? 0 : 1;
+    // The other two components link and work from the installed package too.
+    auto online = steadfast::make_flag(ioc.get_executor(), "secondary-online", true);
+    const bool flag_ok = online->value();
+    const auto decoded = steadfast::envelope::decode(R"({"id":"a","stream":"s","seq":1,"payload":null})");
+    const bool envelope_ok = std::holds_alternative<steadfast::envelope::decoded>(decoded);
+    std::printf("consumer: %s after %d attempts; conditions %s; envelope %s\n", ok ? "ok" : "FAILED", attempts,
+                flag_ok ? "ok" : "FAILED", envelope_ok ? "ok" : "FAILED");
+    return ok && flag_ok && envelope_ok ? 0 : 1;
 }

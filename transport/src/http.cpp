@@ -23,23 +23,22 @@ std::optional<std::string_view> find_header(const std::vector<header>& headers, 
     return std::nullopt;
 }
 
-request& request::set(std::string name, std::string value) {
+void set_header(std::vector<header>& headers, std::string name, std::string value) {
     for (auto& h : headers)
         if (iequals(h.name, name)) {
             h.value = std::move(value);
-            return *this;
+            return;
         }
     headers.push_back({std::move(name), std::move(value)});
+}
+
+request& request::set(std::string name, std::string value) {
+    set_header(headers, std::move(name), std::move(value));
     return *this;
 }
 
 response& response::set(std::string name, std::string value) {
-    for (auto& h : headers)
-        if (iequals(h.name, name)) {
-            h.value = std::move(value);
-            return *this;
-        }
-    headers.push_back({std::move(name), std::move(value)});
+    set_header(headers, std::move(name), std::move(value));
     return *this;
 }
 

@@ -20,6 +20,8 @@ struct header {
 
 /// Case-insensitive header lookup.
 std::optional<std::string_view> find_header(const std::vector<header>& headers, std::string_view name);
+/// Replaces the header's value (case-insensitive name), or adds it.
+void set_header(std::vector<header>& headers, std::string name, std::string value);
 
 struct request {
     std::string method = "GET";
