@@ -541,7 +541,11 @@ private:
                 auto j = nlohmann::json::parse(res->body, nullptr, false);
                 const std::string err = j.is_object() && j.contains("error") && j["error"].is_string() ? j["error"].get<std::string>() : "";
                 if (err == "stale_epoch") {
-                    demoted_->observe(j.value("epoch", o_.epoch + 1));
+                    // A stale_epoch answer means a newer term exists, whatever
+                    // epoch it names (and a malformed one must not throw here).
+                    const std::uint64_t seen =
+                        j.contains("epoch") && j["epoch"].is_number_unsigned() ? j["epoch"].get<std::uint64_t>() : 0;
+                    demoted_->observe(std::max(seen, o_.epoch + 1));
                     break;
                 }
                 if (err == "gap" && j.contains("expected") && j["expected"].is_number_unsigned()) {
@@ -575,8 +579,11 @@ private:
                 co_await dead_letter(stream, batch.front(), std::to_string(res->status) + " " + res->body);
                 continue;
             }
+            // Only an answer from the secondary can make a message a dead letter;
+            // a transport failure (even a permanent one, such as a host that does
+            // not resolve) is a problem of the link, and the messages wait.
             co_await next_step(stream, batch.front(),
-                               std::string(to_string(r.reason())) + ": " + r.last_error().message(), true);
+                               std::string(to_string(r.reason())) + ": " + r.last_error().message(), res != nullptr);
         }
     }
 
