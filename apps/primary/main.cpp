@@ -88,7 +88,7 @@ public:
           out_(db),
           worker_(db),
           ladder_(o.ladder.empty() ? backoff::rocketmq() : backoff::schedule(o.ladder)),
-          ladder_steps_(count_steps(o.ladder)),
+          ladder_steps_(ladder_.steps()),
           client_(ioc_.get_executor(), client_options(o)),
           probe_client_(ioc_.get_executor(), http::client::from_url(o.secondary)),
           shutdown_(make_flag(ioc_.get_executor(), "shutdown-requested")),
@@ -173,17 +173,6 @@ private:
         c.write_timeout = std::min<std::chrono::nanoseconds>(c.write_timeout, o.attempt_timeout);
         return c;
     }
-    static std::size_t count_steps(const std::string& ladder) {
-        if (ladder.empty()) return 16;
-        std::size_t n = 0;
-        bool in = false;
-        for (char c : ladder) {
-            const bool sep = c == ' ' || c == ',' || c == '\t';
-            if (!sep && !in) ++n;
-            in = !sep;
-        }
-        return n;
-    }
     prometheus::Counter& counter(const char* name, const char* help) {
         return prometheus::BuildCounter().Name(name).Help(help).Register(*registry_).Add({});
     }
@@ -257,20 +246,10 @@ private:
 
     // Checks that `body` is one JSON value and stores its compact form.
     static std::string normalize(std::string_view body, std::string& out) {
-        try {
-            auto j = nlohmann::json::parse(body, [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-                if (depth > 64) throw std::invalid_argument("JSON nested deeper than 64 levels");
-                return true;
-            });
-            out = j.dump();
-            return {};
-        } catch (const nlohmann::json::exception& e) {
-            std::string what = e.what();
-            if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
-            return "body is not JSON: " + what;
-        } catch (const std::invalid_argument& e) {
-            return e.what();
-        }
+        auto parsed = envelope::parse_json(body, 64);
+        if (auto* e = std::get_if<envelope::json_error>(&parsed)) return e->too_deep ? e->message : "body is not JSON: " + e->message;
+        out = std::get<nlohmann::json>(parsed).dump();
+        return {};
     }
 
     // After a commit of `n` messages on `stream` (on the io thread).

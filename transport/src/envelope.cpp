@@ -69,6 +69,22 @@ std::string read_message(json& j, message& out, const limits& l) {
 }
 }  // namespace
 
+std::variant<json, json_error> parse_json(std::string_view text, std::size_t max_depth) {
+    try {
+        return json::parse(text, [max_depth](int depth, json::parse_event_t, json&) {
+            if (static_cast<std::size_t>(depth) > max_depth) throw too_deep{};
+            return true;
+        });
+    } catch (const too_deep&) {
+        return json_error{"JSON nested deeper than " + std::to_string(max_depth) + " levels", true};
+    } catch (const json::exception& e) {
+        // nlohmann's message names the byte position and the unexpected token.
+        std::string what = e.what();
+        if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+        return json_error{std::move(what), false};
+    }
+}
+
 bool valid_stream_name(std::string_view s, const limits& l) {
     if (s.empty() || s.size() > l.max_stream_bytes) return false;
     return std::all_of(s.begin(), s.end(), [](char c) {
@@ -81,20 +97,10 @@ std::variant<decoded, decode_error> decode(std::string_view body, const limits& 
     if (body.size() > l.max_body_bytes)
         return decode_error{"body of " + std::to_string(body.size()) + " bytes is over the limit of " +
                             std::to_string(l.max_body_bytes)};
-    json j;
-    try {
-        j = json::parse(body, [&l](int depth, json::parse_event_t, json&) {
-            if (static_cast<std::size_t>(depth) > l.max_depth) throw too_deep{};
-            return true;
-        });
-    } catch (const too_deep&) {
-        return decode_error{"JSON nested deeper than " + std::to_string(l.max_depth) + " levels"};
-    } catch (const json::exception& e) {
-        // nlohmann's message names the byte position and the unexpected token.
-        std::string what = e.what();
-        if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
-        return decode_error{"malformed JSON: " + what};
-    }
+    auto parsed = parse_json(body, l.max_depth);
+    if (auto* e = std::get_if<json_error>(&parsed))
+        return decode_error{e->too_deep ? e->message : "malformed JSON: " + e->message};
+    json& j = std::get<json>(parsed);
 
     if (j.is_object() && j.contains("messages")) {
         if (j.size() != 1) return decode_error{"a batch has only the field \"messages\""};

@@ -78,6 +78,9 @@ BOOST_AUTO_TEST_CASE(rocketmq_ladders) {
     BOOST_TEST(retries.base_delay(1, {}).count() == nanoseconds(10s).count());
     BOOST_TEST(retries.base_delay(16, {}).count() == nanoseconds(2h).count());
     BOOST_TEST(retries.base_delay(17, {}).count() == nanoseconds(2h).count());
+    BOOST_TEST(retries.steps() == 16u);
+    BOOST_TEST(levels.steps() == 18u);
+    BOOST_TEST(backoff::fixed(1s).steps() == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(full_and_equal_jitter_exact) {

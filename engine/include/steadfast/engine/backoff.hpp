@@ -67,6 +67,8 @@ public:
     nanoseconds base_delay(std::uint32_t n, nanoseconds previous) const;
 
     jitter jitter_kind() const noexcept { return jitter_; }
+    /// The number of steps of a schedule (0 for the other kinds).
+    std::size_t steps() const noexcept { return steps_ ? steps_->size() : 0; }
     /// Smallest base delay (the first one) and the largest one (the cap).
     nanoseconds first() const noexcept { return first_; }
     nanoseconds cap() const noexcept { return cap_; }

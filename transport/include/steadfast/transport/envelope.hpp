@@ -42,6 +42,16 @@ struct decode_error {
 
 using decoded = std::variant<message, batch>;
 
+/// Why a JSON text could not be parsed.
+struct json_error {
+    std::string message;    // "JSON nested deeper than N levels", or the parser's (position, token)
+    bool too_deep = false;
+};
+
+/// Parses one JSON value with a nesting limit (guarding memory and the
+/// recursive destruction of deep documents). Never throws for bad input.
+std::variant<nlohmann::json, json_error> parse_json(std::string_view text, std::size_t max_depth);
+
 /// Decodes one envelope or a batch. Never throws for bad input.
 std::variant<decoded, decode_error> decode(std::string_view body, const limits& l = {});
 
