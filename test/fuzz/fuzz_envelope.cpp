@@ -1,5 +1,5 @@
 // libFuzzer target: envelope decoding. Whatever decodes must encode and decode
-// again to the same messages. Run: bash test/fuzz/run.sh [seconds]
+// again to the same messages, payload text included. Run: bash test/fuzz/run.sh [seconds]
 #include <steadfast/transport/envelope.hpp>
 
 #include <cstdint>
@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!d2 || d2->index() != d->index()) std::abort();
     if (auto* m = std::get_if<envelope::message>(d)) {
         const auto& m2 = std::get<envelope::message>(*d2);
-        if (m->id != m2.id || m->stream != m2.stream || m->seq != m2.seq || m->epoch != m2.epoch) std::abort();
+        if (m->id != m2.id || m->stream != m2.stream || m->seq != m2.seq || m->epoch != m2.epoch || m->payload != m2.payload) std::abort();
     }
     return 0;
 }

@@ -39,6 +39,7 @@ struct client::impl {
     std::optional<beast::tcp_stream> stream;
     beast::flat_buffer buffer;
     std::uint64_t opened = 0;
+    bool busy = false;  // a send is in flight
 
     void close() {
         if (stream) {
@@ -105,6 +106,13 @@ client::options client::from_url(std::string_view url) {
 
 asio::awaitable<outcome> client::send(const request& req) {
     impl& d = *impl_;
+    // One request at a time: a second one would interleave on the connection.
+    if (d.busy) co_return outcome{transport_error{asio::error::in_progress, phase::connect, false}};
+    d.busy = true;
+    struct busy_guard {
+        impl& d;
+        ~busy_guard() { d.busy = false; }
+    } guard{d};
     bhttp::request<bhttp::string_body> breq;
     if (auto verb = bhttp::string_to_verb(req.method); verb != bhttp::verb::unknown)
         breq.method(verb);

@@ -1,5 +1,13 @@
-// Strict decoding of the contract's envelope; errors name the field.
+// The wire format: strict decoding that keeps payloads byte for byte, and the
+// encoders of every body the pair exchanges. Errors name the field.
+//
+// Decoding validates the whole body with nlohmann's parser (iterative: deep
+// input cannot overflow the stack) without building a document, then walks
+// the now-known-valid text with a small scanner to find each field's span.
+// Field values are small and parsed alone; payloads are never parsed into a
+// document, so their text (number spelling, key order, escapes) is kept.
 #include <steadfast/transport/envelope.hpp>
+#include <steadfast/transport/http.hpp>
 
 #include <algorithm>
 #include <map>
@@ -13,59 +21,190 @@ using nlohmann::json;
 
 struct too_deep {};
 
-std::string describe(const json& j) {
-    switch (j.type()) {
-        case json::value_t::null: return "null";
-        case json::value_t::boolean: return "a boolean";
-        case json::value_t::string: return "a string";
-        case json::value_t::array: return "an array";
-        case json::value_t::object: return "an object";
-        case json::value_t::number_float: return "a fraction";
-        case json::value_t::number_integer: return j.get<std::int64_t>() < 0 ? "a negative number" : "a number";
-        case json::value_t::number_unsigned: return "a number";
-        default: return "an unsupported value";
+bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// ---- a scanner over text already known to be valid JSON ----
+struct scanner {
+    std::string_view s;
+    std::size_t i = 0;
+
+    void ws() {
+        while (i < s.size() && is_ws(s[i])) ++i;
+    }
+    // Past the string starting at s[i] == '"'.
+    void skip_string() {
+        ++i;
+        while (s[i] != '"') i += s[i] == '\\' ? 2 : 1;
+        ++i;
+    }
+    // The span of the value at i; `depth` gets its nesting (0 for a scalar).
+    std::string_view value(std::size_t& depth) {
+        const std::size_t start = i;
+        depth = 0;
+        if (s[i] == '"') {
+            skip_string();
+        } else if (s[i] == '{' || s[i] == '[') {
+            std::size_t d = 0;
+            do {
+                const char c = s[i];
+                if (c == '"') {
+                    skip_string();
+                    continue;
+                }
+                if (c == '{' || c == '[') depth = std::max(depth, ++d);
+                if (c == '}' || c == ']') --d;
+                ++i;
+            } while (d > 0);
+        } else {
+            while (i < s.size() && s[i] != ',' && s[i] != '}' && s[i] != ']' && !is_ws(s[i])) ++i;
+        }
+        return s.substr(start, i - start);
+    }
+};
+
+// The members of the object at sc.i: fn(key, value, depth) for each; false
+// from fn stops. Keys with escapes are decoded.
+template <class Fn>
+void members(scanner& sc, Fn fn) {
+    ++sc.i;  // '{'
+    sc.ws();
+    if (sc.s[sc.i] == '}') {
+        ++sc.i;
+        return;
+    }
+    for (;;) {
+        sc.ws();
+        const std::size_t k0 = sc.i;
+        sc.skip_string();
+        std::string_view raw = sc.s.substr(k0 + 1, sc.i - k0 - 2);
+        std::string key = raw.find('\\') == std::string_view::npos
+                              ? std::string(raw)
+                              : json::parse(sc.s.substr(k0, sc.i - k0)).get<std::string>();
+        sc.ws();
+        ++sc.i;  // ':'
+        sc.ws();
+        std::size_t depth = 0;
+        const std::string_view v = sc.value(depth);
+        if (!fn(key, v, depth)) return;
+        sc.ws();
+        if (sc.s[sc.i++] == '}') return;
     }
 }
 
-// Fills `out` from `j`, or returns an error text (empty on success).
-std::string read_message(json& j, message& out, const limits& l) {
-    if (!j.is_object()) return "an envelope must be a JSON object, got " + describe(j);
-    for (auto& [key, value] : j.items()) {
-        if (key != "id" && key != "stream" && key != "seq" && key != "epoch" && key != "payload")
-            return "unknown field \"" + key + "\"";
+std::string describe_value(std::string_view v) {
+    switch (v.front()) {
+        case '{': return "an object";
+        case '[': return "an array";
+        case '"': return "a string";
+        case 't':
+        case 'f': return "a boolean";
+        case 'n': return "null";
+        default: break;
     }
-    auto id = j.find("id");
-    if (id == j.end()) return "missing field \"id\"";
-    if (!id->is_string()) return "\"id\" must be a string, got " + describe(*id);
-    out.id = id->get<std::string>();
+    if (v.find_first_of(".eE") != std::string_view::npos) return "a fraction";
+    return v.front() == '-' ? "a negative number" : "a number";
+}
+
+// An unsigned integer field: nullopt unless v is a plain integer in range.
+std::optional<std::uint64_t> to_u64(std::string_view v) {
+    if (v.empty() || v.size() > 20 || v.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+    std::uint64_t n = 0;
+    for (char c : v) {
+        const auto d = static_cast<std::uint64_t>(c - '0');
+        if (n > (UINT64_MAX - d) / 10) return std::nullopt;
+        n = n * 10 + d;
+    }
+    return n;
+}
+
+std::string read_string(std::string_view v) {
+    if (v.find('\\') == std::string_view::npos) return std::string(v.substr(1, v.size() - 2));
+    return json::parse(v).get<std::string>();
+}
+
+// Reads the envelope at sc.i into `out`, or returns an error text.
+std::string read_message(scanner& sc, message& out, const limits& l) {
+    if (sc.s[sc.i] != '{') {
+        std::size_t d = 0;
+        return "an envelope must be a JSON object, got " + describe_value(sc.value(d));
+    }
+    std::string err;
+    bool has_id = false, has_stream = false, has_seq = false, has_payload = false, has_epoch = false;
+    std::size_t payload_depth = 0;
+    std::string_view seq_text;
+    members(sc, [&](const std::string& key, std::string_view v, std::size_t depth) {
+        auto once = [&](bool& seen) {
+            if (seen) err = "duplicate field \"" + key + "\"";
+            seen = true;
+            return err.empty();
+        };
+        if (key == "id") {
+            if (!once(has_id)) return false;
+            if (v.front() != '"') return err = "\"id\" must be a string, got " + describe_value(v), false;
+            out.id = read_string(v);
+        } else if (key == "stream") {
+            if (!once(has_stream)) return false;
+            if (v.front() != '"') return err = "\"stream\" must be a string, got " + describe_value(v), false;
+            out.stream = read_string(v);
+        } else if (key == "seq") {
+            if (!once(has_seq)) return false;
+            seq_text = v;
+        } else if (key == "epoch") {
+            if (!once(has_epoch)) return false;
+            auto e = to_u64(v);
+            if (!e)
+                return err = "\"epoch\" must be an integer from 0 to 18446744073709551615, got " + describe_value(v),
+                       false;
+            out.epoch = *e;
+        } else if (key == "payload") {
+            if (!once(has_payload)) return false;
+            out.payload.assign(v);
+            payload_depth = depth;
+        } else {
+            return err = "unknown field \"" + key + "\"", false;
+        }
+        return true;
+    });
+    if (!err.empty()) return err;
+    if (!has_id) return "missing field \"id\"";
     if (out.id.empty()) return "\"id\" must not be empty";
     if (out.id.size() > l.max_id_bytes) return "\"id\" is longer than " + std::to_string(l.max_id_bytes) + " bytes";
-
-    auto stream = j.find("stream");
-    if (stream == j.end()) return "missing field \"stream\"";
-    if (!stream->is_string()) return "\"stream\" must be a string, got " + describe(*stream);
-    out.stream = stream->get<std::string>();
+    if (!has_stream) return "missing field \"stream\"";
     if (!valid_stream_name(out.stream, l))
         return "\"stream\" must be 1 to " + std::to_string(l.max_stream_bytes) + " characters of A-Z a-z 0-9 . _ -";
-
-    auto seq = j.find("seq");
-    if (seq == j.end()) return "missing field \"seq\"";
-    if (!seq->is_number_unsigned() || seq->get<std::uint64_t>() == 0)
+    if (!has_seq) return "missing field \"seq\"";
+    auto seq = to_u64(seq_text);
+    if (!seq || *seq == 0)
         return "\"seq\" must be an integer from 1 to 18446744073709551615, got " +
-               (seq->is_number_unsigned() ? std::string("0") : describe(*seq));
-    out.seq = seq->get<std::uint64_t>();
-
-    out.epoch = 0;
-    if (auto epoch = j.find("epoch"); epoch != j.end()) {
-        if (!epoch->is_number_unsigned())
-            return "\"epoch\" must be an integer from 0 to 18446744073709551615, got " + describe(*epoch);
-        out.epoch = epoch->get<std::uint64_t>();
-    }
-
-    auto payload = j.find("payload");
-    if (payload == j.end()) return "missing field \"payload\"";
-    out.payload = std::move(*payload);
+               (seq ? std::string("0") : describe_value(seq_text));
+    out.seq = *seq;
+    if (!has_epoch) out.epoch = 0;
+    if (!has_payload) return "missing field \"payload\"";
+    if (1 + payload_depth > l.max_depth) return "JSON nested deeper than " + std::to_string(l.max_depth) + " levels";
     return {};
+}
+
+// Valid JSON (one value), or the parser's complaint.
+std::optional<json_error> validate(std::string_view text, std::size_t max_depth) {
+    if (json::accept(text)) return std::nullopt;
+    auto parsed = parse_json(text, max_depth);
+    if (auto* e = std::get_if<json_error>(&parsed)) return *e;
+    return json_error{"invalid JSON", false};  // not reached: accept() and parse() agree
+}
+
+void append_u64(std::string& out, std::uint64_t v) {
+    char buf[24];
+    char* p = buf + sizeof buf;
+    do {
+        *--p = static_cast<char>('0' + v % 10);
+        v /= 10;
+    } while (v);
+    out.append(p, static_cast<std::size_t>(buf + sizeof buf - p));
+}
+std::size_t digits(std::uint64_t v) {
+    std::size_t n = 1;
+    while (v >= 10) v /= 10, ++n;
+    return n;
 }
 }  // namespace
 
@@ -97,69 +236,232 @@ std::variant<decoded, decode_error> decode(std::string_view body, const limits& 
     if (body.size() > l.max_body_bytes)
         return decode_error{"body of " + std::to_string(body.size()) + " bytes is over the limit of " +
                             std::to_string(l.max_body_bytes)};
-    auto parsed = parse_json(body, l.max_depth);
-    if (auto* e = std::get_if<json_error>(&parsed))
+    if (auto e = validate(body, l.max_depth + 2))
         return decode_error{e->too_deep ? e->message : "malformed JSON: " + e->message};
-    json& j = std::get<json>(parsed);
+    scanner sc{body};
+    sc.ws();
 
-    if (j.is_object() && j.contains("messages")) {
-        if (j.size() != 1) return decode_error{"a batch has only the field \"messages\""};
-        json& arr = j["messages"];
-        if (!arr.is_array()) return decode_error{"\"messages\" must be an array, got " + describe(arr)};
-        if (arr.empty()) return decode_error{"\"messages\" must not be empty"};
-        if (arr.size() > l.max_batch)
-            return decode_error{"a batch holds at most " + std::to_string(l.max_batch) + " messages"};
-        batch b;
-        b.messages.resize(arr.size());
-        std::map<std::string_view, std::uint64_t> last_seq;
-        std::set<std::string_view> ids;
-        for (std::size_t i = 0; i < arr.size(); ++i) {
-            if (auto err = read_message(arr[i], b.messages[i], l); !err.empty())
-                return decode_error{"messages[" + std::to_string(i) + "]: " + err};
-            const message& m = b.messages[i];
-            if (!ids.insert(m.id).second)
-                return decode_error{"messages[" + std::to_string(i) + "]: duplicate id \"" + m.id + "\" in the batch"};
-            auto [it, fresh] = last_seq.emplace(m.stream, m.seq);
-            if (!fresh) {
-                if (it->second == UINT64_MAX || m.seq != it->second + 1)
-                    return decode_error{"messages[" + std::to_string(i) + "]: seq " + std::to_string(m.seq) +
-                                        " of stream \"" + m.stream + "\" does not follow " +
-                                        std::to_string(it->second) + " (seqs must be contiguous within a stream)"};
-                it->second = m.seq;
-            }
-        }
-        return decoded{std::move(b)};
+    // A batch is an object whose first member is "messages".
+    bool is_batch = false;
+    std::size_t fields = 0;
+    if (body[sc.i] == '{') {
+        scanner probe = sc;
+        members(probe, [&](const std::string& key, std::string_view, std::size_t) {
+            if (fields++ == 0) is_batch = key == "messages";
+            return true;
+        });
     }
-    message m;
-    if (auto err = read_message(j, m, l); !err.empty()) return decode_error{err};
-    return decoded{std::move(m)};
+    if (is_batch && fields != 1) return decode_error{"a batch has only the field \"messages\""};
+    if (!is_batch) {
+        message m;
+        if (auto err = read_message(sc, m, l); !err.empty()) return decode_error{err};
+        return decoded{std::move(m)};
+    }
+
+    batch b;
+    std::string err;
+    bool seen = false;
+    members(sc, [&](const std::string& key, std::string_view v, std::size_t) {
+        if (key != "messages" || seen) return err = "a batch has only the field \"messages\"", false;
+        seen = true;
+        if (v.front() != '[') return err = "\"messages\" must be an array, got " + describe_value(v), false;
+        scanner arr{v, 1};
+        arr.ws();
+        if (v[arr.i] == ']') return err = "\"messages\" must not be empty", false;
+        for (std::size_t n = 0;; ++n) {
+            if (n == l.max_batch) return err = "a batch holds at most " + std::to_string(l.max_batch) + " messages", false;
+            arr.ws();
+            auto& m = b.messages.emplace_back();
+            if (auto e = read_message(arr, m, l); !e.empty())
+                return err = "messages[" + std::to_string(n) + "]: " + e, false;
+            arr.ws();
+            if (v[arr.i++] == ']') break;
+        }
+        return true;
+    });
+    if (!err.empty()) return decode_error{err};
+
+    std::map<std::string_view, std::uint64_t> last_seq;
+    std::set<std::string_view> ids;
+    for (std::size_t i = 0; i < b.messages.size(); ++i) {
+        const message& m = b.messages[i];
+        if (!ids.insert(m.id).second)
+            return decode_error{"messages[" + std::to_string(i) + "]: duplicate id \"" + m.id + "\" in the batch"};
+        auto [it, fresh] = last_seq.emplace(m.stream, m.seq);
+        if (!fresh) {
+            if (it->second == UINT64_MAX || m.seq != it->second + 1)
+                return decode_error{"messages[" + std::to_string(i) + "]: seq " + std::to_string(m.seq) +
+                                    " of stream \"" + m.stream + "\" does not follow " + std::to_string(it->second) +
+                                    " (seqs must be contiguous within a stream)"};
+            it->second = m.seq;
+        }
+    }
+    return decoded{std::move(b)};
+}
+
+namespace {
+constexpr std::string_view k_id = "{\"id\":\"", k_stream = "\",\"stream\":\"", k_seq = "\",\"seq\":",
+                           k_epoch = ",\"epoch\":", k_payload = ",\"payload\":", k_end = "}";
+}
+
+void encode_to(std::string& out, std::string_view id, std::string_view stream, std::uint64_t seq, std::uint64_t epoch,
+               std::string_view payload) {
+    out += k_id;
+    out += http::json_escape(id);
+    out += k_stream;
+    out += stream;
+    out += k_seq;
+    append_u64(out, seq);
+    out += k_epoch;
+    append_u64(out, epoch);
+    out += k_payload;
+    out += payload;
+    out += k_end;
+}
+
+std::size_t encoded_size(std::string_view id, std::string_view stream, std::uint64_t seq, std::uint64_t epoch,
+                         std::size_t payload_bytes) {
+    return k_id.size() + http::json_escape(id).size() + k_stream.size() + stream.size() + k_seq.size() + digits(seq) +
+           k_epoch.size() + digits(epoch) + k_payload.size() + payload_bytes + k_end.size();
 }
 
 std::string encode(const message& m) {
-    json j = {{"id", m.id}, {"stream", m.stream}, {"seq", m.seq}, {"epoch", m.epoch}, {"payload", m.payload}};
-    return j.dump();
+    std::string out;
+    out.reserve(encoded_size(m.id, m.stream, m.seq, m.epoch, m.payload.size()));
+    encode_to(out, m.id, m.stream, m.seq, m.epoch, m.payload);
+    return out;
 }
 
 std::string encode(const batch& b) {
-    std::vector<std::string> parts;
-    parts.reserve(b.messages.size());
-    for (const auto& m : b.messages) parts.push_back(encode(m));
-    std::vector<std::string_view> views(parts.begin(), parts.end());
-    return encode_batch_raw(views);
+    std::string out(batch_prefix);
+    for (std::size_t i = 0; i < b.messages.size(); ++i) {
+        if (i) out += ',';
+        const auto& m = b.messages[i];
+        encode_to(out, m.id, m.stream, m.seq, m.epoch, m.payload);
+    }
+    out += batch_suffix;
+    return out;
 }
 
-std::string encode_batch_raw(const std::vector<std::string_view>& encoded) {
-    std::size_t n = 16;
-    for (auto s : encoded) n += s.size() + 1;
-    std::string out;
-    out.reserve(n);
-    out += "{\"messages\":[";
-    for (std::size_t i = 0; i < encoded.size(); ++i) {
+std::variant<std::string_view, payload_error> check_payload(std::string_view body, std::size_t overhead,
+                                                            const limits& l) {
+    while (!body.empty() && is_ws(body.front())) body.remove_prefix(1);
+    while (!body.empty() && is_ws(body.back())) body.remove_suffix(1);
+    if (overhead + body.size() > l.max_body_bytes)
+        return payload_error{413, "payload of " + std::to_string(body.size()) + " bytes is over the limit of " +
+                                      std::to_string(l.max_body_bytes > overhead ? l.max_body_bytes - overhead : 0) +
+                                      " (a secondary accepts envelopes of " + std::to_string(l.max_body_bytes) +
+                                      " bytes)"};
+    // The envelope is one level: the payload may be max_depth - 1 deep.
+    if (auto e = validate(body, l.max_depth + 2)) {
+        if (e->too_deep)
+            return payload_error{400, "payload nested deeper than " + std::to_string(l.max_depth - 1) + " levels"};
+        return payload_error{400, "body is not JSON: " + e->message};
+    }
+    scanner sc{body};
+    std::size_t depth = 0;
+    (void)sc.value(depth);
+    if (1 + depth > l.max_depth)
+        return payload_error{400, "payload nested deeper than " + std::to_string(l.max_depth - 1) + " levels"};
+    return body;
+}
+
+std::string encode_applied(std::string_view status, std::uint64_t seq) {
+    std::string out = "{\"status\":\"";
+    out += status;
+    out += "\",\"seq\":";
+    append_u64(out, seq);
+    out += '}';
+    return out;
+}
+
+std::string encode_results(const std::vector<result_item>& items) {
+    std::string out = "{\"results\":[";
+    out.reserve(16 + items.size() * 36);
+    for (std::size_t i = 0; i < items.size(); ++i) {
         if (i) out += ',';
-        out += encoded[i];
+        out += "{\"seq\":";
+        append_u64(out, items[i].seq);
+        out += ",\"status\":\"";
+        out += items[i].status;
+        out += "\"}";
     }
     out += "]}";
     return out;
+}
+
+std::string encode(const rejection& r) {
+    using k = rejection::kind;
+    switch (r.what) {
+        case k::stale_epoch: return "{\"error\":\"stale_epoch\",\"epoch\":" + std::to_string(r.epoch) + "}";
+        case k::conflict:
+            return "{\"error\":\"conflict\",\"stream\":\"" + http::json_escape(r.stream) +
+                   "\",\"seq\":" + std::to_string(r.seq) + "}";
+        case k::gap:
+            return "{\"error\":\"gap\",\"stream\":\"" + http::json_escape(r.stream) +
+                   "\",\"expected\":" + std::to_string(r.expected) + "}";
+        case k::unknown: break;
+    }
+    return "{\"error\":\"unknown\"}";
+}
+
+rejection decode_rejection(std::string_view body) {
+    rejection r;
+    auto parsed = parse_json(body, 4);
+    auto* j = std::get_if<json>(&parsed);
+    if (!j || !j->is_object()) return r;
+    auto str = [&](const char* k) {
+        auto it = j->find(k);
+        return it != j->end() && it->is_string() ? it->get<std::string>() : std::string{};
+    };
+    auto num = [&](const char* k) -> std::optional<std::uint64_t> {
+        auto it = j->find(k);
+        if (it == j->end() || !it->is_number_unsigned()) return std::nullopt;
+        return it->get<std::uint64_t>();
+    };
+    const std::string err = str("error");
+    r.stream = str("stream");
+    if (err == "stale_epoch") {
+        // Whatever epoch it names, a stale_epoch answer means a newer term exists.
+        r.what = rejection::kind::stale_epoch;
+        r.epoch = num("epoch").value_or(0);
+    } else if (err == "conflict" && num("seq")) {
+        r.what = rejection::kind::conflict;
+        r.seq = *num("seq");
+    } else if (err == "gap" && num("expected")) {
+        r.what = rejection::kind::gap;
+        r.expected = *num("expected");
+    }
+    return r;
+}
+
+std::string encode_published(std::string_view id, std::string_view stream, std::uint64_t seq) {
+    std::string out = "{\"id\":\"";
+    out += http::json_escape(id);
+    out += "\",\"stream\":\"";
+    out += http::json_escape(stream);
+    out += "\",\"seq\":";
+    append_u64(out, seq);
+    out += '}';
+    return out;
+}
+
+std::string encode_tombstone(std::string_view id, std::string_view reason) {
+    return "{\"steadfast_dead_letter\":{\"id\":\"" + http::json_escape(id) + "\",\"reason\":\"" +
+           http::json_escape(reason) + "\"}}";
+}
+
+void encode_dump_line(std::string& out, std::string_view stream, std::uint64_t seq, std::string_view id,
+                      std::string_view payload) {
+    out += "{\"stream\":\"";
+    out += http::json_escape(stream);
+    out += "\",\"seq\":";
+    append_u64(out, seq);
+    out += ",\"id\":\"";
+    out += http::json_escape(id);
+    out += "\",\"payload\":";
+    out += payload;
+    out += "}\n";
 }
 
 }  // namespace steadfast::envelope

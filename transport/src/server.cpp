@@ -194,7 +194,14 @@ struct server::impl : std::enable_shared_from_this<impl> {
                 co_await backoff.async_wait(asio::as_tuple(asio::use_awaitable));
                 continue;
             }
+            if (opts.max_connections && st.active_connections >= opts.max_connections) {
+                ++st.connections_rejected;
+                beast::error_code ignored;
+                sock.close(ignored);
+                continue;
+            }
             ++st.connections_accepted;
+            ++st.active_connections;  // here, not in the session: it starts later
             asio::co_spawn(ex, session(std::move(sock)), asio::detached);
         }
     }
@@ -233,7 +240,6 @@ struct server::impl : std::enable_shared_from_this<impl> {
         stream.socket().set_option(tcp::no_delay(true), ignored);
         connection conn{&stream};
         connections.insert(&conn);
-        ++st.active_connections;
         beast::flat_buffer buf;
         for (;;) {
             conn.busy = false;

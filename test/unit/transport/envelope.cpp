@@ -23,7 +23,7 @@ BOOST_AUTO_TEST_CASE(single_and_batch) {
     BOOST_TEST(m.id == "a-1");
     BOOST_TEST(m.seq == 1u);
     BOOST_TEST(m.epoch == 0u);
-    BOOST_TEST(m.payload["x"][1] == 2);
+    BOOST_TEST(m.payload == R"({"x":[1,2]})");
     auto b = envelope::decode(R"({"messages":[{"id":"a","stream":"s","seq":7,"epoch":2,"payload":null},
                                               {"id":"b","stream":"t","seq":1,"payload":1},
                                               {"id":"c","stream":"s","seq":8,"payload":"x"}]})");
@@ -32,8 +32,8 @@ BOOST_AUTO_TEST_CASE(single_and_batch) {
     BOOST_TEST(batch.messages[0].epoch == 2u);
     // Round trip.
     auto again = envelope::decode(envelope::encode(batch));
-    BOOST_TEST(std::get<envelope::batch>(std::get<envelope::decoded>(again)).messages[2].payload == "x");
-    BOOST_TEST(envelope::encode(m) == R"({"epoch":0,"id":"a-1","payload":{"x":[1,2]},"seq":1,"stream":"orders"})");
+    BOOST_TEST(std::get<envelope::batch>(std::get<envelope::decoded>(again)).messages[2].payload == "\"x\"");
+    BOOST_TEST(envelope::encode(m) == R"({"id":"a-1","stream":"orders","seq":1,"epoch":0,"payload":{"x":[1,2]}})");
 }
 
 BOOST_AUTO_TEST_CASE(every_kind_of_bad_input_is_named) {
@@ -74,6 +74,65 @@ BOOST_AUTO_TEST_CASE(size_and_depth_limits) {
     l = {};
     l.max_id_bytes = 4;
     BOOST_TEST(error_of(R"({"id":"abcdef","stream":"s","seq":1,"payload":1})", l).find("longer than 4") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(payloads_travel_byte_for_byte) {
+    // Number spelling, key order, escapes and inner whitespace are kept.
+    const std::string payload = R"({"b":12345678901234567890123, "a":"\u00e9x\"\\","z":[1.0,2e5,-0.0],"k":{}})";
+    auto r = envelope::decode(R"({"id":"i","stream":"s","seq":3,"payload":)" + payload + "}");
+    auto& m = std::get<envelope::message>(std::get<envelope::decoded>(r));
+    BOOST_TEST(m.payload == payload);
+    const std::string again = envelope::encode(m);
+    BOOST_TEST(again == R"({"id":"i","stream":"s","seq":3,"epoch":0,"payload":)" + payload + "}");
+    BOOST_TEST(envelope::encoded_size(m.id, m.stream, m.seq, m.epoch, m.payload.size()) == again.size());
+    // In a batch too, with escaped keys and whitespace between tokens.
+    auto b = envelope::decode("{ \"messages\" : [ { \"p\\u0061yload\" : [ 1.50 ] , \"id\":\"x\",\"stream\":\"s\",\"seq\":1 } ] }");
+    auto& batch = std::get<envelope::batch>(std::get<envelope::decoded>(b));
+    BOOST_TEST(batch.messages[0].payload == "[ 1.50 ]");
+    BOOST_TEST(error_of(R"({"id":"a","id":"b","stream":"s","seq":1,"payload":1})") == "duplicate field \"id\"");
+}
+
+BOOST_AUTO_TEST_CASE(depth_counts_per_envelope) {
+    auto nested = [](std::size_t n) { return std::string(n, '[') + std::string(n, ']'); };
+    // 63 levels of payload + the envelope = 64: accepted alone and in a batch.
+    const std::string one = R"({"id":"a","stream":"s","seq":1,"payload":)" + nested(63) + "}";
+    BOOST_TEST(error_of(one) == "");
+    BOOST_TEST(error_of(R"({"messages":[)" + one + "]}") == "");
+    BOOST_TEST(error_of(R"({"id":"a","stream":"s","seq":1,"payload":)" + nested(64) + "}").find("nested deeper than 64") != std::string::npos);
+    // /publish applies the same rule to a bare payload.
+    const auto overhead = envelope::encoded_size("id", "s", UINT64_MAX, 0, 0);
+    BOOST_TEST(std::holds_alternative<std::string_view>(envelope::check_payload(nested(63), overhead)));
+    BOOST_TEST(std::get<envelope::payload_error>(envelope::check_payload(nested(64), overhead)).status == 400u);
+    BOOST_TEST(std::get<envelope::payload_error>(envelope::check_payload("{", overhead)).status == 400u);
+    BOOST_TEST(std::get<std::string_view>(envelope::check_payload("  {\"a\" : 1}\n", overhead)) == "{\"a\" : 1}");
+    // Size: an envelope of exactly the limit passes, one byte more is 413.
+    const std::size_t room = (1u << 20) - overhead;
+    const std::string fits = "\"" + std::string(room - 2, 'x') + "\"";
+    BOOST_TEST(std::holds_alternative<std::string_view>(envelope::check_payload(fits, overhead)));
+    BOOST_TEST(std::get<envelope::payload_error>(envelope::check_payload(fits + " 1", overhead)).status == 413u);
+    BOOST_TEST(error_of(R"({"id":"id","stream":"s","seq":18446744073709551615,"payload":)" + fits + "}") == "");
+}
+
+BOOST_AUTO_TEST_CASE(answers_round_trip) {
+    using k = envelope::rejection::kind;
+    auto r = envelope::decode_rejection(envelope::encode(envelope::rejection{k::conflict, "s.1", 0, 7, 0}));
+    BOOST_TEST((r.what == k::conflict));
+    BOOST_TEST(r.stream == "s.1");
+    BOOST_TEST(r.seq == 7u);
+    r = envelope::decode_rejection(envelope::encode(envelope::rejection{k::gap, "s", 0, 0, 12}));
+    BOOST_TEST((r.what == k::gap));
+    BOOST_TEST(r.expected == 12u);
+    r = envelope::decode_rejection(envelope::encode(envelope::rejection{k::stale_epoch, "", 9, 0, 0}));
+    BOOST_TEST((r.what == k::stale_epoch));
+    BOOST_TEST(r.epoch == 9u);
+    BOOST_TEST((envelope::decode_rejection(R"({"error":"stale_epoch","epoch":"x"})").what == k::stale_epoch));
+    BOOST_TEST((envelope::decode_rejection(R"({"error":"gap"})").what == k::unknown));
+    BOOST_TEST((envelope::decode_rejection("<html>").what == k::unknown));
+    BOOST_TEST(envelope::encode_results({{1, "applied"}, {2, "duplicate"}}) ==
+               R"({"results":[{"seq":1,"status":"applied"},{"seq":2,"status":"duplicate"}]})");
+    std::string line;
+    envelope::encode_dump_line(line, "s", 2, "i\"d", "[1.0]");
+    BOOST_TEST(line == "{\"stream\":\"s\",\"seq\":2,\"id\":\"i\\\"d\",\"payload\":[1.0]}\n");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -9,8 +9,10 @@
 // - Separate connect, write and read timeouts; a bounded response size.
 // - Plain http only for now (from_url refuses https:// with a clear error).
 //
-// One request at a time per client (like one connection); use one client per
-// concurrent sender. Runs on the executor it was made with.
+// One request at a time per client (like one connection): a send while another
+// is in flight is refused at once with transport_error{in_progress}, never
+// interleaved. For concurrent senders use client_pool (pool.hpp). Runs on the
+// executor it was made with.
 #pragma once
 
 #include <steadfast/engine/error.hpp>

@@ -1,14 +1,21 @@
-// The message envelope of the primary/secondary contract (shared/CONTRACT.md):
-//   {"id": string, "stream": string, "seq": uint64 >= 1, "epoch": uint64 (optional, 0),
-//    "payload": any JSON}
-// and the batch {"messages": [envelope, ...]}, whose seqs are contiguous within
-// each stream. Decoding is strict and returns errors as values with a message
-// that names the field and the problem.
+// The wire format of the primary/secondary pair (docs: shared/CONTRACT.md), in
+// one place for both apps, the tests and the fuzzer:
+//   - the envelope {"id": string, "stream": string, "seq": uint64 >= 1,
+//     "epoch": uint64 (optional, 0), "payload": any JSON} and the batch
+//     {"messages": [envelope, ...]} (seqs contiguous within each stream);
+//   - the secondary's answers (applied/duplicate, 409 stale_epoch, conflict, gap);
+//   - the primary's /publish answer, its dead-letter tombstone and the dump line.
+//
+// Payloads travel byte for byte: decoding validates the payload (as JSON, with
+// the depth limit) and keeps its original text; encoding embeds that text. No
+// number is re-printed and no key re-ordered. Decoding is strict, never throws
+// for bad input, and returns errors as values naming the field and the problem.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -21,7 +28,7 @@ struct limits {
     std::size_t max_id_bytes = 256;
     std::size_t max_stream_bytes = 128;
     std::size_t max_batch = 10'000;
-    std::size_t max_depth = 64;  // JSON nesting, payload included
+    std::size_t max_depth = 64;  // JSON nesting of one envelope, its own level included
 };
 
 struct message {
@@ -29,7 +36,7 @@ struct message {
     std::string stream;
     std::uint64_t seq = 0;
     std::uint64_t epoch = 0;
-    nlohmann::json payload;
+    std::string payload;  // the payload's JSON text, exactly as received
 };
 
 struct batch {
@@ -52,16 +59,69 @@ struct json_error {
 /// recursive destruction of deep documents). Never throws for bad input.
 std::variant<nlohmann::json, json_error> parse_json(std::string_view text, std::size_t max_depth);
 
-/// Decodes one envelope or a batch. Never throws for bad input.
+/// Decodes one envelope or a batch. Never throws for bad input. The depth
+/// limit applies to each envelope (a batch's own two levels do not count), so
+/// that a message accepted alone is accepted in a batch too.
 std::variant<decoded, decode_error> decode(std::string_view body, const limits& l = {});
 
-/// Encodes (compact JSON). Payloads are embedded as they are.
+/// Appends one encoded envelope to `out`; `payload` is embedded as it is (it
+/// must be valid JSON text). `id` is escaped; `stream` must be a valid name.
+void encode_to(std::string& out, std::string_view id, std::string_view stream, std::uint64_t seq, std::uint64_t epoch,
+               std::string_view payload);
+/// The size encode_to() would append, without encoding (for limits).
+std::size_t encoded_size(std::string_view id, std::string_view stream, std::uint64_t seq, std::uint64_t epoch,
+                         std::size_t payload_bytes);
 std::string encode(const message& m);
 std::string encode(const batch& b);
-/// Encodes a batch of already-encoded single envelopes (no re-parsing).
-std::string encode_batch_raw(const std::vector<std::string_view>& encoded_messages);
+/// The batch wrapper around already-encoded envelopes: prefix + e1 + "," + e2 ... + suffix.
+inline constexpr std::string_view batch_prefix = "{\"messages\":[";
+inline constexpr std::string_view batch_suffix = "]}";
 
 /// Streams are names: 1 to max_stream_bytes of [A-Za-z0-9._-].
 bool valid_stream_name(std::string_view s, const limits& l = {});
+
+/// Checks a /publish body as a payload: one JSON value which, carried alone in
+/// an envelope of `envelope_overhead` bytes (encoded_size with an empty
+/// payload), a secondary with limits `l` would accept. On success, the payload
+/// text with surrounding whitespace trimmed; else the status (400 or 413) and why.
+struct payload_error {
+    unsigned status = 400;
+    std::string what;
+};
+std::variant<std::string_view, payload_error> check_payload(std::string_view body, std::size_t envelope_overhead,
+                                                            const limits& l = {});
+
+// ---- the secondary's answers ----
+
+/// 200 bodies.
+std::string encode_applied(std::string_view status, std::uint64_t seq);  // {"status":..,"seq":N}
+struct result_item {
+    std::uint64_t seq = 0;
+    std::string_view status;  // "applied" or "duplicate"
+};
+std::string encode_results(const std::vector<result_item>& items);  // {"results":[{"seq":N,"status":..},...]}
+
+/// A 409 answer: what it says, in a form the primary decides on.
+struct rejection {
+    enum class kind { stale_epoch, conflict, gap, unknown };
+    kind what = kind::unknown;
+    std::string stream;
+    std::uint64_t epoch = 0;     // stale_epoch: the highest epoch the secondary has seen
+    std::uint64_t seq = 0;       // conflict: the seq applied with another id
+    std::uint64_t expected = 0;  // gap: the next seq the secondary expects
+};
+std::string encode(const rejection& r);
+/// Decodes a 409 body; kind::unknown when it is none of the three.
+rejection decode_rejection(std::string_view body);
+
+// ---- the primary ----
+
+/// The 202 answer of /publish.
+std::string encode_published(std::string_view id, std::string_view stream, std::uint64_t seq);
+/// The payload that takes a dead letter's place in its stream.
+std::string encode_tombstone(std::string_view id, std::string_view reason);
+/// One line of `steadfast-secondary dump` (with the trailing newline).
+void encode_dump_line(std::string& out, std::string_view stream, std::uint64_t seq, std::string_view id,
+                      std::string_view payload);
 
 }  // namespace steadfast::envelope

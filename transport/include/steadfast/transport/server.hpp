@@ -58,12 +58,17 @@ public:
         std::chrono::nanoseconds read_timeout = std::chrono::seconds(10);  // once a request started
         std::chrono::nanoseconds write_timeout = std::chrono::seconds(10);
         std::chrono::nanoseconds shutdown_grace = std::chrono::seconds(10);
+        // Connections open at once; one more is closed as soon as it is
+        // accepted (and counted), so that idle keep-alive connections cannot
+        // use up descriptors and memory. 0: no limit.
+        std::size_t max_connections = 256;
     };
 
     struct stats {
         std::uint64_t connections_accepted = 0;
         std::uint64_t requests = 0;
         std::uint64_t active_connections = 0;
+        std::uint64_t connections_rejected = 0;  // over max_connections
     };
 
     server(boost::asio::any_io_executor ex, router r, options o);

@@ -1,0 +1,81 @@
+#include <steadfast/transport/pool.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+
+namespace steadfast::http {
+
+namespace asio = boost::asio;
+
+// A sender waiting for a client: release() hands it one and cancels its timer.
+struct client_pool::waiter {
+    asio::steady_timer timer;
+    client* granted = nullptr;
+};
+
+client_pool::client_pool(asio::any_io_executor ex, client::options o, std::size_t size) : ex_(std::move(ex)) {
+    size = std::max<std::size_t>(size, 1);
+    clients_.reserve(size);
+    for (std::size_t i = 0; i < size; ++i) {
+        clients_.push_back(std::make_unique<client>(ex_, o));
+        free_.push_back(clients_.back().get());
+    }
+}
+
+client_pool::~client_pool() = default;
+
+std::uint64_t client_pool::connections_opened() const noexcept {
+    std::uint64_t n = 0;
+    for (const auto& c : clients_) n += c->connections_opened();
+    return n;
+}
+
+void client_pool::close_idle() {
+    for (auto* c : free_) c->close();
+}
+
+client* client_pool::acquire_now() {
+    if (free_.empty()) return nullptr;
+    client* c = free_.back();  // the most recently used: its connection is the warmest
+    free_.pop_back();
+    return c;
+}
+
+void client_pool::release(client* c) {
+    if (!waiters_.empty()) {
+        waiter* w = waiters_.front();
+        waiters_.pop_front();
+        w->granted = c;
+        w->timer.cancel();
+        return;
+    }
+    free_.push_back(c);
+}
+
+asio::awaitable<outcome> client_pool::send(const request& req) {
+    client* c = acquire_now();
+    if (!c) {
+        waiter w{asio::steady_timer(ex_, asio::steady_timer::time_point::max()), nullptr};
+        waiters_.push_back(&w);
+        co_await w.timer.async_wait(asio::as_tuple(asio::use_awaitable));
+        if (!w.granted) {
+            // Cancelled while waiting: leave the queue.
+            waiters_.erase(std::find(waiters_.begin(), waiters_.end(), &w));
+            co_return outcome{transport_error{asio::error::operation_aborted, phase::connect, false}};
+        }
+        c = w.granted;
+    }
+    // Given back however the send ends (also when the coroutine is destroyed).
+    struct giver {
+        client_pool* pool;
+        client* c;
+        ~giver() { pool->release(c); }
+    } give{this, c};
+    co_return co_await c->send(req);
+}
+
+}  // namespace steadfast::http
