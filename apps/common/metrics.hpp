@@ -9,12 +9,19 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
 namespace steadfast::app {
 
 inline std::string expose(prometheus::Registry& r) { return prometheus::TextSerializer().Serialize(r.Collect()); }
+
+/// Brings a counter up to a total kept elsewhere (a server's statistics).
+inline void sync_counter(prometheus::Counter& c, std::uint64_t total) {
+    const auto t = static_cast<double>(total);
+    if (t > c.Value()) c.Increment(t - c.Value());
+}
 
 /// Latency buckets from 100 us to 10 s.
 inline prometheus::Histogram::BucketBoundaries latency_buckets() {

@@ -1,5 +1,9 @@
 #include "sqlite.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -46,15 +50,76 @@ std::string_view statement::column_text(int i) const {
 }
 bool statement::column_null(int i) const { return sqlite3_column_type(s_, i) == SQLITE_NULL; }
 
-database::database(const std::string& dir, const std::string& name, const std::string& application, sync_mode sync) {
+namespace {
+// An exclusive, non-blocking flock on DIR/LOCK, held for the process's life
+// (released by the kernel when it dies, even by kill -9). The file holds the
+// holder's pid, for the message of the next one.
+int lock_directory(const std::string& dir);
+}  // namespace
+
+dir_lock::~dir_lock() {
+    if (fd_ >= 0) ::close(fd_);
+}
+void dir_lock::acquire(const std::string& dir) { fd_ = lock_directory(dir); }
+
+namespace {
+int lock_directory(const std::string& dir) {
+    const std::string path = (std::filesystem::path(dir) / "LOCK").string();
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) throw db_error("cannot open \"" + path + "\": " + std::strerror(errno));
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int err = errno;
+        char buf[32] = {};
+        const auto n = ::pread(fd, buf, sizeof buf - 1, 0);
+        ::close(fd);
+        std::string holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string{};
+        while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+        if (err == EWOULDBLOCK)
+            throw db_error("data directory \"" + dir + "\" is in use by another process" +
+                           (holder.empty() ? std::string{} : " (pid " + holder + ")") + "; one process per directory");
+        throw db_error("cannot lock \"" + path + "\": " + std::strerror(err));
+    }
+    const std::string pid = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+        // The lock holds without the pid; only the message gets poorer.
+    }
+    return fd;
+}
+}  // namespace
+
+database::database(const std::string& dir, const std::string& name, const std::string& application, sync_mode sync,
+                   open_mode mode) {
     namespace fs = std::filesystem;
     std::error_code ec;
+    const bool ro = mode == open_mode::read_only;
+    if (ro) {
+        path_ = (fs::path(dir) / name).string();
+        if (!fs::exists(path_, ec)) throw db_error("no database at \"" + path_ + "\"");
+        if (sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+            std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+            sqlite3_close(db_);
+            db_ = nullptr;
+            throw db_error("cannot open \"" + path_ + "\": " + msg);
+        }
+        sqlite3_busy_timeout(db_, 5000);
+        try {
+            statement app(db_, "SELECT value FROM meta WHERE key='application'");
+            if (!app.step() || app.column_text(0) != application)
+                throw db_error("\"" + path_ + "\" is not a database of " + application);
+        } catch (...) {
+            sqlite3_close(db_);
+            db_ = nullptr;
+            throw;
+        }
+        return;
+    }
     if (!fs::exists(dir, ec)) {
         if (!fs::create_directories(dir, ec))
             throw db_error("cannot create data directory \"" + dir + "\": " + ec.message());
     } else if (!fs::is_directory(dir, ec)) {
         throw db_error("data directory \"" + dir + "\" is not a directory");
     }
+    lock_.acquire(dir);
     path_ = (fs::path(dir) / name).string();
     created_ = !fs::exists(path_, ec);
     if (!created_) {

@@ -17,6 +17,10 @@ struct db_error : std::runtime_error {
 };
 
 enum class sync_mode { full, off };
+/// read_write: the server's own connection; it holds the data directory's lock
+/// (one process per directory). read_only: status and dump, beside a running
+/// server, without a lock and without the integrity check.
+enum class open_mode { read_write, read_only };
 sync_mode parse_sync(std::string_view s);  // "full" | "off", else std::invalid_argument
 
 class statement {
@@ -40,13 +44,30 @@ private:
     sqlite3_stmt* s_ = nullptr;
 };
 
+/// An exclusive lock on a data directory (flock on DIR/LOCK), held until destroyed.
+class dir_lock {
+public:
+    dir_lock() = default;
+    ~dir_lock();
+    dir_lock(const dir_lock&) = delete;
+    dir_lock& operator=(const dir_lock&) = delete;
+    /// Throws db_error naming the directory when another process holds it.
+    void acquire(const std::string& dir);
+
+private:
+    int fd_ = -1;
+};
+
 class database {
 public:
     /// Opens (creating when missing) DIR/NAME in WAL mode. Refuses, with a
     /// message naming the file, a directory that cannot be created or written,
     /// a file that is not a SQLite database, a corrupt one (quick_check), and a
-    /// database of another application or schema version.
-    database(const std::string& dir, const std::string& name, const std::string& application, sync_mode sync);
+    /// database of another application or schema version. In read_write mode,
+    /// first takes an exclusive lock on DIR/LOCK and refuses, naming the
+    /// directory, when another process holds it.
+    database(const std::string& dir, const std::string& name, const std::string& application, sync_mode sync,
+             open_mode mode = open_mode::read_write);
     ~database();
     database(const database&) = delete;
     database& operator=(const database&) = delete;
@@ -59,6 +80,7 @@ public:
     bool created() const noexcept { return created_; }
 
 private:
+    dir_lock lock_;  // a member: released even when the constructor throws
     sqlite3* db_ = nullptr;
     std::string path_;
     bool created_ = false;

@@ -6,6 +6,7 @@
 #include "../common/metrics.hpp"
 #include "../common/sqlite.hpp"
 #include "../common/token.hpp"
+#include "store.hpp"
 
 #include <steadfast/transport/envelope.hpp>
 #include <steadfast/transport/http.hpp>
@@ -20,6 +21,7 @@
 #include <boost/program_options.hpp>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -41,130 +43,24 @@ struct options {
     unsigned fault_status = 503;
     unsigned delay_ms = 0;
     std::size_t max_body = 1 << 20;
-};
-
-// Per-stream apply logic; runs on the database thread only.
-class store {
-public:
-    explicit store(app::database& db) : db_(db) {
-        db.exec("CREATE TABLE IF NOT EXISTS streams(stream TEXT PRIMARY KEY, last_seq INTEGER NOT NULL, "
-                "max_epoch INTEGER NOT NULL)");
-        db.exec("CREATE TABLE IF NOT EXISTS applied(n INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL, "
-                "seq INTEGER NOT NULL, id TEXT NOT NULL, payload TEXT NOT NULL, UNIQUE(stream, seq))");
-    }
-
-    struct answer {
-        unsigned status = 200;
-        std::string body;
-        std::string reject_reason;  // for metrics
-        std::uint64_t applied = 0, duplicates = 0;
-    };
-
-    // One message, inside the caller's transaction. Returns the per-message
-    // status, or a 409 answer in `conflict`.
-    std::string apply_one(const envelope::message& m, std::optional<answer>& conflict, answer& a) {
-        auto& sel = stmt(sel_, "SELECT last_seq, max_epoch FROM streams WHERE stream=?");
-        sel.reset();
-        sel.bind(1, m.stream);
-        std::uint64_t last = 0, max_epoch = 0;
-        if (sel.step()) {
-            last = static_cast<std::uint64_t>(sel.column_int(0));
-            max_epoch = static_cast<std::uint64_t>(sel.column_int(1));
-        }
-        sel.reset();
-        if (m.epoch < max_epoch) {
-            conflict = answer{409, "{\"error\":\"stale_epoch\",\"epoch\":" + std::to_string(max_epoch) + "}", "stale_epoch"};
-            return {};
-        }
-        if (m.seq <= last) {
-            ++a.duplicates;
-            if (m.epoch > max_epoch) set_stream(m.stream, last, m.epoch);
-            return "duplicate";
-        }
-        if (m.seq != last + 1) {
-            conflict = answer{409,
-                              "{\"error\":\"gap\",\"stream\":\"" + http::json_escape(m.stream) +
-                                  "\",\"expected\":" + std::to_string(last + 1) + "}",
-                              "gap"};
-            return {};
-        }
-        auto& ins = stmt(ins_, "INSERT INTO applied(stream, seq, id, payload) VALUES(?,?,?,?)");
-        ins.reset();
-        ins.bind(1, m.stream).bind(2, static_cast<std::int64_t>(m.seq)).bind(3, m.id).bind(4, m.payload.dump());
-        ins.step();
-        ins.reset();
-        set_stream(m.stream, m.seq, std::max(max_epoch, m.epoch));
-        ++a.applied;
-        return "applied";
-    }
-
-    answer apply(const envelope::decoded& d, bool& keep) {
-        answer a;
-        std::optional<answer> conflict;
-        if (auto* m = std::get_if<envelope::message>(&d)) {
-            auto st = apply_one(*m, conflict, a);
-            if (conflict) {
-                keep = false;
-                return *conflict;
-            }
-            a.body = "{\"status\":\"" + st + "\",\"seq\":" + std::to_string(m->seq) + "}";
-            return a;
-        }
-        const auto& b = std::get<envelope::batch>(d);
-        std::string results = "{\"results\":[";
-        for (std::size_t i = 0; i < b.messages.size(); ++i) {
-            auto st = apply_one(b.messages[i], conflict, a);
-            if (conflict) {
-                keep = false;  // a batch applies atomically: nothing of it stays
-                return *conflict;
-            }
-            if (i) results += ',';
-            results += "{\"seq\":" + std::to_string(b.messages[i].seq) + ",\"status\":\"" + st + "\"}";
-        }
-        a.body = results + "]}";
-        return a;
-    }
-
-private:
-    void set_stream(const std::string& s, std::uint64_t last, std::uint64_t epoch) {
-        auto& up = stmt(up_, "INSERT INTO streams(stream, last_seq, max_epoch) VALUES(?,?,?) "
-                             "ON CONFLICT(stream) DO UPDATE SET last_seq=excluded.last_seq, max_epoch=excluded.max_epoch");
-        up.reset();
-        up.bind(1, s).bind(2, static_cast<std::int64_t>(last)).bind(3, static_cast<std::int64_t>(epoch));
-        up.step();
-        up.reset();
-    }
-    app::statement& stmt(std::optional<app::statement>& s, std::string_view sql) {
-        if (!s) s.emplace(db_.handle(), sql);
-        return *s;
-    }
-    app::database& db_;
-    std::optional<app::statement> sel_, ins_, up_;
+    std::size_t max_connections = 256;
 };
 
 int dump(const std::string& dir) {
-    const auto path = (std::filesystem::path(dir) / "secondary.db").string();
-    if (!std::filesystem::exists(path)) {
-        std::cerr << "steadfast-secondary dump: no database at \"" << path << "\"\n";
-        return 1;
-    }
-    app::database db(dir, "secondary.db", "steadfast-secondary", app::sync_mode::off);
+    // Read-only, beside a running server (WAL: it sees the last commit).
+    app::database db(dir, "secondary.db", "steadfast-secondary", app::sync_mode::off, app::open_mode::read_only);
     auto rows = db.prepare("SELECT stream, seq, id, payload FROM applied ORDER BY n");
     std::string line;
     while (rows.step()) {
         line.clear();
-        line += "{\"stream\":\"";
-        line += http::json_escape(rows.column_text(0));
-        line += "\",\"seq\":";
-        line += std::to_string(rows.column_int(1));
-        line += ",\"id\":\"";
-        line += http::json_escape(rows.column_text(2));
-        line += "\",\"payload\":";
-        line += rows.column_text(3);
-        line += "}\n";
-        std::fwrite(line.data(), 1, line.size(), stdout);
+        envelope::encode_dump_line(line, rows.column_text(0), static_cast<std::uint64_t>(rows.column_int(1)),
+                                   rows.column_text(2), rows.column_text(3));
+        if (std::fwrite(line.data(), 1, line.size(), stdout) != line.size()) {
+            std::cerr << "steadfast-secondary dump: writing failed\n";
+            return 1;
+        }
     }
-    return 0;
+    return std::fflush(stdout) == 0 ? 0 : 1;
 }
 
 int serve(const options& o) {
@@ -172,9 +68,13 @@ int serve(const options& o) {
     const auto [host, port] = http::parse_listen_address(o.listen);
     const std::string token = o.token_file.empty() ? std::string{} : app::read_token_file(o.token_file);
     app::database db(o.data, "secondary.db", "steadfast-secondary", o.sync);
-    std::optional<store> st;
-    st.emplace(db);
+    secondary::store st(db);
+    // Declared before the worker: the worker's last completions are posted to
+    // it, so it must outlive the worker.
+    asio::io_context ioc(1);
     app::db_worker worker(db);
+    // False from a failed commit until one succeeds again (/health says so).
+    bool storage_ok = true;
 
     auto registry = std::make_shared<prometheus::Registry>();
     auto& applied = prometheus::BuildCounter().Name("steadfast_secondary_applied_total").Help("Messages applied").Register(*registry).Add({});
@@ -183,15 +83,38 @@ int serve(const options& o) {
     auto& latency = prometheus::BuildHistogram().Name("steadfast_secondary_request_duration_seconds").Help("POST /api/messages latency").Register(*registry).Add({}, app::latency_buckets());
     auto reject = [&](const std::string& reason) { rejected.Add({{"reason", reason}}).Increment(); };
 
-    asio::io_context ioc(1);
     std::mt19937_64 rng(std::random_device{}());
     std::uniform_real_distribution<double> coin(0.0, 1.0);
 
     http::router routes;
-    routes.add("GET", "/health", [](http::request&) -> asio::awaitable<http::response> {
+    auto& storage_gauge = prometheus::BuildGauge().Name("steadfast_secondary_storage_ok").Help("1 while the store commits").Register(*registry).Add({});
+    storage_gauge.Set(1);
+    auto storage_state = [&](const std::string& err) {
+        const bool ok = err.empty();
+        if (ok != storage_ok)
+            app::log(ok ? level::info : level::error, ok ? "storage_recovered" : "storage_failed",
+                     ok ? nlohmann::json::object() : nlohmann::json{{"error", err}});
+        storage_ok = ok;
+        storage_gauge.Set(ok ? 1 : 0);
+    };
+    routes.add("GET", "/health", [&](http::request&) -> asio::awaitable<http::response> {
+        if (!storage_ok) {
+            // Try a small write: the store may work again (disk space freed).
+            auto probe = [&st](app::database&, bool&) {
+                st.touch();
+                return true;
+            };
+            auto r = co_await worker.run<bool>(ioc.get_executor(), std::move(probe));
+            storage_state(std::holds_alternative<std::string>(r) ? std::get<std::string>(r) : std::string{});
+            if (auto* e = std::get_if<std::string>(&r))
+                co_return http::response::json(503, "{\"status\":\"storage_failed\",\"error\":\"" + http::json_escape(*e) + "\"}");
+        }
         co_return http::response::json(200, "{\"status\":\"ok\"}");
     });
+    auto& refused = prometheus::BuildCounter().Name("steadfast_secondary_connections_rejected_total").Help("Connections closed at once: over --max-connections").Register(*registry).Add({});
+    http::server* server_ptr = nullptr;
     routes.add("GET", "/metrics", [&](http::request&) -> asio::awaitable<http::response> {
+        if (server_ptr) app::sync_counter(refused, server_ptr->get_stats().connections_rejected);
         http::response r;
         r.body = app::expose(*registry);
         r.set("Content-Type", "text/plain; version=0.0.4");
@@ -235,15 +158,19 @@ int serve(const options& o) {
         }
         auto d = std::make_shared<envelope::decoded>(std::move(std::get<envelope::decoded>(decoded)));
         auto job1 = [&st, d](app::database&, bool& keep) {
-            return st->apply(*d, keep);
+            return st.apply(*d, keep);
         };
-        auto result = co_await worker.run<store::answer>(ioc.get_executor(), std::move(job1));
+        auto result = co_await worker.run<secondary::store::answer>(ioc.get_executor(), std::move(job1));
         if (auto* e = std::get_if<std::string>(&result)) {
-            app::log(level::error, "apply_failed", {{"error", *e}});
+            storage_state(*e);
             reject("storage");
-            co_return http::response::error(500, "storage failure: " + *e);
+            // Nothing was applied: the primary keeps the messages and retries.
+            auto r = http::response::error(503, "storage failure: " + *e);
+            r.set("Retry-After", "1");
+            co_return r;
         }
-        auto& a = std::get<store::answer>(result);
+        storage_state({});
+        auto& a = std::get<secondary::store::answer>(result);
         applied.Increment(static_cast<double>(a.applied));
         duplicates.Increment(static_cast<double>(a.duplicates));
         if (!a.reject_reason.empty()) reject(a.reject_reason);
@@ -253,7 +180,9 @@ int serve(const options& o) {
 
     http::server::options so;
     so.max_body_bytes = o.max_body;
+    so.max_connections = o.max_connections;
     http::server server(ioc.get_executor(), std::move(routes), so);
+    server_ptr = &server;
     const auto ep = server.listen(host, port);
     server.start();
     app::log(level::info, "listening", {{"address", ep.address().to_string()}, {"port", ep.port()}, {"data", db.path()},
@@ -272,6 +201,9 @@ int serve(const options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // A file-size limit (ulimit -f) must fail a write with EFBIG, which the
+    // store reports, instead of killing the process.
+    std::signal(SIGXFSZ, SIG_IGN);
     try {
         if (argc >= 2 && std::string_view(argv[1]) == "dump") {
             po::options_description d("steadfast-secondary dump");
@@ -299,6 +231,7 @@ int main(int argc, char** argv) {
             ("drop-rate", po::value(&o.drop_rate)->default_value(0), "share of requests whose connection is dropped (0..1)")
             ("delay-ms", po::value(&o.delay_ms)->default_value(0), "wait this long before answering")
             ("max-body", po::value(&o.max_body)->default_value(1 << 20), "largest request body in bytes (413 above)")
+            ("max-connections", po::value(&o.max_connections)->default_value(256), "connections open at once; more are closed at once")
             ("help", "this help");
         po::variables_map vm;
         po::store(po::parse_command_line(argc, argv, d), vm);

@@ -1,0 +1,116 @@
+#include "store.hpp"
+
+#include <algorithm>
+#include <vector>
+
+namespace steadfast::secondary {
+
+store::store(app::database& db) : db_(db) {
+    db.exec("CREATE TABLE IF NOT EXISTS streams(stream TEXT PRIMARY KEY, last_seq INTEGER NOT NULL, "
+            "max_epoch INTEGER NOT NULL)");
+    db.exec("CREATE TABLE IF NOT EXISTS applied(n INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL, "
+            "seq INTEGER NOT NULL, id TEXT NOT NULL, payload TEXT NOT NULL, UNIQUE(stream, seq))");
+    // One fence for the whole secondary. A store of the first version kept an
+    // epoch per stream: the highest of them becomes the fence.
+    db.exec("INSERT OR IGNORE INTO meta(key, value) "
+            "SELECT 'epoch_fence', CAST(coalesce(max(max_epoch), 0) AS TEXT) FROM streams");
+}
+
+app::statement& store::stmt(std::optional<app::statement>& s, std::string_view sql) {
+    if (!s) s.emplace(db_.handle(), sql);
+    s->reset();
+    return *s;
+}
+
+void store::touch() {
+    auto& t = stmt(touch_, "INSERT OR REPLACE INTO meta(key, value) VALUES('health_probe', datetime('now'))");
+    t.step();
+}
+
+std::optional<envelope::rejection> store::apply_one(const envelope::message& m, std::uint64_t& fence,
+                                                    std::string_view& status) {
+    using kind = envelope::rejection::kind;
+    if (m.epoch < fence) return envelope::rejection{kind::stale_epoch, {}, fence, 0, 0};
+
+    auto& sel = stmt(sel_stream_, "SELECT last_seq FROM streams WHERE stream=?");
+    sel.bind(1, m.stream);
+    const std::uint64_t last = sel.step() ? static_cast<std::uint64_t>(sel.column_int(0)) : 0;
+    sel.reset();
+
+    if (m.seq <= last) {
+        auto& id = stmt(sel_id_, "SELECT id FROM applied WHERE stream=? AND seq=?");
+        id.bind(1, m.stream).bind(2, static_cast<std::int64_t>(m.seq));
+        const bool same = id.step() && id.column_text(0) == m.id;
+        id.reset();
+        if (!same) return envelope::rejection{kind::conflict, m.stream, 0, m.seq, 0};
+        status = "duplicate";
+    } else if (m.seq != last + 1) {
+        return envelope::rejection{kind::gap, m.stream, 0, 0, last + 1};
+    } else {
+        auto& ins = stmt(ins_, "INSERT INTO applied(stream, seq, id, payload) VALUES(?,?,?,?)");
+        ins.bind(1, m.stream).bind(2, static_cast<std::int64_t>(m.seq)).bind(3, m.id).bind(4, m.payload);
+        ins.step();
+        auto& up = stmt(up_stream_, "INSERT INTO streams(stream, last_seq, max_epoch) VALUES(?,?,?) "
+                                    "ON CONFLICT(stream) DO UPDATE SET last_seq=excluded.last_seq, "
+                                    "max_epoch=max(max_epoch, excluded.max_epoch)");
+        up.bind(1, m.stream).bind(2, static_cast<std::int64_t>(m.seq)).bind(3, static_cast<std::int64_t>(m.epoch));
+        up.step();
+        status = "applied";
+    }
+    // A newer primary fences the older one on every stream, from now on.
+    fence = std::max(fence, m.epoch);
+    return std::nullopt;
+}
+
+store::answer store::apply(const envelope::decoded& d, bool& keep) {
+    auto& gf = stmt(get_fence_, "SELECT value FROM meta WHERE key='epoch_fence'");
+    const std::uint64_t before = gf.step() ? std::stoull(std::string(gf.column_text(0))) : 0;
+    gf.reset();
+    std::uint64_t fence = before;
+
+    answer a;
+    auto reject = [&](const envelope::rejection& r) {
+        keep = false;
+        static constexpr const char* reasons[] = {"stale_epoch", "conflict", "gap", "unknown"};
+        return answer{409, envelope::encode(r), reasons[static_cast<int>(r.what)], 0, 0};
+    };
+    auto count = [&](std::string_view status) { ++(status == "applied" ? a.applied : a.duplicates); };
+
+    if (auto* m = std::get_if<envelope::message>(&d)) {
+        std::string_view status;
+        if (auto r = apply_one(*m, fence, status)) return reject(*r);
+        count(status);
+        a.body = envelope::encode_applied(status, m->seq);
+    } else {
+        const auto& msgs = std::get<envelope::batch>(d).messages;
+        std::vector<envelope::result_item> results;
+        results.reserve(msgs.size());
+        // The contract's order across the batch: a stale epoch anywhere, then
+        // the first conflict, then the first gap (a stream with a gap is not
+        // applied further, but the other streams are still checked for conflicts).
+        for (const auto& msg : msgs)
+            if (msg.epoch < fence) return reject({envelope::rejection::kind::stale_epoch, {}, fence, 0, 0});
+        std::optional<envelope::rejection> first_gap;
+        for (const auto& msg : msgs) {
+            if (first_gap && first_gap->stream == msg.stream) continue;
+            std::string_view status;
+            if (auto r = apply_one(msg, fence, status)) {
+                if (r->what != envelope::rejection::kind::gap) return reject(*r);
+                if (!first_gap) first_gap = std::move(r);
+                continue;
+            }
+            count(status);
+            results.push_back({msg.seq, status});
+        }
+        if (first_gap) return reject(*first_gap);
+        a.body = envelope::encode_results(results);
+    }
+    if (fence != before) {
+        auto& pf = stmt(put_fence_, "UPDATE meta SET value=? WHERE key='epoch_fence'");
+        pf.bind(1, std::to_string(fence));
+        pf.step();
+    }
+    return a;
+}
+
+}  // namespace steadfast::secondary

@@ -1,0 +1,95 @@
+// The secondary's store on a real SQLite file: the contract's apply rules.
+#include <secondary/store.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+#include <random>
+
+using namespace steadfast;
+
+namespace {
+struct fixture {
+    std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                ("steadfast-store-" + std::to_string(std::random_device{}()));
+    std::optional<app::database> db;
+    std::optional<secondary::store> st;
+    fixture() { open(); }
+    ~fixture() {
+        st.reset();
+        db.reset();
+        std::filesystem::remove_all(dir);
+    }
+    void open() {
+        st.reset();
+        db.reset();
+        db.emplace(dir.string(), "secondary.db", "steadfast-secondary", app::sync_mode::off);
+        st.emplace(*db);
+    }
+    // Applies in a transaction, rolled back like the worker does when keep is false.
+    secondary::store::answer apply(const std::string& body) {
+        auto d = envelope::decode(body);
+        BOOST_REQUIRE(std::holds_alternative<envelope::decoded>(d));
+        db->exec("BEGIN");
+        bool keep = true;
+        auto a = st->apply(std::get<envelope::decoded>(d), keep);
+        db->exec(keep ? "COMMIT" : "ROLLBACK");
+        return a;
+    }
+    std::string one(const char* stream, int seq, const char* id, int epoch = 0, const char* payload = "1") {
+        return std::string(R"({"id":")") + id + R"(","stream":")" + stream + R"(","seq":)" + std::to_string(seq) +
+               R"(,"epoch":)" + std::to_string(epoch) + R"(,"payload":)" + payload + "}";
+    }
+};
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(secondary_store)
+
+BOOST_FIXTURE_TEST_CASE(duplicates_are_checked_by_id, fixture) {
+    BOOST_TEST(apply(one("s", 1, "a")).body == R"({"status":"applied","seq":1})");
+    BOOST_TEST(apply(one("s", 1, "a")).body == R"({"status":"duplicate","seq":1})");
+    auto c = apply(one("s", 1, "other"));
+    BOOST_TEST(c.status == 409u);
+    BOOST_TEST(c.body == R"({"error":"conflict","stream":"s","seq":1})");
+    auto g = apply(one("s", 3, "c"));
+    BOOST_TEST(g.body == R"({"error":"gap","stream":"s","expected":2})");
+}
+
+BOOST_FIXTURE_TEST_CASE(one_durable_epoch_fence_for_every_stream, fixture) {
+    apply(one("a", 1, "a1", 5));
+    auto r = apply(one("b", 1, "b1", 3));  // another stream, never seen
+    BOOST_TEST(r.status == 409u);
+    BOOST_TEST(r.body == R"({"error":"stale_epoch","epoch":5})");
+    open();  // a restart keeps the fence
+    BOOST_TEST(apply(one("b", 1, "b1", 3)).status == 409u);
+    BOOST_TEST(apply(one("b", 1, "b1", 5)).status == 200u);
+    // A duplicate from a newer primary raises the fence too.
+    BOOST_TEST(apply(one("a", 1, "a1", 9)).body == R"({"status":"duplicate","seq":1})");
+    BOOST_TEST(apply(one("b", 2, "b2", 5)).body == R"({"error":"stale_epoch","epoch":9})");
+}
+
+BOOST_FIXTURE_TEST_CASE(a_batch_applies_atomically_in_the_contracts_order, fixture) {
+    apply(one("s", 1, "s1"));
+    // A conflict after good messages: nothing of the batch stays.
+    auto r = apply(R"({"messages":[)" + one("s", 2, "s2") + "," + one("t", 1, "t1") + "," + one("s", 3, "s3") + "]}");
+    BOOST_TEST(r.status == 200u);
+    r = apply(R"({"messages":[)" + one("u", 1, "u1") + "," + one("s", 3, "X") + "]}");
+    BOOST_TEST(r.body == R"({"error":"conflict","stream":"s","seq":3})");
+    BOOST_TEST(apply(one("u", 1, "u1")).body == R"({"status":"applied","seq":1})");  // u1 was rolled back
+    // Conflict is reported before a gap that comes earlier in the batch.
+    r = apply(R"({"messages":[)" + one("v", 5, "v5") + "," + one("t", 1, "Y") + "]}");
+    BOOST_TEST(r.body == R"({"error":"conflict","stream":"t","seq":1})");
+    // Stale epoch before everything else.
+    apply(one("w", 1, "w1", 2));
+    r = apply(R"({"messages":[)" + one("t", 1, "Z", 2) + "," + one("x", 1, "x1", 1) + "]}");
+    BOOST_TEST(r.body == R"({"error":"stale_epoch","epoch":2})");
+}
+
+BOOST_FIXTURE_TEST_CASE(payload_text_is_stored_as_sent, fixture) {
+    apply(one("s", 1, "a", 0, R"({"b":12345678901234567890123,"a":1.0})"));
+    auto q = db->prepare("SELECT payload FROM applied");
+    BOOST_REQUIRE(q.step());
+    BOOST_TEST(q.column_text(0) == R"({"b":12345678901234567890123,"a":1.0})");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
