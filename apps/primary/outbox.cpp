@@ -1,6 +1,6 @@
 #include "outbox.hpp"
 
-#include <steadfast/transport/http.hpp>
+#include <steadfast/transport/envelope.hpp>
 
 #include <random>
 
@@ -10,11 +10,19 @@ outbox::outbox(app::database& db) : db_(db) {
     db.exec("CREATE TABLE IF NOT EXISTS streams(stream TEXT PRIMARY KEY, next_seq INTEGER NOT NULL, "
             "acked_seq INTEGER NOT NULL)");
     db.exec("CREATE TABLE IF NOT EXISTS outbox(stream TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL, "
-            "payload TEXT NOT NULL, at_ms INTEGER NOT NULL, PRIMARY KEY(stream, seq)) WITHOUT ROWID");
+            "payload TEXT NOT NULL, at_ms INTEGER NOT NULL, acked_ms INTEGER, PRIMARY KEY(stream, seq)) WITHOUT ROWID");
+    {
+        // An outbox of the first version deleted acknowledged rows: add the column.
+        auto cols = db.prepare("SELECT count(*) FROM pragma_table_info('outbox') WHERE name='acked_ms'");
+        cols.step();
+        if (cols.column_int(0) == 0) db.exec("ALTER TABLE outbox ADD COLUMN acked_ms INTEGER");
+    }
+    db.exec("CREATE INDEX IF NOT EXISTS outbox_acked ON outbox(acked_ms) WHERE acked_ms IS NOT NULL");
     db.exec("CREATE TABLE IF NOT EXISTS schedule(stream TEXT PRIMARY KEY, attempts INTEGER NOT NULL, "
             "next_at_ms INTEGER NOT NULL)");
     db.exec("CREATE TABLE IF NOT EXISTS dead_letter(n INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL, "
             "seq INTEGER NOT NULL, id TEXT NOT NULL, payload TEXT NOT NULL, reason TEXT NOT NULL, at_ms INTEGER NOT NULL)");
+    db.exec("CREATE TABLE IF NOT EXISTS blocked(stream TEXT PRIMARY KEY, reason TEXT NOT NULL, at_ms INTEGER NOT NULL)");
     auto get = db.prepare("SELECT value FROM meta WHERE key='instance'");
     if (get.step()) {
         instance_ = std::string(get.column_text(0));
@@ -28,6 +36,17 @@ outbox::outbox(app::database& db) : db_(db) {
     }
 }
 
+std::string outbox::make_id(std::string_view instance, std::string_view stream, std::uint64_t seq) {
+    std::string id;
+    id.reserve(instance.size() + stream.size() + 22);
+    id += instance;
+    id += '-';
+    id += stream;
+    id += '-';
+    id += std::to_string(seq);
+    return id;
+}
+
 app::statement& outbox::stmt(std::optional<app::statement>& s, std::string_view sql) {
     if (!s) s.emplace(db_.handle(), sql);
     s->reset();
@@ -37,31 +56,32 @@ app::statement& outbox::stmt(std::optional<app::statement>& s, std::string_view 
 std::vector<published> outbox::publish(const std::vector<std::pair<std::string, std::string>>& items, std::int64_t now_ms) {
     std::vector<published> out;
     out.reserve(items.size());
-    std::map<std::string, std::uint64_t, std::less<>> touched;
+    // Next seqs are read in this transaction and written back in it: when the
+    // commit fails, no seq was taken.
+    std::map<std::string, std::uint64_t, std::less<>> next;
     auto& ins = stmt(insert_, "INSERT INTO outbox(stream, seq, id, payload, at_ms) VALUES(?,?,?,?,?)");
     for (const auto& [stream, payload] : items) {
-        auto it = next_seq_.find(stream);
-        if (it == next_seq_.end()) {
+        auto it = next.find(stream);
+        if (it == next.end()) {
             auto& g = stmt(get_next_, "SELECT next_seq FROM streams WHERE stream=?");
             g.bind(1, stream);
             const std::uint64_t n = g.step() ? static_cast<std::uint64_t>(g.column_int(0)) : 1;
             g.reset();
-            it = next_seq_.emplace(stream, n).first;
+            it = next.emplace(stream, n).first;
         }
         const std::uint64_t seq = it->second;
-        published p{stream, seq, instance_ + "-" + stream + "-" + std::to_string(seq)};
+        published p{stream, seq, make_id(instance_, stream, seq)};
         ins.reset();
         ins.bind(1, stream).bind(2, static_cast<std::int64_t>(seq)).bind(3, p.id).bind(4, payload).bind(5, now_ms);
         ins.step();
         it->second = seq + 1;
-        touched[stream] = seq + 1;
         out.push_back(std::move(p));
     }
     auto& up = stmt(put_stream_, "INSERT INTO streams(stream, next_seq, acked_seq) VALUES(?,?,0) "
                                  "ON CONFLICT(stream) DO UPDATE SET next_seq=excluded.next_seq");
-    for (const auto& [stream, next] : touched) {
+    for (const auto& [stream, n] : next) {
         up.reset();
-        up.bind(1, stream).bind(2, static_cast<std::int64_t>(next));
+        up.bind(1, stream).bind(2, static_cast<std::int64_t>(n));
         up.step();
     }
     return out;
@@ -84,9 +104,9 @@ std::vector<pending_message> outbox::pending(const std::string& stream, std::uin
     return out;
 }
 
-void outbox::acknowledge(const std::string& stream, std::uint64_t seq) {
-    auto& d = stmt(delete_, "DELETE FROM outbox WHERE stream=? AND seq<=?");
-    d.bind(1, stream).bind(2, static_cast<std::int64_t>(seq));
+void outbox::acknowledge(const std::string& stream, std::uint64_t seq, std::int64_t now_ms) {
+    auto& d = stmt(ack_rows_, "UPDATE outbox SET acked_ms=? WHERE stream=? AND seq<=? AND acked_ms IS NULL");
+    d.bind(1, now_ms).bind(2, stream).bind(3, static_cast<std::int64_t>(seq));
     d.step();
     auto& a = stmt(ack_, "UPDATE streams SET acked_seq=max(acked_seq, ?) WHERE stream=?");
     a.bind(1, static_cast<std::int64_t>(seq)).bind(2, stream);
@@ -96,15 +116,29 @@ void outbox::acknowledge(const std::string& stream, std::uint64_t seq) {
     c.step();
 }
 
+std::uint64_t outbox::purge(std::int64_t cutoff_ms) {
+    auto& p = stmt(purge_, "DELETE FROM outbox WHERE acked_ms IS NOT NULL AND acked_ms<=?");
+    p.bind(1, cutoff_ms);
+    p.step();
+    return static_cast<std::uint64_t>(sqlite3_changes(db_.handle()));
+}
+
+std::optional<std::uint64_t> outbox::oldest_seq(const std::string& stream) {
+    auto& o = stmt(oldest_, "SELECT min(seq) FROM outbox WHERE stream=?");
+    o.bind(1, stream);
+    std::optional<std::uint64_t> r;
+    if (o.step() && !o.column_null(0)) r = static_cast<std::uint64_t>(o.column_int(0));
+    o.reset();
+    return r;
+}
+
 void outbox::dead_letter(const std::string& stream, const pending_message& m, const std::string& reason,
                          std::int64_t now_ms) {
     auto& i = stmt(dl_insert_, "INSERT INTO dead_letter(stream, seq, id, payload, reason, at_ms) VALUES(?,?,?,?,?,?)");
     i.bind(1, stream).bind(2, static_cast<std::int64_t>(m.seq)).bind(3, m.id).bind(4, m.payload).bind(5, reason).bind(6, now_ms);
     i.step();
-    const std::string tomb = "{\"steadfast_dead_letter\":{\"id\":\"" + http::json_escape(m.id) + "\",\"reason\":\"" +
-                             http::json_escape(reason) + "\"}}";
     auto& t = stmt(tombstone_, "UPDATE outbox SET payload=? WHERE stream=? AND seq=?");
-    t.bind(1, tomb).bind(2, stream).bind(3, static_cast<std::int64_t>(m.seq));
+    t.bind(1, envelope::encode_tombstone(m.id, reason)).bind(2, stream).bind(3, static_cast<std::int64_t>(m.seq));
     t.step();
     auto& c = stmt(del_sched_, "DELETE FROM schedule WHERE stream=?");
     c.bind(1, stream);
@@ -127,14 +161,38 @@ void outbox::set_schedule(const std::string& stream, const schedule& s) {
     p.step();
 }
 
+void outbox::set_blocked(const std::string& stream, const std::string& reason, std::int64_t now_ms) {
+    auto& p = stmt(put_blocked_, "INSERT OR REPLACE INTO blocked(stream, reason, at_ms) VALUES(?,?,?)");
+    p.bind(1, stream).bind(2, reason).bind(3, now_ms);
+    p.step();
+}
+
+void outbox::clear_blocked() { db_.exec("DELETE FROM blocked"); }
+
+stream_status outbox::position(const std::string& stream) {
+    auto& p = stmt(position_, "SELECT next_seq, acked_seq FROM streams WHERE stream=?");
+    p.bind(1, stream);
+    stream_status s;
+    if (p.step()) s = {static_cast<std::uint64_t>(p.column_int(0)), static_cast<std::uint64_t>(p.column_int(1)), 0};
+    p.reset();
+    return s;
+}
+
 std::map<std::string, stream_status> outbox::status() {
     std::map<std::string, stream_status> out;
     auto s = db_.prepare("SELECT stream, next_seq, acked_seq FROM streams");
     while (s.step())
         out[std::string(s.column_text(0))] = {static_cast<std::uint64_t>(s.column_int(1)),
                                               static_cast<std::uint64_t>(s.column_int(2)), 0};
-    auto p = db_.prepare("SELECT stream, count(*) FROM outbox GROUP BY stream");
+    auto p = db_.prepare("SELECT stream, count(*) FROM outbox WHERE acked_ms IS NULL GROUP BY stream");
     while (p.step()) out[std::string(p.column_text(0))].pending = static_cast<std::uint64_t>(p.column_int(1));
+    return out;
+}
+
+std::map<std::string, std::string> outbox::blocked() {
+    std::map<std::string, std::string> out;
+    auto s = db_.prepare("SELECT stream, reason FROM blocked");
+    while (s.step()) out[std::string(s.column_text(0))] = std::string(s.column_text(1));
     return out;
 }
 
@@ -144,10 +202,14 @@ std::uint64_t outbox::dead_letter_count() {
     return static_cast<std::uint64_t>(s.column_int(0));
 }
 
-std::uint64_t outbox::pending_count() {
-    auto s = db_.prepare("SELECT count(*) FROM outbox");
-    s.step();
-    return static_cast<std::uint64_t>(s.column_int(0));
+std::vector<dead_letter_row> outbox::dead_letters() {
+    std::vector<dead_letter_row> out;
+    auto s = db_.prepare("SELECT n, stream, seq, id, payload, reason, at_ms FROM dead_letter ORDER BY n");
+    while (s.step())
+        out.push_back({s.column_int(0), std::string(s.column_text(1)), std::string(s.column_text(3)),
+                       std::string(s.column_text(4)), std::string(s.column_text(5)),
+                       static_cast<std::uint64_t>(s.column_int(2)), s.column_int(6)});
+    return out;
 }
 
 }  // namespace steadfast::primary

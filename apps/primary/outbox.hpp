@@ -1,9 +1,17 @@
 // The primary's durable outbox (SQLite), used only on the database thread.
 //
-//   streams(stream, next_seq, acked_seq)      per-stream positions
-//   outbox(stream, seq, id, payload, at_ms)   accepted, not yet acknowledged
-//   schedule(stream, attempts, next_at_ms)    durable redelivery of a stream's head
-//   dead_letter(...)                          messages given up on, kept
+//   streams(stream, next_seq, acked_seq)            per-stream positions
+//   outbox(stream, seq, id, payload, at_ms, acked_ms) accepted messages; acknowledged
+//                                                   ones (acked_ms set) are kept for
+//                                                   --retain, to resend after a rewind
+//   schedule(stream, attempts, next_at_ms)          durable redelivery of a stream's head
+//   dead_letter(...)                                messages given up on, kept
+//   blocked(stream, reason, at_ms)                  streams stopped for a conflict or
+//                                                   beyond retention (for status)
+//
+// Every method runs inside the database worker's transaction; nothing is
+// cached across transactions, so a rolled-back commit leaves no trace (a
+// failed publish takes no seq).
 #pragma once
 
 #include "../common/sqlite.hpp"
@@ -25,7 +33,7 @@ struct published {
 struct pending_message {
     std::uint64_t seq = 0;
     std::string id;
-    std::string payload;  // JSON text
+    std::string payload;     // JSON text, as published
     std::int64_t at_ms = 0;  // when it was accepted
 };
 
@@ -38,36 +46,56 @@ struct stream_status {
     std::uint64_t next_seq = 1, acked_seq = 0, pending = 0;
 };
 
+struct dead_letter_row {
+    std::int64_t n = 0;
+    std::string stream, id, payload, reason;
+    std::uint64_t seq = 0;
+    std::int64_t at_ms = 0;
+};
+
 class outbox {
 public:
     explicit outbox(app::database& db);
 
+    /// A message id: unique across data directories (the instance), streams and seqs.
+    static std::string make_id(std::string_view instance, std::string_view stream, std::uint64_t seq);
+
     /// Assigns seqs and ids and stores the messages (in the caller's transaction).
     std::vector<published> publish(const std::vector<std::pair<std::string, std::string>>& stream_payloads,
                                    std::int64_t now_ms);
-    /// Up to `max_count` messages / `max_bytes` of payload after `after_seq`, in seq order.
+    /// Up to `max_count` messages / `max_bytes` of payload after `after_seq`, in
+    /// seq order; acknowledged ones still retained are included (for a rewind).
     std::vector<pending_message> pending(const std::string& stream, std::uint64_t after_seq, std::size_t max_count,
                                          std::size_t max_bytes);
-    /// Removes messages up to `seq` (acknowledged) and clears the schedule.
-    void acknowledge(const std::string& stream, std::uint64_t seq);
+    /// Marks messages up to `seq` acknowledged (kept until purge()) and clears the schedule.
+    void acknowledge(const std::string& stream, std::uint64_t seq, std::int64_t now_ms);
+    /// Deletes acknowledged messages acknowledged at or before `cutoff_ms`. Returns how many.
+    std::uint64_t purge(std::int64_t cutoff_ms);
+    /// The lowest seq of the stream still in the outbox (acknowledged or not).
+    std::optional<std::uint64_t> oldest_seq(const std::string& stream);
     /// Moves a message to the dead-letter table; it stays in the outbox with a
     /// tombstone payload so that the secondary's seqs stay contiguous.
     void dead_letter(const std::string& stream, const pending_message& m, const std::string& reason, std::int64_t now_ms);
     schedule get_schedule(const std::string& stream);
     void set_schedule(const std::string& stream, const schedule& s);
+    void set_blocked(const std::string& stream, const std::string& reason, std::int64_t now_ms);
+    /// Forgets every block (at start: a restart tries blocked streams again).
+    void clear_blocked();
 
+    /// One stream's positions (pending is not counted).
+    stream_status position(const std::string& stream);
     std::map<std::string, stream_status> status();
+    std::map<std::string, std::string> blocked();
     std::uint64_t dead_letter_count();
-    std::uint64_t pending_count();
+    std::vector<dead_letter_row> dead_letters();
     const std::string& instance() const noexcept { return instance_; }
 
 private:
     app::statement& stmt(std::optional<app::statement>& s, std::string_view sql);
     app::database& db_;
     std::string instance_;  // makes ids unique across data directories
-    std::map<std::string, std::uint64_t, std::less<>> next_seq_;
-    std::optional<app::statement> get_next_, put_stream_, insert_, select_, delete_, ack_, get_sched_, put_sched_,
-        del_sched_, dl_insert_, tombstone_;
+    std::optional<app::statement> get_next_, put_stream_, insert_, select_, ack_rows_, ack_, get_sched_, put_sched_,
+        del_sched_, dl_insert_, tombstone_, purge_, oldest_, put_blocked_, position_;
 };
 
 }  // namespace steadfast::primary

@@ -1,0 +1,411 @@
+// The per-stream delivery processor: reads ahead from the outbox, sends one
+// batch at a time through the shared connection pool (so streams deliver
+// concurrently and independently), retries quickly through the engine, and
+// carries out what decide() says of the answer: acknowledge, isolate,
+// dead-letter, schedule the next ladder step, rewind, block or demote.
+// A processor exists while its stream has messages; an idle one retires.
+#include "node.hpp"
+
+#include <steadfast/transport/classify.hpp>
+#include <steadfast/transport/envelope.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using steadfast::app::level;
+
+namespace steadfast::primary {
+
+namespace {
+// How long an idle processor waits for new messages before it retires.
+constexpr auto idle_grace = 5s;
+// How long to wait before trying again after the outbox itself failed.
+constexpr auto storage_pause = 1s;
+
+std::string_view hint_for(const std::string& link_error) {
+    if (link_error == "auth") return "check --token-file against the secondary's";
+    if (link_error == "http_404" || link_error == "http_405" || link_error == "http_415")
+        return "is --secondary the address of a steadfast-secondary?";
+    if (link_error == "transport") return "is the secondary running and reachable?";
+    return "the secondary is failing; messages are kept and sent again";
+}
+}  // namespace
+
+void node::start_processor(const std::string& stream) {
+    auto& s = streams_[stream];
+    s.wake = make_flag(ioc_.get_executor(), "pending-" + stream, true);
+    s.cancel = std::make_unique<asio::cancellation_signal>();
+    streams_gauge_.Set(static_cast<double>(streams_.size()));
+    asio::co_spawn(ioc_, deliver(stream), asio::bind_cancellation_slot(s.cancel->slot(), [this, stream](std::exception_ptr e) {
+        if (e) {
+            try {
+                std::rethrow_exception(e);
+            } catch (const std::exception& ex) {
+                app::log(level::error, "processor_failed", {{"stream", stream}, {"error", ex.what()}});
+            }
+        }
+        // Retired after the coroutine and this handler are done with the
+        // cancellation signal it owns.
+        asio::post(ioc_, [this, stream] { retire(stream); });
+    }));
+}
+
+// The processor has ended: forget the stream, unless messages arrived in the
+// meantime (then a new processor takes over).
+void node::retire(const std::string& stream) {
+    auto it = streams_.find(stream);
+    if (it == streams_.end()) return;
+    const bool more = it->second.wake->value() && !stopping_ && !blocked_.count(stream);
+    const std::uint64_t pending = it->second.pending;
+    streams_.erase(it);
+    if (more) {
+        auto& st = streams_[stream];
+        st.acked = st.acked_max = UINT64_MAX;  // read from the outbox
+        st.pending = pending;
+        start_processor(stream);
+    }
+    streams_gauge_.Set(static_cast<double>(streams_.size()));
+}
+
+// Waits until `deadline`, or until `a` turns to `va`, or `b` to `vb`.
+// (Two plain pairs: g++ 12 rejects an initializer_list inside co_await.)
+asio::awaitable<void> node::wait(std::chrono::steady_clock::time_point deadline, condition* a, bool va, condition* b,
+                                 bool vb) {
+    if (a->value() == va || (b && b->value() == vb)) co_return;
+    asio::steady_timer t(ioc_, deadline);
+    watchable::subscription sa, sb;
+    a->subscribe(sa, [&t, va](bool now) {
+        if (now == va) t.cancel();
+    });
+    if (b)
+        b->subscribe(sb, [&t, vb](bool now) {
+            if (now == vb) t.cancel();
+        });
+    co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+}
+
+http::request node::make_request(const std::string& stream, const std::vector<pending_message>& batch) const {
+    http::request req{"POST", "/api/messages", {{"Content-Type", "application/json"}}, {}};
+    if (batch.size() == 1) {
+        const auto& m = batch[0];
+        req.body.reserve(envelope::encoded_size(m.id, stream, m.seq, o_.epoch, m.payload.size()));
+        envelope::encode_to(req.body, m.id, stream, m.seq, o_.epoch, m.payload);
+        req.set("Idempotency-Key", m.id);
+    } else {
+        std::size_t n = envelope::batch_prefix.size() + envelope::batch_suffix.size();
+        for (const auto& m : batch) n += envelope::encoded_size(m.id, stream, m.seq, o_.epoch, m.payload.size()) + 1;
+        req.body.reserve(n);
+        req.body += envelope::batch_prefix;
+        for (std::size_t i = 0; i < batch.size(); ++i) {
+            if (i) req.body += ',';
+            envelope::encode_to(req.body, batch[i].id, stream, batch[i].seq, o_.epoch, batch[i].payload);
+        }
+        req.body += envelope::batch_suffix;
+        req.set("Idempotency-Key", batch.front().id + ".." + std::to_string(batch.back().seq));
+    }
+    if (!token_.empty()) req.set("Authorization", "Bearer " + token_);
+    return req;
+}
+
+namespace {
+struct loaded {
+    std::uint64_t acked = 0;
+    std::vector<pending_message> batch;
+    schedule sched;
+};
+struct rewind_facts {
+    std::uint64_t oldest = 0, next_seq = 1;
+};
+}  // namespace
+
+asio::awaitable<void> node::deliver(std::string stream) {
+    stream_state& st = streams_.at(stream);  // map nodes are stable; erased only by retire(), after this ends
+    // No engine-level attempt timeout or stop-when here: each would race
+    // every attempt against a timer. The client's connect/write/read
+    // timeouts bound an attempt, and shutdown or demotion cancels the send
+    // in flight through this processor's cancellation signal (stop()).
+    co_await asio::this_coro::throw_if_cancelled(false);
+    const auto quick = retry_policy{}
+                           .with_backoff(backoff::exponential(100ms, 2.0, o_.max_backoff).with_jitter(jitter::full))
+                           .with_stop(stop::max_attempts(o_.quick_retries))
+                           .with_attempt_when(online_)
+                           .with_hooks({.before_attempt = [this](const attempt_context& c) {
+                               attempts_.Increment();
+                               if (c.number > 1) retries_.Increment();
+                           }});
+    const std::size_t body_limit = std::min(o_.batch_bytes, envelope::limits{}.max_body_bytes);
+    bool woken_by_recovery = false;
+    while (!stop_->value()) {
+        if (st.window.empty()) {
+            st.wake->clear();
+            const std::size_t ahead = std::max<std::size_t>(o_.batch_max, 1000);
+            const bool read_position = st.acked == UINT64_MAX;
+            auto read = [this, &stream, &st, ahead, read_position](app::database&, bool&) {
+                loaded l;
+                l.acked = read_position ? out_.position(stream).acked_seq : st.acked;
+                l.batch = out_.pending(stream, l.acked, ahead, std::max<std::size_t>(o_.batch_bytes, 4 << 20));
+                l.sched = out_.get_schedule(stream);
+                return l;
+            };
+            auto got = co_await worker_.run<loaded>(ioc_.get_executor(), std::move(read));
+            if (auto* e = std::get_if<std::string>(&got)) {
+                app::log(level::error, "outbox_read_failed", {{"stream", stream}, {"error", *e}});
+                co_await wait(std::chrono::steady_clock::now() + storage_pause, stop_.get().get(), true);
+                continue;
+            }
+            auto& l = std::get<loaded>(got);
+            if (read_position) st.acked = st.acked_max = l.acked;
+            if (l.batch.empty()) {
+                // Nothing to send: wait a little for more, then retire.
+                check_drained();
+                co_await wait(std::chrono::steady_clock::now() + idle_grace, st.wake.get(), true, stop_.get().get(), true);
+                if (st.wake->value()) continue;
+                break;
+            }
+            st.window.assign(std::make_move_iterator(l.batch.begin()), std::make_move_iterator(l.batch.end()));
+            st.sched = l.sched;
+        }
+        // Durable redelivery: not before the scheduled time, unless the
+        // secondary just came back (then at once).
+        if (st.sched.next_at_ms > now_ms() && !woken_by_recovery) {
+            const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(st.sched.next_at_ms - now_ms());
+            if (online_->value()) {
+                co_await wait(until, stop_.get().get(), true, online_.get(), false);
+                if (!online_->value() && !stop_->value()) {
+                    co_await wait(std::chrono::steady_clock::time_point::max(), stop_.get().get(), true, online_.get(), true);
+                    woken_by_recovery = true;
+                }
+            } else {
+                co_await wait(until, stop_.get().get(), true, online_.get(), true);
+                woken_by_recovery = online_->value();
+            }
+            if (!woken_by_recovery && st.sched.next_at_ms > now_ms()) continue;
+        }
+        woken_by_recovery = false;
+
+        // The batch: the head of the window, within the count limit and the
+        // request body limit by exact encoded size. A message too big to share
+        // a request goes alone. Moved out of the window: on failure the window
+        // is read again anyway.
+        const std::size_t max = st.single_until > st.acked ? 1 : o_.batch_max;
+        std::vector<pending_message> batch;
+        std::size_t bytes = envelope::batch_prefix.size() + envelope::batch_suffix.size();
+        while (!st.window.empty() && batch.size() < max) {
+            const auto& m = st.window.front();
+            const std::size_t sz = envelope::encoded_size(m.id, stream, m.seq, o_.epoch, m.payload.size()) + 1;
+            if (!batch.empty() && bytes + sz > body_limit) break;
+            bytes += sz;
+            batch.push_back(std::move(st.window.front()));
+            st.window.pop_front();
+        }
+
+        const http::request req = make_request(stream, batch);
+        // Named first: g++ 12 mishandles non-trivial temporaries inside a co_await expression.
+        auto attempt = classified([this, &req](const attempt_context&) { return link_.send(req); },
+                                  http::make_classifier(req));
+        auto r = co_await steadfast::retry(quick, std::move(attempt));
+
+        delivery_outcome outcome;
+        if (r.reason() == stop_reason::condition || r.reason() == stop_reason::cancelled || stop_->value()) {
+            outcome.what = delivery_outcome::kind::stopped;
+        } else if (r.has_value() && r.value().has_response()) {
+            outcome.status = r.value().res().status;
+            outcome.body = r.value().res().body;
+        } else {
+            outcome.what = delivery_outcome::kind::transport;
+            outcome.detail = std::string(to_string(r.reason())) + ": " + r.last_error().message();
+        }
+        const sent_batch sent{batch.front().seq, batch.back().seq};
+        decision d = decide(sent, outcome);
+        if (d.what != verdict::ack) {
+            st.window.clear();  // read again: the schedule or a tombstone may change what comes next
+            st.sched = {};
+        }
+
+        if (d.what == verdict::rewind) {
+            auto facts = [this, &stream](app::database&, bool&) {
+                rewind_facts f;
+                f.oldest = out_.oldest_seq(stream).value_or(0);
+                f.next_seq = out_.position(stream).next_seq;
+                return f;
+            };
+            auto got = co_await worker_.run<rewind_facts>(ioc_.get_executor(), std::move(facts));
+            if (auto* e = std::get_if<std::string>(&got)) {
+                app::log(level::error, "outbox_read_failed", {{"stream", stream}, {"error", *e}});
+                co_await wait(std::chrono::steady_clock::now() + storage_pause, stop_.get().get(), true);
+                continue;
+            }
+            const auto& f = std::get<rewind_facts>(got);
+            const std::string seen = d.detail;
+            d = decide_rewind(d.upto + 1, f.oldest, f.next_seq);
+            d.detail = seen + (d.detail.empty() ? std::string{} : "; " + d.detail);
+        }
+
+        switch (d.what) {
+            case verdict::stop: co_return;
+            case verdict::ack: {
+                const auto now = now_ms();
+                for (auto& m : batch)
+                    if (m.seq > st.acked_max && m.seq <= d.upto)
+                        latency_.Observe(static_cast<double>(now - m.at_ms) / 1000.0);
+                acknowledge(stream, st, d.upto);
+                if (d.upto < batch.back().seq) st.window.clear();  // a partial ack: the rest is read again
+                st.sched = {};
+                break;
+            }
+            case verdict::demote:
+                demoted_->observe(std::max(d.epoch, o_.epoch + 1));
+                co_return;
+            case verdict::isolate:
+                st.single_until = batch.back().seq;  // find the message it rejects
+                break;
+            case verdict::dead_letter:
+                if (!co_await dead_letter(stream, batch.front(), d.reason))
+                    co_await wait(std::chrono::steady_clock::now() + storage_pause, stop_.get().get(), true);
+                break;
+            case verdict::redeliver:
+                if (!co_await next_step(stream, batch.front(), d))
+                    co_await wait(std::chrono::steady_clock::now() + storage_pause, stop_.get().get(), true);
+                break;
+            case verdict::rewind:
+                rewinds_.Increment();
+                app::log(level::warn, "rewind", {{"stream", stream}, {"from_seq", d.upto + 1}, {"detail", d.detail}});
+                st.acked = d.upto;
+                st.single_until = 0;
+                break;
+            case verdict::block:
+                co_await block(stream, d.reason, d.detail);
+                co_return;
+        }
+    }
+}
+
+// The secondary applied up to `upto`: sending goes on at once, and the outbox
+// is marked on the database thread soon after, without waiting for it (queued
+// jobs are finished before exit; a mark lost to a crash only means that the
+// secondary answers "duplicate" after the restart).
+void node::acknowledge(const std::string& stream, stream_state& st, std::uint64_t upto) {
+    auto& t = trims_[stream];
+    if (!t) t = std::make_shared<ack_trim>();
+    if (upto > t->target.load(std::memory_order_relaxed)) t->target.store(upto, std::memory_order_relaxed);
+    schedule_trim(stream);
+    // Only messages never acknowledged before count (a rewind resends some).
+    const std::uint64_t fresh = upto > st.acked_max ? upto - st.acked_max : 0;
+    st.acked = upto;
+    st.acked_max = std::max(st.acked_max, upto);
+    const std::uint64_t n = std::min<std::uint64_t>(fresh, st.pending);
+    st.pending -= n;
+    delivered_.Increment(static_cast<double>(n));
+    pending_total_ -= std::min<std::uint64_t>(pending_total_, n);
+    depth_.Set(static_cast<double>(pending_total_));
+    check_drained();
+}
+
+// Marks the outbox at most every 10 ms per stream: a burst of
+// acknowledgements costs one transaction, and the event loop is not woken per
+// message. stop() queues a final one.
+void node::schedule_trim(const std::string& stream) {
+    auto t = trims_[stream];
+    if (t->scheduled) return;
+    t->scheduled = true;
+    auto timer = std::make_shared<asio::steady_timer>(ioc_, 10ms);
+    timer->async_wait([this, stream, t, timer](const boost::system::error_code&) {
+        t->scheduled = false;
+        trim(stream);
+        if (!streams_.count(stream)) trims_.erase(stream);  // the job holds what it needs
+    });
+}
+
+void node::trim(const std::string& stream) {
+    auto t = trims_[stream];
+    worker_.post([this, stream, t](app::database&) {
+        out_.acknowledge(stream, t->target.load(std::memory_order_relaxed), now_ms());
+        return true;
+    }, [stream](const std::string& err) {
+        if (!err.empty()) app::log(level::error, "ack_failed", {{"stream", stream}, {"error", err}});
+    });
+}
+
+void node::purge_retained() {
+    const std::int64_t cutoff = now_ms() - o_.retain.count();
+    worker_.post([this, cutoff](app::database&) {
+        out_.purge(cutoff);
+        return true;
+    }, [](const std::string& err) {
+        if (!err.empty()) app::log(level::error, "purge_failed", {{"error", err}});
+    });
+}
+
+// Quick retries are used up on a failure of the link or the secondary: the
+// next ladder step goes to the outbox, so that a restart keeps the schedule.
+// The last step repeats for as long as it takes; nothing is dead-lettered.
+asio::awaitable<bool> node::next_step(const std::string& stream, const pending_message& head, const decision& d) {
+    link_errors_.Add({{"reason", d.link_error}}).Increment();
+    auto read = [this, &stream](app::database&, bool&) { return out_.get_schedule(stream); };
+    auto got = co_await worker_.run<schedule>(ioc_.get_executor(), std::move(read));
+    if (auto* e = std::get_if<std::string>(&got)) {
+        app::log(level::error, "schedule_failed", {{"stream", stream}, {"error", *e}});
+        co_return false;
+    }
+    auto s = std::get<schedule>(got);
+    ++s.attempts;
+    const auto step = std::min<std::uint32_t>(s.attempts, static_cast<std::uint32_t>(ladder_steps_));
+    const auto delay = std::chrono::duration_cast<std::chrono::milliseconds>(ladder_.base_delay(step, {}));
+    s.next_at_ms = now_ms() + delay.count();
+    auto write = [this, &stream, s](app::database&, bool&) {
+        out_.set_schedule(stream, s);
+        return true;
+    };
+    auto w = co_await worker_.run<bool>(ioc_.get_executor(), std::move(write));
+    if (auto* e = std::get_if<std::string>(&w)) {
+        app::log(level::error, "schedule_failed", {{"stream", stream}, {"error", *e}});
+        co_return false;
+    }
+    app::log(level::warn, "link_error", {{"stream", stream}, {"seq", head.seq}, {"reason", d.link_error},
+                                         {"detail", d.reason.substr(0, 300)}, {"secondary", o_.secondary},
+                                         {"hint", hint_for(d.link_error)}, {"ladder_step", s.attempts},
+                                         {"next_attempt_in_ms", delay.count()}, {"pending", pending_total_}});
+    co_return true;
+}
+
+asio::awaitable<bool> node::dead_letter(const std::string& stream, const pending_message& m, const std::string& why) {
+    auto job = [this, &stream, m, why](app::database&, bool&) {
+        out_.dead_letter(stream, m, why, now_ms());
+        return true;
+    };
+    auto r = co_await worker_.run<bool>(ioc_.get_executor(), std::move(job));
+    if (auto* e = std::get_if<std::string>(&r)) {
+        app::log(level::error, "dead_letter_failed", {{"stream", stream}, {"seq", m.seq}, {"error", *e},
+                                                      {"note", "the message is kept and sent again"}});
+        co_return false;
+    }
+    dead_.Increment();
+    app::log(level::error, "dead_letter", {{"stream", stream}, {"seq", m.seq}, {"id", m.id}, {"reason", why},
+                                           {"note", "a tombstone takes its place so the stream goes on"}});
+    co_return true;
+}
+
+// Stops the stream: its messages stay in the outbox, new ones are still
+// accepted; `status` and the metric report it until a restart tries again.
+asio::awaitable<void> node::block(const std::string& stream, const std::string& reason, const std::string& detail) {
+    auto job = [this, &stream, &reason](app::database&, bool&) {
+        out_.set_blocked(stream, reason, now_ms());
+        return true;
+    };
+    auto r = co_await worker_.run<bool>(ioc_.get_executor(), std::move(job));
+    auto& st = streams_.at(stream);
+    blocked_[stream] = {reason, st.pending};
+    blocked_gauge_.Set(static_cast<double>(blocked_.size()));
+    app::log(level::error, "blocked", {{"stream", stream}, {"reason", reason}, {"detail", detail}, {"pending", st.pending},
+                                       {"recorded", !std::holds_alternative<std::string>(r)},
+                                       {"hint", "nothing was acknowledged or dead-lettered; a restart tries the stream again"}});
+    check_drained();
+}
+
+}  // namespace steadfast::primary

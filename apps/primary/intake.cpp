@@ -1,0 +1,235 @@
+// The primary's intake: POST /publish and --stdin. A payload is checked as
+// the secondary will check it (so that nothing accepted is ever
+// dead-lettered for its shape), committed to the outbox, and only then
+// acknowledged. A failed commit takes no seq and is answered 503 (HTTP) or
+// ends the process with a non-zero code (stdin).
+#include "../common/token.hpp"
+#include "node.hpp"
+
+#include <steadfast/transport/envelope.hpp>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <iostream>
+#include <mutex>
+
+namespace asio = boost::asio;
+using steadfast::app::level;
+
+namespace steadfast::primary {
+
+std::size_t node::envelope_overhead(std::string_view stream) const {
+    // The largest id and seq this stream's messages can have: the check holds
+    // for every message of the stream, whatever seq it gets.
+    const std::string id = outbox::make_id(out_.instance(), stream, UINT64_MAX);
+    return envelope::encoded_size(id, stream, UINT64_MAX, o_.epoch, 0);
+}
+
+// The checks before a publish touches the outbox, in the contract's order:
+// token, content type, stream name, stream cap. nullopt: go on.
+std::optional<http::response> node::refuse_publish(const http::request& req, std::string& stream) const {
+    if (!token_.empty()) {
+        auto auth = req.get("Authorization");
+        if (!auth || !app::bearer_matches(*auth, token_)) {
+            auto r = http::response::error(401, auth ? "wrong bearer token" : "missing bearer token");
+            r.set("WWW-Authenticate", "Bearer");
+            return r;
+        }
+    }
+    if (!http::is_json(req)) return http::response::error(415, "Content-Type must be application/json");
+    stream = o_.stream;
+    if (auto q = http::query_param(req.target, "stream")) stream = std::string(*q);
+    if (!envelope::valid_stream_name(stream))
+        return http::response::error(400, "stream must be 1 to 128 characters of A-Z a-z 0-9 . _ -");
+    if (!streams_.count(stream) && !blocked_.count(stream) && streams_.size() >= o_.max_streams) {
+        auto r = http::response::error(429, "too many streams with pending messages (limit " +
+                                                std::to_string(o_.max_streams) + "); retry later");
+        r.set("Retry-After", "1");
+        return r;
+    }
+    if (stopping_) return http::response::error(503, "shutting down");
+    return std::nullopt;
+}
+
+http::router node::routes() {
+    http::router r;
+    r.add("GET", "/health", [this](http::request&) -> asio::awaitable<http::response> {
+        co_return http::response::json(200, std::string("{\"status\":\"ok\",\"secondary_online\":") +
+                                                (online_->value() ? "true" : "false") + "}");
+    });
+    r.add("GET", "/metrics", [this](http::request&) -> asio::awaitable<http::response> {
+        if (server_) app::sync_counter(refused_, server_->get_stats().connections_rejected);
+        http::response res;
+        res.body = app::expose(*registry_);
+        res.set("Content-Type", "text/plain; version=0.0.4");
+        co_return res;
+    });
+    r.add("POST", "/publish", [this](http::request& req) -> asio::awaitable<http::response> {
+        std::string stream;
+        if (auto refused = refuse_publish(req, stream)) co_return std::move(*refused);
+        auto checked = envelope::check_payload(req.body, envelope_overhead(stream));
+        if (auto* e = std::get_if<envelope::payload_error>(&checked)) co_return http::response::error(e->status, e->what);
+        ++publishing_;
+        auto items = std::make_shared<std::vector<std::pair<std::string, std::string>>>();
+        items->emplace_back(stream, std::string(std::get<std::string_view>(checked)));
+        // Job lambdas are named before the co_await: g++ 12 released a
+        // shared_ptr captured by a lambda temporary inside co_await twice (ASan).
+        auto job = [this, items](app::database&, bool&) { return out_.publish(*items, now_ms()); };
+        auto result = co_await worker_.run<std::vector<published>>(ioc_.get_executor(), std::move(job));
+        --publishing_;
+        if (auto* e = std::get_if<std::string>(&result)) {
+            app::log(level::error, "publish_failed", {{"stream", stream}, {"error", *e}});
+            auto res = http::response::error(503, "storage failure, nothing stored: " + *e);
+            res.set("Retry-After", "1");
+            check_drained();
+            co_return res;
+        }
+        const auto& p = std::get<0>(result).front();
+        committed(p.stream, 1);
+        co_return http::response::json(202, envelope::encode_published(p.id, p.stream, p.seq));
+    });
+    return r;
+}
+
+// After a commit of `n` messages on `stream` (on the io thread).
+void node::committed(const std::string& stream, std::size_t n) {
+    published_.Increment(static_cast<double>(n));
+    pending_total_ += n;
+    depth_.Set(static_cast<double>(pending_total_));
+    if (auto b = blocked_.find(stream); b != blocked_.end()) {
+        b->second.pending += n;  // kept, not delivered: the stream is blocked
+        return;
+    }
+    auto it = streams_.find(stream);
+    if (it == streams_.end()) {
+        auto& st = streams_[stream];
+        st.pending = n;
+        // A stream seen before starts after what it acknowledged; the
+        // processor reads that position from the outbox.
+        st.acked = st.acked_max = UINT64_MAX;
+        start_processor(stream);
+    } else {
+        it->second.pending += n;
+        it->second.wake->set();
+    }
+}
+
+// The --stdin reader thread: one JSON payload a line; lines are committed in
+// groups (group commit) with a bounded number of groups in flight. It polls
+// with a timeout so that a shutdown never waits on an open pipe. A failed
+// commit stops reading and ends the process with exit_error.
+void node::read_stdin() {
+    std::vector<std::pair<std::string, std::string>> group;
+    std::mutex m;
+    std::condition_variable cv;
+    int in_flight = 0;
+    const std::size_t overhead = envelope_overhead(o_.stream);
+    auto flush = [&] {
+        if (group.empty() || stdin_stop_) return;
+        auto items = std::make_shared<std::vector<std::pair<std::string, std::string>>>(std::move(group));
+        group.clear();
+        {
+            std::unique_lock l(m);
+            cv.wait(l, [&] { return in_flight < 4; });
+            ++in_flight;
+        }
+        asio::post(ioc_, [this] { ++publishing_; });  // runs before this group's completion
+        auto result = std::make_shared<std::vector<published>>();
+        worker_.post([this, items, result](app::database&) {
+            *result = out_.publish(*items, now_ms());
+            return true;
+        }, [this, items, result, &m, &cv, &in_flight](const std::string& err) {
+            if (!err.empty()) stdin_stop_ = true;  // nothing of the group was stored: stop reading
+            asio::post(ioc_, [this, result, err, n = items->size()] {
+                --publishing_;
+                if (!err.empty()) {
+                    app::log(level::error, "storage_failed",
+                             {{"input", "stdin"}, {"lines_not_stored", n}, {"error", err},
+                              {"hint", "the input from this point on was not stored; exiting non-zero"}});
+                    stop("storing standard input failed", exit_error);
+                    return;
+                }
+                std::map<std::string, std::size_t> per;
+                for (auto& p : *result) ++per[p.stream];
+                for (auto& [s, k] : per) committed(s, k);
+                check_drained();
+            });
+            std::lock_guard l(m);
+            --in_flight;
+            cv.notify_all();
+        });
+    };
+    std::uint64_t line_no = 0;
+    std::string partial;
+    std::vector<char> buf(1 << 20);
+    auto take_line = [&](std::string_view line) {
+        ++line_no;
+        if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;
+        auto checked = envelope::check_payload(line, overhead);
+        if (auto* e = std::get_if<envelope::payload_error>(&checked)) {
+            app::log(level::warn, "stdin_line_skipped", {{"line", line_no}, {"status", e->status}, {"error", e->what}});
+            return;
+        }
+        group.emplace_back(o_.stream, std::string(std::get<std::string_view>(checked)));
+    };
+    bool eof = false, read_failed = false;
+    while (!stdin_stop_ && !eof) {
+        pollfd pfd{0, POLLIN, 0};
+        const int pr = ::poll(&pfd, 1, 100);
+        if (pr < 0 && errno != EINTR) {
+            read_failed = true;
+            break;
+        }
+        if (pr <= 0) {
+            flush();  // a pause in the input: commit what we have
+            continue;
+        }
+        const ssize_t n = ::read(0, buf.data(), buf.size());
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN) continue;
+            app::log(level::error, "stdin_failed", {{"error", std::strerror(errno)}});
+            read_failed = true;
+            break;
+        }
+        if (n == 0) {
+            eof = true;
+            break;
+        }
+        std::string_view chunk(buf.data(), static_cast<std::size_t>(n));
+        while (!chunk.empty()) {
+            const auto nl = chunk.find('\n');
+            if (nl == std::string_view::npos) {
+                partial.append(chunk);
+                break;
+            }
+            if (partial.empty()) {
+                take_line(chunk.substr(0, nl));
+            } else {
+                partial.append(chunk.substr(0, nl));
+                take_line(partial);
+                partial.clear();
+            }
+            chunk.remove_prefix(nl + 1);
+            if (group.size() >= 4000) flush();
+        }
+    }
+    if (eof && !partial.empty()) take_line(partial);
+    flush();
+    std::unique_lock l(m);
+    cv.wait(l, [&] { return in_flight == 0; });
+    asio::post(ioc_, [this, line_no, eof, read_failed] {
+        app::log(level::info, "input_closed", {{"lines", line_no}, {"eof", eof}});
+        if (read_failed) stop("reading standard input failed", exit_error);
+        input_closed_ = true;
+        check_drained();
+    });
+}
+
+}  // namespace steadfast::primary

@@ -1,0 +1,156 @@
+// steadfast-primary's node: the state shared by its parts, each in a file of
+// its own (one reason to change each):
+//   main.cpp      flags, wiring, start and stop, `status`
+//   intake.cpp    /publish and --stdin: check, commit, answer
+//   delivery.cpp  the per-stream processor: batch, send, carry out decide()
+//   decide.cpp    what an answer means for a batch (plain code, unit-tested)
+//   outbox.cpp    the durable outbox (SQLite)
+// One io_context thread runs everything but SQLite (the database thread) and
+// the stdin reader.
+#pragma once
+
+#include "../common/db_worker.hpp"
+#include "../common/log.hpp"
+#include "../common/metrics.hpp"
+#include "../common/sqlite.hpp"
+#include "decide.hpp"
+#include "outbox.hpp"
+
+#include <steadfast/conditions.hpp>
+#include <steadfast/engine.hpp>
+#include <steadfast/transport/http.hpp>
+#include <steadfast/transport/pool.hpp>
+#include <steadfast/transport/server.hpp>
+
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace steadfast::primary {
+
+struct options {
+    std::string secondary, data, listen, token_file, stream = "default", ladder;
+    bool from_stdin = false, exit_when_drained = false;
+    app::sync_mode sync = app::sync_mode::full;
+    std::uint64_t epoch = 0;
+    std::size_t batch_max = 500, batch_bytes = 512 * 1024;
+    std::size_t connections = 8, max_connections = 256, max_streams = 10'000;
+    std::uint32_t quick_retries = 5;
+    std::chrono::milliseconds max_backoff{30'000}, attempt_timeout{10'000}, retain{3'600'000};
+};
+
+/// Exit codes (also in --help and the README).
+enum exit_code : int { exit_ok = 0, exit_error = 1, exit_usage = 2, exit_demoted = 3 };
+
+std::int64_t now_ms();
+
+// An io_context whose pending handlers (suspended coroutines) can be destroyed
+// while the node's members they refer to still exist.
+struct io_context_owner : boost::asio::io_context {
+    using boost::asio::io_context::io_context;
+    using boost::asio::execution_context::shutdown;
+};
+
+// A stream with messages to deliver. Exists only while it has some: an idle
+// stream's processor ends and its state goes (5,000 streams seen once cost
+// nothing later).
+struct stream_state {
+    std::shared_ptr<flag> wake;      // set when new messages were committed
+    std::uint64_t acked = 0;         // the send position: everything up to here is applied
+    std::uint64_t acked_max = 0;     // the highest seq ever acknowledged (a rewind lowers only `acked`)
+    std::uint64_t single_until = 0;  // send one message at a time up to this seq (isolating a reject)
+    std::uint64_t pending = 0;       // accepted, not yet acknowledged
+    // Read-ahead from the outbox, so that sending does not wait for a database
+    // round trip per request. Cleared after any failure, so that the next read
+    // sees the durable schedule and tombstones.
+    std::deque<pending_message> window;
+    schedule sched;
+    std::unique_ptr<boost::asio::cancellation_signal> cancel;  // stop() ends the send in flight
+};
+
+// Acknowledgements are coalesced: the outbox is marked up to the latest target
+// at most every 10 ms per stream. Shared with the timer, so that it survives
+// the stream's state.
+struct ack_trim {
+    std::atomic<std::uint64_t> target{0};
+    bool scheduled = false;
+};
+
+class node {
+public:
+    node(const options& o, app::database& db);
+    ~node();
+    int run();
+
+private:
+    // main.cpp
+    void stop(const std::string& why, int code = exit_ok);
+    void check_drained();
+
+    // intake.cpp
+    http::router routes();
+    void read_stdin();
+    void committed(const std::string& stream, std::size_t n);
+    std::size_t envelope_overhead(std::string_view stream) const;
+    std::optional<http::response> refuse_publish(const http::request& req, std::string& stream) const;
+
+    // delivery.cpp
+    void start_processor(const std::string& stream);
+    boost::asio::awaitable<void> deliver(std::string stream);
+    boost::asio::awaitable<void> wait(std::chrono::steady_clock::time_point deadline, condition* a, bool va,
+                                      condition* b = nullptr, bool vb = false);
+    http::request make_request(const std::string& stream, const std::vector<pending_message>& batch) const;
+    void acknowledge(const std::string& stream, stream_state& st, std::uint64_t upto);
+    void schedule_trim(const std::string& stream);
+    void trim(const std::string& stream);
+    boost::asio::awaitable<bool> next_step(const std::string& stream, const pending_message& head,
+                                           const decision& d);
+    boost::asio::awaitable<bool> dead_letter(const std::string& stream, const pending_message& m,
+                                             const std::string& why);
+    boost::asio::awaitable<void> block(const std::string& stream, const std::string& reason, const std::string& detail);
+    void retire(const std::string& stream);
+    void purge_retained();
+
+    const options& o_;
+    io_context_owner ioc_{1};
+    app::database& db_;
+    outbox out_;
+    app::db_worker worker_;
+    backoff ladder_;
+    std::size_t ladder_steps_;
+    http::client_pool link_;
+    http::client probe_client_;
+    std::string token_;
+    std::shared_ptr<flag> shutdown_;
+    std::shared_ptr<epoch_fence> demoted_;
+    cond stop_;
+    std::shared_ptr<probe_condition<>> online_;
+    watchable::subscription online_sub_, demoted_sub_;
+    std::shared_ptr<prometheus::Registry> registry_;
+    prometheus::Counter &published_, &delivered_, &attempts_, &retries_, &dead_, &rewinds_, &refused_;
+    prometheus::Family<prometheus::Counter>& link_errors_;
+    prometheus::Gauge &depth_, &online_gauge_, &blocked_gauge_, &streams_gauge_;
+    prometheus::Histogram& latency_;
+    std::map<std::string, stream_state> streams_;
+    std::map<std::string, std::shared_ptr<ack_trim>> trims_;
+    struct blocked_stream {
+        std::string reason;
+        std::uint64_t pending = 0;
+    };
+    std::map<std::string, blocked_stream> blocked_;
+    std::uint64_t pending_total_ = 0;
+    int publishing_ = 0;  // publishes between acceptance and commit (io thread only)
+    bool input_closed_ = false, stopping_ = false;
+    std::atomic<bool> stdin_stop_{false};
+    http::server* server_ = nullptr;
+    int exit_code_ = exit_ok;
+};
+
+}  // namespace steadfast::primary
