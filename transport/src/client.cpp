@@ -8,6 +8,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/http/span_body.hpp>
 
 #include <optional>
 #include <stdexcept>
@@ -113,7 +114,8 @@ asio::awaitable<outcome> client::send(const request& req) {
         impl& d;
         ~busy_guard() { d.busy = false; }
     } guard{d};
-    bhttp::request<bhttp::string_body> breq;
+    // The body is sent from req's own buffer (span_body), without a copy.
+    bhttp::request<bhttp::span_body<const char>> breq;
     if (auto verb = bhttp::string_to_verb(req.method); verb != bhttp::verb::unknown)
         breq.method(verb);
     else
@@ -123,7 +125,7 @@ asio::awaitable<outcome> client::send(const request& req) {
     for (const auto& h : req.headers) breq.set(h.name, h.value);
     if (!req.get("Host")) breq.set(bhttp::field::host, d.opts.host + ":" + d.opts.port);
     if (!req.get("User-Agent")) breq.set(bhttp::field::user_agent, d.opts.user_agent);
-    breq.body() = req.body;
+    breq.body() = {req.body.data(), req.body.size()};
     breq.keep_alive(true);
     breq.prepare_payload();
     const bool repeatable = is_idempotent_method(req.method) || req.get("Idempotency-Key").has_value();

@@ -74,7 +74,8 @@ public:
     /// Sends one request and reads its answer. Never throws for network
     /// failures: they come back as transport_error. Cancellation: terminal
     /// (the connection is closed). Host and Content-Length are set for you.
-    /// `req` is copied before the first suspension: a temporary is fine.
+    /// The body is written from `req` itself, without a copy: `req` must live
+    /// until the send completes (a temporary in the co_await expression does).
     /// (Not by value: g++ 12 miscompiled a prvalue aggregate passed to a
     /// by-value coroutine parameter here; ASan caught the bad free.)
     boost::asio::awaitable<outcome> send(const request& req);
