@@ -2,7 +2,7 @@
 // secondary in order per stream, many streams at once, retried through the
 // engine, gated by the secondary's health, stopped by shutdown or demotion;
 // quick retries first, then durable redelivery on a ladder whose last step
-// repeats. Contract: shared/CONTRACT.md. This file: flags, wiring, start, stop.
+// repeats. Contract: docs/contract.md. This file: flags, wiring, start, stop.
 #include "../common/token.hpp"
 #include "node.hpp"
 

@@ -1,6 +1,6 @@
 // steadfast-secondary: applies replicated messages exactly once, in order, per
 // stream, durably (SQLite, committed before the answer). Contract:
-// shared/CONTRACT.md.
+// docs/contract.md.
 #include "../common/db_worker.hpp"
 #include "../common/log.hpp"
 #include "../common/metrics.hpp"

@@ -1,4 +1,4 @@
-// The wire format of the primary/secondary pair (docs: shared/CONTRACT.md), in
+// The wire format of the primary/secondary pair (docs/contract.md), in
 // one place for both apps, the tests and the fuzzer:
 //   - the envelope {"id": string, "stream": string, "seq": uint64 >= 1,
 //     "epoch": uint64 (optional, 0), "payload": any JSON} and the batch
