@@ -30,15 +30,16 @@ expect 405 -X DELETE "$S/health"
 expect 409 -X POST "${J[@]}" -d '{"id":"x","stream":"s","seq":5,"payload":1}' "$S/api/messages"
 printf 'GARBAGE\r\n\r\n' | timeout 5 python3 -c 'import socket,sys; s=socket.create_connection(("127.0.0.1",int(sys.argv[1]))); s.sendall(sys.stdin.buffer.read()); print(s.recv(100).decode().split("\r\n")[0])' "$SPORT" | grep -q '400' || fail "garbage HTTP not answered 400"
 # The primary's /publish.
-expect 400 -X POST -d '{not json' "$P/publish"
-expect 400 -X POST -d '' "$P/publish"
-expect 400 -X POST -d '1' "$P/publish?stream=bad%20name"
-expect 413 -X POST --data-binary @"$WORK/big" "$P/publish"
+expect 400 -X POST "${J[@]}" -d '{not json' "$P/publish"
+expect 400 -X POST "${J[@]}" -d '' "$P/publish"
+expect 400 -X POST "${J[@]}" -d '1' "$P/publish?stream=bad%20name"
+expect 413 -X POST "${J[@]}" --data-binary @"$WORK/big" "$P/publish"
+expect 415 -X POST -d '{"ok":1}' "$P/publish"    # curl's default form content type
 expect 404 "$P/nope"
 expect 405 -X GET "$P/publish"
 # Both still serve.
 expect 200 "$S/health"
-expect 202 -X POST -d '{"ok":true}' "$P/publish"
+expect 202 -X POST "${J[@]}" -d '{"ok":true}' "$P/publish"
 wait_drained 20
 "$BIN/steadfast-secondary" dump --data "$WORK/sdata" | grep -q '"ok":true' || fail "the good message was not delivered"
 # Bad flags and data directories: a clear error and a non-zero exit.

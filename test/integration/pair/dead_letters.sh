@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# (v2) Only 400, 413 and 422 answers make dead letters. Every other answer is a problem of the link or of the
+# secondary: the primary reports it (log line, metric), keeps the message and retries on its ladder, whose last
+# step repeats forever.
+source "$(dirname "$0")/lib.sh"
+LADDER=(--quick-retries 1 --ladder "200ms 300ms")
+
+# 1. A "secondary" answering 404 to every POST (a wrong URL): everything kept, then delivered by the real one.
+FPORT=$(free_port)
+start_fake "$FPORT" fixed 404
+SECONDARY_URL="http://127.0.0.1:$FPORT"
+PDATA="$WORK/pdata1"
+start_primary "${LADDER[@]}"
+publish 20
+sleep 3
+st=$(status_json); echo "after 3 s of 404s: $st"
+json_is "$st" 'j["pending"] == 20' || fail "every message must be kept while the secondary answers 404: $st"
+json_is "$st" 'j.get("dead_letter") == 0' || fail "a 404 must not make dead letters: $st"
+log_has "$WORK/primary.log" link_error || fail "no link_error log line for 404 answers"
+[ "$(metric "$PPORT" steadfast_primary_link_errors_total)" -gt 0 ] || fail "steadfast_primary_link_errors_total did not count the 404s"
+[ "$(metric "$PPORT" 'steadfast_primary_link_errors_total{reason="http_404"}')" -gt 0 ] \
+  || fail 'steadfast_primary_link_errors_total{reason="http_404"} did not count the 404s'
+[ "$(metric "$PPORT" steadfast_primary_dead_letter_total)" = 0 ] || fail "steadfast_primary_dead_letter_total is not 0"
+n=$(fake_stats "$FPORT" 'j["requests"].get("default", 0)')
+[ "$n" -ge 4 ] || fail "the ladder's last step must repeat: only $n requests in 3 s with --ladder \"200ms 300ms\""
+stop "$PPID_"; kill "$FAKE_PID"
+start_secondary
+SECONDARY_URL=""
+start_primary "${LADDER[@]}"
+wait_drained 30
+verify
+[ "$(dead_letters)" = 0 ] || fail "dead letters after the switch: $(status_json)"
+stop "$PPID_"
+
+# 2. Every other status, one stream each, forever (stream cNNN gets NNN), and a slow stream (2.5 s an answer),
+#    next to a healthy stream that must not be held up; then the real secondary takes the failing ones.
+STATUSES=(401 403 404 405 408 415 418 429 500 502 503 504)
+FPORT=$(free_port); PPORT=$(free_port)
+start_fake "$FPORT" apply
+SECONDARY_URL="http://127.0.0.1:$FPORT"
+PDATA="$WORK/pdata2"
+LOG_FROM=$(log_size "$WORK/primary.log")
+start_primary "${LADDER[@]}"
+for c in "${STATUSES[@]}"; do publish 5 "c$c"; done
+publish 3 slow        # answered after 2.5 s each
+publish 10 ok
+sleep 4
+st=$(status_json); echo "after 4 s: $st"
+json_is "$st" 'j.get("dead_letter") == 0' || fail "only 400, 413 and 422 may make dead letters: $st"
+json_is "$st" 'j["pending"] - (3 - j["acked_seq"].get("slow", 0)) == 5 * '"${#STATUSES[@]}" \
+  || fail "every message of the failing streams must be kept: $st"
+json_is "$st" 'j["acked_seq"].get("ok") == 10' || fail "the failing and slow streams held up the healthy one: $st"
+for c in "${STATUSES[@]}"; do
+  n=$(fake_stats "$FPORT" "j['requests'].get('c$c', 0)")
+  [ "$n" -ge 3 ] || fail "stream c$c (answered $c): only $n requests in 4 s; the ladder's last step must repeat"
+done
+log_has "$WORK/primary.log" link_error || fail "no link_error log line"
+[ "$(metric "$PPORT" 'steadfast_primary_link_errors_total{reason="http_503"}')" -gt 0 ] \
+  || fail 'steadfast_primary_link_errors_total{reason="http_503"} did not count the 503s'
+stop "$PPID_"; kill "$FAKE_PID"
+SECONDARY_URL=""
+start_primary "${LADDER[@]}"
+wait_drained 30
+for c in "${STATUSES[@]}"; do verify "c$c"; done   # (ok and slow went to the fake)
+[ "$(dead_letters)" = 0 ] || fail "dead letters after the switch: $(status_json)"
+stop "$PPID_"
+
+# 3. 422, 400 and 413 for one message each: exactly those dead-lettered, their streams go on.
+FPORT=$(free_port); PPORT=$(free_port)
+start_fake "$FPORT" apply
+SECONDARY_URL="http://127.0.0.1:$FPORT"
+PDATA="$WORK/pdata3"
+LOG_FROM=$(log_size "$WORK/primary.log")
+start_primary "${LADDER[@]}" --batch-max 4
+poison_at() {  # poison_at STREAM COUNT BAD_INDEX STATUS
+  local i
+  for ((i = 1; i <= $2; i++)); do
+    if [ "$i" = "$3" ]; then publish_one "$1" "{\"poison\":$4}"; else publish_one "$1" "{\"n\":$i}"; fi
+  done
+}
+poison_at x 10 3 422
+poison_at y 5 1 400
+poison_at z 6 6 413
+wait_drained 30
+st=$(status_json); echo "status: $st"
+json_is "$st" 'j.get("dead_letter") == 3' || fail "expected exactly 3 dead letters: $st"
+json_is "$st" 'j["acked_seq"]["x"] == 10 and j["acked_seq"]["y"] == 5 and j["acked_seq"]["z"] >= 5' \
+  || fail "the streams did not go on past their dead letter: $st"
+[ "$(metric "$PPORT" steadfast_primary_dead_letter_total)" = 3 ] || fail "steadfast_primary_dead_letter_total is $(metric "$PPORT" steadfast_primary_dead_letter_total), expected 3"
+for s in x:3 y:1 z:6; do
+  id=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readlines()[int(sys.argv[2]) - 1].split("\t")[0])["id"])' "$WORK/acks.${s%:*}" "${s#*:}")
+  log_has "$WORK/primary.log" dead_letter id="$id" || fail "no dead_letter log line for $id (stream ${s%:*})"
+done
+# Every other message reached the fake, in seq order; no poisoned one was applied.
+fake_stats "$FPORT" 'j["applied"]' >"$WORK/applied.json"
+python3 - "$WORK/applied.json" <<'PY' || fail "the fake did not receive the other messages in order"
+import json, sys
+applied = json.load(open(sys.argv[1]))
+want = {"x": (10, 3), "y": (5, 1), "z": (6, 6)}
+for s, (n, bad) in want.items():
+    real = [seq for st, seq, id_, tomb in applied if st == s and not tomb]
+    firsts = list(dict.fromkeys(real))
+    assert firsts == [i for i in range(1, n + 1) if i != bad], f"stream {s}: applied {real}"
+print("the fake applied every message but the three dead letters, in order")
+PY
+echo "dead letters: only for 400, 413 and 422"

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# (v2) The servers' own limits: --max-streams on the primary (429 for a new stream while that many have pending
+# messages), --max-connections on both (connections past the limit are closed at once and counted).
+source "$(dirname "$0")/lib.sh"
+
+# 1. --max-streams 2, the secondary down: a and b pending, c refused, a still taken.
+start_primary --max-streams 2
+publish 3 a
+publish 3 b
+code=$(curl -s -m 10 -o "$WORK/body" -w '%{http_code}' -X POST "${CT[@]}" -d '{"c":1}' "http://127.0.0.1:$PPORT/publish?stream=c")
+[ "$code" = 429 ] || fail "a third stream with --max-streams 2: expected 429, got $code $(cat "$WORK/body")"
+json_is "$(cat "$WORK/body")" '"too many streams" in j["error"] and "2" in j["error"]' \
+  || fail "the 429 answer does not say why: $(cat "$WORK/body")"
+publish_one a '{"still":"accepted"}'
+json_is "$(status_json)" 'j["pending"] == 7 and "c" not in j["next_seq"]' || fail "the refused publish left a trace: $(status_json)"
+# Once a and b are delivered, c is welcome.
+start_secondary
+wait_drained 30
+publish 2 c
+wait_drained 30
+for s in a b c; do verify "$s"; done
+
+# 2. --max-connections: hold the limit's worth of idle connections, then one more is closed at once.
+# held PORT N: opens N connections and keeps them; then one more, which must be closed within 1 s;
+# then everything is closed again and the server must serve as before.
+held() {
+  python3 - "$1" "$2" <<'PY'
+import socket, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+keep = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
+time.sleep(0.3)  # let the server take them all
+extra = socket.create_connection(("127.0.0.1", port))
+extra.settimeout(1.0)
+try:
+    data = extra.recv(100)
+    closed = data == b""
+except ConnectionResetError:
+    closed = True
+except socket.timeout:
+    closed = False
+assert closed, f"connection {n + 1} was not closed within 1 s with --max-connections {n}"
+# the held ones still work
+keep[0].sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+keep[0].settimeout(5)
+assert keep[0].recv(100).startswith(b"HTTP/1.1 200"), "a held connection stopped working"
+print(f"connection {n + 1} closed at once; the {n} held ones still served")
+PY
+}
+stop "$PPID_"
+start_primary --max-connections 4
+held "$PPORT" 4 || fail "the primary's --max-connections"
+rejected=$(metric "$PPORT" steadfast_primary_connections_rejected_total)
+[ "$rejected" -ge 1 ] || fail "steadfast_primary_connections_rejected_total is $rejected"
+publish 2 d
+stop "$SPID"
+start_secondary --max-connections 4
+held "$SPORT" 4 || fail "the secondary's --max-connections"
+wait_drained 30
+verify d
+echo "server limits: as documented"

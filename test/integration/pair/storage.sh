@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# (v2) Storage failures, injected by limiting a server's file size (prlimit --fsize; both binaries ignore SIGXFSZ,
+# so their writes fail with EFBIG):
+# 1. the primary: /publish answers 503 and takes no seq; publishing resumes once storage works, without a
+#    restart, and after one; seqs have no gap (the secondary never answers gap), everything delivered;
+# 2. the secondary: /health answers 503 storage_failed and a post 503; the primary keeps and retries, all
+#    delivered once storage works;
+# 3. --stdin: when storing fails the primary says so and exits non-zero.
+source "$(dirname "$0")/lib.sh"
+command -v prlimit >/dev/null || fail "prlimit (util-linux) is needed"
+LOG_PIPE=1   # the logs must not be files the limited process writes
+break_storage() { prlimit --pid "$1" --fsize=1:unlimited || fail "prlimit on $1 failed"; }
+mend_storage() { prlimit --pid "$1" --fsize=unlimited:unlimited || fail "prlimit on $1 failed"; }
+publish_code() {  # publish_code STREAM BODY: prints the HTTP status of one publish (recording a 202)
+  local out code
+  out=$(curl -sS -m 30 -X POST -H 'Content-Type: application/json' --data-binary "$2" -w '\n%{http_code}' \
+    "http://127.0.0.1:$PPORT/publish?stream=$1" 2>&1) || { echo "curl-failed"; return; }
+  code=${out##*$'\n'}
+  [ "$code" != 202 ] || record_ack "$WORK/acks.$1" "${out%$'\n'*}" "$2"
+  echo "$code"
+}
+acked_seqs() { python3 -c 'import json,sys; print(" ".join(str(json.loads(l.split("\t")[0])["seq"]) for l in open(sys.argv[1])))' "$WORK/acks.$1"; }
+
+start_secondary
+start_primary
+# 1. The primary's store fails.
+publish 10 s
+break_storage "$PPID_"
+for i in 1 2 3 4 5; do
+  code=$(publish_code s "{\"during\":$i}")
+  [ "$code" = 503 ] || fail "a publish whose commit fails must get 503, got $code"
+done
+sleep 0.5
+mend_storage "$PPID_"
+publish 10 s          # no restart
+[ "$(acked_seqs s)" = "$(seq -s ' ' 1 20)" ] || fail "seqs after the failure window: $(acked_seqs s)"
+log_has "$WORK/primary.log" publish_failed || log_has "$WORK/primary.log" storage_failed \
+  || fail "the primary did not log publish_failed or storage_failed"
+# A second window, then a restart before publishing again.
+break_storage "$PPID_"
+for i in 1 2 3; do
+  code=$(publish_code s "{\"during2\":$i}")
+  [ "$code" = 503 ] || fail "a publish whose commit fails must get 503, got $code"
+done
+mend_storage "$PPID_"
+stop "$PPID_"
+start_primary
+publish 10 s
+[ "$(acked_seqs s)" = "$(seq -s ' ' 1 30)" ] || fail "seqs after the failure window and a restart: $(acked_seqs s)"
+wait_drained 60
+verify s
+gaps=$(metric "$SPORT" 'steadfast_secondary_rejected_total{reason="gap"}')
+[ "$gaps" = 0 ] || fail "the secondary answered gap $gaps times"
+
+# 2. The secondary's store fails.
+LOG_FROM=$(log_size "$WORK/primary.log")
+break_storage "$SPID"
+post=$(curl -s -m 30 -o "$WORK/body" -w '%{http_code}' -X POST "${CT[@]}" \
+  -d '{"id":"direct-1","stream":"direct","seq":1,"payload":1}' "http://127.0.0.1:$SPORT/api/messages")
+[ "$post" = 503 ] || fail "a post the secondary cannot commit must get 503, got $post $(cat "$WORK/body")"
+health_is() { [ "$(curl -s -m 5 -o "$WORK/health" -w '%{http_code}' "http://127.0.0.1:$SPORT/health")" = "$1" ]; }
+wait_for 10 "the secondary's /health answering 503" health_is 503
+json_is "$(cat "$WORK/health")" 'j["status"] == "storage_failed"' || fail "/health while storage fails: $(cat "$WORK/health")"
+publish 20 w
+sleep 2
+[ "$(pending)" -ge 20 ] || fail "the primary must keep the messages the secondary cannot store: $(status_json)"
+mend_storage "$SPID"
+wait_for 30 "the secondary's /health answering 200 again" health_is 200
+wait_drained 60
+verify w
+post=$(post_secondary '{"id":"direct-1","stream":"direct","seq":1,"payload":1}' 200)
+json_is "$post" 'j["status"] == "applied"' || fail "the post that got 503 was applied anyway: $post"
+[ "$(dead_letters)" = 0 ] || fail "storage failures must not make dead letters: $(status_json)"
+
+# 3. --stdin with storage failing: exit non-zero, saying so.
+mkfifo "$WORK/in"
+"$BIN/steadfast-primary" --secondary "http://127.0.0.1:$SPORT" --data "$WORK/pdata3" --stdin --exit-when-drained \
+  <"$WORK/in" > >(cat >>"$WORK/stdin.log") 2>&1 &
+IPID=$!; PIDS+=("$IPID")
+exec 7>"$WORK/in"
+for i in 1 2 3 4 5; do echo "{\"stdin\":$i}" >&7; done
+stored() { [ -f "$WORK/pdata3/primary.db" ] && \
+  [ "$("$BIN/steadfast-primary" status --data "$WORK/pdata3" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["next_seq"].get("default"))')" = 6 ]; }
+wait_for 10 "the first 5 stdin lines stored" stored
+break_storage "$IPID"
+trap '' PIPE   # the primary may stop reading: a write then fails instead of killing this script
+for i in $(seq 6 200); do echo "{\"stdin\":$i}" >&7 2>/dev/null || break; done
+exec 7>&-
+trap - PIPE
+wait_exit "$IPID" 30
+sleep 0.3      # its log goes through a pipe
+echo "--- stdin primary's output:"; tail -5 "$WORK/stdin.log"
+[ "$EXIT_RC" != 0 ] || fail "--stdin exited 0 although storing its input failed"
+grep -Eiq 'stor(e|ing|age)[^"]*fail|storage_failed|fail[a-z]* to stor' "$WORK/stdin.log" \
+  || fail "--stdin did not say that storing failed: $(tail -5 "$WORK/stdin.log")"
+echo "storage failures: as documented"
