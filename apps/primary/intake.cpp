@@ -16,6 +16,7 @@
 
 #include <cerrno>
 #include <condition_variable>
+#include <algorithm>
 #include <cstring>
 #include <iostream>
 #include <mutex>
@@ -30,6 +31,17 @@ std::size_t node::envelope_overhead(std::string_view stream) const {
     // for every message of the stream, whatever seq it gets.
     const std::string id = outbox::make_id(out_.instance(), stream, UINT64_MAX);
     return envelope::encoded_size(id, stream, UINT64_MAX, o_.epoch, 0);
+}
+
+// Whether a publish to `stream` would exceed --max-streams: streams with
+// pending messages (idle processors in their grace period do not count).
+bool node::at_stream_cap(const std::string& stream) const {
+    auto has_pending = [](const auto& kv) { return kv.second.pending > 0; };
+    if (auto it = streams_.find(stream); it != streams_.end() && it->second.pending > 0) return false;
+    if (auto b = blocked_.find(stream); b != blocked_.end() && b->second.pending > 0) return false;
+    const auto busy = static_cast<std::size_t>(std::count_if(streams_.begin(), streams_.end(), has_pending)) +
+                      static_cast<std::size_t>(std::count_if(blocked_.begin(), blocked_.end(), has_pending));
+    return busy >= o_.max_streams;
 }
 
 // The checks before a publish touches the outbox, in the contract's order:
@@ -48,7 +60,7 @@ std::optional<http::response> node::refuse_publish(const http::request& req, std
     if (auto q = http::query_param(req.target, "stream")) stream = std::string(*q);
     if (!envelope::valid_stream_name(stream))
         return http::response::error(400, "stream must be 1 to 128 characters of A-Z a-z 0-9 . _ -");
-    if (!streams_.count(stream) && !blocked_.count(stream) && streams_.size() >= o_.max_streams) {
+    if (at_stream_cap(stream)) {
         auto r = http::response::error(429, "too many streams with pending messages (limit " +
                                                 std::to_string(o_.max_streams) + "); retry later");
         r.set("Retry-After", "1");

@@ -100,6 +100,7 @@ private:
     void committed(const std::string& stream, std::size_t n);
     std::size_t envelope_overhead(std::string_view stream) const;
     std::optional<http::response> refuse_publish(const http::request& req, std::string& stream) const;
+    bool at_stream_cap(const std::string& stream) const;
 
     // delivery.cpp
     void start_processor(const std::string& stream);
