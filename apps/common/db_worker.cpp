@@ -4,13 +4,15 @@ namespace steadfast::app {
 
 db_worker::db_worker(database& db) : db_(db), thread_([this] { loop(); }) {}
 
-db_worker::~db_worker() {
+db_worker::~db_worker() { stop(); }
+
+void db_worker::stop() {
     {
         std::lock_guard l(m_);
         stopping_ = true;
     }
     cv_.notify_one();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
 }
 
 std::size_t db_worker::queued() const {

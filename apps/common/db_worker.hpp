@@ -34,7 +34,11 @@ using db_result = std::variant<R, std::string>;
 class db_worker {
 public:
     explicit db_worker(database& db);
-    ~db_worker();  // finishes the queued jobs, then joins
+    ~db_worker();  // stop()
+    /// Finishes the queued jobs (their completions are posted as usual), then
+    /// joins the thread. Idempotent. Call it before destroying what queued
+    /// jobs refer to.
+    void stop();
     db_worker(const db_worker&) = delete;
     db_worker& operator=(const db_worker&) = delete;
 

@@ -3,6 +3,9 @@
 namespace steadfast::primary {
 
 namespace {
+// An answer's body goes into logs, dead letters and tombstones: its start is enough.
+std::string head(std::string_view body) { return std::string(body.substr(0, 300)); }
+
 decision make(verdict v, std::uint64_t upto = 0, std::uint64_t epoch = 0, std::string reason = {},
               std::string link_error = {}, std::string detail = {}) {
     return decision{v, upto, epoch, std::move(reason), std::move(link_error), std::move(detail)};
@@ -35,14 +38,14 @@ decision decide(const sent_batch& b, const delivery_outcome& o) {
                             std::to_string(b.first) + " that it had acknowledged");
             case rk::unknown: break;
         }
-        return make(verdict::redeliver, 0, 0, "409 " + o.body, "http_409");
+        return make(verdict::redeliver, 0, 0, "409 " + head(o.body), "http_409");
     }
     if (s == 400 || s == 413 || s == 422) {
-        if (b.count() > 1) return make(verdict::isolate, 0, 0, std::to_string(s) + " " + o.body, {});
-        return make(verdict::dead_letter, 0, 0, std::to_string(s) + " " + o.body, {});
+        if (b.count() > 1) return make(verdict::isolate, 0, 0, std::to_string(s) + " " + head(o.body), {});
+        return make(verdict::dead_letter, 0, 0, std::to_string(s) + " " + head(o.body), {});
     }
     std::string label = (s == 401 || s == 403) ? "auth" : "http_" + std::to_string(s);
-    return make(verdict::redeliver, 0, 0, std::to_string(s) + " " + o.body, std::move(label));
+    return make(verdict::redeliver, 0, 0, std::to_string(s) + " " + head(o.body), std::move(label));
 }
 
 decision decide_rewind(std::uint64_t expected, std::uint64_t oldest, std::uint64_t next_seq) {

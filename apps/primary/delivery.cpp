@@ -62,13 +62,20 @@ void node::retire(const std::string& stream) {
     auto it = streams_.find(stream);
     if (it == streams_.end()) return;
     const bool more = it->second.wake->value() && !stopping_ && !blocked_.count(stream);
-    const std::uint64_t pending = it->second.pending;
+    const std::uint64_t pending = it->second.pending, acked = it->second.acked, acked_max = it->second.acked_max;
     streams_.erase(it);
     if (more) {
+        // Positions carry over: the outbox's copy may lag behind them.
         auto& st = streams_[stream];
-        st.acked = st.acked_max = UINT64_MAX;  // read from the outbox
+        st.acked = acked;
+        st.acked_max = acked_max;
         st.pending = pending;
         start_processor(stream);
+    } else if (auto t = trims_.find(stream); t != trims_.end()) {
+        // A last mark of what was acknowledged; then nothing of the stream
+        // stays in memory.
+        if (!t->second->scheduled) trim(stream, t->second);
+        trims_.erase(t);
     }
     streams_gauge_.Set(static_cast<double>(streams_.size()));
 }
@@ -255,6 +262,7 @@ asio::awaitable<void> node::deliver(std::string stream) {
                     if (m.seq > st.acked_max && m.seq <= d.upto)
                         latency_.Observe(static_cast<double>(now - m.at_ms) / 1000.0);
                 acknowledge(stream, st, d.upto);
+                if (d.upto > st.rewound_to) st.rewound_to = UINT64_MAX;  // progress past a rewind
                 if (d.upto < batch.back().seq) st.window.clear();  // a partial ack: the rest is read again
                 st.sched = {};
                 break;
@@ -274,6 +282,15 @@ asio::awaitable<void> node::deliver(std::string stream) {
                     co_await wait(std::chrono::steady_clock::now() + storage_pause, stop_.get().get(), true);
                 break;
             case verdict::rewind:
+                if (st.rewound_to == d.upto) {
+                    // The same rewind again without progress: what is retained
+                    // has a hole (a purge after a clock step). Resending would loop.
+                    co_await block(stream, "beyond_retention",
+                                   d.detail + "; the retained messages from seq " + std::to_string(d.upto + 1) +
+                                       " are not contiguous");
+                    co_return;
+                }
+                st.rewound_to = d.upto;
                 rewinds_.Increment();
                 app::log(level::warn, "rewind", {{"stream", stream}, {"from_seq", d.upto + 1}, {"detail", d.detail}});
                 st.acked = d.upto;
@@ -317,13 +334,11 @@ void node::schedule_trim(const std::string& stream) {
     auto timer = std::make_shared<asio::steady_timer>(ioc_, 10ms);
     timer->async_wait([this, stream, t, timer](const boost::system::error_code&) {
         t->scheduled = false;
-        trim(stream);
-        if (!streams_.count(stream)) trims_.erase(stream);  // the job holds what it needs
+        trim(stream, t);  // also when retire() has forgotten the stream meanwhile
     });
 }
 
-void node::trim(const std::string& stream) {
-    auto t = trims_[stream];
+void node::trim(const std::string& stream, const std::shared_ptr<ack_trim>& t) {
     worker_.post([this, stream, t](app::database&) {
         out_.acknowledge(stream, t->target.load(std::memory_order_relaxed), now_ms());
         return true;

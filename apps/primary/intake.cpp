@@ -164,7 +164,8 @@ void node::read_stdin() {
                 if (!err.empty()) {
                     app::log(level::error, "storage_failed",
                              {{"input", "stdin"}, {"lines_not_stored", n}, {"error", err},
-                              {"hint", "the input from this point on was not stored; exiting non-zero"}});
+                              {"hint", "a group of input lines was not stored (groups committed before or "
+                                       "alongside it were); reading stopped, exiting non-zero"}});
                     stop("storing standard input failed", exit_error);
                     return;
                 }

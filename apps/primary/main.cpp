@@ -100,8 +100,10 @@ node::node(const options& o, app::database& db)
 }
 
 node::~node() {
-    // Suspended processors and sends are destroyed here, while what they
-    // refer to (the pool, the streams, the conditions) still exists.
+    // Queued database jobs refer to the streams: they finish first. Then the
+    // suspended processors and sends are destroyed, while what they refer to
+    // (the pool, the streams, the conditions) still exists.
+    worker_.stop();
     ioc_.shutdown();
 }
 
@@ -182,7 +184,7 @@ void node::stop(const std::string& why, int code) {
     for (auto& [name, st] : streams_)
         if (st.cancel) st.cancel->emit(asio::cancellation_type::terminal);  // sends in flight
     for (auto& [name, t] : trims_)
-        if (t->target.load() > 0) trim(name);  // the db thread finishes it before exit
+        if (t->target.load() > 0) trim(name, t);  // the db thread finishes it before exit
     asio::co_spawn(ioc_, [this]() -> asio::awaitable<void> {
         if (server_) co_await server_->shutdown();
         // Processors end at once (stop-when); give them a moment to leave.
@@ -232,7 +234,8 @@ int dead_letters(const std::string& dir) {
     for (const auto& d : out.dead_letters()) {
         nlohmann::json j = {{"n", d.n}, {"stream", d.stream}, {"seq", d.seq}, {"id", d.id},
                             {"reason", d.reason}, {"at_ms", d.at_ms}};
-        std::string line = j.dump();
+        // Reasons may hold any bytes a secondary sent: never fail on them.
+        std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
         line.pop_back();
         std::cout << line << ",\"payload\":" << d.payload << "}\n";
     }

@@ -67,6 +67,7 @@ struct stream_state {
     std::uint64_t acked_max = 0;     // the highest seq ever acknowledged (a rewind lowers only `acked`)
     std::uint64_t single_until = 0;  // send one message at a time up to this seq (isolating a reject)
     std::uint64_t pending = 0;       // accepted, not yet acknowledged
+    std::uint64_t rewound_to = UINT64_MAX;  // the last rewind's position, until acks pass it
     // Read-ahead from the outbox, so that sending does not wait for a database
     // round trip per request. Cleared after any failure, so that the next read
     // sees the durable schedule and tombstones.
@@ -110,7 +111,7 @@ private:
     http::request make_request(const std::string& stream, const std::vector<pending_message>& batch) const;
     void acknowledge(const std::string& stream, stream_state& st, std::uint64_t upto);
     void schedule_trim(const std::string& stream);
-    void trim(const std::string& stream);
+    void trim(const std::string& stream, const std::shared_ptr<ack_trim>& t);
     boost::asio::awaitable<bool> next_step(const std::string& stream, const pending_message& head,
                                            const decision& d);
     boost::asio::awaitable<bool> dead_letter(const std::string& stream, const pending_message& m,

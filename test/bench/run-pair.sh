@@ -144,3 +144,23 @@ for mark in 250000 500000 750000 1000000; do
   echo "outbox $mark: RSS $(awk '/VmRSS/ {print int($2/1024)}' /proc/$PP/status) MiB"
 done
 echo "(goal: under 64 MiB, flat as the backlog grows)"
+
+echo "== 6. memory of streams seen once: 5,000 streams, one message each, then idle"
+S6=$(port); P6=$(port); secondary s6 "$S6" --sync off
+"$BIN/steadfast-primary" --secondary "http://127.0.0.1:$S6" --data "$WORK/p6" --listen "127.0.0.1:$P6" --sync off \
+  2>"$WORK/p6.log" &
+PP=$!; PIDS+=($PP); wait_up "http://127.0.0.1:$P6/health"
+rss() { awk '/VmRSS/ {print int($2/1024)}' /proc/$PP/status; }
+before=$(rss)
+python3 - "$P6" <<'PY'
+import http.client, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]))
+for i in range(5000):
+    c.request("POST", f"/publish?stream=idle{i}", body=b'{"n":1}', headers={"Content-Type": "application/json"})
+    r = c.getresponse(); r.read()
+    assert r.status == 202, r.status
+PY
+peak=$(rss)
+until [ "$(curl -fs "http://127.0.0.1:$P6/metrics" | awk '/^steadfast_primary_active_streams /{print int($2)}')" = 0 ]; do sleep 0.5; done
+sleep 1
+echo "RSS: $before MiB at start, $peak MiB with 5,000 streams active, $(rss) MiB after they retired (active streams: 0)"

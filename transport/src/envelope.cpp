@@ -184,6 +184,8 @@ std::string read_message(scanner& sc, message& out, const limits& l) {
     return {};
 }
 
+bool starts_with_bom(std::string_view text) { return text.substr(0, 3) == "\xEF\xBB\xBF"; }
+
 // Valid JSON (one value), or the parser's complaint.
 std::optional<json_error> validate(std::string_view text, std::size_t max_depth) {
     if (json::accept(text)) return std::nullopt;
@@ -236,6 +238,7 @@ std::variant<decoded, decode_error> decode(std::string_view body, const limits& 
     if (body.size() > l.max_body_bytes)
         return decode_error{"body of " + std::to_string(body.size()) + " bytes is over the limit of " +
                             std::to_string(l.max_body_bytes)};
+    if (starts_with_bom(body)) return decode_error{"malformed JSON: a byte order mark is not allowed"};
     if (auto e = validate(body, l.max_depth + 2))
         return decode_error{e->too_deep ? e->message : "malformed JSON: " + e->message};
     scanner sc{body};
@@ -352,6 +355,9 @@ std::variant<std::string_view, payload_error> check_payload(std::string_view bod
                                       std::to_string(l.max_body_bytes > overhead ? l.max_body_bytes - overhead : 0) +
                                       " (a secondary accepts envelopes of " + std::to_string(l.max_body_bytes) +
                                       " bytes)"};
+    // nlohmann accepts a byte order mark at the start; inside an envelope it
+    // would be invalid, so a payload must not have one.
+    if (starts_with_bom(body)) return payload_error{400, "body is not JSON: a byte order mark is not allowed"};
     // The envelope is one level: the payload may be max_depth - 1 deep.
     if (auto e = validate(body, l.max_depth + 2)) {
         if (e->too_deep)

@@ -12,9 +12,20 @@ namespace steadfast::http {
 namespace asio = boost::asio;
 
 // A sender waiting for a client: release() hands it one and cancels its timer.
+// Its frame may be destroyed while it waits (its io_context shutting down):
+// then it leaves the queue, and gives back a client it was handed but never used.
 struct client_pool::waiter {
+    client_pool& pool;
     asio::steady_timer timer;
     client* granted = nullptr;
+    bool used = false;
+
+    ~waiter() {
+        if (auto it = std::find(pool.waiters_.begin(), pool.waiters_.end(), this); it != pool.waiters_.end())
+            pool.waiters_.erase(it);
+        else if (granted && !used)
+            pool.release(granted);
+    }
 };
 
 client_pool::client_pool(asio::any_io_executor ex, client::options o, std::size_t size) : ex_(std::move(ex)) {
@@ -59,14 +70,12 @@ void client_pool::release(client* c) {
 asio::awaitable<outcome> client_pool::send(const request& req) {
     client* c = acquire_now();
     if (!c) {
-        waiter w{asio::steady_timer(ex_, asio::steady_timer::time_point::max()), nullptr};
+        waiter w{*this, asio::steady_timer(ex_, asio::steady_timer::time_point::max())};
         waiters_.push_back(&w);
         co_await w.timer.async_wait(asio::as_tuple(asio::use_awaitable));
-        if (!w.granted) {
-            // Cancelled while waiting: leave the queue.
-            waiters_.erase(std::find(waiters_.begin(), waiters_.end(), &w));
-            co_return outcome{transport_error{asio::error::operation_aborted, phase::connect, false}};
-        }
+        // Cancelled while waiting: w leaves the queue as it goes.
+        if (!w.granted) co_return outcome{transport_error{asio::error::operation_aborted, phase::connect, false}};
+        w.used = true;
         c = w.granted;
     }
     // Given back however the send ends (also when the coroutine is destroyed).

@@ -113,6 +113,18 @@ BOOST_AUTO_TEST_CASE(depth_counts_per_envelope) {
     BOOST_TEST(error_of(R"({"id":"id","stream":"s","seq":18446744073709551615,"payload":)" + fits + "}") == "");
 }
 
+BOOST_AUTO_TEST_CASE(what_the_scanner_cannot_see_is_refused) {
+    // nlohmann's accept() skips a byte order mark; the scanner would not.
+    const auto overhead = envelope::encoded_size("id", "s", 1, 0, 0);
+    BOOST_TEST(std::get<envelope::payload_error>(envelope::check_payload("\xEF\xBB\xBF{\"a\":1}", overhead)).status == 400u);
+    BOOST_TEST(std::get<envelope::payload_error>(envelope::check_payload(" \xEF\xBB\xBF[1]", overhead)).status == 400u);
+    BOOST_TEST(error_of("\xEF\xBB\xBF{\"id\":\"a\",\"stream\":\"s\",\"seq\":1,\"payload\":1}").find("byte order mark") !=
+               std::string::npos);
+    // A tombstone's reason may echo any bytes: it stays valid JSON.
+    const std::string t = envelope::encode_tombstone("i", "400 last read: '\xEF\x22\xff'");
+    BOOST_TEST(std::holds_alternative<std::string_view>(envelope::check_payload(t, overhead)));
+}
+
 BOOST_AUTO_TEST_CASE(answers_round_trip) {
     using k = envelope::rejection::kind;
     auto r = envelope::decode_rejection(envelope::encode(envelope::rejection{k::conflict, "s.1", 0, 7, 0}));

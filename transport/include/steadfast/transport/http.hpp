@@ -60,7 +60,8 @@ bool is_idempotent_method(std::string_view method) noexcept;
 std::optional<std::chrono::nanoseconds> parse_retry_after(std::string_view value,
                                                           std::chrono::system_clock::time_point now);
 
-/// Escapes a string for a JSON string literal (without the quotes).
+/// Escapes a string for a JSON string literal (without the quotes). Bytes
+/// that are not valid UTF-8 become \ufffd: the result is always valid JSON.
 std::string json_escape(std::string_view s);
 
 }  // namespace steadfast::http
