@@ -16,6 +16,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <malloc.h>
+
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using steadfast::app::level;
@@ -77,7 +79,24 @@ void node::retire(const std::string& stream) {
         if (!t->second->scheduled) trim(stream, t->second);
         trims_.erase(t);
     }
+    ++retired_since_trim_;
     streams_gauge_.Set(static_cast<double>(streams_.size()));
+}
+
+void node::purge_retained() {
+    // The allocator keeps what retired streams freed; give it back to the
+    // system now and then (glibc keeps freed memory in its arenas otherwise).
+    if (retired_since_trim_ >= 100) {
+        retired_since_trim_ = 0;
+        ::malloc_trim(0);
+    }
+    const std::int64_t cutoff = now_ms() - o_.retain.count();
+    worker_.post([this, cutoff](app::database&) {
+        out_.purge(cutoff);
+        return true;
+    }, [](const std::string& err) {
+        if (!err.empty()) app::log(level::error, "purge_failed", {{"error", err}});
+    });
 }
 
 // Waits until `deadline`, or until `a` turns to `va`, or `b` to `vb`.
@@ -344,16 +363,6 @@ void node::trim(const std::string& stream, const std::shared_ptr<ack_trim>& t) {
         return true;
     }, [stream](const std::string& err) {
         if (!err.empty()) app::log(level::error, "ack_failed", {{"stream", stream}, {"error", err}});
-    });
-}
-
-void node::purge_retained() {
-    const std::int64_t cutoff = now_ms() - o_.retain.count();
-    worker_.post([this, cutoff](app::database&) {
-        out_.purge(cutoff);
-        return true;
-    }, [](const std::string& err) {
-        if (!err.empty()) app::log(level::error, "purge_failed", {{"error", err}});
     });
 }
 

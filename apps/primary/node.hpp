@@ -149,6 +149,7 @@ private:
     std::map<std::string, blocked_stream> blocked_;
     std::uint64_t pending_total_ = 0;
     int publishing_ = 0;  // publishes between acceptance and commit (io thread only)
+    std::size_t retired_since_trim_ = 0;
     bool input_closed_ = false, stopping_ = false;
     std::atomic<bool> stdin_stop_{false};
     http::server* server_ = nullptr;

@@ -105,7 +105,11 @@ std::vector<pending_message> outbox::pending(const std::string& stream, std::uin
 }
 
 void outbox::acknowledge(const std::string& stream, std::uint64_t seq, std::int64_t now_ms) {
-    auto& d = stmt(ack_rows_, "UPDATE outbox SET acked_ms=? WHERE stream=? AND seq<=? AND acked_ms IS NULL");
+    // Only the rows after the last mark: the retained ones before it are
+    // marked already, and scanning them would make every mark cost as much as
+    // the whole retention.
+    auto& d = stmt(ack_rows_, "UPDATE outbox SET acked_ms=?1 WHERE stream=?2 AND seq<=?3 AND "
+                              "seq>coalesce((SELECT acked_seq FROM streams WHERE stream=?2), 0) AND acked_ms IS NULL");
     d.bind(1, now_ms).bind(2, stream).bind(3, static_cast<std::int64_t>(seq));
     d.step();
     auto& a = stmt(ack_, "UPDATE streams SET acked_seq=max(acked_seq, ?) WHERE stream=?");
