@@ -76,6 +76,26 @@ BOOST_AUTO_TEST_CASE(secondary_back_at_37s_is_tried_when_the_probe_sees_it) {
     BOOST_TEST(*log.starts == (std::vector<std::int64_t>{0, 1, 37}), boost::test_tools::per_element());
 }
 
+// Issue 9, finding 10: an elapsed-time limit of nanoseconds::max() behind a
+// closed gate means "no limit", not an overflow that stops at once.
+BOOST_AUTO_TEST_CASE(an_unbounded_deadline_behind_a_closed_gate_waits) {
+    virtual_time vt;
+    auto send = [](const attempt_context&) -> asio::awaitable<error_code> { co_return error_code{}; };
+    std::shared_ptr<flag> gate;
+    auto policy = retry_policy{}.with_stop(stop::max_elapsed(std::chrono::nanoseconds::max()));
+    auto results = run_both(policy, send, [&](asio::io_context& ioc) {
+        // Not at the clock's zero: start + max must overflow to show the bug.
+        manual_clock::set(manual_clock::time_point(1000s));
+        gate = make_flag(ioc.get_executor(), "gate", false);
+        flip_at(ioc, gate, 4600s, true);
+        policy = policy.with_attempt_when(gate);
+    });
+    for (auto& r : results) {
+        BOOST_TEST(r.ok(), "stopped with " << to_string(r.reason()));
+        BOOST_TEST(secs(r.elapsed()) == 3600);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(sleep_ends_early_when_the_gate_opens) {
     virtual_time vt;
     std::shared_ptr<flag> online;

@@ -6,6 +6,8 @@
 #include <boost/asio/error.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <vector>
+
 #include <chrono>
 #include <memory>
 #include <stdexcept>
@@ -112,6 +114,51 @@ BOOST_AUTO_TEST_CASE(success_permanent_cancelled_stop_at_once) {
     }
     // Cancellation is never retried, whatever the error code looks like to the default classifier.
     BOOST_TEST((classify_error(boost::asio::error::operation_aborted).kind == verdict::cancelled));
+}
+
+// Issue 9, finding 11: a max delay below the backoff's cap clamps the base
+// before jitter, so delays stay spread instead of piling up on the cap.
+BOOST_AUTO_TEST_CASE(max_delay_clamps_before_jitter) {
+    auto p = retry_policy{}
+                 .with_backoff(backoff::exponential(1s, 2.0, 60s).with_jitter(jitter::full))
+                 .with_max_delay(2s)
+                 .with_stop(stop::never())
+                 .with_seed(42);
+    steadfast::retry_state st(p);
+    int at_cap = 0, total = 0;
+    for (int i = 0; i < 190; ++i) {
+        st.begin_attempt(0s);
+        auto d = st.on_outcome(fail, 0s);
+        BOOST_TEST(d.delay.count() <= nanoseconds(2s).count());
+        if (i >= 1) {  // from the second retry on, the base is above the max delay
+            ++total;
+            if (d.delay == nanoseconds(2s)) ++at_cap;
+        }
+    }
+    BOOST_TEST(at_cap <= 2, at_cap << " of " << total << " delays exactly on the cap");
+}
+
+// Issue 9, finding 12: operations started one after the other draw
+// unrelated jitter, not the same sequence shifted by one draw.
+BOOST_AUTO_TEST_CASE(operations_draw_unrelated_jitter) {
+    auto p = retry_policy{}.with_backoff(backoff::fixed(1s).with_jitter(jitter::full)).with_stop(stop::never());
+    auto delays = [&] {
+        steadfast::retry_state st(p);
+        std::vector<std::int64_t> out;
+        for (int i = 0; i < 20; ++i) {
+            st.begin_attempt(0s);
+            out.push_back(st.on_outcome(fail, 0s).delay.count());
+        }
+        return out;
+    };
+    const auto a = delays(), b = delays();
+    int shifted = 0, same = 0;
+    for (std::size_t i = 0; i + 1 < a.size(); ++i) {
+        if (a[i + 1] == b[i]) ++shifted;
+        if (a[i] == b[i]) ++same;
+    }
+    BOOST_TEST(shifted == 0);
+    BOOST_TEST(same == 0);
 }
 
 BOOST_AUTO_TEST_CASE(retry_after_hint_replaces_and_is_clamped) {

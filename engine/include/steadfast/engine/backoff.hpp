@@ -63,6 +63,10 @@ public:
     /// `previous` is the delay returned for n - 1 (ignored for n == 1);
     /// `draw` is called only when jitter needs a random number.
     nanoseconds delay(std::uint32_t n, nanoseconds previous, const std::function<std::uint64_t()>& draw) const;
+    /// Same, with the base delay first clamped to `max_base` (then jittered
+    /// within it), for a policy whose max delay is below this backoff's cap.
+    nanoseconds delay(std::uint32_t n, nanoseconds previous, const std::function<std::uint64_t()>& draw,
+                      nanoseconds max_base) const;
     /// Same without jitter (the deterministic base delay).
     nanoseconds base_delay(std::uint32_t n, nanoseconds previous) const;
 

@@ -90,6 +90,16 @@ boost::asio::awaitable<attempt_outcome<stored_t<Raw>>> guarded_attempt(Fn& fn, a
     co_return out;
 }
 
+// start + d on a timer's clock, saturating at the clock's end: a limit such
+// as max_elapsed(nanoseconds::max()) must mean "never", not overflow into the past.
+template <class TimePoint>
+TimePoint saturating_deadline(TimePoint start, std::chrono::nanoseconds d) {
+    using dur = typename TimePoint::duration;
+    const auto dd = std::chrono::duration_cast<dur>(d);
+    if (dd.count() <= 0) return start;
+    return dd >= TimePoint::max() - start ? TimePoint::max() : start + dd;
+}
+
 inline bool is_cancelled(const boost::asio::cancellation_state& cs) noexcept {
     return cs.cancelled() != boost::asio::cancellation_type::none;
 }
@@ -132,7 +142,7 @@ boost::asio::awaitable<std::optional<stop_reason>> wait_for_gate(const detail::p
     Timer& t = *co_await timer_of(timer);
     watchable::subscription stop_sub, gate_sub;
     const auto limit = pd.stop_.deadline();
-    t.expires_at(limit ? start + std::chrono::duration_cast<typename clock::duration>(*limit) : clock::time_point::max());
+    t.expires_at(limit ? saturating_deadline(start, *limit) : clock::time_point::max());
     wake_timer_on(pd.stop_when_.get(), stop_sub, t);
     wake_timer_on(pd.attempt_when_.get(), gate_sub, t);
     while (!pd.attempt_when_->value()) {
@@ -385,8 +395,7 @@ private:
         if (stop_requested()) return finish(self, stop_reason::condition);
         if (pd.attempt_when_ && !pd.attempt_when_->value()) {
             const auto limit = pd.stop_.deadline();
-            d.timer.expires_at(limit ? d.start + std::chrono::duration_cast<typename clock::duration>(*limit)
-                                     : clock::time_point::max());
+            d.timer.expires_at(limit ? detail::saturating_deadline(d.start, *limit) : clock::time_point::max());
             return wait_for_gate(self);
         }
         d.ctx = d.state.begin_attempt(d.elapsed);

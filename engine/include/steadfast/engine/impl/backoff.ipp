@@ -126,20 +126,30 @@ nanoseconds backoff::base_delay(std::uint32_t n, nanoseconds previous) const {
 }
 
 nanoseconds backoff::delay(std::uint32_t n, nanoseconds previous, const std::function<std::uint64_t()>& draw) const {
+    return delay(n, previous, draw, cap_);
+}
+
+nanoseconds backoff::delay(std::uint32_t n, nanoseconds previous, const std::function<std::uint64_t()>& draw,
+                           nanoseconds max_base) const {
+    // The base is clamped before jitter: clamping after would put most delays
+    // exactly on the cap, and clients would retry in step again.
+    const nanoseconds cap = std::min(cap_, max_base);
+    auto base = [&] { return std::min(cap, base_delay(n, previous)); };
     switch (jitter_) {
-        case jitter::none: return base_delay(n, previous);
-        case jitter::full: return random_between(nanoseconds(0), base_delay(n, previous), draw());
+        case jitter::none: return base();
+        case jitter::full: return random_between(nanoseconds(0), base(), draw());
         case jitter::equal: {
-            const nanoseconds half = base_delay(n, previous) / 2;
+            const nanoseconds half = base() / 2;
             return half + random_between(nanoseconds(0), half, draw());
         }
         case jitter::decorrelated: {
-            const nanoseconds prev = n <= 1 ? first_ : previous;
+            const nanoseconds lo = std::min(first_, cap);
+            const nanoseconds prev = n <= 1 ? lo : std::min(previous, cap);
             const nanoseconds hi = prev > nanoseconds::max() / 3 ? nanoseconds::max() : prev * 3;
-            return std::min(cap_, random_between(first_, std::max(first_, hi), draw()));
+            return std::min(cap, random_between(lo, std::max(lo, hi), draw()));
         }
     }
-    return base_delay(n, previous);
+    return base();
 }
 
 nanoseconds parse_duration(std::string_view text) {

@@ -36,13 +36,19 @@ const std::shared_ptr<const detail::policy_data>& default_policy_data() {
     return d;
 }
 
-// One random_device read per process; each operation then gets its own stream.
+// One random_device read per process; each operation then gets its own
+// stream. The counter is mixed (splitmix64's finaliser) before use: seeds one
+// golden-ratio step apart would give streams that are the same sequence
+// shifted by one draw, since draw() advances its state by that same step.
 std::uint64_t fresh_seed() noexcept {
     static std::atomic<std::uint64_t> counter{[] {
         std::random_device rd;
         return (std::uint64_t{rd()} << 32) ^ rd();
     }()};
-    return counter.fetch_add(0x9e3779b97f4a7c15ull, std::memory_order_relaxed);
+    std::uint64_t z = counter.fetch_add(1, std::memory_order_relaxed);
+    z = (z ^ (z >> 33)) * 0xff51afd7ed558ccdull;
+    z = (z ^ (z >> 33)) * 0xc4ceb9fe1a85ec53ull;
+    return z ^ (z >> 33);
 }
 
 void require(bool ok, const std::string& what) {
@@ -138,7 +144,7 @@ decision retry_state::on_outcome(const classification& c, nanoseconds elapsed) {
     const nanoseconds cap = p_->max_delay_.value_or(p_->backoff_.cap());
     decision d{decision::action::retry, stop_reason::success, {}, c.delay_hint.has_value()};
     d.delay = std::min(cap, c.delay_hint ? std::max(nanoseconds(0), *c.delay_hint)
-                                         : p_->backoff_.delay(attempts_, previous_, [this] { return draw(); }));
+                                         : p_->backoff_.delay(attempts_, previous_, [this] { return draw(); }, cap));
     if (auto r = p_->stop_.check(attempts_, elapsed, d.delay)) return stop_with(*r);
     if (p_->budget_) {
         const auto& o = p_->budget_->settings();
