@@ -96,6 +96,24 @@ BOOST_AUTO_TEST_CASE(an_unbounded_deadline_behind_a_closed_gate_waits) {
     }
 }
 
+// Issue 9, finding 13: a gate that opens just as the deadline passes must
+// not start an attempt with a zero timeout.
+BOOST_AUTO_TEST_CASE(no_attempt_with_a_zero_timeout_at_the_deadline) {
+    virtual_time vt;
+    auto timeouts = std::make_shared<std::vector<std::int64_t>>();
+    auto send = [](const attempt_context&) -> asio::awaitable<error_code> { co_return error_code{}; };
+    std::shared_ptr<flag> gate;
+    auto policy = retry_policy{}.with_stop(stop::max_elapsed(10s)).with_hooks(
+        {.before_attempt = [timeouts](const attempt_context& c) { timeouts->push_back(c.timeout ? c.timeout->count() : -1); }});
+    auto results = run_both(policy, send, [&](asio::io_context& ioc) {
+        gate = make_flag(ioc.get_executor(), "gate", false);
+        flip_at(ioc, gate, 10s, true);  // the same instant as the deadline
+        policy = policy.with_attempt_when(gate);
+    });
+    for (auto& r : results) BOOST_TEST((r.reason() == stop_reason::deadline), "stopped with " << to_string(r.reason()));
+    for (auto t : *timeouts) BOOST_TEST(t != 0, "an attempt started with a zero timeout");
+}
+
 BOOST_AUTO_TEST_CASE(sleep_ends_early_when_the_gate_opens) {
     virtual_time vt;
     std::shared_ptr<flag> online;

@@ -123,6 +123,9 @@ class retry_state {
 public:
     explicit retry_state(const retry_policy& p);
 
+    /// Whether no attempt may start at `elapsed`: the stop condition's
+    /// deadline has been reached (an attempt would get a zero timeout).
+    bool out_of_time(nanoseconds elapsed) const;
     /// Called when attempt number attempts()+1 starts, `elapsed` since the start.
     attempt_context begin_attempt(nanoseconds elapsed);
     /// Called with the attempt's classification, `elapsed` since the start.

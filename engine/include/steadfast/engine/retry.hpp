@@ -271,6 +271,10 @@ boost::asio::awaitable<retry_result_for<Attempt>> retry(retry_policy policy, Att
             }
         }
 
+        if (state.out_of_time(elapsed)) {
+            res.summary_.reason = stop_reason::deadline;
+            break;
+        }
         const attempt_context ctx = state.begin_attempt(elapsed);
         if (pd.hooks_.before_attempt) pd.hooks_.before_attempt(ctx);
 
@@ -398,6 +402,7 @@ private:
             d.timer.expires_at(limit ? detail::saturating_deadline(d.start, *limit) : clock::time_point::max());
             return wait_for_gate(self);
         }
+        if (d.state.out_of_time(d.elapsed)) return finish(self, stop_reason::deadline);
         d.ctx = d.state.begin_attempt(d.elapsed);
         if (pd.hooks_.before_attempt) pd.hooks_.before_attempt(d.ctx);
         d.at = phase::attempting;

@@ -121,6 +121,11 @@ std::uint64_t retry_state::draw() {
     return z ^ (z >> 31);
 }
 
+bool retry_state::out_of_time(nanoseconds elapsed) const {
+    const auto limit = p_->stop_.deadline();
+    return limit && elapsed >= *limit && (attempts_ > 0 || *limit > nanoseconds(0));
+}
+
 attempt_context retry_state::begin_attempt(nanoseconds elapsed) {
     attempt_context ctx;
     ctx.number = ++attempts_;
