@@ -63,6 +63,19 @@ dir_lock::~dir_lock() {
 void dir_lock::acquire(const std::string& dir) { fd_ = lock_directory(dir); }
 
 namespace {
+// A connection to `path` with `flags`, waiting up to 5 s on a busy database,
+// or db_error naming the file.
+sqlite3* open_connection(const std::string& path, int flags) {
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+        std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
+        sqlite3_close(db);
+        throw db_error("cannot open \"" + path + "\": " + msg);
+    }
+    sqlite3_busy_timeout(db, 5000);
+    return db;
+}
+
 int lock_directory(const std::string& dir) {
     const std::string path = (std::filesystem::path(dir) / "LOCK").string();
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -95,13 +108,7 @@ database::database(const std::string& dir, const std::string& name, const std::s
     if (ro) {
         path_ = (fs::path(dir) / name).string();
         if (!fs::exists(path_, ec)) throw db_error("no database at \"" + path_ + "\"");
-        if (sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
-            std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
-            sqlite3_close(db_);
-            db_ = nullptr;
-            throw db_error("cannot open \"" + path_ + "\": " + msg);
-        }
-        sqlite3_busy_timeout(db_, 5000);
+        db_ = open_connection(path_, SQLITE_OPEN_READONLY);
         try {
             statement app(db_, "SELECT value FROM meta WHERE key='application'");
             if (!app.step() || app.column_text(0) != application)
@@ -130,14 +137,7 @@ database::database(const std::string& dir, const std::string& name, const std::s
         if (probe.gcount() != 0 && std::memcmp(magic, "SQLite format 3", 16) != 0)
             throw db_error("\"" + path_ + "\" is not a SQLite database; refusing to replace it");
     }
-    if (sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr) !=
-        SQLITE_OK) {
-        std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
-        sqlite3_close(db_);
-        db_ = nullptr;
-        throw db_error("cannot open \"" + path_ + "\": " + msg);
-    }
-    sqlite3_busy_timeout(db_, 5000);
+    db_ = open_connection(path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     try {
         exec("PRAGMA journal_mode=WAL");
         exec(sync == sync_mode::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=OFF");
@@ -161,10 +161,6 @@ database::database(const std::string& dir, const std::string& name, const std::s
             put.bind(1, application);
             put.step();
         }
-    } catch (const db_error& e) {
-        sqlite3_close(db_);
-        db_ = nullptr;
-        throw;
     } catch (...) {
         sqlite3_close(db_);
         db_ = nullptr;

@@ -139,6 +139,12 @@ http::request node::make_request(const std::string& stream, const std::vector<pe
     return req;
 }
 
+// A read of the outbox failed: say so, and pause before the processor tries again.
+asio::awaitable<void> node::outbox_failed(const std::string& stream, const std::string& error) {
+    app::log(level::error, "outbox_read_failed", {{"stream", stream}, {"error", error}});
+    co_await wait(std::chrono::steady_clock::now() + storage_pause, stop_.get().get(), true);
+}
+
 namespace {
 struct loaded {
     std::uint64_t acked = 0;
@@ -172,17 +178,16 @@ asio::awaitable<void> node::deliver(std::string stream) {
             st.wake->clear();
             const std::size_t ahead = std::max<std::size_t>(o_.batch_max, 1000);
             const bool read_position = st.acked == UINT64_MAX;
-            auto read = [this, &stream, &st, ahead, read_position](app::database&, bool&) {
+            auto read = [this, &stream, from = st.acked, ahead, read_position](app::database&, bool&) {
                 loaded l;
-                l.acked = read_position ? out_.position(stream).acked_seq : st.acked;
+                l.acked = read_position ? out_.position(stream).acked_seq : from;
                 l.batch = out_.pending(stream, l.acked, ahead, std::max<std::size_t>(o_.batch_bytes, 4 << 20));
                 l.sched = out_.get_schedule(stream);
                 return l;
             };
             auto got = co_await worker_.run<loaded>(ioc_.get_executor(), std::move(read));
             if (auto* e = std::get_if<std::string>(&got)) {
-                app::log(level::error, "outbox_read_failed", {{"stream", stream}, {"error", *e}});
-                co_await wait(std::chrono::steady_clock::now() + storage_pause, stop_.get().get(), true);
+                co_await outbox_failed(stream, *e);
                 continue;
             }
             auto& l = std::get<loaded>(got);
@@ -263,8 +268,7 @@ asio::awaitable<void> node::deliver(std::string stream) {
             };
             auto got = co_await worker_.run<rewind_facts>(ioc_.get_executor(), std::move(facts));
             if (auto* e = std::get_if<std::string>(&got)) {
-                app::log(level::error, "outbox_read_failed", {{"stream", stream}, {"error", *e}});
-                co_await wait(std::chrono::steady_clock::now() + storage_pause, stop_.get().get(), true);
+                co_await outbox_failed(stream, *e);
                 continue;
             }
             const auto& f = std::get<rewind_facts>(got);

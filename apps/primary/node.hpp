@@ -108,6 +108,7 @@ private:
     boost::asio::awaitable<void> deliver(std::string stream);
     boost::asio::awaitable<void> wait(std::chrono::steady_clock::time_point deadline, condition* a, bool va,
                                       condition* b = nullptr, bool vb = false);
+    boost::asio::awaitable<void> outbox_failed(const std::string& stream, const std::string& error);
     http::request make_request(const std::string& stream, const std::vector<pending_message>& batch) const;
     void acknowledge(const std::string& stream, stream_state& st, std::uint64_t upto);
     void schedule_trim(const std::string& stream);
