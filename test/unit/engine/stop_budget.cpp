@@ -86,7 +86,18 @@ BOOST_AUTO_TEST_SUITE(engine_retry_state)
 
 namespace {
 const classification fail = classification::retryable(boost::asio::error::connection_refused);
+
+// The delays one operation of `p` chooses for `n` failed attempts in a row (ns).
+std::vector<std::int64_t> delay_sequence(const retry_policy& p, int n) {
+    steadfast::retry_state st(p);
+    std::vector<std::int64_t> out;
+    for (int i = 0; i < n; ++i) {
+        st.begin_attempt(0s);
+        out.push_back(st.on_outcome(fail, 0s).delay.count());
+    }
+    return out;
 }
+}  // namespace
 
 BOOST_AUTO_TEST_CASE(retry_then_attempts_exhausted) {
     auto p = retry_policy{}.with_backoff(backoff::exponential(1s, 2.0, 30s)).with_stop(stop::max_attempts(3));
@@ -124,15 +135,13 @@ BOOST_AUTO_TEST_CASE(max_delay_clamps_before_jitter) {
                  .with_max_delay(2s)
                  .with_stop(stop::never())
                  .with_seed(42);
-    steadfast::retry_state st(p);
+    const auto delays = delay_sequence(p, 190);
     int at_cap = 0, total = 0;
-    for (int i = 0; i < 190; ++i) {
-        st.begin_attempt(0s);
-        auto d = st.on_outcome(fail, 0s);
-        BOOST_TEST(d.delay.count() <= nanoseconds(2s).count());
+    for (std::size_t i = 0; i < delays.size(); ++i) {
+        BOOST_TEST(delays[i] <= nanoseconds(2s).count());
         if (i >= 1) {  // from the second retry on, the base is above the max delay
             ++total;
-            if (d.delay == nanoseconds(2s)) ++at_cap;
+            if (delays[i] == nanoseconds(2s).count()) ++at_cap;
         }
     }
     BOOST_TEST(at_cap <= 2, at_cap << " of " << total << " delays exactly on the cap");
@@ -142,16 +151,7 @@ BOOST_AUTO_TEST_CASE(max_delay_clamps_before_jitter) {
 // unrelated jitter, not the same sequence shifted by one draw.
 BOOST_AUTO_TEST_CASE(operations_draw_unrelated_jitter) {
     auto p = retry_policy{}.with_backoff(backoff::fixed(1s).with_jitter(jitter::full)).with_stop(stop::never());
-    auto delays = [&] {
-        steadfast::retry_state st(p);
-        std::vector<std::int64_t> out;
-        for (int i = 0; i < 20; ++i) {
-            st.begin_attempt(0s);
-            out.push_back(st.on_outcome(fail, 0s).delay.count());
-        }
-        return out;
-    };
-    const auto a = delays(), b = delays();
+    const auto a = delay_sequence(p, 20), b = delay_sequence(p, 20);
     int shifted = 0, same = 0;
     for (std::size_t i = 0; i + 1 < a.size(); ++i) {
         if (a[i + 1] == b[i]) ++shifted;
@@ -228,15 +228,7 @@ BOOST_AUTO_TEST_CASE(budget_is_charged_and_refunded) {
 BOOST_AUTO_TEST_CASE(seeded_jitter_is_reproducible) {
     auto p = retry_policy{}.with_backoff(backoff::exponential(100ms, 2.0, 10s).with_jitter(jitter::full))
                  .with_stop(stop::never()).with_seed(42);
-    auto sequence = [&](const retry_policy& pol) {
-        steadfast::retry_state st(pol);
-        std::vector<std::int64_t> v;
-        for (int i = 0; i < 8; ++i) {
-            st.begin_attempt(0s);
-            v.push_back(st.on_outcome(fail, 0s).delay.count());
-        }
-        return v;
-    };
+    auto sequence = [](const retry_policy& pol) { return delay_sequence(pol, 8); };
     BOOST_TEST(sequence(p) == sequence(p), boost::test_tools::per_element());
     BOOST_TEST((sequence(p) != sequence(p.with_seed(43))));
     std::uint64_t n = 0;
