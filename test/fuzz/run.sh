@@ -2,27 +2,32 @@
 # Builds the libFuzzer targets with clang (ASan + UBSan) and runs each for
 # SECONDS (default 60) from the committed seed corpus. Exits non-zero on a crash.
 #   bash test/fuzz/run.sh 20
+#   bash test/fuzz/run.sh 20 build/asan   # a tree already configured with
+#                                         # STEADFAST_FUZZ=ON and clang (CI's)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds="${1:-60}"
+tree="${2:-build/fuzz}"
 bash .ci/setup --fuzz
-CC=clang CXX=clang++ cmake -S . -B build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTEADFAST_FUZZ=ON \
-  -DSTEADFAST_BUILD_TESTS=OFF -DSTEADFAST_BUILD_APPS=OFF "-DSTEADFAST_SANITIZE=address,undefined" >/dev/null
-cmake --build build/fuzz -j "$(nproc)" --target fuzz_envelope fuzz_request
+if [ -z "${2:-}" ]; then
+  CC=clang CXX=clang++ cmake -S . -B "$tree" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTEADFAST_FUZZ=ON \
+    -DSTEADFAST_BUILD_TESTS=OFF -DSTEADFAST_BUILD_APPS=OFF "-DSTEADFAST_SANITIZE=address,undefined" >/dev/null
+fi
+cmake --build "$tree" -j "$(nproc)" --target fuzz_envelope fuzz_request
 status=0
 for target in envelope request; do
-  work="build/fuzz/corpus-$target"
-  artifacts="build/fuzz/artifacts-$target/"
+  work="$tree/corpus-$target"
+  artifacts="$tree/artifacts-$target/"
   mkdir -p "$work" "$artifacts"
   echo "== fuzz_$target for ${seconds}s"
   rc=0
-  ./build/fuzz/test/fuzz/fuzz_$target "$work" "test/fuzz/corpus/$target" -artifact_prefix="$artifacts" \
+  ./$tree/test/fuzz/fuzz_$target "$work" "test/fuzz/corpus/$target" -artifact_prefix="$artifacts" \
     -max_total_time="$seconds" -timeout=5 -rss_limit_mb=2048 -max_len=70000 -print_final_stats=1 \
-    > "build/fuzz/fuzz_$target.log" 2>&1 || rc=$?
-  grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "build/fuzz/fuzz_$target.log" || true
+    > "$tree/fuzz_$target.log" 2>&1 || rc=$?
+  grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$tree/fuzz_$target.log" || true
   if [ "$rc" -ne 0 ]; then
     echo "fuzz_$target FAILED (exit $rc); the input is in $artifacts:"
-    grep -E "ERROR|SUMMARY|Test unit written|==[0-9]+==" "build/fuzz/fuzz_$target.log" | head -20
+    grep -E "ERROR|SUMMARY|Test unit written|==[0-9]+==" "$tree/fuzz_$target.log" | head -20
     status=1
   fi
 done
