@@ -22,6 +22,12 @@ public:
     enum class op { not_, and_, or_ };
     derived_condition(op o, condition_ptr a, condition_ptr b);
 
+    /// Computed from the inputs at each read, never from a stored copy: while
+    /// one input's change is being delivered, a derived condition that has not
+    /// been told yet still reads right (`a && !a` is never true, not even for
+    /// the subscribers notified first).
+    bool value() const override { return compute(); }
+
 private:
     bool compute() const;
     op op_;

@@ -52,13 +52,16 @@ public:
     /// Cancellation: terminal, partial and total (the wait is simply dropped).
     /// Call on the condition's executor. Many waiters are cheap: one small
     /// allocation each, O(1) to add and remove.
+    /// The operation holds a reference to the condition from this call on, so
+    /// a deferred wait launched later is safe (the condition must be owned by
+    /// a std::shared_ptr, as make_flag and the other make_* functions do).
     template <class CompletionToken = boost::asio::default_completion_token_t<executor_type>>
     auto async_wait_until(bool want, CompletionToken&& token = {}) {
-        // Raw `this` in the initiation (start_wait takes its own reference):
+        // The reference travels as an initiation argument, not as a capture:
         // g++ 12 miscompiles non-trivial captures of an initiation that
         // use_awaitable moves into its by-value coroutine parameter.
-        return boost::asio::async_initiate<CompletionToken, void(error_code)>(
-            [this, want](auto handler) { start_wait(want, std::move(handler)); }, token);
+        return boost::asio::async_initiate<CompletionToken, void(error_code)>(initiate_wait{}, token,
+                                                                             shared_from_this(), want);
     }
 
 protected:
@@ -72,6 +75,13 @@ protected:
 
 private:
     friend class detail::condition_service;
+
+    struct initiate_wait {
+        template <class Handler>
+        void operator()(Handler&& handler, const std::shared_ptr<condition>& self, bool want) const {
+            self->start_wait(want, std::forward<Handler>(handler));
+        }
+    };
 
     // Pending waits form an intrusive list, so that shutting the execution
     // context down can destroy them (and the coroutines they would resume).

@@ -6,6 +6,8 @@
 
 #include <boost/asio/steady_timer.hpp>
 
+#include <cstdint>
+
 namespace steadfast {
 
 template <class Timer = boost::asio::steady_timer>
@@ -19,14 +21,19 @@ public:
     /// Arms the timer; make_deadline() calls it. Call on the condition's executor.
     void start() {
         if (value()) return;
-        timer_.async_wait([weak = weak_from_this()](error_code ec) {
+        // A wait that had already completed when the deadline moved cannot be
+        // cancelled any more: its generation tells it that it is stale.
+        timer_.async_wait([weak = weak_from_this(), gen = generation_](error_code ec) {
             if (ec) return;  // moved or destroyed
-            if (auto self = std::static_pointer_cast<deadline_condition>(weak.lock())) self->assign(true);
+            auto self = std::static_pointer_cast<deadline_condition>(weak.lock());
+            if (self && gen == self->generation_) self->assign(true);
         });
     }
 
-    /// Moves the deadline (a later one turns the condition false again).
+    /// Moves the deadline (a later one turns the condition false again, and
+    /// the old deadline no longer turns it true).
     void expires_at(time_point at) {
+        ++generation_;
         timer_.expires_at(at);
         assign(Timer::clock_type::now() >= at);
         start();
@@ -35,6 +42,7 @@ public:
 
 private:
     Timer timer_;
+    std::uint64_t generation_ = 0;
 };
 
 template <class Timer = boost::asio::steady_timer>

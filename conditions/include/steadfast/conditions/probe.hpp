@@ -50,34 +50,51 @@ public:
             throw std::invalid_argument("steadfast::probe_condition: failures_to_offline must be at least 1");
     }
 
+    /// Stops probing: a probe nobody holds any more does not go on checking.
+    ~probe_condition() override { stop(); }
+
     /// Starts probing (the first check runs at once). Call on the executor.
+    /// Probing holds the probe only during a check: once its last owner lets
+    /// go, it ends (at once when waiting, or after the check in flight).
     void start() {
         if (running_) return;
         running_ = true;
-        boost::asio::co_spawn(get_executor(), loop(std::static_pointer_cast<probe_condition>(shared_from_this())),
-                              boost::asio::bind_cancellation_slot(stop_.slot(), [](std::exception_ptr) {}));
+        // The signal is shared with the loop: the probe may be destroyed first.
+        stop_ = std::make_shared<boost::asio::cancellation_signal>();
+        boost::asio::co_spawn(
+            get_executor(), loop(std::static_pointer_cast<probe_condition>(shared_from_this()), stop_),
+            boost::asio::bind_cancellation_slot(stop_->slot(), [keep = stop_](std::exception_ptr) {}));
     }
     /// Stops probing; the value stays as it was.
     void stop() {
-        if (running_) stop_.emit(boost::asio::cancellation_type::terminal);
+        if (running_ && stop_) stop_->emit(boost::asio::cancellation_type::terminal);
     }
 
     std::uint64_t checks() const noexcept { return checks_; }
     std::uint32_t consecutive_failures() const noexcept { return failures_; }
 
 private:
-    static boost::asio::awaitable<void> loop(std::shared_ptr<probe_condition> self) {
+    static boost::asio::awaitable<void> loop(std::shared_ptr<probe_condition> strong,
+                                             std::shared_ptr<boost::asio::cancellation_signal>) {
         namespace asio = boost::asio;
+        // Between checks only a weak reference: the probe's owners decide how long it lives.
+        const std::weak_ptr<probe_condition> weak = strong;
         // One attempt with a timeout, through the engine: the check is cancelled
         // when it overruns, and a throw is a failure like any other.
-        const auto once = retry_policy{}.with_stop(stop::max_attempts(1)).with_attempt_timeout(self->opts_.check_timeout);
+        const auto once = retry_policy{}.with_stop(stop::max_attempts(1)).with_attempt_timeout(strong->opts_.check_timeout);
+        strong.reset();
         Timer timer(co_await asio::this_coro::executor);
         nanoseconds previous{};
         const auto cs = co_await asio::this_coro::cancellation_state;
-        while (cs.cancelled() == asio::cancellation_type::none) {
+        auto stopped = [&cs] { return cs.cancelled() != asio::cancellation_type::none; };
+        while (!stopped()) {
+            auto self = weak.lock();
+            if (!self) co_return;
             auto r = co_await steadfast::retry<Timer>(once, [&self](const attempt_context&) { return self->check_(); });
             ++self->checks_;
-            if (r.reason() == stop_reason::cancelled) break;
+            // Only the probe's own stop ends it: a check that failed with
+            // operation_aborted (its own I/O cancelled) is a failed check.
+            if (stopped()) break;
             const bool healthy = r.ok() && r.value();
             nanoseconds delay = self->opts_.interval;
             if (healthy) {
@@ -90,15 +107,17 @@ private:
                 previous = delay;
             }
             timer.expires_after(std::chrono::duration_cast<typename Timer::duration>(delay));
+            self.reset();  // the last owner may let go while this waits: ~probe_condition stops the wait
+            if (weak.expired()) co_return;
             auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
             if (ec) break;
         }
-        self->running_ = false;
+        if (auto self = weak.lock()) self->running_ = false;
     }
 
     check_fn check_;
     probe_options opts_;
-    boost::asio::cancellation_signal stop_;
+    std::shared_ptr<boost::asio::cancellation_signal> stop_;
     bool running_ = false;
     std::uint64_t checks_ = 0;
     std::uint32_t failures_ = 0;

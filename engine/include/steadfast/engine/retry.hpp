@@ -18,7 +18,9 @@
 #include <boost/asio/compose.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/deferred.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -73,9 +75,12 @@ struct attempt_outcome {
     std::exception_ptr error;
 };
 
-// Runs one attempt and turns a thrown exception into a value.
+// Runs one attempt and turns a thrown exception into a value. It runs in a
+// coroutine of its own (co_spawn), whose cancellation filter would let only
+// terminal cancellation through: partial and total reach the attempt too.
 template <class Raw, class Fn>
 boost::asio::awaitable<attempt_outcome<stored_t<Raw>>> guarded_attempt(Fn& fn, attempt_context ctx) {
+    co_await boost::asio::this_coro::reset_cancellation_state(boost::asio::enable_total_cancellation());
     attempt_outcome<stored_t<Raw>> out;
     try {
         if constexpr (std::is_void_v<Raw>) {
@@ -115,12 +120,23 @@ namespace detail {
 // The rare paths live in coroutines of their own, so their locals are not in
 // the frame of every pending retry (g++ 12 does not overlap frame slots).
 
-// Wakes `t` (cancels its wait) when `w` turns to `on`.
-inline void wake_timer_on(watchable* w, watchable::subscription& sub, auto& t, bool on = true) {
+// Wakes `t` (cancels its wait) when `w` turns to `on`, and records that it did
+// in `*fired`: a stop-when condition that is true only briefly (set, then
+// cleared before the woken step runs) still stops the retry.
+inline void wake_timer_on(watchable* w, watchable::subscription& sub, auto& t, bool on = true,
+                          bool* fired = nullptr) {
     if (w)
-        w->subscribe(sub, [&t, on](bool v) {
-            if (v == on) t.cancel();
+        w->subscribe(sub, [&t, on, fired](bool v) {
+            if (v != on) return;
+            if (fired) *fired = true;
+            t.cancel();
         });
+}
+
+// Whether the retry must stop for its stop-when condition: it holds now, or
+// it turned true during the last wait or attempt.
+inline bool stop_requested(const detail::policy_data& pd, bool fired) {
+    return pd.stop_when_ && (fired || pd.stop_when_->value());
 }
 
 // The helpers below make the retry's timer on first use, in their own frames.
@@ -135,7 +151,7 @@ boost::asio::awaitable<Timer*> timer_of(std::optional<Timer>& t) {
 template <class Timer>
 boost::asio::awaitable<std::optional<stop_reason>> wait_for_gate(const detail::policy_data& pd,
                                                                    std::optional<Timer>& timer,
-                                                                   typename Timer::time_point start) {
+                                                                   typename Timer::time_point start, bool& stop_fired) {
     namespace asio = boost::asio;
     using clock = typename Timer::clock_type;
     const auto cs = co_await asio::this_coro::cancellation_state;
@@ -143,12 +159,12 @@ boost::asio::awaitable<std::optional<stop_reason>> wait_for_gate(const detail::p
     watchable::subscription stop_sub, gate_sub;
     const auto limit = pd.stop_.deadline();
     t.expires_at(limit ? saturating_deadline(start, *limit) : clock::time_point::max());
-    wake_timer_on(pd.stop_when_.get(), stop_sub, t);
+    wake_timer_on(pd.stop_when_.get(), stop_sub, t, true, &stop_fired);
     wake_timer_on(pd.attempt_when_.get(), gate_sub, t);
     while (!pd.attempt_when_->value()) {
         auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
         if (is_cancelled(cs)) co_return stop_reason::cancelled;
-        if (pd.stop_when_ && pd.stop_when_->value()) co_return stop_reason::condition;
+        if (stop_requested(pd, stop_fired)) co_return stop_reason::condition;
         if (!ec) co_return stop_reason::deadline;
     }
     co_return std::nullopt;
@@ -159,7 +175,8 @@ boost::asio::awaitable<std::optional<stop_reason>> wait_for_gate(const detail::p
 // Returns whether the timeout fired first.
 template <class Raw, class Timer, class Fn>
 boost::asio::awaitable<bool> race_attempt(const detail::policy_data& pd, std::optional<Timer>& timer, Fn& fn,
-                                          attempt_context ctx, attempt_outcome<stored_t<Raw>>& out) {
+                                          attempt_context ctx, attempt_outcome<stored_t<Raw>>& out,
+                                          bool& stop_fired) {
     namespace asio = boost::asio;
     using clock = typename Timer::clock_type;
     Timer& t = *co_await timer_of(timer);
@@ -168,7 +185,7 @@ boost::asio::awaitable<bool> race_attempt(const detail::policy_data& pd, std::op
         t.expires_after(std::chrono::duration_cast<typename clock::duration>(*ctx.timeout));
     else
         t.expires_at(clock::time_point::max());
-    wake_timer_on(pd.stop_when_.get(), stop_sub, t);
+    wake_timer_on(pd.stop_when_.get(), stop_sub, t, true, &stop_fired);
     auto [order, spawn_error, outcome, timer_ec] =
         co_await asio::experimental::make_parallel_group(
             asio::co_spawn(co_await asio::this_coro::executor, guarded_attempt<Raw>(fn, ctx), asio::deferred),
@@ -183,7 +200,7 @@ boost::asio::awaitable<bool> race_attempt(const detail::policy_data& pd, std::op
 // turns true (the awaited resource is back: try at once).
 template <class Timer>
 boost::asio::awaitable<void> backoff_sleep(const detail::policy_data& pd, std::optional<Timer>& timer,
-                                           nanoseconds delay) {
+                                           nanoseconds delay, bool& stop_fired) {
     namespace asio = boost::asio;
     if (delay.count() == 0) {
         // Zero delay still yields, so a retry loop never starves the event loop.
@@ -193,7 +210,7 @@ boost::asio::awaitable<void> backoff_sleep(const detail::policy_data& pd, std::o
     Timer& t = *co_await timer_of(timer);
     watchable::subscription stop_sub, gate_sub;
     t.expires_after(std::chrono::duration_cast<typename Timer::clock_type::duration>(delay));
-    wake_timer_on(pd.stop_when_.get(), stop_sub, t);
+    wake_timer_on(pd.stop_when_.get(), stop_sub, t, true, &stop_fired);
     wake_timer_on(pd.attempt_when_.get(), gate_sub, t);
     auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
     (void)ec;  // expired or woken: the caller looks at the state either way
@@ -204,7 +221,7 @@ boost::asio::awaitable<void> backoff_sleep(const detail::policy_data& pd, std::o
 template <class R, class Classifier>
 decision after_attempt(const detail::policy_data& pd, retry_state& state, retry_result<R>& res,
                        const Classifier& classify, attempt_outcome<R>& out, bool timed_out, bool cancelled,
-                       const attempt_context& ctx, nanoseconds elapsed) {
+                       bool stop_fired, const attempt_context& ctx, nanoseconds elapsed) {
     classification c;
     if (out.error) c = pd.exception_classifier_ ? pd.exception_classifier_(out.error) : classify_exception(out.error);
     else if (out.value) c = classify(*out.value);
@@ -217,7 +234,7 @@ decision after_attempt(const detail::policy_data& pd, retry_state& state, retry_
     // A stop-when condition that cut the attempt short (or holds now) is the
     // reason, unless the caller cancelled.
     decision d;
-    if (!cancelled && c.kind != verdict::success && pd.stop_when_ && pd.stop_when_->value())
+    if (!cancelled && c.kind != verdict::success && stop_requested(pd, stop_fired))
         d = decision{decision::action::stop, stop_reason::condition, {}, false};
     else
         d = state.on_outcome(c, elapsed);
@@ -252,18 +269,19 @@ boost::asio::awaitable<retry_result_for<Attempt>> retry(retry_policy policy, Att
     retry_state state(policy);
     retry_result<R> res;
     std::optional<Timer> timer;  // made on the first wait: an instant success needs none
+    bool stop_fired = false;     // stop-when turned true during a wait or an attempt
 
     for (;;) {
         if (detail::is_cancelled(cs)) {
             res.summary_.reason = stop_reason::cancelled;
             break;
         }
-        if (pd.stop_when_ && pd.stop_when_->value()) {
+        if (detail::stop_requested(pd, stop_fired)) {
             res.summary_.reason = stop_reason::condition;
             break;
         }
         if (pd.attempt_when_ && !pd.attempt_when_->value()) {
-            const auto why = co_await detail::wait_for_gate(pd, timer, start);
+            const auto why = co_await detail::wait_for_gate(pd, timer, start, stop_fired);
             elapsed = duration_cast<nanoseconds>(clock::now() - start);
             if (why) {
                 res.summary_.reason = *why;
@@ -281,7 +299,7 @@ boost::asio::awaitable<retry_result_for<Attempt>> retry(retry_policy policy, Att
         detail::attempt_outcome<R> out;
         bool timed_out = false;
         if (ctx.timeout || pd.stop_when_) {
-            timed_out = co_await detail::race_attempt<raw_t>(pd, timer, parts::fn(attempt), ctx, out);
+            timed_out = co_await detail::race_attempt<raw_t>(pd, timer, parts::fn(attempt), ctx, out, stop_fired);
         } else {
             // The fast path: the attempt runs inline in this frame.
             try {
@@ -298,12 +316,12 @@ boost::asio::awaitable<retry_result_for<Attempt>> retry(retry_policy policy, Att
         elapsed = duration_cast<nanoseconds>(clock::now() - start);
 
         const decision d = detail::after_attempt(pd, state, res, parts::classifier(attempt), out, timed_out,
-                                                 detail::is_cancelled(cs), ctx, elapsed);
+                                                 detail::is_cancelled(cs), stop_fired, ctx, elapsed);
         if (d.what == decision::action::stop) {
             res.summary_.reason = d.reason;
             break;
         }
-        co_await detail::backoff_sleep(pd, timer, d.delay);
+        co_await detail::backoff_sleep(pd, timer, d.delay, stop_fired);
         elapsed = duration_cast<nanoseconds>(clock::now() - start);
     }
 
@@ -318,13 +336,19 @@ namespace detail {
 // async_retry as a composed operation: between attempts only this state and
 // the timer's wait exist (no coroutine frame), so many pending retries stay
 // small. Each attempt runs in a coroutine spawned for its duration.
+//
+// Asio's rules for a composed operation: the first step is posted to `ex`, so
+// the operation never completes inside its initiating function (a loop of
+// retries that stop at once does not grow the stack); every intermediate step
+// is bound to `ex` (a strand stays a strand whatever the handler is bound
+// to); the completion is dispatched to the handler's associated executor.
 template <class Timer, class Attempt>
 class retry_op {
     using parts = attempt_parts<Attempt>;
     using raw_t = attempt_raw_t<Attempt>;
     using R = stored_t<raw_t>;
     using clock = typename Timer::clock_type;
-    enum class phase : unsigned char { starting, gate, attempting, sleeping, yielding };
+    enum class phase : unsigned char { starting, started, gate, attempting, sleeping, yielding, completing };
 
     struct data {
         data(const boost::asio::any_io_executor& ex, retry_policy p, Attempt a)
@@ -339,6 +363,7 @@ class retry_op {
         attempt_context ctx;
         watchable::subscription stop_sub, gate_sub;
         phase at = phase::starting;
+        bool stop_fired = false;  // stop-when turned true during a wait or an attempt
     };
     std::unique_ptr<data> d_;
 
@@ -347,12 +372,20 @@ public:
         : d_(std::make_unique<data>(ex, std::move(p), std::move(a))) {}
 
     template <class Self>
-    void operator()(Self& self) {  // start, or resumed after a zero-delay yield
-        if (d_->at == phase::starting) {
-            self.reset_cancellation_state(boost::asio::enable_total_cancellation());
-            d_->start = clock::now();
+    void operator()(Self& self) {  // start; the first step; after a zero-delay yield; completing
+        switch (d_->at) {
+            case phase::starting:
+                self.reset_cancellation_state(boost::asio::enable_total_cancellation());
+                d_->start = clock::now();
+                d_->at = phase::started;
+                return boost::asio::post(on_ex(std::move(self)));
+            case phase::completing: {
+                auto res = std::move(d_->res);
+                d_.reset();
+                return self.complete(std::move(res));
+            }
+            default: return next(self);
         }
-        next(self);
     }
 
     template <class Self>
@@ -385,9 +418,11 @@ private:
     static bool cancelled(Self& self) {
         return self.get_cancellation_state().cancelled() != boost::asio::cancellation_type::none;
     }
-    bool stop_requested() const {
-        const auto& pd = d_->policy.data();
-        return pd.stop_when_ && pd.stop_when_->value();
+    bool stop_requested() const { return detail::stop_requested(d_->policy.data(), d_->stop_fired); }
+    // An intermediate step, bound to the operation's executor.
+    template <class Self>
+    auto on_ex(Self&& self) const {
+        return boost::asio::bind_executor(d_->timer.get_executor(), std::forward<Self>(self));
     }
     nanoseconds elapsed() const { return std::chrono::duration_cast<nanoseconds>(clock::now() - d_->start); }
 
@@ -408,14 +443,14 @@ private:
         d.at = phase::attempting;
         auto ex = d.timer.get_executor();
         auto attempt = boost::asio::co_spawn(ex, guarded_attempt<raw_t>(parts::fn(d.attempt), d.ctx), boost::asio::deferred);
-        if (!d.ctx.timeout && !pd.stop_when_) return std::move(attempt)(std::move(self));
+        if (!d.ctx.timeout && !pd.stop_when_) return std::move(attempt)(on_ex(std::move(self)));
         if (d.ctx.timeout)
             d.timer.expires_after(std::chrono::duration_cast<typename clock::duration>(*d.ctx.timeout));
         else
             d.timer.expires_at(clock::time_point::max());
-        wake_timer_on(pd.stop_when_.get(), d.stop_sub, d.timer);
+        wake_timer_on(pd.stop_when_.get(), d.stop_sub, d.timer, true, &d.stop_fired);
         boost::asio::experimental::make_parallel_group(std::move(attempt), d.timer.async_wait(boost::asio::deferred))
-            .async_wait(boost::asio::experimental::wait_for_one(), std::move(self));
+            .async_wait(boost::asio::experimental::wait_for_one(), on_ex(std::move(self)));
     }
 
     template <class Self>
@@ -423,9 +458,9 @@ private:
         data& d = *d_;
         const auto& pd = d.policy.data();
         d.at = phase::gate;
-        wake_timer_on(pd.stop_when_.get(), d.stop_sub, d.timer);
+        wake_timer_on(pd.stop_when_.get(), d.stop_sub, d.timer, true, &d.stop_fired);
         wake_timer_on(pd.attempt_when_.get(), d.gate_sub, d.timer);
-        d.timer.async_wait(std::move(self));
+        d.timer.async_wait(on_ex(std::move(self)));
     }
 
     template <class Self>
@@ -435,17 +470,17 @@ private:
         if (e) out.error = e;
         d.elapsed = elapsed();
         const decision dec = after_attempt(pd, d.state, d.res, parts::classifier(d.attempt), out, timed_out,
-                                           cancelled(self), d.ctx, d.elapsed);
+                                           cancelled(self), d.stop_fired, d.ctx, d.elapsed);
         if (dec.what == decision::action::stop) return finish(self, dec.reason);
         if (dec.delay.count() > 0) {
             d.at = phase::sleeping;
             d.timer.expires_after(std::chrono::duration_cast<typename clock::duration>(dec.delay));
-            wake_timer_on(pd.stop_when_.get(), d.stop_sub, d.timer);
+            wake_timer_on(pd.stop_when_.get(), d.stop_sub, d.timer, true, &d.stop_fired);
             wake_timer_on(pd.attempt_when_.get(), d.gate_sub, d.timer);
-            return d.timer.async_wait(std::move(self));
+            return d.timer.async_wait(on_ex(std::move(self)));
         }
         d.at = phase::yielding;  // zero delay still yields to the event loop
-        boost::asio::post(d.timer.get_executor(), std::move(self));
+        boost::asio::post(on_ex(std::move(self)));
     }
 
     template <class Self>
@@ -456,9 +491,12 @@ private:
         d.res.summary_.elapsed = d.elapsed;
         const auto& pd = d.policy.data();
         if (why != stop_reason::success && pd.hooks_.on_give_up) pd.hooks_.on_give_up(d.res.summary_);
-        auto res = std::move(d.res);
-        d_.reset();
-        self.complete(std::move(res));
+        d.stop_sub.reset();
+        d.gate_sub.reset();
+        // Steps run on `ex`; the handler runs on its own associated executor
+        // (at once when that is where this step runs).
+        d.at = phase::completing;
+        boost::asio::dispatch(std::move(self));
     }
 };
 
@@ -466,11 +504,14 @@ private:
 
 /// The same as a composed asynchronous operation taking any completion token.
 ///
-/// Completion signature: void(retry_result_for<Attempt>). Executor: `ex` (use
-/// a strand on a multi-threaded io_context); the completion handler runs on
-/// its associated executor. Cancellation: terminal, partial and total, through
-/// the token's associated cancellation slot. Between attempts the operation
-/// holds only its state and a timer wait (no coroutine frame).
+/// Completion signature: void(retry_result_for<Attempt>). Executor: every step
+/// (attempts, hooks, condition checks) runs on `ex` (use a strand on a
+/// multi-threaded io_context), the first one posted, so the operation never
+/// completes inside this call; the completion handler runs on its associated
+/// executor (default: `ex`). Cancellation: terminal, partial and total,
+/// through the token's associated cancellation slot, passed on to the attempt
+/// in flight. Between attempts the operation holds only its state and a timer
+/// wait (no coroutine frame).
 template <class Timer = boost::asio::steady_timer, class Executor, class Attempt,
           class CompletionToken = boost::asio::default_completion_token_t<Executor>>
 auto async_retry(const Executor& ex, retry_policy policy, Attempt attempt, CompletionToken&& token = {}) {
