@@ -243,11 +243,14 @@ asio::awaitable<void> node::deliver(std::string stream) {
         auto r = co_await steadfast::retry(quick, std::move(attempt));
 
         delivery_outcome outcome;
+        std::chrono::nanoseconds server_wait{};  // a Retry-After: the next ladder step waits at least this
         if (r.reason() == stop_reason::condition || r.reason() == stop_reason::cancelled || stop_->value()) {
             outcome.what = delivery_outcome::kind::stopped;
         } else if (r.has_value() && r.value().has_response()) {
             outcome.status = r.value().res().status;
             outcome.body = r.value().res().body;
+            if (auto ra = r.value().res().get("Retry-After"))
+                server_wait = http::parse_retry_after(*ra, std::chrono::system_clock::now()).value_or(server_wait);
         } else {
             outcome.what = delivery_outcome::kind::transport;
             outcome.detail = std::string(to_string(r.reason())) + ": " + r.last_error().message();
@@ -301,7 +304,7 @@ asio::awaitable<void> node::deliver(std::string stream) {
                     co_await wait(std::chrono::steady_clock::now() + storage_pause, stop_.get().get(), true);
                 break;
             case verdict::redeliver:
-                if (!co_await next_step(stream, batch.front(), d))
+                if (!co_await next_step(stream, batch.front(), d, server_wait))
                     co_await wait(std::chrono::steady_clock::now() + storage_pause, stop_.get().get(), true);
                 break;
             case verdict::rewind:
@@ -373,7 +376,8 @@ void node::trim(const std::string& stream, const std::shared_ptr<ack_trim>& t) {
 // Quick retries are used up on a failure of the link or the secondary: the
 // next ladder step goes to the outbox, so that a restart keeps the schedule.
 // The last step repeats for as long as it takes; nothing is dead-lettered.
-asio::awaitable<bool> node::next_step(const std::string& stream, const pending_message& head, const decision& d) {
+asio::awaitable<bool> node::next_step(const std::string& stream, const pending_message& head, const decision& d,
+                                      std::chrono::nanoseconds server_wait) {
     link_errors_.Add({{"reason", d.link_error}}).Increment();
     auto read = [this, &stream](app::database&, bool&) { return out_.get_schedule(stream); };
     auto got = co_await worker_.run<schedule>(ioc_.get_executor(), std::move(read));
@@ -384,7 +388,9 @@ asio::awaitable<bool> node::next_step(const std::string& stream, const pending_m
     auto s = std::get<schedule>(got);
     ++s.attempts;
     const auto step = std::min<std::uint32_t>(s.attempts, static_cast<std::uint32_t>(ladder_steps_));
-    const auto delay = std::chrono::duration_cast<std::chrono::milliseconds>(ladder_.base_delay(step, {}));
+    // Never earlier than the secondary asked (Retry-After), however short the ladder's step.
+    const auto delay = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::max<std::chrono::nanoseconds>(ladder_.base_delay(step, {}), server_wait));
     s.next_at_ms = now_ms() + delay.count();
     auto write = [this, &stream, s](app::database&, bool&) {
         out_.set_schedule(stream, s);

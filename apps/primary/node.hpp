@@ -114,7 +114,7 @@ private:
     void schedule_trim(const std::string& stream);
     void trim(const std::string& stream, const std::shared_ptr<ack_trim>& t);
     boost::asio::awaitable<bool> next_step(const std::string& stream, const pending_message& head,
-                                           const decision& d);
+                                           const decision& d, std::chrono::nanoseconds server_wait);
     boost::asio::awaitable<bool> dead_letter(const std::string& stream, const pending_message& m,
                                              const std::string& why);
     boost::asio::awaitable<void> block(const std::string& stream, const std::string& reason, const std::string& detail);

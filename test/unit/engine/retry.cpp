@@ -185,23 +185,41 @@ BOOST_AUTO_TEST_CASE(per_attempt_timeout_cancels_and_retries) {
     BOOST_TEST(events[0] == "1:" + make_error_code(error::attempt_timeout).message());
 }
 
-BOOST_AUTO_TEST_CASE(retry_after_hint_is_used_and_clamped) {
-    virtual_time vt;
-    asio::io_context ioc;
-    auto p = retry_policy{}.with_backoff(backoff::fixed(1s)).with_stop(stop::max_attempts(3)).with_max_delay(30s);
-    std::vector<std::int64_t> delays;
-    p = p.with_hooks({.after_attempt = [&](const attempt_context&, const classification&, const decision& d) {
-        if (d.what == decision::action::retry) delays.push_back(secs(d.delay));
-    }});
+// Issue 9, finding 14: a Retry-After of 30 s under backoff::fixed(100ms)
+// retried after 100 ms (the hint was clamped down to the backoff's cap).
+// Pushback is never shortened: within the policy's maximum delay it is waited
+// out; beyond it the retry stops with stop_reason::pushback, unless the policy
+// says to wait it out.
+BOOST_AUTO_TEST_CASE(retry_after_is_never_shortened) {
     auto attempt = [](const attempt_context& c) -> asio::awaitable<attempt_result<int>> {
         if (c.number == 1) co_return attempt_result<int>::retry(asio::error::try_again, nanoseconds(5s));
         if (c.number == 2) co_return attempt_result<int>::retry(asio::error::try_again, nanoseconds(24h));
         co_return 1;
     };
-    auto r = steadfast_test::run_virtual(ioc, steadfast::retry<manual_timer>(p, attempt));
-    BOOST_TEST(r.ok());
-    BOOST_TEST(delays == (std::vector<std::int64_t>{5, 30}), boost::test_tools::per_element());
-    BOOST_TEST(secs(r.elapsed()) == 35);
+    for (bool wait_it_out : {false, true}) {
+        virtual_time vt;
+        asio::io_context ioc;
+        auto p = retry_policy{}.with_backoff(backoff::fixed(100ms)).with_stop(stop::max_attempts(3)).with_max_delay(30s);
+        if (wait_it_out) p = p.with_pushback(pushback_rule::wait_it_out);
+        std::vector<std::int64_t> delays;
+        p = p.with_hooks({.after_attempt = [&](const attempt_context&, const classification&, const decision& d) {
+            if (d.what == decision::action::retry) delays.push_back(secs(d.delay));
+        }});
+        auto r = steadfast_test::run_virtual(ioc, steadfast::retry<manual_timer>(p, attempt));
+        BOOST_TEST_CONTEXT("wait_it_out " << wait_it_out) {
+            if (wait_it_out) {
+                BOOST_TEST(r.ok());
+                BOOST_TEST(delays == (std::vector<std::int64_t>{5, 86400}), boost::test_tools::per_element());
+                BOOST_TEST(secs(r.elapsed()) == 5 + 86400);
+            } else {
+                BOOST_TEST((r.reason() == stop_reason::pushback));
+                BOOST_TEST(r.attempts() == 2u);
+                BOOST_TEST((r.error() == make_error_code(error::pushback)));
+                BOOST_TEST(delays == (std::vector<std::int64_t>{5}), boost::test_tools::per_element());
+                BOOST_TEST(secs(r.elapsed()) == 5);
+            }
+        }
+    }
 }
 
 BOOST_AUTO_TEST_CASE(budget_exhaustion_stops_with_its_own_reason) {

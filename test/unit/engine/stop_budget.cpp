@@ -161,7 +161,7 @@ BOOST_AUTO_TEST_CASE(operations_draw_unrelated_jitter) {
     BOOST_TEST(same == 0);
 }
 
-BOOST_AUTO_TEST_CASE(retry_after_hint_replaces_and_is_clamped) {
+BOOST_AUTO_TEST_CASE(retry_after_hint_replaces_and_is_never_shortened) {
     auto p = retry_policy{}.with_backoff(backoff::exponential(1s, 2.0, 30s)).with_stop(stop::never());
     steadfast::retry_state st(p);
     st.begin_attempt(0s);
@@ -169,12 +169,18 @@ BOOST_AUTO_TEST_CASE(retry_after_hint_replaces_and_is_clamped) {
     BOOST_TEST(d.delay.count() == nanoseconds(7s).count());
     BOOST_TEST(d.hinted);
     st.begin_attempt(7s);
-    d = st.on_outcome(classification::retryable({}, 3600s), 7s);  // absurd Retry-After
-    BOOST_TEST(d.delay.count() == nanoseconds(30s).count());
-    auto tighter = p.with_max_delay(10s);
-    steadfast::retry_state st2(tighter);
+    d = st.on_outcome(classification::retryable({}, 3600s), 7s);  // beyond the 30 s cap: stop, never sooner
+    BOOST_TEST((d.what == decision::action::stop));
+    BOOST_TEST((d.reason == stop_reason::pushback));
+    // A hint under the backoff's own delay still replaces it (the server knows best).
+    const auto slow = p.with_backoff(backoff::fixed(20s));  // retry_state keeps a reference to its policy
+    steadfast::retry_state st3(slow);
+    st3.begin_attempt(0s);
+    BOOST_TEST(st3.on_outcome(classification::retryable({}, 2s), 0s).delay.count() == nanoseconds(2s).count());
+    auto patient = p.with_max_delay(10s).with_pushback(pushback_rule::wait_it_out);
+    steadfast::retry_state st2(patient);
     st2.begin_attempt(0s);
-    BOOST_TEST(st2.on_outcome(classification::retryable({}, 3600s), 0s).delay.count() == nanoseconds(10s).count());
+    BOOST_TEST(st2.on_outcome(classification::retryable({}, 3600s), 0s).delay.count() == nanoseconds(3600s).count());
 }
 
 BOOST_AUTO_TEST_CASE(deadline_bounds_time_left_and_timeout) {

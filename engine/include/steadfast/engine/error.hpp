@@ -22,6 +22,7 @@ enum class stop_reason {
     cancelled,           // per-operation cancellation, or the io_context stopped
     budget,              // the shared retry budget had no tokens left
     condition,           // a stop-when condition became true
+    pushback,            // the server asked for a longer wait (Retry-After) than the policy's maximum delay
 };
 
 std::string_view to_string(stop_reason r) noexcept;
@@ -36,6 +37,7 @@ enum class error {
     condition_met,
     attempt_timeout,    // an attempt overran its per-attempt timeout
     exception_thrown,   // an attempt threw an exception that carried no error code
+    pushback,           // the server's requested wait is longer than the policy allows
 };
 
 const boost::system::error_category& error_category() noexcept;

@@ -59,6 +59,9 @@ struct retry_hooks {
     std::function<void(const retry_summary&)> on_give_up = {};
 };
 
+/// See retry_policy::with_pushback.
+enum class pushback_rule { stop, wait_it_out };
+
 namespace detail {
 struct policy_data {
     backoff backoff_;
@@ -72,6 +75,7 @@ struct policy_data {
     std::function<classification(const std::exception_ptr&)> exception_classifier_;
     std::shared_ptr<watchable> stop_when_;
     std::shared_ptr<watchable> attempt_when_;
+    bool wait_out_pushback_ = false;
 };
 }  // namespace detail
 
@@ -85,9 +89,14 @@ public:
     /// Each attempt that overruns `d` is cancelled and counts as a retryable
     /// timeout (error::attempt_timeout). d > 0.
     retry_policy with_attempt_timeout(nanoseconds d) const;
-    /// Upper bound for any delay, including server hints such as Retry-After.
-    /// Default: the backoff's cap. d >= 0.
+    /// Upper bound for the backoff's delays. Default: the backoff's cap. d >= 0.
+    /// A server's hint (Retry-After) is never shortened: a hint beyond this
+    /// bound stops the retry with stop_reason::pushback, unless
+    /// with_pushback(pushback_rule::wait_it_out).
     retry_policy with_max_delay(nanoseconds d) const;
+    /// What to do when the server asks for a longer wait than max_delay():
+    /// stop (default, stop_reason::pushback) or wait as long as it asked.
+    retry_policy with_pushback(pushback_rule r) const;
     retry_policy with_budget(std::shared_ptr<retry_budget> b) const;
     retry_policy with_hooks(retry_hooks h) const;
     /// Random numbers for jitter. The function is called from the retry's executor.

@@ -14,6 +14,7 @@ std::string_view to_string(stop_reason r) noexcept {
         case stop_reason::cancelled: return "cancelled";
         case stop_reason::budget: return "budget";
         case stop_reason::condition: return "condition";
+        case stop_reason::pushback: return "pushback";
     }
     return "unknown";
 }
@@ -32,6 +33,7 @@ public:
             case error::condition_met: return "retry stopped: stop condition met";
             case error::attempt_timeout: return "attempt timed out";
             case error::exception_thrown: return "attempt threw an exception";
+            case error::pushback: return "retry stopped: the server asked for a longer wait than the policy allows";
         }
         return "unknown steadfast error " + std::to_string(ev);
     }
@@ -52,6 +54,7 @@ error_code to_error_code(stop_reason r) noexcept {
         case stop_reason::cancelled: return error::cancelled;
         case stop_reason::budget: return error::budget_exhausted;
         case stop_reason::condition: return error::condition_met;
+        case stop_reason::pushback: return error::pushback;
     }
     return error::permanent_failure;
 }

@@ -79,6 +79,9 @@ retry_policy retry_policy::with_max_delay(nanoseconds t) const {
     require(t.count() >= 0, "the max delay must not be negative, got " + std::to_string(t.count()) + "ns");
     return modified([&](auto& d) { d.max_delay_ = t; });
 }
+retry_policy retry_policy::with_pushback(pushback_rule r) const {
+    return modified([&](auto& d) { d.wait_out_pushback_ = r == pushback_rule::wait_it_out; });
+}
 retry_policy retry_policy::with_budget(std::shared_ptr<retry_budget> b) const {
     require(b != nullptr, "with_budget needs a budget");
     return modified([&](auto& d) { d.budget_ = std::move(b); });
@@ -148,8 +151,15 @@ decision retry_state::on_outcome(const classification& c, nanoseconds elapsed) {
     }
     const nanoseconds cap = p_->max_delay_.value_or(p_->backoff_.cap());
     decision d{decision::action::retry, stop_reason::success, {}, c.delay_hint.has_value()};
-    d.delay = std::min(cap, c.delay_hint ? std::max(nanoseconds(0), *c.delay_hint)
-                                         : p_->backoff_.delay(attempts_, previous_, [this] { return draw(); }, cap));
+    if (c.delay_hint) {
+        // Pushback: never earlier than the server allowed. A wait beyond the
+        // policy's maximum is not shortened; it ends the retry, unless the
+        // policy says to wait it out.
+        d.delay = std::max(nanoseconds(0), *c.delay_hint);
+        if (d.delay > cap && !p_->wait_out_pushback_) return stop_with(stop_reason::pushback);
+    } else {
+        d.delay = p_->backoff_.delay(attempts_, previous_, [this] { return draw(); }, cap);
+    }
     if (auto r = p_->stop_.check(attempts_, elapsed, d.delay)) return stop_with(*r);
     if (p_->budget_) {
         const auto& o = p_->budget_->settings();
