@@ -27,34 +27,39 @@ void store::touch() {
     t.step();
 }
 
+store::position& store::position_of(positions& ps, std::string_view stream) {
+    auto it = ps.find(stream);
+    if (it != ps.end()) return it->second;
+    auto& sel = stmt(sel_stream_, "SELECT last_seq, max_epoch FROM streams WHERE stream=?");
+    sel.bind(1, stream);
+    position p;
+    if (sel.step()) p = {static_cast<std::uint64_t>(sel.column_int(0)), static_cast<std::uint64_t>(sel.column_int(1))};
+    sel.reset();
+    return ps.emplace(stream, p).first->second;
+}
+
 std::optional<envelope::rejection> store::apply_one(const envelope::message& m, std::uint64_t& fence,
-                                                    std::string_view& status) {
+                                                    std::string_view& status, positions& ps) {
     using kind = envelope::rejection::kind;
     if (m.epoch < fence) return envelope::rejection{kind::stale_epoch, {}, fence, 0, 0};
 
-    auto& sel = stmt(sel_stream_, "SELECT last_seq FROM streams WHERE stream=?");
-    sel.bind(1, m.stream);
-    const std::uint64_t last = sel.step() ? static_cast<std::uint64_t>(sel.column_int(0)) : 0;
-    sel.reset();
-
-    if (m.seq <= last) {
+    position& pos = position_of(ps, m.stream);
+    if (m.seq <= pos.last_seq) {
         auto& id = stmt(sel_id_, "SELECT id FROM applied WHERE stream=? AND seq=?");
         id.bind(1, m.stream).bind(2, static_cast<std::int64_t>(m.seq));
         const bool same = id.step() && id.column_text(0) == m.id;
         id.reset();
         if (!same) return envelope::rejection{kind::conflict, m.stream, 0, m.seq, 0};
         status = "duplicate";
-    } else if (m.seq != last + 1) {
-        return envelope::rejection{kind::gap, m.stream, 0, 0, last + 1};
+    } else if (m.seq != pos.last_seq + 1) {
+        return envelope::rejection{kind::gap, m.stream, 0, 0, pos.last_seq + 1};
     } else {
         auto& ins = stmt(ins_, "INSERT INTO applied(stream, seq, id, payload) VALUES(?,?,?,?)");
         ins.bind(1, m.stream).bind(2, static_cast<std::int64_t>(m.seq)).bind(3, m.id).bind(4, m.payload);
         ins.step();
-        auto& up = stmt(up_stream_, "INSERT INTO streams(stream, last_seq, max_epoch) VALUES(?,?,?) "
-                                    "ON CONFLICT(stream) DO UPDATE SET last_seq=excluded.last_seq, "
-                                    "max_epoch=max(max_epoch, excluded.max_epoch)");
-        up.bind(1, m.stream).bind(2, static_cast<std::int64_t>(m.seq)).bind(3, static_cast<std::int64_t>(m.epoch));
-        up.step();
+        pos.last_seq = m.seq;
+        pos.max_epoch = std::max(pos.max_epoch, m.epoch);
+        pos.changed = true;
         status = "applied";
     }
     // A newer primary fences the older one on every stream, from now on.
@@ -76,9 +81,10 @@ store::answer store::apply(const envelope::decoded& d, bool& keep) {
     };
     auto count = [&](std::string_view status) { ++(status == "applied" ? a.applied : a.duplicates); };
 
+    positions ps;  // keys view the messages' stream names, which outlive it
     if (auto* m = std::get_if<envelope::message>(&d)) {
         std::string_view status;
-        if (auto r = apply_one(*m, fence, status)) return reject(*r);
+        if (auto r = apply_one(*m, fence, status, ps)) return reject(*r);
         count(status);
         a.body = envelope::encode_applied(status, m->seq);
     } else {
@@ -94,7 +100,7 @@ store::answer store::apply(const envelope::decoded& d, bool& keep) {
         for (const auto& msg : msgs) {
             if (first_gap && first_gap->stream == msg.stream) continue;
             std::string_view status;
-            if (auto r = apply_one(msg, fence, status)) {
+            if (auto r = apply_one(msg, fence, status, ps)) {
                 if (r->what != envelope::rejection::kind::gap) return reject(*r);
                 if (!first_gap) first_gap = std::move(r);
                 continue;
@@ -104,6 +110,15 @@ store::answer store::apply(const envelope::decoded& d, bool& keep) {
         }
         if (first_gap) return reject(*first_gap);
         a.body = envelope::encode_results(results);
+    }
+    auto& up = stmt(up_stream_, "INSERT INTO streams(stream, last_seq, max_epoch) VALUES(?,?,?) "
+                                "ON CONFLICT(stream) DO UPDATE SET last_seq=excluded.last_seq, "
+                                "max_epoch=max(max_epoch, excluded.max_epoch)");
+    for (const auto& [stream, pos] : ps) {
+        if (!pos.changed) continue;
+        up.reset();
+        up.bind(1, stream).bind(2, static_cast<std::int64_t>(pos.last_seq)).bind(3, static_cast<std::int64_t>(pos.max_epoch));
+        up.step();
     }
     if (fence != before) {
         auto& pf = stmt(put_fence_, "UPDATE meta SET value=? WHERE key='epoch_fence'");

@@ -15,6 +15,8 @@
 #include <steadfast/transport/envelope.hpp>
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -39,7 +41,16 @@ public:
     void touch();
 
 private:
-    std::optional<envelope::rejection> apply_one(const envelope::message& m, std::uint64_t& fence, std::string_view& status);
+    // A stream's position while one envelope or batch is applied: read once,
+    // written back once at the end (not one SELECT and one UPSERT a message).
+    struct position {
+        std::uint64_t last_seq = 0, max_epoch = 0;
+        bool changed = false;
+    };
+    using positions = std::map<std::string_view, position, std::less<>>;
+    position& position_of(positions& ps, std::string_view stream);
+    std::optional<envelope::rejection> apply_one(const envelope::message& m, std::uint64_t& fence,
+                                                 std::string_view& status, positions& ps);
     app::statement& stmt(std::optional<app::statement>& s, std::string_view sql);
 
     app::database& db_;
