@@ -388,7 +388,16 @@ asio::awaitable<bool> node::next_step(const std::string& stream, const pending_m
     auto s = std::get<schedule>(got);
     ++s.attempts;
     const auto step = std::min<std::uint32_t>(s.attempts, static_cast<std::uint32_t>(ladder_steps_));
-    // Never earlier than the secondary asked (Retry-After), however short the ladder's step.
+    // Never earlier than the secondary asked (Retry-After), however short the
+    // ladder's step; but never longer than the ladder's last step, so that a
+    // wrong clock or a hostile answer cannot park a stream for years.
+    const std::chrono::nanoseconds longest = ladder_.base_delay(static_cast<std::uint32_t>(ladder_steps_), {});
+    if (server_wait > longest) {
+        app::log(level::warn, "retry_after_bounded", {{"stream", stream}, {"retry_after_s", std::chrono::duration_cast<std::chrono::seconds>(server_wait).count()},
+                                                      {"waiting_s", std::chrono::duration_cast<std::chrono::seconds>(longest).count()},
+                                                      {"note", "the secondary asked for more than the ladder's last step"}});
+        server_wait = longest;
+    }
     const auto delay = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::max<std::chrono::nanoseconds>(ladder_.base_delay(step, {}), server_wait));
     s.next_at_ms = now_ms() + delay.count();

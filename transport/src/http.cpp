@@ -168,7 +168,7 @@ std::optional<std::chrono::nanoseconds> parse_retry_after(std::string_view v, st
         std::uint64_t secs = 0;
         auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), secs);
         if (ec == std::errc::result_out_of_range || secs > 100ull * 365 * 24 * 3600)
-            return std::chrono::nanoseconds(std::chrono::hours(24 * 365 * 100));  // absurd: the engine clamps it
+            return std::chrono::nanoseconds(std::chrono::hours(24 * 365 * 100));  // absurd: the caller bounds it
         if (ec != std::errc()) return std::nullopt;
         return std::chrono::seconds(secs);
     }

@@ -179,10 +179,39 @@ BOOST_AUTO_TEST_CASE(a_probe_let_go_stops_probing) {
     steadfast::run_virtual(ioc, manual_clock::time_point(5500ms));
     BOOST_TEST(*calls == 6);
     p.reset();
-    steadfast::run_virtual(ioc, manual_clock::time_point(1h));
     BOOST_TEST(weak.expired());
-    BOOST_TEST(*calls == 6);
+    ioc.poll();                 // no time passes: letting go ended the wait at once
     BOOST_TEST(ioc.stopped());  // nothing left: the probe's loop ended
+    steadfast::run_virtual(ioc, manual_clock::time_point(1h));
+    BOOST_TEST(*calls == 6);
+}
+
+// A probe stopped and started again at once goes on probing (the old loop,
+// ending later, must not mark the new one as stopped).
+BOOST_AUTO_TEST_CASE(a_probe_stopped_and_started_again_probes) {
+    virtual_time vt;
+    asio::io_context ioc;
+    int calls = 0;
+    auto check = [&]() -> asio::awaitable<bool> {
+        ++calls;
+        co_return true;
+    };
+    probe_options o;
+    o.interval = 1s;
+    auto p = make_probe<manual_timer>(ioc.get_executor(), "peer", check, o);
+    steadfast::run_virtual(ioc, manual_clock::time_point(2500ms));
+    BOOST_TEST(calls == 3);
+    p->stop();
+    p->start();
+    steadfast::run_virtual(ioc, manual_clock::time_point(10s));
+    BOOST_TEST(calls >= 10);
+    p->stop();
+    p->start();
+    p->stop();
+    steadfast::run_virtual(ioc);  // both loops end: run_virtual returns
+    const int after = calls;
+    steadfast::run_virtual(ioc, manual_clock::time_point(1h));
+    BOOST_TEST(calls == after);
 }
 
 // Finding 9: a deferred wait launched after its condition was dropped used

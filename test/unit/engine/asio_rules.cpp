@@ -1,6 +1,7 @@
 // async_retry keeps Asio's rules for composed operations (issue 9, findings 1-3):
 // it never completes inside its initiating call, every step runs on the
 // executor it was given, and partial and total cancellation reach the attempt.
+#include <steadfast/conditions.hpp>
 #include <steadfast/engine.hpp>
 #include <steadfast/engine/manual_clock.hpp>
 #include <steadfast_test/virtual_time.hpp>
@@ -12,11 +13,15 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
+#include <vector>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -86,18 +91,33 @@ BOOST_AUTO_TEST_CASE(never_completes_inside_the_initiating_call) {
 
 // Finding 2: steps ran on the completion handler's executor (the first one
 // inline, on the caller's thread), not on the strand the operation was given.
+// Every kind of step: a zero-delay yield, a sleep, an attempt raced against
+// its timeout and a stop-when condition, a gate wait.
 BOOST_AUTO_TEST_CASE(every_step_runs_on_the_given_executor) {
+  for (int variant = 0; variant < 2; ++variant) {
     asio::io_context ioc;
     auto work_strand = asio::make_strand(ioc);
     auto handler_strand = asio::make_strand(ioc);
     int hooks = 0, hooks_off = 0, attempts_off = 0;
-    const auto policy = retry_policy{}
-                            .with_backoff(backoff::fixed(0ms))
-                            .with_stop(stop::max_attempts(3))
-                            .with_hooks({.before_attempt = [&](const attempt_context&) {
-                                ++hooks;
-                                if (!work_strand.running_in_this_thread()) ++hooks_off;
-                            }});
+    auto policy = retry_policy{}
+                      .with_backoff(backoff::fixed(0ms))
+                      .with_stop(stop::max_attempts(3))
+                      .with_hooks({.before_attempt = [&](const attempt_context&) {
+                          ++hooks;
+                          if (!work_strand.running_in_this_thread()) ++hooks_off;
+                      }});
+    std::shared_ptr<flag> gate;
+    if (variant == 1) {
+        // Sleeps of 1 ms, a timeout and a stop-when on every attempt, and a
+        // gate that opens from a timer on another strand.
+        gate = make_flag(asio::any_io_executor(work_strand), "gate");
+        policy = policy.with_backoff(backoff::fixed(1ms))
+                     .with_attempt_timeout(10s)
+                     .with_stop_when(make_flag(asio::any_io_executor(work_strand), "never"))
+                     .with_attempt_when(gate);
+        auto t = std::make_shared<asio::steady_timer>(handler_strand, 5ms);
+        t->async_wait([t, gate](error_code) { gate->set(); });
+    }
     auto failing = [&](const attempt_context&) -> asio::awaitable<error_code> {
         if (!work_strand.running_in_this_thread()) ++attempts_off;
         co_return asio::error::host_unreachable;
@@ -111,11 +131,14 @@ BOOST_AUTO_TEST_CASE(every_step_runs_on_the_given_executor) {
                            }));
     BOOST_TEST(hooks == 0);  // nothing ran inside the call
     ioc.run();
-    BOOST_TEST(done);
-    BOOST_TEST(hooks == 3);
-    BOOST_TEST(hooks_off == 0);
-    BOOST_TEST(attempts_off == 0);
-    BOOST_TEST(on_handler_strand);
+    BOOST_TEST_CONTEXT("variant " << variant) {
+        BOOST_TEST(done);
+        BOOST_TEST(hooks == 3);
+        BOOST_TEST(hooks_off == 0);
+        BOOST_TEST(attempts_off == 0);
+        BOOST_TEST(on_handler_strand);
+    }
+  }
 }
 
 // Finding 3: partial and total cancellation did not reach an attempt in flight
@@ -162,6 +185,48 @@ BOOST_AUTO_TEST_CASE(partial_and_total_cancellation_reach_the_attempt) {
             }
         }
     }
+}
+
+// Two threads run the io_context; each retry has its own strand, its gate and
+// stop-when conditions live there, its handler is bound to another strand, and
+// the gates are opened from a third thread. Under TSan this is where steps off
+// the strand showed as data races on the conditions' subscriptions.
+BOOST_AUTO_TEST_CASE(strands_threads_and_conditions_set_from_elsewhere) {
+    asio::io_context ioc(2);
+    constexpr int n = 200;
+    std::atomic<int> done{0}, off{0};
+    std::vector<std::shared_ptr<flag>> gates;
+    for (int i = 0; i < n; ++i) {
+        auto strand = asio::make_strand(ioc);
+        auto elsewhere = asio::make_strand(ioc);
+        auto gate = make_flag(asio::any_io_executor(strand), "gate");
+        gates.push_back(gate);
+        const auto policy = retry_policy{}
+                                .with_backoff(backoff::fixed(1ms))
+                                .with_stop(stop::max_attempts(5))
+                                .with_attempt_when(gate)
+                                .with_stop_when(make_flag(asio::any_io_executor(strand), "stop"))
+                                .with_hooks({.before_attempt = [strand, &off](const attempt_context&) {
+                                    if (!strand.running_in_this_thread()) ++off;
+                                }});
+        auto attempt = [strand, &off](const attempt_context& c) -> asio::awaitable<error_code> {
+            if (!strand.running_in_this_thread()) ++off;
+            co_return c.number < 3 ? error_code(asio::error::host_unreachable) : error_code{};
+        };
+        steadfast::async_retry(asio::any_io_executor(strand), policy, attempt,
+                               asio::bind_executor(elsewhere, [&done, elsewhere](result_t r) {
+                                   if (r.ok() && r.attempts() == 3u && elsewhere.running_in_this_thread()) ++done;
+                               }));
+    }
+    std::thread setter([&] {
+        for (auto& g : gates) g->set();
+    });
+    std::thread second([&] { ioc.run(); });
+    ioc.run();
+    setter.join();
+    second.join();
+    BOOST_TEST(done.load() == n);
+    BOOST_TEST(off.load() == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -177,6 +177,17 @@ BOOST_AUTO_TEST_CASE(retry_after_hint_replaces_and_is_never_shortened) {
     steadfast::retry_state st3(slow);
     st3.begin_attempt(0s);
     BOOST_TEST(st3.on_outcome(classification::retryable({}, 2s), 0s).delay.count() == nanoseconds(2s).count());
+    // A hint of exactly the cap is waited; on the last allowed attempt the
+    // attempt limit is the reason, not the pushback.
+    steadfast::retry_state st4(p);
+    st4.begin_attempt(0s);
+    BOOST_TEST(st4.on_outcome(classification::retryable({}, 30s), 0s).delay.count() == nanoseconds(30s).count());
+    const auto two = p.with_stop(stop::max_attempts(2));
+    steadfast::retry_state st5(two);
+    st5.begin_attempt(0s);
+    st5.on_outcome(classification::retryable({}, 1s), 0s);
+    st5.begin_attempt(1s);
+    BOOST_TEST((st5.on_outcome(classification::retryable({}, 3600s), 1s).reason == stop_reason::attempts_exhausted));
     auto patient = p.with_max_delay(10s).with_pushback(pushback_rule::wait_it_out);
     steadfast::retry_state st2(patient);
     st2.begin_attempt(0s);

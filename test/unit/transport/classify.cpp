@@ -60,7 +60,7 @@ BOOST_AUTO_TEST_CASE(retry_after_forms) {
     BOOST_TEST(!http::parse_retry_after("soon", now).has_value());
     BOOST_TEST(!http::parse_retry_after("-5", now).has_value());
     BOOST_TEST(!http::parse_retry_after("Sun, 06 Foo 1994 08:49:37 GMT", now).has_value());
-    BOOST_TEST(secs(http::parse_retry_after("99999999999999999999999", now)) > 3600);  // absurd: the engine clamps it
+    BOOST_TEST(secs(http::parse_retry_after("99999999999999999999999", now)) > 3600);  // absurd: the caller bounds it
     // A 503 carries its Retry-After as the delay hint.
     auto r = http::response::error(503, "busy");
     r.set("Retry-After", "7");

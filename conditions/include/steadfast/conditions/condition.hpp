@@ -65,6 +65,10 @@ public:
     }
 
 protected:
+    /// Whether the execution context is still there (not shut down): work may
+    /// still be handed to the executor.
+    bool context_alive() const noexcept { return service_.load() != nullptr; }
+
     /// Sets the value; call on the condition's executor. Notifies on a change.
     void assign(bool v) {
         if (value_.exchange(v, std::memory_order_acq_rel) == v) return;

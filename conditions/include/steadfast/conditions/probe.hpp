@@ -17,8 +17,10 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -57,17 +59,21 @@ public:
     /// Probing holds the probe only during a check: once its last owner lets
     /// go, it ends (at once when waiting, or after the check in flight).
     void start() {
-        if (running_) return;
-        running_ = true;
+        if (running_.exchange(true)) return;
         // The signal is shared with the loop: the probe may be destroyed first.
         stop_ = std::make_shared<boost::asio::cancellation_signal>();
         boost::asio::co_spawn(
             get_executor(), loop(std::static_pointer_cast<probe_condition>(shared_from_this()), stop_),
             boost::asio::bind_cancellation_slot(stop_->slot(), [keep = stop_](std::exception_ptr) {}));
     }
-    /// Stops probing; the value stays as it was.
+    /// Stops probing; the value stays as it was. Safe from any thread (the
+    /// stop is carried out on the executor) and after the context shut down.
+    /// start() may follow at once: the old loop ends without touching the new.
     void stop() {
-        if (running_ && stop_) stop_->emit(boost::asio::cancellation_type::terminal);
+        if (!running_.exchange(false)) return;
+        auto s = std::move(stop_);
+        if (!s || !context_alive()) return;
+        boost::asio::dispatch(get_executor(), [s] { s->emit(boost::asio::cancellation_type::terminal); });
     }
 
     std::uint64_t checks() const noexcept { return checks_; }
@@ -75,7 +81,7 @@ public:
 
 private:
     static boost::asio::awaitable<void> loop(std::shared_ptr<probe_condition> strong,
-                                             std::shared_ptr<boost::asio::cancellation_signal>) {
+                                             std::shared_ptr<boost::asio::cancellation_signal> own) {
         namespace asio = boost::asio;
         // Between checks only a weak reference: the probe's owners decide how long it lives.
         const std::weak_ptr<probe_condition> weak = strong;
@@ -112,13 +118,17 @@ private:
             auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
             if (ec) break;
         }
-        if (auto self = weak.lock()) self->running_ = false;
+        // Ended by itself (not by stop()), and not replaced by a newer loop: no longer running.
+        if (auto self = weak.lock(); self && self->stop_ == own) {
+            self->stop_.reset();
+            self->running_ = false;
+        }
     }
 
     check_fn check_;
     probe_options opts_;
     std::shared_ptr<boost::asio::cancellation_signal> stop_;
-    bool running_ = false;
+    std::atomic<bool> running_{false};
     std::uint64_t checks_ = 0;
     std::uint32_t failures_ = 0;
     std::mt19937_64 random_{std::random_device{}()};  // for a jittered failing backoff

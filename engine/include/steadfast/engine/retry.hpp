@@ -348,7 +348,7 @@ class retry_op {
     using raw_t = attempt_raw_t<Attempt>;
     using R = stored_t<raw_t>;
     using clock = typename Timer::clock_type;
-    enum class phase : unsigned char { starting, started, gate, attempting, sleeping, yielding, completing };
+    enum class phase : unsigned char { starting, started, gate, attempting, sleeping, yielding };
 
     struct data {
         data(const boost::asio::any_io_executor& ex, retry_policy p, Attempt a)
@@ -366,6 +366,9 @@ class retry_op {
         bool stop_fired = false;  // stop-when turned true during a wait or an attempt
     };
     std::unique_ptr<data> d_;
+    // The result, once finished: the state (timer, attempt, policy) is freed
+    // before the hop to the handler's executor.
+    std::unique_ptr<retry_result<R>> done_;
 
 public:
     retry_op(const boost::asio::any_io_executor& ex, retry_policy p, Attempt a)
@@ -373,19 +376,18 @@ public:
 
     template <class Self>
     void operator()(Self& self) {  // start; the first step; after a zero-delay yield; completing
-        switch (d_->at) {
-            case phase::starting:
-                self.reset_cancellation_state(boost::asio::enable_total_cancellation());
-                d_->start = clock::now();
-                d_->at = phase::started;
-                return boost::asio::post(on_ex(std::move(self)));
-            case phase::completing: {
-                auto res = std::move(d_->res);
-                d_.reset();
-                return self.complete(std::move(res));
-            }
-            default: return next(self);
+        if (done_) {
+            auto res = std::move(*done_);
+            done_.reset();
+            return self.complete(std::move(res));
         }
+        if (d_->at == phase::starting) {
+            self.reset_cancellation_state(boost::asio::enable_total_cancellation());
+            d_->start = clock::now();
+            d_->at = phase::started;
+            return boost::asio::post(on_ex(std::move(self)));
+        }
+        next(self);
     }
 
     template <class Self>
@@ -495,7 +497,8 @@ private:
         d.gate_sub.reset();
         // Steps run on `ex`; the handler runs on its own associated executor
         // (at once when that is where this step runs).
-        d.at = phase::completing;
+        done_ = std::make_unique<retry_result<R>>(std::move(d.res));
+        d_.reset();
         boost::asio::dispatch(std::move(self));
     }
 };
@@ -510,8 +513,9 @@ private:
 /// completes inside this call; the completion handler runs on its associated
 /// executor (default: `ex`). Cancellation: terminal, partial and total,
 /// through the token's associated cancellation slot, passed on to the attempt
-/// in flight. Between attempts the operation holds only its state and a timer
-/// wait (no coroutine frame).
+/// in flight (whose coroutine lets all three through). Emit it on `ex`: the
+/// steps it races with run there. Between attempts the operation holds only
+/// its state and a timer wait (no coroutine frame).
 template <class Timer = boost::asio::steady_timer, class Executor, class Attempt,
           class CompletionToken = boost::asio::default_completion_token_t<Executor>>
 auto async_retry(const Executor& ex, retry_policy policy, Attempt attempt, CompletionToken&& token = {}) {

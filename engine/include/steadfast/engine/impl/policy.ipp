@@ -153,14 +153,16 @@ decision retry_state::on_outcome(const classification& c, nanoseconds elapsed) {
     decision d{decision::action::retry, stop_reason::success, {}, c.delay_hint.has_value()};
     if (c.delay_hint) {
         // Pushback: never earlier than the server allowed. A wait beyond the
-        // policy's maximum is not shortened; it ends the retry, unless the
-        // policy says to wait it out.
+        // policy's maximum is not shortened; it ends the retry (after the stop
+        // condition had its say: the last attempt is "attempts_exhausted"),
+        // unless the policy says to wait it out.
         d.delay = std::max(nanoseconds(0), *c.delay_hint);
+        if (auto r = p_->stop_.check(attempts_, elapsed, d.delay)) return stop_with(*r);
         if (d.delay > cap && !p_->wait_out_pushback_) return stop_with(stop_reason::pushback);
     } else {
         d.delay = p_->backoff_.delay(attempts_, previous_, [this] { return draw(); }, cap);
+        if (auto r = p_->stop_.check(attempts_, elapsed, d.delay)) return stop_with(*r);
     }
-    if (auto r = p_->stop_.check(attempts_, elapsed, d.delay)) return stop_with(*r);
     if (p_->budget_) {
         const auto& o = p_->budget_->settings();
         const std::uint32_t cost = c.ec == error::attempt_timeout ? o.timeout_cost : o.retry_cost;
