@@ -21,7 +21,10 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/execution/executor.hpp>
+#include <boost/asio/execution_context.hpp>
 #include <boost/asio/experimental/parallel_group.hpp>
+#include <boost/asio/is_executor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -120,14 +123,15 @@ namespace detail {
 // The rare paths live in coroutines of their own, so their locals are not in
 // the frame of every pending retry (g++ 12 does not overlap frame slots).
 
-// Wakes `t` (cancels its wait) when `w` turns to `on`, and records that it did
+// Wakes `t` (cancels its wait) when `w` turns true, and records that it did
 // in `*fired`: a stop-when condition that is true only briefly (set, then
 // cleared before the woken step runs) still stops the retry.
-inline void wake_timer_on(watchable* w, watchable::subscription& sub, auto& t, bool on = true,
-                          bool* fired = nullptr) {
+// (Two pointers: the callback fits std::function's small buffer, so a
+// subscription allocates nothing.)
+inline void wake_timer_on(watchable* w, watchable::subscription& sub, auto& t, bool* fired = nullptr) {
     if (w)
-        w->subscribe(sub, [&t, on, fired](bool v) {
-            if (v != on) return;
+        w->subscribe(sub, [&t, fired](bool v) {
+            if (!v) return;
             if (fired) *fired = true;
             t.cancel();
         });
@@ -159,7 +163,7 @@ boost::asio::awaitable<std::optional<stop_reason>> wait_for_gate(const detail::p
     watchable::subscription stop_sub, gate_sub;
     const auto limit = pd.stop_.deadline();
     t.expires_at(limit ? saturating_deadline(start, *limit) : clock::time_point::max());
-    wake_timer_on(pd.stop_when_.get(), stop_sub, t, true, &stop_fired);
+    wake_timer_on(pd.stop_when_.get(), stop_sub, t, &stop_fired);
     wake_timer_on(pd.attempt_when_.get(), gate_sub, t);
     while (!pd.attempt_when_->value()) {
         auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -185,7 +189,7 @@ boost::asio::awaitable<bool> race_attempt(const detail::policy_data& pd, std::op
         t.expires_after(std::chrono::duration_cast<typename clock::duration>(*ctx.timeout));
     else
         t.expires_at(clock::time_point::max());
-    wake_timer_on(pd.stop_when_.get(), stop_sub, t, true, &stop_fired);
+    wake_timer_on(pd.stop_when_.get(), stop_sub, t, &stop_fired);
     auto [order, spawn_error, outcome, timer_ec] =
         co_await asio::experimental::make_parallel_group(
             asio::co_spawn(co_await asio::this_coro::executor, guarded_attempt<Raw>(fn, ctx), asio::deferred),
@@ -210,7 +214,7 @@ boost::asio::awaitable<void> backoff_sleep(const detail::policy_data& pd, std::o
     Timer& t = *co_await timer_of(timer);
     watchable::subscription stop_sub, gate_sub;
     t.expires_after(std::chrono::duration_cast<typename Timer::clock_type::duration>(delay));
-    wake_timer_on(pd.stop_when_.get(), stop_sub, t, true, &stop_fired);
+    wake_timer_on(pd.stop_when_.get(), stop_sub, t, &stop_fired);
     wake_timer_on(pd.attempt_when_.get(), gate_sub, t);
     auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
     (void)ec;  // expired or woken: the caller looks at the state either way
@@ -385,7 +389,7 @@ public:
             self.reset_cancellation_state(boost::asio::enable_total_cancellation());
             d_->start = clock::now();
             d_->at = phase::started;
-            return boost::asio::post(on_ex(std::move(self)));
+            return on_ex(self, [](auto&& h) { boost::asio::post(std::move(h)); });
         }
         next(self);
     }
@@ -421,10 +425,20 @@ private:
         return self.get_cancellation_state().cancelled() != boost::asio::cancellation_type::none;
     }
     bool stop_requested() const { return detail::stop_requested(d_->policy.data(), d_->stop_fired); }
-    // An intermediate step, bound to the operation's executor.
-    template <class Self>
-    auto on_ex(Self&& self) const {
-        return boost::asio::bind_executor(d_->timer.get_executor(), std::forward<Self>(self));
+    // Starts `op` with the operation as its handler, on `ex`: bound to it when
+    // the handler's executor is another (a bound handler costs a copy of the
+    // executor in every pending wait, so only then).
+    // (An unbound handler's executor is `ex` with outstanding work tracked:
+    // the same executor for this purpose.)
+    template <class Self, class Op>
+    void on_ex(Self& self, Op&& op) const {
+        namespace asio = boost::asio;
+        const auto ex = d_->timer.get_executor();
+        const auto assoc = asio::get_associated_executor(self, ex);
+        if (assoc == ex || assoc == asio::any_io_executor(asio::prefer(ex, asio::execution::outstanding_work.tracked)))
+            std::forward<Op>(op)(std::move(self));
+        else
+            std::forward<Op>(op)(asio::bind_executor(ex, std::move(self)));
     }
     nanoseconds elapsed() const { return std::chrono::duration_cast<nanoseconds>(clock::now() - d_->start); }
 
@@ -445,14 +459,16 @@ private:
         d.at = phase::attempting;
         auto ex = d.timer.get_executor();
         auto attempt = boost::asio::co_spawn(ex, guarded_attempt<raw_t>(parts::fn(d.attempt), d.ctx), boost::asio::deferred);
-        if (!d.ctx.timeout && !pd.stop_when_) return std::move(attempt)(on_ex(std::move(self)));
+        if (!d.ctx.timeout && !pd.stop_when_) return on_ex(self, std::move(attempt));
         if (d.ctx.timeout)
             d.timer.expires_after(std::chrono::duration_cast<typename clock::duration>(*d.ctx.timeout));
         else
             d.timer.expires_at(clock::time_point::max());
-        wake_timer_on(pd.stop_when_.get(), d.stop_sub, d.timer, true, &d.stop_fired);
-        boost::asio::experimental::make_parallel_group(std::move(attempt), d.timer.async_wait(boost::asio::deferred))
-            .async_wait(boost::asio::experimental::wait_for_one(), on_ex(std::move(self)));
+        wake_timer_on(pd.stop_when_.get(), d.stop_sub, d.timer, &d.stop_fired);
+        on_ex(self, [&](auto&& h) {
+            boost::asio::experimental::make_parallel_group(std::move(attempt), d.timer.async_wait(boost::asio::deferred))
+                .async_wait(boost::asio::experimental::wait_for_one(), std::move(h));
+        });
     }
 
     template <class Self>
@@ -460,9 +476,9 @@ private:
         data& d = *d_;
         const auto& pd = d.policy.data();
         d.at = phase::gate;
-        wake_timer_on(pd.stop_when_.get(), d.stop_sub, d.timer, true, &d.stop_fired);
+        wake_timer_on(pd.stop_when_.get(), d.stop_sub, d.timer, &d.stop_fired);
         wake_timer_on(pd.attempt_when_.get(), d.gate_sub, d.timer);
-        d.timer.async_wait(on_ex(std::move(self)));
+        on_ex(self, [&d](auto&& h) { d.timer.async_wait(std::move(h)); });
     }
 
     template <class Self>
@@ -477,12 +493,12 @@ private:
         if (dec.delay.count() > 0) {
             d.at = phase::sleeping;
             d.timer.expires_after(std::chrono::duration_cast<typename clock::duration>(dec.delay));
-            wake_timer_on(pd.stop_when_.get(), d.stop_sub, d.timer, true, &d.stop_fired);
+            wake_timer_on(pd.stop_when_.get(), d.stop_sub, d.timer, &d.stop_fired);
             wake_timer_on(pd.attempt_when_.get(), d.gate_sub, d.timer);
-            return d.timer.async_wait(on_ex(std::move(self)));
+            return on_ex(self, [&d](auto&& h) { d.timer.async_wait(std::move(h)); });
         }
         d.at = phase::yielding;  // zero delay still yields to the event loop
-        boost::asio::post(on_ex(std::move(self)));
+        on_ex(self, [](auto&& h) { boost::asio::post(std::move(h)); });
     }
 
     template <class Self>
@@ -518,11 +534,21 @@ private:
 /// its state and a timer wait (no coroutine frame).
 template <class Timer = boost::asio::steady_timer, class Executor, class Attempt,
           class CompletionToken = boost::asio::default_completion_token_t<Executor>>
+    requires(boost::asio::execution::is_executor<Executor>::value || boost::asio::is_executor<Executor>::value)
 auto async_retry(const Executor& ex, retry_policy policy, Attempt attempt, CompletionToken&& token = {}) {
     using result_t = retry_result_for<Attempt>;
     return boost::asio::async_compose<CompletionToken, void(result_t)>(
         detail::retry_op<Timer, Attempt>(boost::asio::any_io_executor(ex), std::move(policy), std::move(attempt)), token,
         ex);
+}
+
+/// The same on an execution context (an io_context, say): its executor.
+template <class Timer = boost::asio::steady_timer, class ExecutionContext, class Attempt,
+          class CompletionToken = boost::asio::default_completion_token_t<typename ExecutionContext::executor_type>>
+    requires std::is_convertible_v<ExecutionContext&, boost::asio::execution_context&>
+auto async_retry(ExecutionContext& ctx, retry_policy policy, Attempt attempt, CompletionToken&& token = {}) {
+    return steadfast::async_retry<Timer>(ctx.get_executor(), std::move(policy), std::move(attempt),
+                                         std::forward<CompletionToken>(token));
 }
 
 }  // namespace steadfast
