@@ -41,6 +41,17 @@ BOOST_AUTO_TEST_CASE(plain_callback) {
     BOOST_TEST(out->attempts() == 3u);
 }
 
+// An execution context is accepted where an executor is.
+BOOST_AUTO_TEST_CASE(on_an_execution_context) {
+    virtual_time vt;
+    asio::io_context ioc;
+    std::optional<result_t> out;
+    steadfast::async_retry<manual_timer>(ioc, policy, flaky(2), [&](result_t r) { out = std::move(r); });
+    steadfast::run_virtual(ioc);
+    BOOST_REQUIRE(out.has_value());
+    BOOST_TEST(out->attempts() == 2u);
+}
+
 BOOST_AUTO_TEST_CASE(deferred_and_use_awaitable) {
     virtual_time vt;
     asio::io_context ioc;

@@ -4,6 +4,7 @@
 #include <steadfast/engine/stop.hpp>
 
 #include <boost/asio/error.hpp>
+#include <boost/system/system_error.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <vector>
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <memory>
 #include <stdexcept>
+#include <string>
 
 using namespace std::chrono_literals;
 using namespace steadfast;
@@ -125,6 +127,42 @@ BOOST_AUTO_TEST_CASE(success_permanent_cancelled_stop_at_once) {
     }
     // Cancellation is never retried, whatever the error code looks like to the default classifier.
     BOOST_TEST((classify_error(boost::asio::error::operation_aborted).kind == verdict::cancelled));
+}
+
+// The default classifier: errors that no retry can fix are permanent; those
+// that the next attempt may not meet stay retryable.
+BOOST_AUTO_TEST_CASE(default_classifier_knows_permanent_asio_errors) {
+    namespace e = boost::asio::error;
+    for (error_code ec : {error_code(e::host_not_found), error_code(e::service_not_found), error_code(e::access_denied),
+                          error_code(e::no_permission), error_code(e::invalid_argument), error_code(e::bad_descriptor),
+                          error_code(e::address_family_not_supported), error_code(e::operation_not_supported),
+                          error_code(e::message_size)})
+        BOOST_TEST((classify_error(ec).kind == verdict::permanent), ec.message());
+    for (error_code ec : {error_code(e::connection_refused), error_code(e::connection_reset), error_code(e::timed_out),
+                          error_code(e::host_unreachable), error_code(e::network_unreachable), error_code(e::try_again),
+                          error_code(e::host_not_found_try_again), error_code(e::eof), error_code(e::broken_pipe)})
+        BOOST_TEST((classify_error(ec).kind == verdict::retryable), ec.message());
+    // A system_error thrown with a permanent code is permanent too.
+    auto thrown = std::make_exception_ptr(boost::system::system_error(e::access_denied));
+    BOOST_TEST((classify_exception(thrown).kind == verdict::permanent));
+}
+
+// Hooks combine: each event runs the first set's hook, then the second's.
+BOOST_AUTO_TEST_CASE(hooks_combine_in_order) {
+    std::vector<std::string> seen;
+    retry_hooks metrics{.before_attempt = [&](const attempt_context& c) { seen.push_back("m" + std::to_string(c.number)); },
+                        .on_give_up = [&](const retry_summary&) { seen.push_back("m-give-up"); }};
+    retry_hooks logging{.before_attempt = [&](const attempt_context& c) { seen.push_back("l" + std::to_string(c.number)); },
+                        .after_attempt = [&](const attempt_context&, const classification&, const decision&) {
+                            seen.push_back("l-after");
+                        }};
+    auto p = retry_policy{}.with_hooks(metrics).with_more_hooks(logging);
+    const auto& h = p.hooks();
+    h.before_attempt(attempt_context{});
+    h.after_attempt(attempt_context{}, classification{}, decision{});
+    h.on_give_up(retry_summary{});
+    BOOST_TEST(seen == (std::vector<std::string>{"m1", "l1", "l-after", "m-give-up"}), boost::test_tools::per_element());
+    BOOST_TEST(!combine({}, {}).before_attempt);  // nothing set: nothing to call
 }
 
 // Issue 9, finding 11: a max delay below the backoff's cap clamps the base

@@ -27,7 +27,8 @@ enum class verdict { success, retryable, permanent, cancelled };
 struct classification {
     verdict kind = verdict::success;
     error_code ec;
-    /// Replaces the backoff's delay for the next retry (clamped to the policy's max delay).
+    /// Replaces the backoff's delay for the next retry, never shortened (see
+    /// retry_policy::with_max_delay and with_pushback).
     std::optional<nanoseconds> delay_hint;
 
     static classification success() noexcept { return {}; }
@@ -38,7 +39,9 @@ struct classification {
     static classification cancelled(error_code ec) noexcept { return {verdict::cancelled, ec, {}}; }
 };
 
-/// !ec: success; operation_aborted: cancelled; anything else: retryable.
+/// !ec: success; operation_aborted: cancelled; errors that retrying cannot
+/// fix (host_not_found, access_denied, invalid_argument, bad_descriptor,
+/// operation_not_supported, ...): permanent; anything else: retryable.
 classification classify_error(error_code ec) noexcept;
 
 /// The default for thrown exceptions: a system_error is classified by its code

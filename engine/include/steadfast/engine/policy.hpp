@@ -59,6 +59,10 @@ struct retry_hooks {
     std::function<void(const retry_summary&)> on_give_up = {};
 };
 
+/// Both sets of hooks: for each event, `a`'s hook and then `b`'s (metrics and
+/// logging from different places on one policy).
+retry_hooks combine(retry_hooks a, retry_hooks b);
+
 /// See retry_policy::with_pushback.
 enum class pushback_rule { stop, wait_it_out };
 
@@ -98,7 +102,10 @@ public:
     /// stop (default, stop_reason::pushback) or wait as long as it asked.
     retry_policy with_pushback(pushback_rule r) const;
     retry_policy with_budget(std::shared_ptr<retry_budget> b) const;
+    /// Replaces the hooks.
     retry_policy with_hooks(retry_hooks h) const;
+    /// Adds hooks that run after the ones already set (see combine()).
+    retry_policy with_more_hooks(retry_hooks h) const;
     /// Random numbers for jitter. The function is called from the retry's executor.
     retry_policy with_random(random_source r) const;
     /// Deterministic jitter: every operation using this policy draws the same sequence.

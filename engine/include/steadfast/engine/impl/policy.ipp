@@ -13,8 +13,18 @@
 namespace steadfast {
 
 classification classify_error(error_code ec) noexcept {
+    namespace e = boost::asio::error;
     if (!ec) return classification::success();
-    if (ec == boost::asio::error::operation_aborted || ec == error::cancelled) return classification::cancelled(ec);
+    if (ec == e::operation_aborted || ec == error::cancelled) return classification::cancelled(ec);
+    // Errors that the same call will meet again however often it is retried:
+    // a name that does not exist, a refused permission, a bad argument or
+    // descriptor, an unsupported operation. (A refused or reset connection,
+    // a timeout, a host or network unreachable may pass: retryable.)
+    if (ec == e::host_not_found || ec == e::service_not_found || ec == e::socket_type_not_supported ||
+        ec == e::access_denied || ec == e::no_permission || ec == e::invalid_argument || ec == e::bad_descriptor ||
+        ec == e::address_family_not_supported || ec == e::operation_not_supported || ec == e::no_protocol_option ||
+        ec == e::message_size || ec == e::name_too_long || ec == e::fault)
+        return classification::permanent(ec);
     return classification::retryable(ec);
 }
 
@@ -79,6 +89,24 @@ retry_policy retry_policy::with_max_delay(nanoseconds t) const {
     require(t.count() >= 0, "the max delay must not be negative, got " + std::to_string(t.count()) + "ns");
     return modified([&](auto& d) { d.max_delay_ = t; });
 }
+retry_hooks combine(retry_hooks a, retry_hooks b) {
+    auto both = [](auto x, auto y) -> decltype(x) {
+        if (!x) return y;
+        if (!y) return x;
+        return [x = std::move(x), y = std::move(y)](const auto&... args) {
+            x(args...);
+            y(args...);
+        };
+    };
+    return {both(std::move(a.before_attempt), std::move(b.before_attempt)),
+            both(std::move(a.after_attempt), std::move(b.after_attempt)),
+            both(std::move(a.on_give_up), std::move(b.on_give_up))};
+}
+
+retry_policy retry_policy::with_more_hooks(retry_hooks h) const {
+    return modified([&](auto& d) { d.hooks_ = combine(std::move(d.hooks_), std::move(h)); });
+}
+
 retry_policy retry_policy::with_pushback(pushback_rule r) const {
     return modified([&](auto& d) { d.wait_out_pushback_ = r == pushback_rule::wait_it_out; });
 }
