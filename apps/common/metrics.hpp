@@ -9,11 +9,23 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <steadfast/version.hpp>
+
 #include <cstdint>
 #include <memory>
 #include <string>
 
 namespace steadfast::app {
+
+/// steadfast_build_info{binary, version} 1: which build is running, for dashboards and alerts.
+inline void register_build_info(prometheus::Registry& r, const std::string& binary) {
+    prometheus::BuildGauge()
+        .Name("steadfast_build_info")
+        .Help("The running build: always 1, with the binary and its version as labels")
+        .Register(r)
+        .Add({{"binary", binary}, {"version", steadfast::version}})
+        .Set(1);
+}
 
 inline std::string expose(prometheus::Registry& r) { return prometheus::TextSerializer().Serialize(r.Collect()); }
 

@@ -76,6 +76,14 @@ http::router node::routes() {
         co_return http::response::json(200, std::string("{\"status\":\"ok\",\"secondary_online\":") +
                                                 (online_->value() ? "true" : "false") + "}");
     });
+    // Readiness, for load balancers and orchestrators: 503 while starting or
+    // draining (health says whether the process works; readiness whether to
+    // send it traffic).
+    r.add("GET", "/ready", [this](http::request&) -> asio::awaitable<http::response> {
+        if (stopping_) co_return http::response::json(503, "{\"status\":\"draining\"}");
+        if (!ready_) co_return http::response::json(503, "{\"status\":\"starting\"}");
+        co_return http::response::json(200, "{\"status\":\"ready\"}");
+    });
     r.add("GET", "/metrics", [this](http::request&) -> asio::awaitable<http::response> {
         if (server_) app::sync_counter(refused_, server_->get_stats().connections_rejected);
         http::response res;

@@ -120,6 +120,9 @@ int node::run() {
         ss.pending = s.pending;
     }
     depth_.Set(static_cast<double>(pending_total_));
+    app::register_build_info(*registry_, "steadfast-primary");
+    // Ready once the event loop runs (the first handler it runs), until shutdown.
+    asio::post(ioc_, [this] { ready_ = true; });
     app::log(level::info, "started",
              {{"data", db_.path()}, {"pending", pending_total_}, {"secondary", o_.secondary}, {"epoch", o_.epoch},
               {"streams", streams_.size()}, {"connections", o_.connections}, {"dead_letter", out_.dead_letter_count()}});
@@ -299,9 +302,14 @@ int main(int argc, char** argv) {
             ("retain", po::value(&retain)->default_value("1h"), "keep acknowledged messages this long, to resend to a secondary restored from an older copy")
             ("max-connections", po::value(&o.max_connections)->default_value(256), "connections to --listen open at once; more are closed at once")
             ("max-streams", po::value(&o.max_streams)->default_value(10'000), "streams with pending messages at most; /publish to another one gets 429")
+            ("version", "print the version and exit")
             ("help", "this help");
         po::variables_map vm;
         po::store(po::parse_command_line(argc, argv, d), vm);
+        if (vm.count("version")) {
+            std::cout << "steadfast-primary " << steadfast::version << "\n";
+            return 0;
+        }
         if (vm.count("help")) {
             std::cout << "usage: steadfast-primary --secondary URL --data DIR [options]\n"
                          "       steadfast-primary status --data DIR        (one JSON line)\n"

@@ -152,6 +152,7 @@ private:
     int publishing_ = 0;  // publishes between acceptance and commit (io thread only)
     std::size_t retired_since_trim_ = 0;
     bool input_closed_ = false, stopping_ = false;
+    bool ready_ = false;  // /ready: the event loop runs and no shutdown has begun
     std::atomic<bool> stdin_stop_{false};
     http::server* server_ = nullptr;
     int exit_code_ = exit_ok;

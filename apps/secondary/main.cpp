@@ -83,6 +83,9 @@ int serve(const options& o) {
     auto& latency = prometheus::BuildHistogram().Name("steadfast_secondary_request_duration_seconds").Help("POST /api/messages latency").Register(*registry).Add({}, app::latency_buckets());
     auto reject = [&](const std::string& reason) { rejected.Add({{"reason", reason}}).Increment(); };
 
+    app::register_build_info(*registry, "steadfast-secondary");
+    bool draining = false;  // a shutdown signal was received: /ready says 503
+
     std::mt19937_64 rng(std::random_device{}());
     std::uniform_real_distribution<double> coin(0.0, 1.0);
 
@@ -97,6 +100,13 @@ int serve(const options& o) {
         storage_ok = ok;
         storage_gauge.Set(ok ? 1 : 0);
     };
+    // Readiness: 503 while draining or while the store cannot commit (then
+    // every message would be answered 503 anyway); /health probes the store.
+    routes.add("GET", "/ready", [&](http::request&) -> asio::awaitable<http::response> {
+        if (draining) co_return http::response::json(503, "{\"status\":\"draining\"}");
+        if (!storage_ok) co_return http::response::json(503, "{\"status\":\"storage_failed\"}");
+        co_return http::response::json(200, "{\"status\":\"ready\"}");
+    });
     routes.add("GET", "/health", [&](http::request&) -> asio::awaitable<http::response> {
         if (!storage_ok) {
             // Try a small write: the store may work again (disk space freed).
@@ -192,6 +202,7 @@ int serve(const options& o) {
     signals.async_wait([&](const boost::system::error_code& ec, int sig) {
         if (ec) return;
         app::log(level::info, "shutting_down", {{"signal", sig}});
+        draining = true;
         asio::co_spawn(ioc, server.shutdown(), [&](std::exception_ptr) { ioc.stop(); });
     });
     ioc.run();
@@ -232,9 +243,14 @@ int main(int argc, char** argv) {
             ("delay-ms", po::value(&o.delay_ms)->default_value(0), "wait this long before answering")
             ("max-body", po::value(&o.max_body)->default_value(1 << 20), "largest request body in bytes (413 above)")
             ("max-connections", po::value(&o.max_connections)->default_value(256), "connections open at once; more are closed at once")
+            ("version", "print the version and exit")
             ("help", "this help");
         po::variables_map vm;
         po::store(po::parse_command_line(argc, argv, d), vm);
+        if (vm.count("version")) {
+            std::cout << "steadfast-secondary " << steadfast::version << "\n";
+            return 0;
+        }
         if (vm.count("help")) {
             std::cout << "usage: steadfast-secondary --listen HOST:PORT --data DIR [options]\n"
                          "       steadfast-secondary dump --data DIR\n\n"
