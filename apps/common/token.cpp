@@ -7,17 +7,22 @@
 
 namespace steadfast::app {
 
-std::string read_token_file(const std::string& path) {
+std::vector<std::string> read_token_file(const std::string& path) {
     std::ifstream f(path);
     if (!f) throw std::runtime_error("cannot read --token-file \"" + path + "\": " + std::strerror(errno));
+    std::vector<std::string> tokens;
     std::string line;
-    std::getline(f, line);
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
-    std::size_t i = 0;
-    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
-    line.erase(0, i);
-    if (line.empty()) throw std::runtime_error("--token-file \"" + path + "\" has an empty first line");
-    return line;
+    while (std::getline(f, line)) {
+        while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+        std::size_t i = 0;
+        while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+        line.erase(0, i);
+        if (line.empty() || line.front() == '#') continue;
+        tokens.push_back(line);
+    }
+    if (f.bad()) throw std::runtime_error("cannot read --token-file \"" + path + "\": " + std::strerror(errno));
+    if (tokens.empty()) throw std::runtime_error("--token-file \"" + path + "\" holds no token (one a line)");
+    return tokens;
 }
 
 bool constant_time_equal(std::string_view a, std::string_view b) noexcept {
@@ -37,6 +42,12 @@ bool bearer_matches(std::string_view v, std::string_view token) noexcept {
     for (std::size_t i = 0; i < prefix.size(); ++i)
         if (std::tolower(static_cast<unsigned char>(v[i])) != std::tolower(static_cast<unsigned char>(prefix[i]))) return false;
     return constant_time_equal(v.substr(prefix.size()), token);
+}
+
+bool bearer_matches(std::string_view v, const std::vector<std::string>& tokens) noexcept {
+    bool any = false;
+    for (const auto& t : tokens) any |= bearer_matches(v, t);  // no early exit
+    return any;
 }
 
 }  // namespace steadfast::app

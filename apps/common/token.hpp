@@ -3,17 +3,24 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace steadfast::app {
 
-/// The first line of `path`, trimmed. Throws std::runtime_error naming the
-/// file when it cannot be read or the token is empty.
-std::string read_token_file(const std::string& path);
+/// The tokens in `path`, one a line, trimmed (blank lines and lines starting
+/// with '#' are skipped). Any of them is accepted; the first is the one a
+/// client sends. Several tokens let a token be rotated without downtime: add
+/// the new one, reload (SIGHUP), move clients over, drop the old one, reload.
+/// Throws std::runtime_error naming the file when it cannot be read or holds
+/// no token.
+std::vector<std::string> read_token_file(const std::string& path);
 
 /// Compares without an early exit, so the time does not tell how much matched.
 bool constant_time_equal(std::string_view a, std::string_view b) noexcept;
 
 /// Whether an Authorization header value carries `token` as a Bearer token.
 bool bearer_matches(std::string_view header_value, std::string_view token) noexcept;
+/// Whether it carries any of `tokens` (each compared in full).
+bool bearer_matches(std::string_view header_value, const std::vector<std::string>& tokens) noexcept;
 
 }  // namespace steadfast::app

@@ -135,7 +135,7 @@ http::request node::make_request(const std::string& stream, const std::vector<pe
         req.body += envelope::batch_suffix;
         req.set("Idempotency-Key", batch.front().id + ".." + std::to_string(batch.back().seq));
     }
-    if (!token_.empty()) req.set("Authorization", "Bearer " + token_);
+    if (!tokens_.empty()) req.set("Authorization", "Bearer " + tokens_.front());
     return req;
 }
 

@@ -47,9 +47,9 @@ bool node::at_stream_cap(const std::string& stream) const {
 // The checks before a publish touches the outbox, in the contract's order:
 // token, content type, stream name, stream cap. nullopt: go on.
 std::optional<http::response> node::refuse_publish(const http::request& req, std::string& stream) const {
-    if (!token_.empty()) {
+    if (!tokens_.empty()) {
         auto auth = req.get("Authorization");
-        if (!auth || !app::bearer_matches(*auth, token_)) {
+        if (!auth || !app::bearer_matches(*auth, tokens_)) {
             auto r = http::response::error(401, auth ? "wrong bearer token" : "missing bearer token");
             r.set("WWW-Authenticate", "Bearer");
             return r;

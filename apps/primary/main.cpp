@@ -4,6 +4,7 @@
 // quick retries first, then durable redelivery on a ladder whose last step
 // repeats. Contract: docs/contract.md. This file: flags, wiring, start, stop.
 #include "../common/token.hpp"
+#include "../common/token_reload.hpp"
 #include "node.hpp"
 
 #include <steadfast/transport/envelope.hpp>
@@ -83,7 +84,7 @@ node::node(const options& o, app::database& db)
                    .Help("From acceptance to acknowledgement")
                    .Register(*registry_)
                    .Add({}, app::latency_buckets())) {
-    if (!o.token_file.empty()) token_ = app::read_token_file(o.token_file);
+    if (!o.token_file.empty()) tokens_ = app::read_token_file(o.token_file);
     probe_options po;
     po.interval = 1s;
     po.failing_backoff = backoff::exponential(50ms, 1.5, 200ms);
@@ -145,6 +146,7 @@ int node::run() {
     signals.async_wait([this](const boost::system::error_code& ec, int sig) {
         if (!ec) stop("signal " + std::to_string(sig));
     });
+    app::token_reloader reload(ioc_.get_executor(), o_.token_file, tokens_);
     demoted_->subscribe(demoted_sub_, [this](bool v) {
         if (v) {
             app::log(level::error, "demoted", {{"epoch", o_.epoch}, {"reason", "the secondary has seen a newer epoch"}});
@@ -286,7 +288,7 @@ int main(int argc, char** argv) {
             ("secondary", po::value(&o.secondary)->required(), "the secondary, e.g. http://127.0.0.1:9001")
             ("data", po::value(&o.data)->required(), "data directory (created if missing; one process per directory)")
             ("listen", po::value(&o.listen), "HOST:PORT for /publish, /health, /metrics")
-            ("token-file", po::value(&o.token_file), "file whose first line is the bearer token: sent to the secondary, required on /publish")
+            ("token-file", po::value(&o.token_file), "bearer tokens, one a line: the first is sent to the secondary, any is accepted on /publish; SIGHUP reloads it")
             ("stream", po::value(&o.stream)->default_value("default"), "stream for --stdin and /publish without ?stream=")
             ("stdin", po::bool_switch(&o.from_stdin), "publish each line of standard input (one JSON value a line)")
             ("exit-when-drained", po::bool_switch(&o.exit_when_drained), "exit 0 once input is closed and everything is acknowledged")

@@ -130,7 +130,7 @@ private:
     std::size_t ladder_steps_;
     http::client_pool link_;
     http::client probe_client_;
-    std::string token_;
+    std::vector<std::string> tokens_;  // --token-file: the first is sent, any is accepted on /publish
     std::shared_ptr<flag> shutdown_;
     std::shared_ptr<epoch_fence> demoted_;
     cond stop_;

@@ -6,6 +6,7 @@
 #include "../common/metrics.hpp"
 #include "../common/sqlite.hpp"
 #include "../common/token.hpp"
+#include "../common/token_reload.hpp"
 #include "store.hpp"
 
 #include <steadfast/transport/envelope.hpp>
@@ -66,7 +67,8 @@ int dump(const std::string& dir) {
 int serve(const options& o) {
     app::init_log("secondary");
     const auto [host, port] = http::parse_listen_address(o.listen);
-    const std::string token = o.token_file.empty() ? std::string{} : app::read_token_file(o.token_file);
+    std::vector<std::string> tokens;  // any is accepted; SIGHUP reloads them
+    if (!o.token_file.empty()) tokens = app::read_token_file(o.token_file);
     app::database db(o.data, "secondary.db", "steadfast-secondary", o.sync);
     secondary::store st(db);
     // Declared before the worker: the worker's last completions are posted to
@@ -132,9 +134,9 @@ int serve(const options& o) {
     });
     routes.add("POST", "/api/messages", [&](http::request& req) -> asio::awaitable<http::response> {
         const auto t0 = std::chrono::steady_clock::now();
-        if (!token.empty()) {
+        if (!tokens.empty()) {
             auto auth = req.get("Authorization");
-            if (!auth || !app::bearer_matches(*auth, token)) {
+            if (!auth || !app::bearer_matches(*auth, tokens)) {
                 reject("unauthorized");
                 auto r = http::response::error(401, auth ? "wrong bearer token" : "missing bearer token");
                 r.set("WWW-Authenticate", "Bearer");
@@ -196,8 +198,9 @@ int serve(const options& o) {
     const auto ep = server.listen(host, port);
     server.start();
     app::log(level::info, "listening", {{"address", ep.address().to_string()}, {"port", ep.port()}, {"data", db.path()},
-                                        {"sync", o.sync == app::sync_mode::full ? "full" : "off"}, {"auth", !token.empty()}});
+                                        {"sync", o.sync == app::sync_mode::full ? "full" : "off"}, {"auth", !tokens.empty()}});
 
+    app::token_reloader reload(ioc.get_executor(), o.token_file, tokens);
     asio::signal_set signals(ioc, SIGINT, SIGTERM);
     signals.async_wait([&](const boost::system::error_code& ec, int sig) {
         if (ec) return;
@@ -235,7 +238,7 @@ int main(int argc, char** argv) {
         d.add_options()
             ("listen", po::value(&o.listen)->required(), "HOST:PORT to listen on, e.g. 127.0.0.1:9001")
             ("data", po::value(&o.data)->required(), "data directory (created if missing)")
-            ("token-file", po::value(&o.token_file), "file whose first line is the bearer token to require")
+            ("token-file", po::value(&o.token_file), "bearer tokens to accept, one a line (any is accepted); SIGHUP reloads it")
             ("sync", po::value(&sync)->default_value("full"), "full: fsync before every answer; off: for benchmarks")
             ("fault-rate", po::value(&o.fault_rate)->default_value(0), "share of requests answered --fault-status (0..1)")
             ("fault-status", po::value(&o.fault_status)->default_value(503), "status of injected faults")

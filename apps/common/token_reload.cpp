@@ -1,0 +1,36 @@
+#include "token_reload.hpp"
+
+#include "log.hpp"
+#include "token.hpp"
+
+#include <csignal>
+#include <exception>
+
+namespace steadfast::app {
+
+token_reloader::token_reloader(boost::asio::any_io_executor ex, std::string path, std::vector<std::string>& tokens)
+    : signals_(ex, SIGHUP), path_(std::move(path)), tokens_(tokens) {
+    arm();
+}
+
+void token_reloader::arm() {
+    signals_.async_wait([this](const boost::system::error_code& ec, int) {
+        if (ec) return;  // shutting down
+        if (path_.empty()) {
+            log(level::warn, "sighup_ignored", {{"reason", "no --token-file to reload"}});
+        } else {
+            try {
+                auto fresh = read_token_file(path_);
+                const auto count = fresh.size();
+                tokens_ = std::move(fresh);
+                log(level::info, "tokens_reloaded", {{"file", path_}, {"tokens", count}});
+            } catch (const std::exception& e) {
+                log(level::error, "tokens_reload_failed",
+                    {{"error", e.what()}, {"tokens_in_use", tokens_.size()}, {"note", "the tokens in use stay"}});
+            }
+        }
+        arm();
+    });
+}
+
+}  // namespace steadfast::app
