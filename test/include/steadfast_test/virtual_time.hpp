@@ -10,6 +10,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <exception>
 #include <optional>
 #include <stdexcept>
@@ -42,6 +43,9 @@ T run_virtual(asio::io_context& ioc, asio::awaitable<T> aw) {
     if (!out) throw std::logic_error("the coroutine did not finish: the io_context ran out of work");
     return std::move(*out);
 }
+
+/// Whole seconds of `d` (Boost.Test cannot print durations).
+inline std::int64_t secs(std::chrono::nanoseconds d) { return std::chrono::duration_cast<std::chrono::seconds>(d).count(); }
 
 /// Waits `d` of virtual time inside an attempt.
 inline asio::awaitable<void> virtual_sleep(std::chrono::nanoseconds d) {

@@ -18,11 +18,10 @@ using namespace std::chrono_literals;
 using namespace steadfast;
 namespace asio = boost::asio;
 using steadfast_test::run_both;
+using steadfast_test::secs;
 using steadfast_test::virtual_time;
 
 namespace {
-std::int64_t secs(std::chrono::nanoseconds d) { return std::chrono::duration_cast<std::chrono::seconds>(d).count(); }
-
 // Sets `f` and clears it again in the same handler, at virtual time `at`.
 void blip_at(asio::io_context& ioc, std::shared_ptr<flag> f, std::chrono::nanoseconds at) {
     auto t = std::make_shared<manual_timer>(ioc, manual_clock::time_point(at));

@@ -19,6 +19,7 @@ using namespace std::chrono_literals;
 using namespace steadfast;
 namespace asio = boost::asio;
 using steadfast_test::virtual_sleep;
+using steadfast_test::secs;
 using steadfast_test::virtual_time;
 using std::chrono::nanoseconds;
 
@@ -33,7 +34,6 @@ auto failing_until(int succeed_at, error_code ec = asio::error::connection_refus
     };
 }
 
-std::int64_t secs(nanoseconds d) { return std::chrono::duration_cast<std::chrono::seconds>(d).count(); }
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(engine_retry)
