@@ -1,6 +1,7 @@
 #include "token.hpp"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
@@ -12,12 +13,24 @@ std::vector<std::string> read_token_file(const std::string& path) {
     if (!f) throw std::runtime_error("cannot read --token-file \"" + path + "\": " + std::strerror(errno));
     std::vector<std::string> tokens;
     std::string line;
-    while (std::getline(f, line)) {
+    for (int n = 1; std::getline(f, line); ++n) {
+        if (n == 1 && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);  // a UTF-8 BOM
         while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
         std::size_t i = 0;
         while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
         line.erase(0, i);
         if (line.empty() || line.front() == '#') continue;
+        // A token travels in an HTTP header: printable ASCII only. (A file
+        // saved as UTF-16, or with stray control characters, is refused here
+        // rather than sent as a header the other side cannot parse.)
+        for (unsigned char c : line)
+            if (c < 0x20 || c > 0x7e) {
+                char hex[8];
+                std::snprintf(hex, sizeof hex, "0x%02x", c);
+                throw std::runtime_error("--token-file \"" + path + "\" line " + std::to_string(n) + ": byte " + hex +
+                                         " cannot be part of a bearer token (printable ASCII only; is the file "
+                                         "UTF-16 or does it hold control characters?)");
+            }
         tokens.push_back(line);
     }
     if (f.bad()) throw std::runtime_error("cannot read --token-file \"" + path + "\": " + std::strerror(errno));

@@ -8,7 +8,8 @@
 namespace steadfast::app {
 
 /// The tokens in `path`, one a line, trimmed (blank lines and lines starting
-/// with '#' are skipped). Any of them is accepted; the first is the one a
+/// with '#' are skipped; a comment is a whole line; a UTF-8 BOM is dropped).
+/// Each token is printable ASCII: anything else is refused, naming the line. Any of them is accepted; the first is the one a
 /// client sends. Several tokens let a token be rotated without downtime: add
 /// the new one, reload (SIGHUP), move clients over, drop the old one, reload.
 /// Throws std::runtime_error naming the file when it cannot be read or holds

@@ -13,6 +13,12 @@ token_reloader::token_reloader(boost::asio::any_io_executor ex, std::string path
     arm();
 }
 
+token_reloader::~token_reloader() {
+    boost::system::error_code ec;
+    signals_.clear(ec);  // Asio puts back SIG_DFL here...
+    std::signal(SIGHUP, SIG_IGN);  // ...and SIGHUP during the rest of shutdown is ignored
+}
+
 void token_reloader::arm() {
     signals_.async_wait([this](const boost::system::error_code& ec, int) {
         if (ec) return;  // shutting down

@@ -16,6 +16,8 @@ class token_reloader {
 public:
     /// `tokens` is replaced on each good reload; read it on `ex` only.
     token_reloader(boost::asio::any_io_executor ex, std::string path, std::vector<std::string>& tokens);
+    /// Leaves SIGHUP ignored (Asio would restore the default action, which ends the process).
+    ~token_reloader();
     token_reloader(const token_reloader&) = delete;
     token_reloader& operator=(const token_reloader&) = delete;
 

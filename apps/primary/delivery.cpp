@@ -300,6 +300,16 @@ asio::awaitable<void> node::deliver(std::string stream) {
                 st.single_until = batch.back().seq;  // find the message it rejects
                 break;
             case verdict::dead_letter:
+                if (envelope::is_tombstone(batch.front().payload)) {
+                    // Even the tombstone is refused: the request, not the
+                    // message, is at fault (a header the secondary cannot
+                    // parse, a proxy in the way). Dead-lettering again would
+                    // loop; stop the stream and say so.
+                    co_await block(stream, "tombstone_refused",
+                                   "the secondary refused the tombstone of seq " + std::to_string(batch.front().seq) +
+                                       " too: " + d.reason);
+                    co_return;
+                }
                 if (!co_await dead_letter(stream, batch.front(), d.reason))
                     co_await wait(std::chrono::steady_clock::now() + storage_pause, stop_.get().get(), true);
                 break;

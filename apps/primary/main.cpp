@@ -276,7 +276,14 @@ int main(int argc, char** argv) {
     // A file-size limit (ulimit -f) must fail a write with EFBIG, which the
     // outbox reports, instead of killing the process.
     std::signal(SIGXFSZ, SIG_IGN);
+    // SIGHUP reloads the token file while running; before and after that it
+    // must not end the process either.
+    std::signal(SIGHUP, SIG_IGN);
     try {
+        if (argc >= 2 && argv[1][0] != '-' && std::string_view(argv[1]) != "status" &&
+            std::string_view(argv[1]) != "dead-letters")
+            throw po::error(std::string("unknown command \"") + argv[1] +
+                            "\" (commands: status, dead-letters; or flags to run)");
         if (argc >= 2 && std::string_view(argv[1]) == "status") return read_only_command(argc, argv, "status", status);
         if (argc >= 2 && std::string_view(argv[1]) == "dead-letters")
             return read_only_command(argc, argv, "dead-letters", dead_letters);
@@ -320,6 +327,8 @@ int main(int argc, char** argv) {
             return 0;
         }
         po::notify(vm);
+        if (vm.count("token-file") && o.token_file.empty())
+            throw std::invalid_argument("--token-file is empty: give a file, or leave the flag out to run without tokens");
         o.sync = app::parse_sync(sync);
         if (o.batch_max == 0) throw std::invalid_argument("--batch-max must be at least 1");
         if (o.batch_bytes < 1024) throw std::invalid_argument("--batch-bytes must be at least 1024");

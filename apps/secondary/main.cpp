@@ -102,25 +102,29 @@ int serve(const options& o) {
         storage_ok = ok;
         storage_gauge.Set(ok ? 1 : 0);
     };
+    // While the store is failing, /health and /ready try a small write: the
+    // store may work again (disk space freed). Returns the error, if any.
+    auto recheck_storage = [&]() -> asio::awaitable<std::string> {
+        if (storage_ok) co_return std::string{};
+        auto probe = [&st](app::database&, bool&) {
+            st.touch();
+            return true;
+        };
+        auto r = co_await worker.run<bool>(ioc.get_executor(), std::move(probe));
+        std::string err = std::holds_alternative<std::string>(r) ? std::get<std::string>(r) : std::string{};
+        storage_state(err);
+        co_return err;
+    };
     // Readiness: 503 while draining or while the store cannot commit (then
-    // every message would be answered 503 anyway); /health probes the store.
+    // every message would be answered 503 anyway).
     routes.add("GET", "/ready", [&](http::request&) -> asio::awaitable<http::response> {
         if (draining) co_return http::response::json(503, "{\"status\":\"draining\"}");
-        if (!storage_ok) co_return http::response::json(503, "{\"status\":\"storage_failed\"}");
+        if (!(co_await recheck_storage()).empty()) co_return http::response::json(503, "{\"status\":\"storage_failed\"}");
         co_return http::response::json(200, "{\"status\":\"ready\"}");
     });
     routes.add("GET", "/health", [&](http::request&) -> asio::awaitable<http::response> {
-        if (!storage_ok) {
-            // Try a small write: the store may work again (disk space freed).
-            auto probe = [&st](app::database&, bool&) {
-                st.touch();
-                return true;
-            };
-            auto r = co_await worker.run<bool>(ioc.get_executor(), std::move(probe));
-            storage_state(std::holds_alternative<std::string>(r) ? std::get<std::string>(r) : std::string{});
-            if (auto* e = std::get_if<std::string>(&r))
-                co_return http::response::json(503, "{\"status\":\"storage_failed\",\"error\":\"" + http::json_escape(*e) + "\"}");
-        }
+        if (auto e = co_await recheck_storage(); !e.empty())
+            co_return http::response::json(503, "{\"status\":\"storage_failed\",\"error\":\"" + http::json_escape(e) + "\"}");
         co_return http::response::json(200, "{\"status\":\"ok\"}");
     });
     auto& refused = prometheus::BuildCounter().Name("steadfast_secondary_connections_rejected_total").Help("Connections closed at once: over --max-connections").Register(*registry).Add({});
@@ -181,8 +185,10 @@ int serve(const options& o) {
             r.set("Retry-After", "1");
             co_return r;
         }
-        storage_state({});
         auto& a = std::get<secondary::store::answer>(result);
+        // Only a commit that wrote something shows the store works again (a
+        // duplicate or a 409 commits nothing).
+        if (a.applied > 0) storage_state({});
         applied.Increment(static_cast<double>(a.applied));
         duplicates.Increment(static_cast<double>(a.duplicates));
         if (!a.reject_reason.empty()) reject(a.reject_reason);
@@ -218,7 +224,12 @@ int main(int argc, char** argv) {
     // A file-size limit (ulimit -f) must fail a write with EFBIG, which the
     // store reports, instead of killing the process.
     std::signal(SIGXFSZ, SIG_IGN);
+    // SIGHUP reloads the token file while serving; before and after that it
+    // must not end the process either.
+    std::signal(SIGHUP, SIG_IGN);
     try {
+        if (argc >= 2 && argv[1][0] != '-' && std::string_view(argv[1]) != "dump")
+            throw po::error(std::string("unknown command \"") + argv[1] + "\" (commands: dump; or flags to serve)");
         if (argc >= 2 && std::string_view(argv[1]) == "dump") {
             po::options_description d("steadfast-secondary dump");
             std::string data;
@@ -261,6 +272,8 @@ int main(int argc, char** argv) {
             return 0;
         }
         po::notify(vm);
+        if (vm.count("token-file") && o.token_file.empty())
+            throw std::invalid_argument("--token-file is empty: give a file, or leave the flag out to run without tokens");
         o.sync = app::parse_sync(sync);
         if (o.fault_rate < 0 || o.fault_rate > 1) throw std::invalid_argument("--fault-rate must be between 0 and 1");
         if (o.drop_rate < 0 || o.drop_rate > 1) throw std::invalid_argument("--drop-rate must be between 0 and 1");

@@ -457,6 +457,10 @@ std::string encode_tombstone(std::string_view id, std::string_view reason) {
            http::json_escape(reason) + "\"}}";
 }
 
+bool is_tombstone(std::string_view payload) noexcept {
+    return payload.starts_with("{\"steadfast_dead_letter\":{\"id\":\"");
+}
+
 void encode_dump_line(std::string& out, std::string_view stream, std::uint64_t seq, std::string_view id,
                       std::string_view payload) {
     out += "{\"stream\":\"";

@@ -103,4 +103,18 @@ for s, (n, bad) in want.items():
     assert firsts == [i for i in range(1, n + 1) if i != bad], f"stream {s}: applied {real}"
 print("the fake applied every message but the three dead letters, in order")
 PY
-echo "dead letters: only for 400, 413 and 422"
+# 4. A "secondary" answering 400 to every request (a header it cannot parse, say): one dead letter,
+#    then its tombstone is refused too, and the stream is blocked instead of dead-lettering in a loop.
+FPORT=$(free_port); PPORT=$(free_port)
+start_fake "$FPORT" fixed 400
+SECONDARY_URL="http://127.0.0.1:$FPORT"
+PDATA="$WORK/pdata4"
+start_primary "${LADDER[@]}"
+publish 5 t
+t_blocked() { json_is "$(status_json)" 'j.get("blocked", {}).get("t") == "tombstone_refused"'; }
+wait_for 20 "stream t blocked as tombstone_refused" t_blocked
+sleep 1
+st=$(status_json); echo "after 400s to everything: $st"
+json_is "$st" 'j.get("dead_letter") == 1 and j["pending"] == 5' || fail "400 to everything must make one dead letter and keep the rest: $st"
+stop "$PPID_"; kill "$FAKE_PID"
+echo "dead letters: only for 400, 413 and 422; a refused tombstone blocks the stream"

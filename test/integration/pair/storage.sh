@@ -61,6 +61,11 @@ post=$(curl -s -m 30 -o "$WORK/body" -w '%{http_code}' -X POST "${CT[@]}" \
 health_is() { [ "$(curl -s -m 5 -o "$WORK/health" -w '%{http_code}' "http://127.0.0.1:$SPORT/health")" = "$1" ]; }
 wait_for 10 "the secondary's /health answering 503" health_is 503
 json_is "$(cat "$WORK/health")" 'j["status"] == "storage_failed"' || fail "/health while storage fails: $(cat "$WORK/health")"
+# An answer that commits nothing (a 409 gap) does not prove the store works again.
+gap=$(curl -s -m 30 -o /dev/null -w '%{http_code}' -X POST "${CT[@]}" \
+  -d '{"id":"gap-1","stream":"gapped","seq":5,"payload":1}' "http://127.0.0.1:$SPORT/api/messages")
+ready=$(curl -s -m 5 -w ' %{http_code}' "http://127.0.0.1:$SPORT/ready")
+[ "$ready" = '{"status":"storage_failed"} 503' ] || fail "/ready after a $gap answer while storage fails: $ready"
 publish 20 w
 sleep 2
 [ "$(pending)" -ge 20 ] || fail "the primary must keep the messages the secondary cannot store: $(status_json)"

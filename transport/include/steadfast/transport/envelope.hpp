@@ -120,6 +120,8 @@ rejection decode_rejection(std::string_view body);
 std::string encode_published(std::string_view id, std::string_view stream, std::uint64_t seq);
 /// The payload that takes a dead letter's place in its stream.
 std::string encode_tombstone(std::string_view id, std::string_view reason);
+/// Whether a payload is a tombstone made by encode_tombstone.
+bool is_tombstone(std::string_view payload) noexcept;
 /// One line of `steadfast-secondary dump` (with the trailing newline).
 void encode_dump_line(std::string& out, std::string_view stream, std::uint64_t seq, std::string_view id,
                       std::string_view payload);
