@@ -165,6 +165,10 @@ asio::awaitable<void> node::deliver(std::string stream) {
     co_await asio::this_coro::throw_if_cancelled(false);
     const auto quick = retry_policy{}
                            .with_backoff(backoff::exponential(100ms, 2.0, o_.max_backoff).with_jitter(jitter::full))
+                           // A Retry-After up to the ladder's first step is waited here; a
+                           // longer one ends the quick retries (pushback) and the ladder
+                           // waits it out durably (next_step).
+                           .with_max_delay(std::max<std::chrono::nanoseconds>(o_.max_backoff, ladder_.base_delay(1, {})))
                            .with_stop(stop::max_attempts(o_.quick_retries))
                            .with_attempt_when(online_)
                            .with_hooks({.before_attempt = [this](const attempt_context& c) {
