@@ -82,6 +82,18 @@ http::router node::routes() {
     r.add("GET", "/ready", [this](http::request&) -> asio::awaitable<http::response> {
         if (stopping_) co_return http::response::json(503, "{\"status\":\"draining\"}");
         if (!ready_) co_return http::response::json(503, "{\"status\":\"starting\"}");
+        if (!outbox_ok_) {
+            // The last publish could not be stored (a full disk): try a small
+            // write, so that readiness comes back without traffic.
+            auto probe = [](app::database& db, bool&) {
+                db.exec("INSERT OR REPLACE INTO meta(key, value) VALUES('ready_probe', strftime('%s', 'now'))");
+                return true;
+            };
+            auto w = co_await worker_.run<bool>(ioc_.get_executor(), std::move(probe));
+            if (std::holds_alternative<std::string>(w))
+                co_return http::response::json(503, "{\"status\":\"storage_failed\"}");
+            outbox_ok_ = true;
+        }
         co_return http::response::json(200, "{\"status\":\"ready\"}");
     });
     r.add("GET", "/metrics", [this](http::request&) -> asio::awaitable<http::response> {
@@ -105,12 +117,14 @@ http::router node::routes() {
         auto result = co_await worker_.run<std::vector<published>>(ioc_.get_executor(), std::move(job));
         --publishing_;
         if (auto* e = std::get_if<std::string>(&result)) {
+            outbox_ok_ = false;
             app::log(level::error, "publish_failed", {{"stream", stream}, {"error", *e}});
             auto res = http::response::error(503, "storage failure, nothing stored: " + *e);
             res.set("Retry-After", "1");
             check_drained();
             co_return res;
         }
+        outbox_ok_ = true;
         const auto& p = std::get<0>(result).front();
         committed(p.stream, 1);
         co_return http::response::json(202, envelope::encode_published(p.id, p.stream, p.seq));

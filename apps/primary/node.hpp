@@ -153,6 +153,7 @@ private:
     std::size_t retired_since_trim_ = 0;
     bool input_closed_ = false, stopping_ = false;
     bool ready_ = false;  // /ready: the event loop runs and no shutdown has begun
+    bool outbox_ok_ = true;  // false from a failed publish commit until a write succeeds again
     std::atomic<bool> stdin_stop_{false};
     http::server* server_ = nullptr;
     int exit_code_ = exit_ok;

@@ -30,8 +30,12 @@ for i in 1 2 3 4 5; do
   code=$(publish_code s "{\"during\":$i}")
   [ "$code" = 503 ] || fail "a publish whose commit fails must get 503, got $code"
 done
+ready=$(curl -s -m 5 -w ' %{http_code}' "http://127.0.0.1:$PPORT/ready")
+[ "$ready" = '{"status":"storage_failed"} 503' ] || fail "the primary's /ready while its outbox fails: $ready"
 sleep 0.5
 mend_storage "$PPID_"
+ready=$(curl -s -m 5 -w ' %{http_code}' "http://127.0.0.1:$PPORT/ready")  # comes back without a publish
+[ "$ready" = '{"status":"ready"} 200' ] || fail "the primary's /ready once its outbox works again: $ready"
 publish 10 s          # no restart
 [ "$(acked_seqs s)" = "$(seq -s ' ' 1 20)" ] || fail "seqs after the failure window: $(acked_seqs s)"
 log_has "$WORK/primary.log" publish_failed || log_has "$WORK/primary.log" storage_failed \
