@@ -73,6 +73,9 @@ public:
     database& operator=(const database&) = delete;
 
     void exec(std::string_view sql);
+    /// A small write (a row of `meta`), in the caller's transaction: whether
+    /// the database can commit again after a failure (a full disk).
+    void touch() { exec("INSERT OR REPLACE INTO meta(key, value) VALUES('health_probe', datetime('now'))"); }
     statement prepare(std::string_view sql) { return statement(db_, sql); }
     sqlite3* handle() const noexcept { return db_; }
     const std::string& path() const noexcept { return path_; }

@@ -86,7 +86,7 @@ http::router node::routes() {
             // The last publish could not be stored (a full disk): try a small
             // write, so that readiness comes back without traffic.
             auto probe = [](app::database& db, bool&) {
-                db.exec("INSERT OR REPLACE INTO meta(key, value) VALUES('ready_probe', strftime('%s', 'now'))");
+                db.touch();
                 return true;
             };
             auto w = co_await worker_.run<bool>(ioc_.get_executor(), std::move(probe));

@@ -106,8 +106,8 @@ int serve(const options& o) {
     // store may work again (disk space freed). Returns the error, if any.
     auto recheck_storage = [&]() -> asio::awaitable<std::string> {
         if (storage_ok) co_return std::string{};
-        auto probe = [&st](app::database&, bool&) {
-            st.touch();
+        auto probe = [](app::database& d, bool&) {
+            d.touch();
             return true;
         };
         auto r = co_await worker.run<bool>(ioc.get_executor(), std::move(probe));

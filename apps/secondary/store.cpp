@@ -22,11 +22,6 @@ app::statement& store::stmt(std::optional<app::statement>& s, std::string_view s
     return *s;
 }
 
-void store::touch() {
-    auto& t = stmt(touch_, "INSERT OR REPLACE INTO meta(key, value) VALUES('health_probe', datetime('now'))");
-    t.step();
-}
-
 store::position& store::position_of(positions& ps, std::string_view stream) {
     auto it = ps.find(stream);
     if (it != ps.end()) return it->second;

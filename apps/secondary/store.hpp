@@ -37,9 +37,6 @@ public:
     /// `keep` is set to false when nothing of it may stay (a 409).
     answer apply(const envelope::decoded& d, bool& keep);
 
-    /// A small write that tells whether the store can commit again.
-    void touch();
-
 private:
     // A stream's position while one envelope or batch is applied: read once,
     // written back once at the end (not one SELECT and one UPSERT a message).
@@ -54,7 +51,7 @@ private:
     app::statement& stmt(std::optional<app::statement>& s, std::string_view sql);
 
     app::database& db_;
-    std::optional<app::statement> sel_stream_, sel_id_, ins_, up_stream_, get_fence_, put_fence_, touch_;
+    std::optional<app::statement> sel_stream_, sel_id_, ins_, up_stream_, get_fence_, put_fence_;
 };
 
 }  // namespace steadfast::secondary
