@@ -10,14 +10,31 @@ outbox::outbox(app::database& db) : db_(db) {
     db.exec("CREATE TABLE IF NOT EXISTS streams(stream TEXT PRIMARY KEY, next_seq INTEGER NOT NULL, "
             "acked_seq INTEGER NOT NULL)");
     db.exec("CREATE TABLE IF NOT EXISTS outbox(stream TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL, "
-            "payload TEXT NOT NULL, at_ms INTEGER NOT NULL, acked_ms INTEGER, PRIMARY KEY(stream, seq)) WITHOUT ROWID");
+            "payload TEXT NOT NULL, at_ms INTEGER NOT NULL, PRIMARY KEY(stream, seq)) WITHOUT ROWID");
+    // When messages were acknowledged, for --retain: one mark per stream and
+    // second ("everything up to `upto` was acknowledged by `at_ms`; the mark
+    // was started at `from_ms`"), not a time on every row, so that
+    // acknowledging writes one small row instead of rewriting every message
+    // (and an index entry for each).
+    db.exec("CREATE TABLE IF NOT EXISTS acks(stream TEXT NOT NULL, upto INTEGER NOT NULL, from_ms INTEGER NOT NULL, "
+            "at_ms INTEGER NOT NULL, PRIMARY KEY(stream, upto)) WITHOUT ROWID");
     {
-        // An outbox of the first version deleted acknowledged rows: add the column.
-        auto cols = db.prepare("SELECT count(*) FROM pragma_table_info('outbox') WHERE name='acked_ms'");
-        cols.step();
-        if (cols.column_int(0) == 0) db.exec("ALTER TABLE outbox ADD COLUMN acked_ms INTEGER");
+        // An outbox written before the marks kept a time on every
+        // acknowledged row (column acked_ms, index outbox_acked): one mark a
+        // stream keeps them for --retain from the latest of those times.
+        bool old_layout = false;
+        {
+            auto idx = db.prepare("SELECT count(*) FROM sqlite_master WHERE type='index' AND name='outbox_acked'");
+            old_layout = idx.step() && idx.column_int(0) != 0;
+        }  // finalized: a statement still open would lock the schema against DROP INDEX
+        if (old_layout) {
+            db.exec("SAVEPOINT migrate_acks");
+            db.exec("INSERT OR REPLACE INTO acks(stream, upto, from_ms, at_ms) SELECT stream, max(seq), max(acked_ms), max(acked_ms) "
+                    "FROM outbox WHERE acked_ms IS NOT NULL GROUP BY stream");
+            db.exec("DROP INDEX outbox_acked");
+            db.exec("RELEASE migrate_acks");
+        }
     }
-    db.exec("CREATE INDEX IF NOT EXISTS outbox_acked ON outbox(acked_ms) WHERE acked_ms IS NOT NULL");
     db.exec("CREATE TABLE IF NOT EXISTS schedule(stream TEXT PRIMARY KEY, attempts INTEGER NOT NULL, "
             "next_at_ms INTEGER NOT NULL)");
     db.exec("CREATE TABLE IF NOT EXISTS dead_letter(n INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL, "
@@ -105,26 +122,49 @@ std::vector<pending_message> outbox::pending(const std::string& stream, std::uin
 }
 
 void outbox::acknowledge(const std::string& stream, std::uint64_t seq, std::int64_t now_ms) {
-    // Only the rows after the last mark: the retained ones before it are
-    // marked already, and scanning them would make every mark cost as much as
-    // the whole retention.
-    auto& d = stmt(ack_rows_, "UPDATE outbox SET acked_ms=?1 WHERE stream=?2 AND seq<=?3 AND "
-                              "seq>coalesce((SELECT acked_seq FROM streams WHERE stream=?2), 0) AND acked_ms IS NULL");
-    d.bind(1, now_ms).bind(2, stream).bind(3, static_cast<std::int64_t>(seq));
-    d.step();
-    auto& a = stmt(ack_, "UPDATE streams SET acked_seq=max(acked_seq, ?) WHERE stream=?");
+    auto& a = stmt(ack_, "UPDATE streams SET acked_seq=?1 WHERE stream=?2 AND acked_seq<?1");
     a.bind(1, static_cast<std::int64_t>(seq)).bind(2, stream);
     a.step();
+    if (sqlite3_changes(db_.handle()) != 0) {
+        // New acknowledgements: move forward the stream's mark started in
+        // the last second (its time too, so that nothing goes before
+        // --retain), or start a new mark.
+        auto& m = stmt(ack_move_, "UPDATE acks SET upto=?1, at_ms=?3 WHERE stream=?2 AND from_ms>?3-1000 AND "
+                                  "upto=(SELECT max(upto) FROM acks WHERE stream=?2)");
+        m.bind(1, static_cast<std::int64_t>(seq)).bind(2, stream).bind(3, now_ms);
+        m.step();
+        if (sqlite3_changes(db_.handle()) == 0) {
+            auto& i = stmt(ack_mark_, "INSERT OR REPLACE INTO acks(stream, upto, from_ms, at_ms) VALUES(?1,?2,?3,?3)");
+            i.bind(1, stream).bind(2, static_cast<std::int64_t>(seq)).bind(3, now_ms);
+            i.step();
+        }
+    }
     auto& c = stmt(del_sched_, "DELETE FROM schedule WHERE stream=?");
     c.bind(1, stream);
     c.step();
 }
 
 std::uint64_t outbox::purge(std::int64_t cutoff_ms) {
-    auto& p = stmt(purge_, "DELETE FROM outbox WHERE acked_ms IS NOT NULL AND acked_ms<=?");
-    p.bind(1, cutoff_ms);
-    p.step();
-    return static_cast<std::uint64_t>(sqlite3_changes(db_.handle()));
+    // Per stream, everything up to its newest mark at or before the cutoff.
+    std::vector<std::pair<std::string, std::int64_t>> upto;
+    {
+        auto& q = stmt(purge_marks_, "SELECT stream, max(upto) FROM acks WHERE at_ms<=? GROUP BY stream");
+        q.bind(1, cutoff_ms);
+        while (q.step()) upto.emplace_back(std::string(q.column_text(0)), q.column_int(1));
+        q.reset();
+    }
+    std::uint64_t n = 0;
+    auto& d = stmt(purge_, "DELETE FROM outbox WHERE stream=? AND seq<=?");
+    for (const auto& [stream, seq] : upto) {
+        d.reset();
+        d.bind(1, stream).bind(2, seq);
+        d.step();
+        n += static_cast<std::uint64_t>(sqlite3_changes(db_.handle()));
+    }
+    auto& m = stmt(purge_done_, "DELETE FROM acks WHERE at_ms<=?");
+    m.bind(1, cutoff_ms);
+    m.step();
+    return n;
 }
 
 std::optional<std::uint64_t> outbox::oldest_seq(const std::string& stream) {
@@ -188,7 +228,8 @@ std::map<std::string, stream_status> outbox::status() {
     while (s.step())
         out[std::string(s.column_text(0))] = {static_cast<std::uint64_t>(s.column_int(1)),
                                               static_cast<std::uint64_t>(s.column_int(2)), 0};
-    auto p = db_.prepare("SELECT stream, count(*) FROM outbox WHERE acked_ms IS NULL GROUP BY stream");
+    auto p = db_.prepare("SELECT o.stream, count(*) FROM outbox o JOIN streams s ON s.stream=o.stream "
+                         "WHERE o.seq>s.acked_seq GROUP BY o.stream");
     while (p.step()) out[std::string(p.column_text(0))].pending = static_cast<std::uint64_t>(p.column_int(1));
     return out;
 }

@@ -1,9 +1,11 @@
 // The primary's durable outbox (SQLite), used only on the database thread.
 //
 //   streams(stream, next_seq, acked_seq)            per-stream positions
-//   outbox(stream, seq, id, payload, at_ms, acked_ms) accepted messages; acknowledged
-//                                                   ones (acked_ms set) are kept for
-//                                                   --retain, to resend after a rewind
+//   outbox(stream, seq, id, payload, at_ms)         accepted messages; acknowledged
+//                                                   ones are kept for --retain, to
+//                                                   resend after a rewind
+//   acks(stream, upto, from_ms, at_ms)              when they were acknowledged: one
+//                                                   mark per stream and second
 //   schedule(stream, attempts, next_at_ms)          durable redelivery of a stream's head
 //   dead_letter(...)                                messages given up on, kept
 //   blocked(stream, reason, at_ms)                  streams stopped for a conflict or
@@ -94,8 +96,8 @@ private:
     app::statement& stmt(std::optional<app::statement>& s, std::string_view sql);
     app::database& db_;
     std::string instance_;  // makes ids unique across data directories
-    std::optional<app::statement> get_next_, put_stream_, insert_, select_, ack_rows_, ack_, get_sched_, put_sched_,
-        del_sched_, dl_insert_, tombstone_, purge_, oldest_, put_blocked_, position_;
+    std::optional<app::statement> get_next_, put_stream_, insert_, select_, ack_, ack_move_, ack_mark_, get_sched_, put_sched_,
+        del_sched_, dl_insert_, tombstone_, purge_marks_, purge_, purge_done_, oldest_, put_blocked_, position_;
 };
 
 }  // namespace steadfast::primary

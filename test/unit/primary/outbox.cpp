@@ -1,0 +1,154 @@
+// The primary's outbox on a real SQLite file: acknowledgement marks and
+// retention (--retain), and the upgrade of an outbox that kept a time on
+// every acknowledged row.
+#include <primary/outbox.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+#include <random>
+
+using namespace steadfast;
+
+namespace {
+struct fixture {
+    std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                ("steadfast-outbox-" + std::to_string(std::random_device{}()));
+    std::optional<app::database> db;
+    std::optional<primary::outbox> out;
+    fixture() { open(); }
+    ~fixture() {
+        out.reset();
+        db.reset();
+        std::filesystem::remove_all(dir);
+    }
+    void open() {
+        out.reset();
+        db.reset();
+        db.emplace(dir.string(), "primary.db", "steadfast-primary", app::sync_mode::off);
+        out.emplace(*db);
+    }
+    void publish(const std::string& stream, int n, std::int64_t at = 0) {
+        std::vector<std::pair<std::string, std::string>> items;
+        for (int i = 0; i < n; ++i) items.emplace_back(stream, "{\"n\":" + std::to_string(i) + "}");
+        out->publish(items, at);
+    }
+    // The seqs still in the outbox, acknowledged or not.
+    std::vector<std::uint64_t> kept(const std::string& stream) {
+        std::vector<std::uint64_t> seqs;
+        for (auto& m : out->pending(stream, 0, 1'000'000, 1u << 30)) seqs.push_back(m.seq);
+        return seqs;
+    }
+    std::vector<std::uint64_t> range(std::uint64_t from, std::uint64_t to) {
+        std::vector<std::uint64_t> r;
+        for (auto s = from; s <= to; ++s) r.push_back(s);
+        return r;
+    }
+    std::int64_t marks() {
+        auto s = db->prepare("SELECT count(*) FROM acks");
+        s.step();
+        return s.column_int(0);  // the statement is finalized on return
+    }
+};
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(primary_outbox)
+
+BOOST_FIXTURE_TEST_CASE(acknowledged_messages_are_kept_until_the_cutoff_passes_their_mark, fixture) {
+    publish("s", 10);
+    out->acknowledge("s", 4, 1'000);
+    out->acknowledge("s", 7, 3'000);  // more than a second later: a mark of its own
+    BOOST_TEST(marks() == 2);
+    BOOST_TEST(out->purge(999) == 0u);
+    BOOST_TEST(kept("s") == range(1, 10));
+    BOOST_TEST(out->purge(1'000) == 4u);  // acknowledged at 1,000: gone at cutoff 1,000
+    BOOST_TEST(kept("s") == range(5, 10));
+    BOOST_TEST(out->purge(2'999) == 0u);
+    BOOST_TEST(out->purge(3'000) == 3u);
+    BOOST_TEST(kept("s") == range(8, 10));  // never acknowledged: never purged
+    BOOST_TEST(out->purge(1'000'000) == 0u);
+    BOOST_TEST(marks() == 0);
+    BOOST_TEST(out->status().at("s").pending == 3u);
+}
+
+BOOST_FIXTURE_TEST_CASE(marks_within_a_second_merge_and_keep_the_latest_time, fixture) {
+    publish("s", 10);
+    out->acknowledge("s", 2, 10'000);
+    out->acknowledge("s", 5, 10'400);
+    out->acknowledge("s", 8, 10'900);
+    BOOST_TEST(marks() == 1);
+    // Seq 8 was acknowledged at 10,900: nothing of the merged mark goes before that.
+    BOOST_TEST(out->purge(10'899) == 0u);
+    BOOST_TEST(out->purge(10'900) == 8u);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_stream_acknowledged_without_pause_still_ages_out, fixture) {
+    // Acknowledgements every 10 ms for 5 s: marks are started at most a
+    // second apart, so the oldest age out while newer ones come.
+    publish("s", 500);
+    for (int i = 1; i <= 500; ++i) out->acknowledge("s", static_cast<std::uint64_t>(i), 10 * i);
+    BOOST_TEST(marks() <= 6);
+    BOOST_TEST(marks() >= 5);
+    out->purge(2'500);
+    const auto left = kept("s");
+    BOOST_REQUIRE(!left.empty());
+    // Everything acknowledged after the cutoff is still there; at most one
+    // second's worth acknowledged before it is kept too (never less).
+    BOOST_TEST(left.front() <= 251u);
+    BOOST_TEST(left.front() >= 151u);
+    BOOST_TEST(left.back() == 500u);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_repeated_or_lower_acknowledgement_moves_nothing, fixture) {
+    publish("s", 10);
+    out->acknowledge("s", 6, 1'000);
+    out->acknowledge("s", 3, 5'000);  // a resend after a rewind is acknowledged again
+    out->acknowledge("s", 6, 5'000);
+    BOOST_TEST(marks() == 1);
+    BOOST_TEST(out->position("s").acked_seq == 6u);
+    BOOST_TEST(out->purge(1'000) == 6u);
+}
+
+BOOST_FIXTURE_TEST_CASE(streams_age_out_on_their_own_marks, fixture) {
+    publish("a", 5);
+    publish("b", 5);
+    out->acknowledge("a", 5, 1'000);
+    out->acknowledge("b", 2, 1'000);
+    out->acknowledge("b", 5, 9'000);
+    BOOST_TEST(out->purge(5'000) == 7u);
+    BOOST_TEST(kept("a").empty());
+    BOOST_TEST(kept("b") == range(3, 5));
+}
+
+BOOST_FIXTURE_TEST_CASE(an_outbox_with_a_time_on_every_row_is_upgraded, fixture) {
+    // The layout before the marks: outbox.acked_ms and its index.
+    out.reset();
+    db->exec("DROP TABLE outbox");
+    db->exec("DROP TABLE acks");
+    db->exec("CREATE TABLE outbox(stream TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL, payload TEXT NOT NULL, "
+             "at_ms INTEGER NOT NULL, acked_ms INTEGER, PRIMARY KEY(stream, seq)) WITHOUT ROWID");
+    db->exec("CREATE INDEX outbox_acked ON outbox(acked_ms) WHERE acked_ms IS NOT NULL");
+    for (int i = 1; i <= 6; ++i)
+        db->exec("INSERT INTO outbox VALUES('s'," + std::to_string(i) + ",'id" + std::to_string(i) + "','1',0," +
+                 (i <= 4 ? std::to_string(1'000 * i) : std::string("NULL")) + ")");
+    db->exec("INSERT INTO streams(stream, next_seq, acked_seq) VALUES('s', 7, 4)");
+    out.emplace(*db);
+    {
+        auto idx = db->prepare("SELECT count(*) FROM sqlite_master WHERE name='outbox_acked'");
+        idx.step();
+        BOOST_TEST(idx.column_int(0) == 0);
+    }
+    // Kept until the latest acknowledgement's time (never earlier than before).
+    BOOST_TEST(out->purge(3'999) == 0u);
+    BOOST_TEST(out->purge(4'000) == 4u);
+    BOOST_TEST(kept("s") == range(5, 6));
+    // And the outbox goes on with marks.
+    publish("s", 2);
+    out->acknowledge("s", 8, 9'000);
+    BOOST_TEST(out->purge(9'000) == 4u);
+    // Opened again: nothing to upgrade twice.
+    open();
+    BOOST_TEST(out->position("s").next_seq == 9u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
