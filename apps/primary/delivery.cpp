@@ -178,6 +178,12 @@ asio::awaitable<void> node::deliver(std::string stream) {
     const std::size_t body_limit = std::min(o_.batch_bytes, envelope::limits{}.max_body_bytes);
     bool woken_by_recovery = false;
     while (!stop_->value()) {
+        if (st.window.empty() && st.next && !st.next->done->value()) {
+            // The read-ahead is still running: wait for it rather than read twice.
+            co_await wait(std::chrono::steady_clock::time_point::max(), st.next->done.get(), true, stop_.get().get(), true);
+            if (stop_->value()) break;
+        }
+        if (st.window.size() < o_.batch_max) take_read_ahead(st);
         if (st.window.empty()) {
             st.wake->clear();
             const std::size_t ahead = std::max<std::size_t>(o_.batch_max, 1000);
@@ -196,6 +202,8 @@ asio::awaitable<void> node::deliver(std::string stream) {
             }
             auto& l = std::get<loaded>(got);
             if (read_position) st.acked = st.acked_max = l.acked;
+            st.window_end = l.batch.empty() ? l.acked : l.batch.back().seq;
+            st.more_maybe = !l.batch.empty();
             if (l.batch.empty()) {
                 // Nothing to send: wait a little for more, then retire.
                 check_drained();
@@ -239,6 +247,10 @@ asio::awaitable<void> node::deliver(std::string stream) {
             batch.push_back(std::move(st.window.front()));
             st.window.pop_front();
         }
+        // Fewer than a batch left: read the next rows while this batch is in
+        // flight, if there may be any (the last read was full, or messages
+        // were committed since).
+        if (max > 1 && st.window.size() < max && !(st.next && !st.next->done->value())) start_read_ahead(stream, st);
 
         const http::request req = make_request(stream, batch);
         // Named first: g++ 12 mishandles non-trivial temporaries inside a co_await expression.
@@ -262,7 +274,7 @@ asio::awaitable<void> node::deliver(std::string stream) {
         const sent_batch sent{batch.front().seq, batch.back().seq};
         decision d = decide(sent, outcome);
         if (d.what != verdict::ack) {
-            st.window.clear();  // read again: the schedule or a tombstone may change what comes next
+            forget_window(st);  // read again: the schedule or a tombstone may change what comes next
             st.sched = {};
         }
 
@@ -293,7 +305,7 @@ asio::awaitable<void> node::deliver(std::string stream) {
                         latency_.Observe(static_cast<double>(now - m.at_ms) / 1000.0);
                 acknowledge(stream, st, d.upto);
                 if (d.upto > st.rewound_to) st.rewound_to = UINT64_MAX;  // progress past a rewind
-                if (d.upto < batch.back().seq) st.window.clear();  // a partial ack: the rest is read again
+                if (d.upto < batch.back().seq) forget_window(st);  // a partial ack: the rest is read again
                 st.sched = {};
                 break;
             }
@@ -341,6 +353,59 @@ asio::awaitable<void> node::deliver(std::string stream) {
                 co_return;
         }
     }
+}
+
+void node::forget_window(stream_state& st) {
+    st.window.clear();
+    st.window_end = 0;
+    ++st.window_gen;  // a read-ahead still running is for the old window
+}
+
+// Reads the rows after the window on the database thread, into st.next, if
+// there may be any.
+void node::start_read_ahead(const std::string& stream, stream_state& st) {
+    if (!st.window_end || !(st.more_maybe || st.wake->value())) return;
+    if (!st.next) {
+        st.next = std::make_shared<read_ahead>();
+        st.next->done = make_flag(ioc_.get_executor(), "read-ahead-" + stream, true);
+    }
+    auto ra = st.next;
+    ra->done->clear();
+    ra->gen = st.window_gen;
+    ra->after = st.window_end;
+    ra->rows.clear();
+    ra->failed = false;
+    st.wake->clear();  // a commit from now on sets it again
+    const std::size_t ahead = std::max<std::size_t>(o_.batch_max, 1000);
+    const std::size_t bytes = std::max<std::size_t>(o_.batch_bytes, 4 << 20);
+    worker_.post([this, stream, ra, ahead, bytes](app::database&) {
+        ra->rows = out_.pending(stream, ra->after, ahead, bytes);
+        return true;
+    }, [this, ra](const std::string& err) {
+        asio::post(ioc_, [ra, failed = !err.empty()] {
+            ra->failed = failed;
+            ra->done->set();
+        });
+    });
+}
+
+// Appends a finished read-ahead to the window, if it continues it (the
+// window was not forgotten meanwhile). A failed one is dropped: the next
+// read of the window tries again and reports the error.
+void node::take_read_ahead(stream_state& st) {
+    auto& ra = st.next;
+    if (!ra || !ra->done->value()) return;
+    if (!ra->failed && ra->gen == st.window_gen && ra->after == st.window_end && st.window_end) {
+        st.more_maybe = !ra->rows.empty();
+        if (!ra->rows.empty()) {
+            st.window_end = ra->rows.back().seq;
+            st.window.insert(st.window.end(), std::make_move_iterator(ra->rows.begin()),
+                             std::make_move_iterator(ra->rows.end()));
+        }
+    }
+    ra->rows.clear();
+    ra->failed = false;
+    ra->gen = ~std::uint64_t{0};  // taken
 }
 
 // The secondary applied up to `upto`: sending goes on at once, and the outbox

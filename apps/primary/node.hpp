@@ -40,7 +40,7 @@ struct options {
     bool from_stdin = false, exit_when_drained = false;
     app::sync_mode sync = app::sync_mode::full;
     std::uint64_t epoch = 0;
-    std::size_t batch_max = 500, batch_bytes = 512 * 1024;
+    std::size_t batch_max = 1000, batch_bytes = 512 * 1024;
     std::size_t connections = 8, max_connections = 256, max_streams = 10'000;
     std::uint32_t quick_retries = 5;
     std::chrono::milliseconds max_backoff{30'000}, attempt_timeout{10'000}, retain{3'600'000};
@@ -58,6 +58,16 @@ struct io_context_owner : boost::asio::io_context {
     using boost::asio::execution_context::shutdown;
 };
 
+// Rows read from the outbox while a batch is in flight, so that the next
+// batch need not wait for the database. Shared with the database thread's
+// completion, which may come after the processor has ended.
+struct read_ahead {
+    std::shared_ptr<flag> done;      // false while the read runs
+    std::uint64_t gen = 0, after = 0;  // the window it continues
+    std::vector<pending_message> rows;
+    bool failed = false;
+};
+
 // A stream with messages to deliver. Exists only while it has some: an idle
 // stream's processor ends and its state goes (5,000 streams seen once cost
 // nothing later).
@@ -72,6 +82,10 @@ struct stream_state {
     // round trip per request. Cleared after any failure, so that the next read
     // sees the durable schedule and tombstones.
     std::deque<pending_message> window;
+    std::uint64_t window_end = 0;   // the seq the window (with the batch in flight) reaches
+    std::uint64_t window_gen = 0;   // changes whenever the window is forgotten
+    bool more_maybe = false;        // the last read found rows: there may be more
+    std::shared_ptr<read_ahead> next;  // the next rows, read while a batch is in flight
     schedule sched;
     std::unique_ptr<boost::asio::cancellation_signal> cancel;  // stop() ends the send in flight
 };
@@ -111,6 +125,9 @@ private:
     boost::asio::awaitable<void> outbox_failed(const std::string& stream, const std::string& error);
     http::request make_request(const std::string& stream, const std::vector<pending_message>& batch) const;
     void acknowledge(const std::string& stream, stream_state& st, std::uint64_t upto);
+    void start_read_ahead(const std::string& stream, stream_state& st);
+    static void take_read_ahead(stream_state& st);
+    static void forget_window(stream_state& st);
     void schedule_trim(const std::string& stream);
     void trim(const std::string& stream, const std::shared_ptr<ack_trim>& t);
     boost::asio::awaitable<bool> next_step(const std::string& stream, const pending_message& head,

@@ -303,6 +303,23 @@ std::variant<decoded, decode_error> decode(std::string_view body, const limits& 
 }
 
 namespace {
+// Ids are plain ASCII in practice: append them as they are when nothing needs
+// escaping (the common case costs one scan, no allocation).
+bool needs_escape(std::string_view s) {
+    for (const char c : s) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u < 0x20 || u >= 0x80 || c == '"' || c == '\\') return true;
+    }
+    return false;
+}
+void append_escaped(std::string& out, std::string_view s) {
+    if (needs_escape(s))
+        out += http::json_escape(s);
+    else
+        out += s;
+}
+std::size_t escaped_size(std::string_view s) { return needs_escape(s) ? http::json_escape(s).size() : s.size(); }
+
 constexpr std::string_view k_id = "{\"id\":\"", k_stream = "\",\"stream\":\"", k_seq = "\",\"seq\":",
                            k_epoch = ",\"epoch\":", k_payload = ",\"payload\":", k_end = "}";
 }
@@ -310,7 +327,7 @@ constexpr std::string_view k_id = "{\"id\":\"", k_stream = "\",\"stream\":\"", k
 void encode_to(std::string& out, std::string_view id, std::string_view stream, std::uint64_t seq, std::uint64_t epoch,
                std::string_view payload) {
     out += k_id;
-    out += http::json_escape(id);
+    append_escaped(out, id);
     out += k_stream;
     out += stream;
     out += k_seq;
@@ -324,7 +341,7 @@ void encode_to(std::string& out, std::string_view id, std::string_view stream, s
 
 std::size_t encoded_size(std::string_view id, std::string_view stream, std::uint64_t seq, std::uint64_t epoch,
                          std::size_t payload_bytes) {
-    return k_id.size() + http::json_escape(id).size() + k_stream.size() + stream.size() + k_seq.size() + digits(seq) +
+    return k_id.size() + escaped_size(id) + k_stream.size() + stream.size() + k_seq.size() + digits(seq) +
            k_epoch.size() + digits(epoch) + k_payload.size() + payload_bytes + k_end.size();
 }
 
