@@ -13,7 +13,7 @@ TIMEOUT="${DEMO_TIMEOUT:-300}"
 WORK="$(mktemp -d /tmp/steadfast-demo.XXXXXX)"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 SPORT=$(free_port); PPORT=$(free_port)
-SEC=(--listen "127.0.0.1:$SPORT" --data "$WORK/secondary" --fault-rate 0.15 --drop-rate 0.05 --delay-ms 1)
+SEC=(--listen "127.0.0.1:$SPORT" --data "$WORK/secondary" --fault-rate 0.15 --drop-rate 0.05 --delay 1ms)
 PIDS=()
 failures=()  # every failed check; the demo exits 1 if there is any
 trap 'for p in "${PIDS[@]:-}"; do kill -9 "$p" 2>/dev/null || true; done' EXIT
@@ -39,7 +39,7 @@ for ((i = 0; i < 200; i++)); do curl -fs -o /dev/null "http://127.0.0.1:$SPORT/h
     printf '{"order":%d,"item":"sku-%d","qty":%d}\n' "$i" $((i % 97)) $((i % 5 + 1))
     if ((i % 50 == 0)); then sleep 0.2; fi
   done ) | "$BIN/steadfast-primary" --secondary "http://127.0.0.1:$SPORT" --data "$WORK/primary" \
-      --listen "127.0.0.1:$PPORT" --stdin --exit-when-drained --batch-max 100 --max-backoff-ms 2000 \
+      --listen "127.0.0.1:$PPORT" --stdin --exit-when-drained --batch-max 100 --max-backoff 2s \
       2>>"$WORK/primary.log" &
 PPID_=$!; PIDS+=("$PPID_")
 

@@ -14,9 +14,11 @@ std::shared_ptr<spdlog::logger> logger;
 
 void init_log(std::string_view app, level min) {
     app_name = std::string(app);
-    logger = spdlog::stderr_logger_mt("steadfast-" + app_name);
-    // The message is a whole JSON object but for its leading fields.
-    logger->set_pattern("{\"ts\":\"%Y-%m-%dT%H:%M:%S.%eZ\",\"level\":\"%l\",%v", spdlog::pattern_time_type::utc);
+    if (!logger) {
+        logger = spdlog::stderr_logger_mt("steadfast");
+        // The message is a whole JSON object but for its leading fields.
+        logger->set_pattern("{\"ts\":\"%Y-%m-%dT%H:%M:%S.%eZ\",\"level\":\"%l\",%v", spdlog::pattern_time_type::utc);
+    }
     logger->set_level(min == level::debug  ? spdlog::level::debug
                       : min == level::info ? spdlog::level::info
                       : min == level::warn ? spdlog::level::warn

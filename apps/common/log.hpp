@@ -12,7 +12,8 @@ namespace steadfast::app {
 
 enum class level { debug, info, warn, error };
 
-/// Sets the program name put in every line and the minimum level.
+/// Sets the program name put in every line and the minimum level (again
+/// later, to change them).
 void init_log(std::string_view app, level min = level::info);
 void log(level l, std::string_view event, nlohmann::json fields = nlohmann::json::object());
 

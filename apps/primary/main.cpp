@@ -3,6 +3,7 @@
 // engine, gated by the secondary's health, stopped by shutdown or demotion;
 // quick retries first, then durable redelivery on a ladder whose last step
 // repeats. Contract: docs/contract.md. This file: flags, wiring, start, stop.
+#include "../common/options.hpp"
 #include "../common/token.hpp"
 #include "../common/token_reload.hpp"
 #include "node.hpp"
@@ -289,7 +290,6 @@ int main(int argc, char** argv) {
             return read_only_command(argc, argv, "dead-letters", dead_letters);
         options o;
         std::string sync, retain = "1h";
-        long long max_backoff_ms = 30'000, attempt_timeout_ms = 10'000;
         po::options_description d("steadfast-primary: replicates messages to a secondary, durably and in order");
         d.add_options()
             ("secondary", po::value(&o.secondary)->required(), "the secondary, e.g. http://127.0.0.1:9001")
@@ -305,16 +305,17 @@ int main(int argc, char** argv) {
             ("batch-max", po::value(&o.batch_max)->default_value(1000), "messages per request at most")
             ("batch-bytes", po::value(&o.batch_bytes)->default_value(512 * 1024), "request body bytes at most (a bigger message goes alone)")
             ("quick-retries", po::value(&o.quick_retries)->default_value(5), "attempts before durable redelivery takes over")
-            ("max-backoff-ms", po::value(&max_backoff_ms)->default_value(30'000), "cap of the quick retries' backoff")
-            ("attempt-timeout-ms", po::value(&attempt_timeout_ms)->default_value(10'000), "per-attempt timeout (the HTTP read timeout)")
+            ("max-backoff", po::value<std::string>()->default_value("30s"), "cap of the quick retries' backoff, e.g. 30s")
+            ("attempt-timeout", po::value<std::string>()->default_value("10s"), "per-attempt timeout (the HTTP read timeout), e.g. 10s")
+            ("max-backoff-ms", po::value<long long>(), "the same as --max-backoff, in milliseconds (kept for old scripts)")
+            ("attempt-timeout-ms", po::value<long long>(), "the same as --attempt-timeout, in milliseconds (kept for old scripts)")
             ("ladder", po::value(&o.ladder), "durable redelivery ladder, e.g. \"10s 30s 1m\" (default: RocketMQ's 16 steps); the last step repeats")
             ("retain", po::value(&retain)->default_value("1h"), "keep acknowledged messages this long, to resend to a secondary restored from an older copy")
             ("max-connections", po::value(&o.max_connections)->default_value(256), "connections to --listen open at once; more are closed at once")
-            ("max-streams", po::value(&o.max_streams)->default_value(10'000), "streams with pending messages at most; /publish to another one gets 429")
-            ("version", "print the version and exit")
-            ("help", "this help");
+            ("max-streams", po::value(&o.max_streams)->default_value(10'000), "streams with pending messages at most; /publish to another one gets 429");
+        app::add_common_options(d);
         po::variables_map vm;
-        po::store(po::parse_command_line(argc, argv, d), vm);
+        app::read_options(argc, argv, d, vm);
         if (vm.count("version")) {
             std::cout << "steadfast-primary " << steadfast::version << "\n";
             return 0;
@@ -335,10 +336,9 @@ int main(int argc, char** argv) {
         if (o.quick_retries == 0) throw std::invalid_argument("--quick-retries must be at least 1");
         if (o.connections == 0 || o.connections > 1024) throw std::invalid_argument("--connections must be 1 to 1024");
         if (o.max_streams == 0) throw std::invalid_argument("--max-streams must be at least 1");
-        if (max_backoff_ms < 100) throw std::invalid_argument("--max-backoff-ms must be at least 100");
-        if (attempt_timeout_ms < 10) throw std::invalid_argument("--attempt-timeout-ms must be at least 10");
-        o.max_backoff = std::chrono::milliseconds(max_backoff_ms);
-        o.attempt_timeout = std::chrono::milliseconds(attempt_timeout_ms);
+        o.max_backoff = app::duration_option(vm, "max-backoff", "max-backoff-ms", std::chrono::milliseconds(100));
+        o.attempt_timeout = app::duration_option(vm, "attempt-timeout", "attempt-timeout-ms", std::chrono::milliseconds(10));
+        const auto log_level = app::parse_level(vm["log-level"].as<std::string>());
         try {
             o.retain = std::chrono::duration_cast<std::chrono::milliseconds>(parse_duration(retain));
         } catch (const std::exception& e) {
@@ -349,20 +349,20 @@ int main(int argc, char** argv) {
             throw std::invalid_argument("--stream must be 1 to 128 characters of A-Z a-z 0-9 . _ -");
         (void)http::client::from_url(o.secondary);
         if (!o.listen.empty()) (void)http::parse_listen_address(o.listen);
-        app::init_log("primary");
+        app::init_log("primary", log_level);
         if (!o.from_stdin && o.listen.empty() && !o.exit_when_drained)
             app::log(level::warn, "no_input", {{"hint", "without --stdin or --listen only the existing outbox is delivered"}});
         app::database db(o.data, "primary.db", "steadfast-primary", o.sync);
         node n(o, db);
         return n.run();
     } catch (const po::error& e) {
-        std::cerr << "steadfast-primary: " << e.what() << " (see --help)\n";
+        app::report_fatal("primary", "usage_error", std::string(e.what()) + " (see --help)");
         return exit_usage;
     } catch (const std::invalid_argument& e) {
-        std::cerr << "steadfast-primary: " << e.what() << "\n";
+        app::report_fatal("primary", "usage_error", e.what());
         return exit_usage;
     } catch (const std::exception& e) {
-        std::cerr << "steadfast-primary: " << e.what() << "\n";
+        app::report_fatal("primary", "fatal", e.what());
         return exit_error;
     }
 }

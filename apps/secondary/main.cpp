@@ -2,6 +2,7 @@
 // stream, durably (SQLite, committed before the answer). Contract:
 // docs/contract.md.
 #include "../common/db_worker.hpp"
+#include "../common/options.hpp"
 #include "../common/log.hpp"
 #include "../common/metrics.hpp"
 #include "../common/sqlite.hpp"
@@ -23,6 +24,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -42,7 +44,8 @@ struct options {
     app::sync_mode sync = app::sync_mode::full;
     double fault_rate = 0, drop_rate = 0;
     unsigned fault_status = 503;
-    unsigned delay_ms = 0;
+    std::chrono::milliseconds delay{0};
+    app::level log_level = app::level::info;
     std::size_t max_body = 1 << 20;
     std::size_t max_connections = 256;
 };
@@ -57,15 +60,19 @@ int dump(const std::string& dir) {
         envelope::encode_dump_line(line, rows.column_text(0), static_cast<std::uint64_t>(rows.column_int(1)),
                                    rows.column_text(2), rows.column_text(3));
         if (std::fwrite(line.data(), 1, line.size(), stdout) != line.size()) {
-            std::cerr << "steadfast-secondary dump: writing failed\n";
+            app::report_fatal("secondary", "dump_failed", std::string("writing to standard output failed: ") + std::strerror(errno));
             return 1;
         }
     }
-    return std::fflush(stdout) == 0 ? 0 : 1;
+    if (std::fflush(stdout) != 0) {
+        app::report_fatal("secondary", "dump_failed", std::string("writing to standard output failed: ") + std::strerror(errno));
+        return 1;
+    }
+    return 0;
 }
 
 int serve(const options& o) {
-    app::init_log("secondary");
+    app::init_log("secondary", o.log_level);
     const auto [host, port] = http::parse_listen_address(o.listen);
     std::vector<std::string> tokens;  // any is accepted; SIGHUP reloads them
     if (!o.token_file.empty()) tokens = app::read_token_file(o.token_file);
@@ -151,8 +158,8 @@ int serve(const options& o) {
             reject("content_type");
             co_return http::response::error(415, "Content-Type must be application/json");
         }
-        if (o.delay_ms) {
-            asio::steady_timer t(ioc, std::chrono::milliseconds(o.delay_ms));
+        if (o.delay.count()) {
+            asio::steady_timer t(ioc, o.delay);
             co_await t.async_wait(asio::use_awaitable);
         }
         if (o.drop_rate > 0 && coin(rng) < o.drop_rate) {
@@ -254,13 +261,13 @@ int main(int argc, char** argv) {
             ("fault-rate", po::value(&o.fault_rate)->default_value(0), "share of requests answered --fault-status (0..1)")
             ("fault-status", po::value(&o.fault_status)->default_value(503), "status of injected faults")
             ("drop-rate", po::value(&o.drop_rate)->default_value(0), "share of requests whose connection is dropped (0..1)")
-            ("delay-ms", po::value(&o.delay_ms)->default_value(0), "wait this long before answering")
+            ("delay", po::value<std::string>()->default_value("0s"), "wait this long before answering (for tests), e.g. 250ms")
+            ("delay-ms", po::value<long long>(), "the same as --delay, in milliseconds (kept for old scripts)")
             ("max-body", po::value(&o.max_body)->default_value(1 << 20), "largest request body in bytes (413 above)")
-            ("max-connections", po::value(&o.max_connections)->default_value(256), "connections open at once; more are closed at once")
-            ("version", "print the version and exit")
-            ("help", "this help");
+            ("max-connections", po::value(&o.max_connections)->default_value(256), "connections open at once; more are closed at once");
+        app::add_common_options(d);
         po::variables_map vm;
-        po::store(po::parse_command_line(argc, argv, d), vm);
+        app::read_options(argc, argv, d, vm);
         if (vm.count("version")) {
             std::cout << "steadfast-secondary " << steadfast::version << "\n";
             return 0;
@@ -268,7 +275,9 @@ int main(int argc, char** argv) {
         if (vm.count("help")) {
             std::cout << "usage: steadfast-secondary --listen HOST:PORT --data DIR [options]\n"
                          "       steadfast-secondary dump --data DIR\n\n"
-                      << d;
+                      << d << "\n"
+                      << "exit codes: 0 stopped (SIGTERM, SIGINT); 1 runtime error (storage failed, data directory in\n"
+                         "            use, not a database of the secondary); 2 bad flags\n";
             return 0;
         }
         po::notify(vm);
@@ -279,12 +288,17 @@ int main(int argc, char** argv) {
         if (o.drop_rate < 0 || o.drop_rate > 1) throw std::invalid_argument("--drop-rate must be between 0 and 1");
         if (o.fault_status < 400 || o.fault_status > 599) throw std::invalid_argument("--fault-status must be a 4xx or 5xx status");
         if (o.max_body < 1024) throw std::invalid_argument("--max-body must be at least 1024");
+        o.delay = app::duration_option(vm, "delay", "delay-ms", std::chrono::milliseconds(0));
+        o.log_level = app::parse_level(vm["log-level"].as<std::string>());
         return serve(o);
     } catch (const po::error& e) {
-        std::cerr << "steadfast-secondary: " << e.what() << " (see --help)\n";
+        app::report_fatal("secondary", "usage_error", std::string(e.what()) + " (see --help)");
+        return 2;
+    } catch (const std::invalid_argument& e) {
+        app::report_fatal("secondary", "usage_error", e.what());
         return 2;
     } catch (const std::exception& e) {
-        std::cerr << "steadfast-secondary: " << e.what() << "\n";
+        app::report_fatal("secondary", "fatal", e.what());
         return 1;
     }
 }

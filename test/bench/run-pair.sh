@@ -107,7 +107,7 @@ echo "== 4. recovery with a 30 s backoff cap"
 for round in 1 2 3; do
   S4=$(port); P4=$(port)
   "$BIN/steadfast-primary" --secondary "http://127.0.0.1:$S4" --data "$WORK/p4-$round" --listen "127.0.0.1:$P4" \
-    --max-backoff-ms 30000 2>"$WORK/p4.log" &
+    --max-backoff 30s 2>"$WORK/p4.log" &
   PP=$!; PIDS+=($PP); wait_up "http://127.0.0.1:$P4/health"
   curl -fs -X POST -H 'Content-Type: application/json' -d '{"x":1}' "http://127.0.0.1:$P4/publish" >/dev/null
   sleep 5   # the secondary is down: attempts fail, the probe marks it offline

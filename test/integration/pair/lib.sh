@@ -69,7 +69,7 @@ start_secondary() {  # extra flags...  (listens on $SPORT, data in $SDATA)
 }
 start_primary() {  # extra flags...  (listens on $PPORT, data in $PDATA, sends to $SECONDARY_URL or $SPORT)
   _launch "$WORK/primary.log" "$BIN/steadfast-primary" --secondary "${SECONDARY_URL:-http://127.0.0.1:$SPORT}" \
-    --data "$PDATA" --listen "127.0.0.1:$PPORT" --max-backoff-ms 500 "$@"
+    --data "$PDATA" --listen "127.0.0.1:$PPORT" --max-backoff 500ms "$@"
   PPID_=$LAUNCHED
   wait_http "http://127.0.0.1:$PPORT/health" 10 "$PPID_"
 }

@@ -10,7 +10,7 @@ source "$(dirname "$0")/lib.sh"
 N=150
 STREAMS=(); for i in $(seq 0 15); do STREAMS+=("s$i"); done
 
-start_secondary --delay-ms 50
+start_secondary --delay 50ms
 XPORT=$(free_port)
 start_fake "$XPORT" proxy "$SPORT"
 SECONDARY_URL="http://127.0.0.1:$XPORT"

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Settings from three places, one precedence: the command line, then STEADFAST_* variables, then
+# --config FILE. Durations are written one way ("500ms", "30s"); the older *-ms flags still work.
+# --log-level filters lines; every standard-error line is a JSON object, refusals of bad flags included.
+source "$(dirname "$0")/lib.sh"
+
+# 1. A secondary configured only by a file, logging warnings and errors only.
+cat >"$WORK/secondary.conf" <<CONF
+# the secondary of this test
+listen = 127.0.0.1:$SPORT
+data = $SDATA
+sync = off
+log-level = warn
+CONF
+_launch "$WORK/secondary.log" "$BIN/steadfast-secondary" --config "$WORK/secondary.conf"
+SPID=$LAUNCHED
+wait_http "http://127.0.0.1:$SPORT/health" 10 "$SPID"
+
+# 2. Which stream a publish without ?stream= goes to tells where --stream came from.
+cat >"$WORK/primary.conf" <<CONF
+secondary = http://127.0.0.1:$SPORT
+data = $PDATA
+listen = 127.0.0.1:$PPORT
+stream = from-file
+max-backoff = 500ms
+CONF
+stream_of_publish() {  # stream_of_publish [env assignments...] -- [flags...]: the stream a publish lands in
+  local envs=() 
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+  _launch "$WORK/primary.log" env "${envs[@]}" "$BIN/steadfast-primary" --config "$WORK/primary.conf" "$@"
+  PPID_=$LAUNCHED
+  wait_http "http://127.0.0.1:$PPORT/health" 10 "$PPID_"
+  local answer
+  answer=$(curl -fsS -X POST "${CT[@]}" -d '{"x":1}' "http://127.0.0.1:$PPORT/publish") || fail "publish failed"
+  stop "$PPID_"
+  [ "$EXIT_RC" = 0 ] || fail "the primary exited $EXIT_RC on SIGTERM"
+  python3 -c 'import json,sys; print(json.loads(sys.argv[1])["stream"])' "$answer"
+}
+got=$(stream_of_publish --)
+[ "$got" = from-file ] || fail "--config: expected stream from-file, got $got"
+got=$(stream_of_publish STEADFAST_STREAM=from-env --)
+[ "$got" = from-env ] || fail "STEADFAST_STREAM should win over the file: got $got"
+got=$(stream_of_publish STEADFAST_STREAM=from-env -- --stream from-cli)
+[ "$got" = from-cli ] || fail "the command line should win over STEADFAST_STREAM: got $got"
+# STEADFAST_CONFIG names the file too.
+_launch "$WORK/primary.log" env STEADFAST_CONFIG="$WORK/primary.conf" STEADFAST_STREAM=via-env-config "$BIN/steadfast-primary"
+PPID_=$LAUNCHED
+wait_http "http://127.0.0.1:$PPORT/health" 10 "$PPID_"
+answer=$(curl -fsS -X POST "${CT[@]}" -d '{"x":2}' "http://127.0.0.1:$PPORT/publish") || fail "publish failed"
+echo "$answer" | grep -q '"stream":"via-env-config"' || fail "STEADFAST_CONFIG was not read: $answer"
+wait_for 20 "everything delivered" bash -c "[ \"\$(\"$BIN/steadfast-primary\" status --data \"$PDATA\" | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"pending\"])')\" = 0 ]"
+stop "$PPID_"
+"$BIN/steadfast-secondary" dump --data "$SDATA" | wc -l | grep -qx 4 || fail "the secondary should hold the 4 messages"
+
+# 3. --log-level warn: the secondary wrote no info line (it logs "started" at info), but lines it did write are JSON.
+grep -q '"level":"info"' "$WORK/secondary.log" && fail "--log-level warn (from the file) still wrote info lines"
+grep -q '"event":"started"' "$WORK/primary.log" || fail "the primary at the default level should log started"
+
+# 4. Refusals: exit 2, one JSON line on standard error naming the problem.
+refused() {  # refused WHAT-TO-FIND COMMAND...: exits 2 and every stderr line is JSON naming WHAT-TO-FIND
+  local want=$1; shift
+  local rc=0
+  "$@" >"$WORK/out" 2>"$WORK/err" || rc=$?
+  [ "$rc" = 2 ] || fail "$*: expected exit 2, got $rc: $(cat "$WORK/err")"
+  python3 - "$WORK/err" "$want" <<'PY' || fail "$*: standard error is not JSON lines naming '$want': $(cat "$WORK/err")"
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert lines, "nothing on standard error"
+objs = [json.loads(l) for l in lines]
+assert any(o.get("event") == "usage_error" and sys.argv[2] in o.get("error", "") for o in objs), objs
+PY
+}
+P=("$BIN/steadfast-primary" --secondary "http://127.0.0.1:$SPORT" --data "$WORK/p2")
+printf 'secondary = http://127.0.0.1:1\nbogus = 1\n' >"$WORK/bad.conf"
+refused "bogus" "$BIN/steadfast-primary" --config "$WORK/bad.conf" --data "$WORK/p2"
+refused "cannot read" "${P[@]}" --config "$WORK/missing.conf"
+refused "STEADFAST_MAX_BACKOF" env STEADFAST_MAX_BACKOF=1s "${P[@]}"
+refused "--max-backoff" "${P[@]}" --max-backoff 5
+refused "--attempt-timeout" "${P[@]}" --attempt-timeout 1ms
+refused "both given" "${P[@]}" --max-backoff 5s --max-backoff-ms 5000
+refused "--log-level" "${P[@]}" --log-level loud
+refused "--delay" "$BIN/steadfast-secondary" --listen 127.0.0.1:1 --data "$WORK/s2" --delay soon
+refused "full or off" env STEADFAST_SYNC=sometimes "$BIN/steadfast-secondary" --listen 127.0.0.1:1 --data "$WORK/s2"
+[ ! -e "$WORK/p2" ] && [ ! -e "$WORK/s2" ] || fail "a refused start created its data directory"
+# A runtime failure is a JSON line too (exit 1): the data directory is a file.
+touch "$WORK/afile"
+rc=0; "$BIN/steadfast-primary" --secondary "http://127.0.0.1:$SPORT" --data "$WORK/afile" 2>"$WORK/err" || rc=$?
+[ "$rc" = 1 ] || fail "--data on a file: expected exit 1, got $rc"
+python3 -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]' "$WORK/err" || fail "not JSON: $(cat "$WORK/err")"
+grep -q 'not a directory' "$WORK/err" || fail "the error does not say what is wrong: $(cat "$WORK/err")"
+echo "config: file, environment and command line in that order; refusals are JSON lines"
