@@ -35,9 +35,16 @@ inline void sync_counter(prometheus::Counter& c, std::uint64_t total) {
     if (t > c.Value()) c.Increment(t - c.Value());
 }
 
-/// Latency buckets from 100 us to 10 s.
+/// Request latency buckets from 100 us to 10 s.
 inline prometheus::Histogram::BucketBoundaries latency_buckets() {
     return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+}
+
+/// End-to-end delivery buckets from 1 ms to 8 h: after an outage, deliveries
+/// wait on the ladder (its steps reach 2 h) and must not all land in +Inf.
+inline prometheus::Histogram::BucketBoundaries delivery_buckets() {
+    return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600,
+            1800, 3600, 7200, 14400, 28800};
 }
 
 }  // namespace steadfast::app

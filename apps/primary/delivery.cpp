@@ -212,6 +212,7 @@ asio::awaitable<void> node::deliver(std::string stream) {
                 break;
             }
             st.window.assign(std::make_move_iterator(l.batch.begin()), std::make_move_iterator(l.batch.end()));
+            st.head_at_ms = st.window.front().at_ms;  // read from the acknowledged seq: the oldest pending
             st.sched = l.sched;
         }
         // Durable redelivery: not before the scheduled time, unless the
@@ -247,6 +248,7 @@ asio::awaitable<void> node::deliver(std::string stream) {
             batch.push_back(std::move(st.window.front()));
             st.window.pop_front();
         }
+        st.head_at_ms = batch.front().at_ms;
         // Fewer than a batch left: read the next rows while this batch is in
         // flight, if there may be any (the last read was full, or messages
         // were committed since).
@@ -355,6 +357,32 @@ asio::awaitable<void> node::deliver(std::string stream) {
     }
 }
 
+// Per-stream pending counts and oldest ages, from what is in memory: the
+// streams with messages and the blocked ones. Streams gone since the last
+// scrape lose their series.
+void node::refresh_stream_metrics() {
+    const auto now = now_ms();
+    std::set<std::string> now_exposed;
+    double oldest = 0;
+    auto expose = [&](const std::string& stream, std::uint64_t pending, std::int64_t head_at_ms) {
+        if (pending == 0) return;
+        stream_pending_.Add({{"stream", stream}}).Set(static_cast<double>(pending));
+        const double age = head_at_ms > 0 ? static_cast<double>(std::max<std::int64_t>(now - head_at_ms, 0)) / 1000.0 : 0.0;
+        stream_age_.Add({{"stream", stream}}).Set(age);
+        oldest = std::max(oldest, age);
+        now_exposed.insert(stream);
+    };
+    for (const auto& [stream, st] : streams_) expose(stream, st.pending, st.head_at_ms);
+    for (const auto& [stream, b] : blocked_) expose(stream, b.pending, b.head_at_ms);
+    for (const auto& stream : exposed_streams_)
+        if (!now_exposed.count(stream)) {
+            stream_pending_.Remove(&stream_pending_.Add({{"stream", stream}}));
+            stream_age_.Remove(&stream_age_.Add({{"stream", stream}}));
+        }
+    exposed_streams_ = std::move(now_exposed);
+    oldest_age_.Set(oldest);
+}
+
 void node::forget_window(stream_state& st) {
     st.window.clear();
     st.window_end = 0;
@@ -423,6 +451,7 @@ void node::acknowledge(const std::string& stream, stream_state& st, std::uint64_
     st.acked_max = std::max(st.acked_max, upto);
     const std::uint64_t n = std::min<std::uint64_t>(fresh, st.pending);
     st.pending -= n;
+    if (st.pending == 0) st.head_at_ms = 0;
     delivered_.Increment(static_cast<double>(n));
     pending_total_ -= std::min<std::uint64_t>(pending_total_, n);
     depth_.Set(static_cast<double>(pending_total_));
@@ -458,6 +487,7 @@ void node::trim(const std::string& stream, const std::shared_ptr<ack_trim>& t) {
 asio::awaitable<bool> node::next_step(const std::string& stream, const pending_message& head, const decision& d,
                                       std::chrono::nanoseconds server_wait) {
     link_errors_.Add({{"reason", d.link_error}}).Increment();
+    redeliveries_.Increment();
     auto read = [this, &stream](app::database&, bool&) { return out_.get_schedule(stream); };
     auto got = co_await worker_.run<schedule>(ioc_.get_executor(), std::move(read));
     if (auto* e = std::get_if<std::string>(&got)) {
@@ -522,7 +552,8 @@ asio::awaitable<void> node::block(const std::string& stream, const std::string& 
     };
     auto r = co_await worker_.run<bool>(ioc_.get_executor(), std::move(job));
     auto& st = streams_.at(stream);
-    blocked_[stream] = {reason, st.pending};
+    blocked_[stream] = {reason, st.pending, st.head_at_ms};
+    blocks_.Increment();
     blocked_gauge_.Set(static_cast<double>(blocked_.size()));
     app::log(level::error, "blocked", {{"stream", stream}, {"reason", reason}, {"detail", detail}, {"pending", st.pending},
                                        {"recorded", !std::holds_alternative<std::string>(r)},

@@ -98,6 +98,7 @@ http::router node::routes() {
     });
     r.add("GET", "/metrics", [this](http::request&) -> asio::awaitable<http::response> {
         if (server_) app::sync_counter(refused_, server_->get_stats().connections_rejected);
+        refresh_stream_metrics();
         http::response res;
         res.body = app::expose(*registry_);
         res.set("Content-Type", "text/plain; version=0.0.4");

@@ -72,6 +72,9 @@ node::node(const options& o, app::database& db)
                        "Resends from retention after the secondary lost acknowledged messages")),
       refused_(counter(*registry_, "steadfast_primary_connections_rejected_total",
                        "Connections to /publish closed at once: over --max-connections")),
+      redeliveries_(counter(*registry_, "steadfast_primary_redeliveries_total",
+                            "Durable redeliveries scheduled (ladder steps) after the quick retries were used up")),
+      blocks_(counter(*registry_, "steadfast_primary_blocks_total", "Times a stream was blocked (conflict, beyond retention, ...)")),
       link_errors_(prometheus::BuildCounter()
                        .Name("steadfast_primary_link_errors_total")
                        .Help("Failed deliveries that are the link's or the secondary's fault, by reason; messages kept")
@@ -84,7 +87,17 @@ node::node(const options& o, app::database& db)
                    .Name("steadfast_primary_delivery_latency_seconds")
                    .Help("From acceptance to acknowledgement")
                    .Register(*registry_)
-                   .Add({}, app::latency_buckets())) {
+                   .Add({}, app::delivery_buckets())),
+      stream_pending_(prometheus::BuildGauge()
+                          .Name("steadfast_primary_stream_pending")
+                          .Help("Messages accepted and not yet acknowledged, per stream with any")
+                          .Register(*registry_)),
+      stream_age_(prometheus::BuildGauge()
+                      .Name("steadfast_primary_stream_oldest_pending_age_seconds")
+                      .Help("Age of the oldest message not yet acknowledged, per stream with any")
+                      .Register(*registry_)),
+      oldest_age_(gauge(*registry_, "steadfast_primary_oldest_pending_age_seconds",
+                        "Age of the oldest message not yet acknowledged, over all streams (0: none)")) {
     if (!o.token_file.empty()) tokens_ = app::read_token_file(o.token_file);
     probe_options po;
     po.interval = 1s;

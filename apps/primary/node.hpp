@@ -30,6 +30,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,7 @@ struct stream_state {
     std::uint64_t single_until = 0;  // send one message at a time up to this seq (isolating a reject)
     std::uint64_t pending = 0;       // accepted, not yet acknowledged
     std::uint64_t rewound_to = UINT64_MAX;  // the last rewind's position, until acks pass it
+    std::int64_t head_at_ms = 0;     // when the oldest unacknowledged message was accepted (0: none known)
     // Read-ahead from the outbox, so that sending does not wait for a database
     // round trip per request. Cleared after any failure, so that the next read
     // sees the durable schedule and tombstones.
@@ -154,15 +156,23 @@ private:
     std::shared_ptr<probe_condition<>> online_;
     watchable::subscription online_sub_, demoted_sub_;
     std::shared_ptr<prometheus::Registry> registry_;
-    prometheus::Counter &published_, &delivered_, &attempts_, &retries_, &dead_, &rewinds_, &refused_;
+    prometheus::Counter &published_, &delivered_, &attempts_, &retries_, &dead_, &rewinds_, &refused_, &redeliveries_,
+        &blocks_;
     prometheus::Family<prometheus::Counter>& link_errors_;
     prometheus::Gauge &depth_, &online_gauge_, &blocked_gauge_, &streams_gauge_;
     prometheus::Histogram& latency_;
+    // Per stream, set at each scrape from the streams in memory ("is it stuck?").
+    prometheus::Family<prometheus::Gauge>& stream_pending_;
+    prometheus::Family<prometheus::Gauge>& stream_age_;
+    prometheus::Gauge& oldest_age_;
+    std::set<std::string> exposed_streams_;
+    void refresh_stream_metrics();
     std::map<std::string, stream_state> streams_;
     std::map<std::string, std::shared_ptr<ack_trim>> trims_;
     struct blocked_stream {
         std::string reason;
         std::uint64_t pending = 0;
+        std::int64_t head_at_ms = 0;
     };
     std::map<std::string, blocked_stream> blocked_;
     std::uint64_t pending_total_ = 0;

@@ -136,8 +136,14 @@ int serve(const options& o) {
     });
     auto& refused = prometheus::BuildCounter().Name("steadfast_secondary_connections_rejected_total").Help("Connections closed at once: over --max-connections").Register(*registry).Add({});
     http::server* server_ptr = nullptr;
+    auto& last_seq = prometheus::BuildGauge().Name("steadfast_secondary_last_applied_seq").Help("The last seq applied, per stream").Register(*registry);
+    auto& last_applied_at = prometheus::BuildGauge().Name("steadfast_secondary_last_applied_timestamp_seconds").Help("When a message was last applied (Unix time; 0: none since start)").Register(*registry).Add({});
     routes.add("GET", "/metrics", [&](http::request&) -> asio::awaitable<http::response> {
         if (server_ptr) app::sync_counter(refused, server_ptr->get_stats().connections_rejected);
+        auto read = [&st](app::database&, bool&) { return st.last_applied(); };
+        auto positions = co_await worker.run<std::vector<std::pair<std::string, std::uint64_t>>>(ioc.get_executor(), std::move(read));
+        if (auto* p = std::get_if<0>(&positions))
+            for (const auto& [stream, seq] : *p) last_seq.Add({{"stream", stream}}).Set(static_cast<double>(seq));
         http::response r;
         r.body = app::expose(*registry);
         r.set("Content-Type", "text/plain; version=0.0.4");
@@ -195,7 +201,10 @@ int serve(const options& o) {
         auto& a = std::get<secondary::store::answer>(result);
         // Only a commit that wrote something shows the store works again (a
         // duplicate or a 409 commits nothing).
-        if (a.applied > 0) storage_state({});
+        if (a.applied > 0) {
+            storage_state({});
+            last_applied_at.Set(std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+        }
         applied.Increment(static_cast<double>(a.applied));
         duplicates.Increment(static_cast<double>(a.duplicates));
         if (!a.reject_reason.empty()) reject(a.reject_reason);

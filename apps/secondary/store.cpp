@@ -62,6 +62,13 @@ std::optional<envelope::rejection> store::apply_one(const envelope::message& m, 
     return std::nullopt;
 }
 
+std::vector<std::pair<std::string, std::uint64_t>> store::last_applied() {
+    std::vector<std::pair<std::string, std::uint64_t>> out;
+    auto s = db_.prepare("SELECT stream, last_seq FROM streams");
+    while (s.step()) out.emplace_back(std::string(s.column_text(0)), static_cast<std::uint64_t>(s.column_int(1)));
+    return out;
+}
+
 store::answer store::apply(const envelope::decoded& d, bool& keep) {
     auto& gf = stmt(get_fence_, "SELECT value FROM meta WHERE key='epoch_fence'");
     const std::uint64_t before = gf.step() ? std::stoull(std::string(gf.column_text(0))) : 0;

@@ -19,6 +19,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace steadfast::secondary {
 
@@ -36,6 +37,9 @@ public:
     /// Applies one envelope or a batch inside the caller's transaction.
     /// `keep` is set to false when nothing of it may stay (a 409).
     answer apply(const envelope::decoded& d, bool& keep);
+
+    /// Each stream's last applied seq (for metrics).
+    std::vector<std::pair<std::string, std::uint64_t>> last_applied();
 
 private:
     // A stream's position while one envelope or batch is applied: read once,
