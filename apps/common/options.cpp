@@ -89,6 +89,53 @@ std::chrono::milliseconds duration_option(const po::variables_map& vm, const std
     return v;
 }
 
+void add_tls_server_options(po::options_description& d) {
+    d.add_options()
+        ("tls-cert", po::value<std::string>(), "serve HTTPS: certificate chain (PEM)")
+        ("tls-key", po::value<std::string>(), "serve HTTPS: private key of --tls-cert (PEM)")
+        ("tls-client-ca", po::value<std::string>(), "with --tls-cert: require client certificates signed by this CA (mutual TLS)");
+}
+
+namespace {
+std::string flag_value(const po::variables_map& vm, const char* name) {
+    return vm.count(name) ? vm[name].as<std::string>() : std::string{};
+}
+}  // namespace
+
+std::optional<http::tls_server_options> tls_server_from(const po::variables_map& vm) {
+    http::tls_server_options t{flag_value(vm, "tls-cert"), flag_value(vm, "tls-key"), flag_value(vm, "tls-client-ca")};
+    if (t.cert_file.empty() && t.key_file.empty() && t.client_ca_file.empty()) return std::nullopt;
+    if (t.cert_file.empty() || t.key_file.empty())
+        throw std::invalid_argument("--tls-cert and --tls-key go together (and --tls-client-ca needs them)");
+    http::check_tls(t);
+    return t;
+}
+
+void add_tls_client_options(po::options_description& d) {
+    d.add_options()
+        ("tls-ca", po::value<std::string>(), "for an https:// peer: CA certificates to trust (PEM; default: the system's)")
+        ("tls-client-cert", po::value<std::string>(), "for an https:// peer: present this certificate (mutual TLS)")
+        ("tls-client-key", po::value<std::string>(), "the private key of --tls-client-cert (PEM)")
+        ("tls-server-name", po::value<std::string>(), "for an https:// peer: the name its certificate must carry (default: the URL's host)");
+}
+
+std::optional<http::tls_client_options> tls_client_from(const po::variables_map& vm, const std::string& url,
+                                                        const std::string& url_flag) {
+    http::tls_client_options t{flag_value(vm, "tls-ca"), flag_value(vm, "tls-client-cert"), flag_value(vm, "tls-client-key"),
+                               flag_value(vm, "tls-server-name")};
+    const bool any = !t.ca_file.empty() || !t.cert_file.empty() || !t.key_file.empty() || !t.server_name.empty();
+    if (url.rfind("https://", 0) != 0) {
+        if (any)
+            throw std::invalid_argument("--tls-ca, --tls-client-cert, --tls-client-key and --tls-server-name are for an https:// " +
+                                        url_flag + "; it is " + url);
+        return std::nullopt;
+    }
+    if (t.cert_file.empty() != t.key_file.empty())
+        throw std::invalid_argument("--tls-client-cert and --tls-client-key go together");
+    http::check_tls(t);
+    return t;
+}
+
 void report_fatal(std::string_view app, std::string_view event, const std::string& text) {
     init_log(app);
     log(level::error, event, {{"error", text}});

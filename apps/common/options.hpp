@@ -9,9 +9,12 @@
 
 #include "log.hpp"
 
+#include <steadfast/transport/tls.hpp>
+
 #include <boost/program_options.hpp>
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 namespace steadfast::app {
@@ -34,6 +37,21 @@ level parse_level(const std::string& text);
 /// the new flag is not given; giving both is an error.
 std::chrono::milliseconds duration_option(const boost::program_options::variables_map& vm, const std::string& name,
                                           const std::string& legacy_ms_name, std::chrono::milliseconds min);
+
+/// --tls-cert, --tls-key, --tls-client-ca: HTTPS on the daemon's listener,
+/// optionally requiring client certificates (mutual TLS).
+void add_tls_server_options(boost::program_options::options_description& d);
+/// The listener's TLS, or nullopt without --tls-cert. The files are loaded
+/// once here: a bad path or PEM is an invalid_argument naming it.
+std::optional<http::tls_server_options> tls_server_from(const boost::program_options::variables_map& vm);
+
+/// --tls-ca, --tls-client-cert, --tls-client-key, --tls-server-name: how a
+/// daemon verifies (and shows itself to) an https:// peer.
+void add_tls_client_options(boost::program_options::options_description& d);
+/// The TLS of a connection to `url`: nullopt for http:// (where any of these
+/// flags is an error), the flags (or the system's trust store) for https://.
+std::optional<http::tls_client_options> tls_client_from(const boost::program_options::variables_map& vm,
+                                                        const std::string& url, const std::string& url_flag);
 
 /// A fatal error before or outside the event loop, as one JSON line on
 /// standard error like every other line: {"level":"error","event":EVENT,"error":TEXT}.

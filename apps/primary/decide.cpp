@@ -16,6 +16,7 @@ decision decide(const sent_batch& b, const delivery_outcome& o) {
     using k = delivery_outcome::kind;
     if (o.what == k::stopped) return make(verdict::stop, 0, 0, "stopping");
     if (o.what == k::transport) return make(verdict::redeliver, 0, 0, "transport: " + o.detail, "transport");
+    if (o.what == k::tls) return make(verdict::redeliver, 0, 0, "tls: " + o.detail, "tls");
 
     const unsigned s = o.status;
     if (s >= 200 && s < 300) return make(verdict::ack, b.last, 0, {}, {});

@@ -21,12 +21,13 @@ struct delivery_outcome {
     enum class kind {
         answered,  // the secondary answered (any status); the last answer
         transport, // no answer: connect, write or read failed or timed out
+        tls,       // no answer: the TLS handshake failed (a certificate, a name, not TLS)
         stopped,   // shutdown or demotion cancelled the send
     };
     kind what = kind::answered;
     unsigned status = 0;  // answered: the HTTP status
     std::string body;     // answered: the body (409s are decoded from it)
-    std::string detail;   // transport: what failed, for the log
+    std::string detail;   // transport, tls: what failed, for the log
 };
 
 enum class verdict {

@@ -35,6 +35,10 @@ std::string_view hint_for(const std::string& link_error) {
     if (link_error == "http_404" || link_error == "http_405" || link_error == "http_415")
         return "is --secondary the address of a steadfast-secondary?";
     if (link_error == "transport") return "is the secondary running and reachable?";
+    if (link_error == "tls")
+        return "check --tls-ca (the CA that signed the secondary's certificate), --tls-server-name, "
+               "--tls-client-cert/--tls-client-key if the secondary asks for a certificate, and that the "
+               "secondary serves HTTPS";
     return "the secondary is failing; messages are kept and sent again";
 }
 }  // namespace
@@ -270,7 +274,11 @@ asio::awaitable<void> node::deliver(std::string stream) {
             if (auto ra = r.value().res().get("Retry-After"))
                 server_wait = http::parse_retry_after(*ra, std::chrono::system_clock::now()).value_or(server_wait);
         } else {
-            outcome.what = delivery_outcome::kind::transport;
+            // TLS's fault: the handshake failed, or (TLS 1.3) the secondary
+            // refused the client certificate just after it.
+            const bool handshake = r.has_value() && (r.value().error().phase == http::phase::handshake ||
+                                                     http::is_tls_error(r.value().error().ec));
+            outcome.what = handshake ? delivery_outcome::kind::tls : delivery_outcome::kind::transport;
             outcome.detail = std::string(to_string(r.reason())) + ": " + r.last_error().message();
         }
         const sent_batch sent{batch.front().seq, batch.back().seq};

@@ -97,7 +97,10 @@ http::router node::routes() {
         co_return http::response::json(200, "{\"status\":\"ready\"}");
     });
     r.add("GET", "/metrics", [this](http::request&) -> asio::awaitable<http::response> {
-        if (server_) app::sync_counter(refused_, server_->get_stats().connections_rejected);
+        if (server_) {
+            app::sync_counter(refused_, server_->get_stats().connections_rejected);
+            app::sync_counter(tls_failures_, server_->get_stats().tls_handshake_failures);
+        }
         refresh_stream_metrics();
         http::response res;
         res.body = app::expose(*registry_);

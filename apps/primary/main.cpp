@@ -36,8 +36,14 @@ std::int64_t now_ms() {
 }
 
 namespace {
-http::client::options link_options(const options& o) {
+// The secondary's address and TLS, for deliveries and the health probe.
+http::client::options secondary_options(const options& o) {
     auto c = http::client::from_url(o.secondary);
+    if (o.secondary_tls) c.tls = o.secondary_tls;
+    return c;
+}
+http::client::options link_options(const options& o) {
+    auto c = secondary_options(o);
     c.read_timeout = o.attempt_timeout;
     c.write_timeout = std::min<std::chrono::nanoseconds>(c.write_timeout, o.attempt_timeout);
     return c;
@@ -58,7 +64,7 @@ node::node(const options& o, app::database& db)
       ladder_(o.ladder.empty() ? backoff::rocketmq() : backoff::schedule(o.ladder)),
       ladder_steps_(ladder_.steps()),
       link_(ioc_.get_executor(), link_options(o), o.connections),
-      probe_client_(ioc_.get_executor(), http::client::from_url(o.secondary)),
+      probe_client_(ioc_.get_executor(), secondary_options(o)),
       shutdown_(make_flag(ioc_.get_executor(), "shutdown-requested")),
       demoted_(make_demoted(ioc_.get_executor(), o.epoch)),
       stop_(cond(shutdown_) || cond(demoted_)),
@@ -75,6 +81,8 @@ node::node(const options& o, app::database& db)
       redeliveries_(counter(*registry_, "steadfast_primary_redeliveries_total",
                             "Durable redeliveries scheduled (ladder steps) after the quick retries were used up")),
       blocks_(counter(*registry_, "steadfast_primary_blocks_total", "Times a stream was blocked (conflict, beyond retention, ...)")),
+      tls_failures_(counter(*registry_, "steadfast_primary_tls_handshake_failures_total",
+                            "TLS handshakes on --listen that failed: no or a wrong client certificate, not TLS, ...")),
       link_errors_(prometheus::BuildCounter()
                        .Name("steadfast_primary_link_errors_total")
                        .Help("Failed deliveries that are the link's or the secondary's fault, by reason; messages kept")
@@ -105,13 +113,33 @@ node::node(const options& o, app::database& db)
     po.check_timeout = 1s;
     po.failures_to_offline = 2;
     po.initially_online = true;
-    online_ = make_secondary_online(ioc_.get_executor(), [this] { return http::health_check(probe_client_); }, po);
+    online_ = make_secondary_online(ioc_.get_executor(), [this] { return probe(); }, po);
     online_->subscribe(online_sub_, [this](bool v) {
         online_gauge_.Set(v ? 1 : 0);
-        app::log(v ? level::info : level::warn, v ? "secondary_online" : "secondary_offline",
-                 {{"secondary", o_.secondary}});
+        nlohmann::json fields{{"secondary", o_.secondary}};
+        if (!v && !probe_error_.empty()) fields["error"] = probe_error_;
+        app::log(v ? level::info : level::warn, v ? "secondary_online" : "secondary_offline", std::move(fields));
     });
     online_gauge_.Set(1);
+}
+
+// One health check of the secondary. A TLS failure is reported at once and
+// plainly (a wrong CA or name would otherwise look like a secondary that is
+// down), once for each new error.
+asio::awaitable<bool> node::probe() {
+    const auto r = co_await http::health_check_report(probe_client_);
+    if (r.healthy) {
+        probe_error_.clear();
+        co_return true;
+    }
+    if (r.tls_failure && r.why != probe_error_)
+        app::log(level::error, "secondary_tls_failed",
+                 {{"secondary", o_.secondary}, {"error", r.why},
+                  {"hint", "check --tls-ca (the CA that signed the secondary's certificate), --tls-server-name, "
+                           "--tls-client-cert/--tls-client-key if the secondary asks for a certificate, and that "
+                           "the secondary serves HTTPS"}});
+    probe_error_ = r.why;
+    co_return false;
 }
 
 node::~node() {
@@ -149,6 +177,7 @@ int node::run() {
         auto [host, port] = http::parse_listen_address(o_.listen);
         http::server::options so;
         so.max_connections = o_.max_connections;
+        so.tls = o_.listen_tls;
         server.emplace(ioc_.get_executor(), routes(), so);
         auto ep = server->listen(host, port);
         server->start();
@@ -326,6 +355,10 @@ int main(int argc, char** argv) {
             ("retain", po::value(&retain)->default_value("1h"), "keep acknowledged messages this long, to resend to a secondary restored from an older copy")
             ("max-connections", po::value(&o.max_connections)->default_value(256), "connections to --listen open at once; more are closed at once")
             ("max-streams", po::value(&o.max_streams)->default_value(10'000), "streams with pending messages at most; /publish to another one gets 429");
+        po::options_description tls("TLS (https:// --secondary; HTTPS on --listen)");
+        app::add_tls_client_options(tls);
+        app::add_tls_server_options(tls);
+        d.add(tls);
         app::add_common_options(d);
         po::variables_map vm;
         app::read_options(argc, argv, d, vm);
@@ -361,6 +394,9 @@ int main(int argc, char** argv) {
         if (!envelope::valid_stream_name(o.stream))
             throw std::invalid_argument("--stream must be 1 to 128 characters of A-Z a-z 0-9 . _ -");
         (void)http::client::from_url(o.secondary);
+        o.secondary_tls = app::tls_client_from(vm, o.secondary, "--secondary");
+        o.listen_tls = app::tls_server_from(vm);
+        if (o.listen_tls && o.listen.empty()) throw std::invalid_argument("--tls-cert serves HTTPS on --listen: give --listen too");
         if (!o.listen.empty()) (void)http::parse_listen_address(o.listen);
         app::init_log("primary", log_level);
         if (!o.from_stdin && o.listen.empty() && !o.exit_when_drained)

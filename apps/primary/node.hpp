@@ -45,6 +45,8 @@ struct options {
     std::size_t connections = 8, max_connections = 256, max_streams = 10'000;
     std::uint32_t quick_retries = 5;
     std::chrono::milliseconds max_backoff{30'000}, attempt_timeout{10'000}, retain{3'600'000};
+    std::optional<http::tls_client_options> secondary_tls;  // an https:// --secondary
+    std::optional<http::tls_server_options> listen_tls;     // HTTPS on --listen
 };
 
 /// Exit codes (also in --help and the README).
@@ -124,6 +126,7 @@ private:
     boost::asio::awaitable<void> deliver(std::string stream);
     boost::asio::awaitable<void> wait(std::chrono::steady_clock::time_point deadline, condition* a, bool va,
                                       condition* b = nullptr, bool vb = false);
+    boost::asio::awaitable<bool> probe();
     boost::asio::awaitable<void> outbox_failed(const std::string& stream, const std::string& error);
     http::request make_request(const std::string& stream, const std::vector<pending_message>& batch) const;
     void acknowledge(const std::string& stream, stream_state& st, std::uint64_t upto);
@@ -155,9 +158,10 @@ private:
     cond stop_;
     std::shared_ptr<probe_condition<>> online_;
     watchable::subscription online_sub_, demoted_sub_;
+    std::string probe_error_;  // why the last health check failed ("" when it passed)
     std::shared_ptr<prometheus::Registry> registry_;
     prometheus::Counter &published_, &delivered_, &attempts_, &retries_, &dead_, &rewinds_, &refused_, &redeliveries_,
-        &blocks_;
+        &blocks_, &tls_failures_;
     prometheus::Family<prometheus::Counter>& link_errors_;
     prometheus::Gauge &depth_, &online_gauge_, &blocked_gauge_, &streams_gauge_;
     prometheus::Histogram& latency_;

@@ -46,6 +46,7 @@ struct options {
     unsigned fault_status = 503;
     std::chrono::milliseconds delay{0};
     app::level log_level = app::level::info;
+    std::optional<http::tls_server_options> tls;  // HTTPS on --listen
     std::size_t max_body = 1 << 20;
     std::size_t max_connections = 256;
 };
@@ -135,11 +136,17 @@ int serve(const options& o) {
         co_return http::response::json(200, "{\"status\":\"ok\"}");
     });
     auto& refused = prometheus::BuildCounter().Name("steadfast_secondary_connections_rejected_total").Help("Connections closed at once: over --max-connections").Register(*registry).Add({});
+    auto& accepted = prometheus::BuildCounter().Name("steadfast_secondary_connections_accepted_total").Help("Connections accepted (keep-alive reuses them)").Register(*registry).Add({});
+    auto& tls_failures = prometheus::BuildCounter().Name("steadfast_secondary_tls_handshake_failures_total").Help("TLS handshakes that failed: no or a wrong client certificate, not TLS, ...").Register(*registry).Add({});
     http::server* server_ptr = nullptr;
     auto& last_seq = prometheus::BuildGauge().Name("steadfast_secondary_last_applied_seq").Help("The last seq applied, per stream").Register(*registry);
     auto& last_applied_at = prometheus::BuildGauge().Name("steadfast_secondary_last_applied_timestamp_seconds").Help("When a message was last applied (Unix time; 0: none since start)").Register(*registry).Add({});
     routes.add("GET", "/metrics", [&](http::request&) -> asio::awaitable<http::response> {
-        if (server_ptr) app::sync_counter(refused, server_ptr->get_stats().connections_rejected);
+        if (server_ptr) {
+            app::sync_counter(refused, server_ptr->get_stats().connections_rejected);
+            app::sync_counter(tls_failures, server_ptr->get_stats().tls_handshake_failures);
+            app::sync_counter(accepted, server_ptr->get_stats().connections_accepted);
+        }
         auto read = [&st](app::database&, bool&) { return st.last_applied(); };
         auto positions = co_await worker.run<std::vector<std::pair<std::string, std::uint64_t>>>(ioc.get_executor(), std::move(read));
         if (auto* p = std::get_if<0>(&positions))
@@ -215,6 +222,7 @@ int serve(const options& o) {
     http::server::options so;
     so.max_body_bytes = o.max_body;
     so.max_connections = o.max_connections;
+    so.tls = o.tls;
     http::server server(ioc.get_executor(), std::move(routes), so);
     server_ptr = &server;
     const auto ep = server.listen(host, port);
@@ -274,6 +282,9 @@ int main(int argc, char** argv) {
             ("delay-ms", po::value<long long>(), "the same as --delay, in milliseconds (kept for old scripts)")
             ("max-body", po::value(&o.max_body)->default_value(1 << 20), "largest request body in bytes (413 above)")
             ("max-connections", po::value(&o.max_connections)->default_value(256), "connections open at once; more are closed at once");
+        po::options_description tls("TLS (HTTPS on --listen)");
+        app::add_tls_server_options(tls);
+        d.add(tls);
         app::add_common_options(d);
         po::variables_map vm;
         app::read_options(argc, argv, d, vm);
@@ -298,6 +309,7 @@ int main(int argc, char** argv) {
         if (o.fault_status < 400 || o.fault_status > 599) throw std::invalid_argument("--fault-status must be a 4xx or 5xx status");
         if (o.max_body < 1024) throw std::invalid_argument("--max-body must be at least 1024");
         o.delay = app::duration_option(vm, "delay", "delay-ms", std::chrono::milliseconds(0));
+        o.tls = app::tls_server_from(vm);
         o.log_level = app::parse_level(vm["log-level"].as<std::string>());
         return serve(o);
     } catch (const po::error& e) {

@@ -2,6 +2,7 @@
 #include <steadfast/transport/classify.hpp>
 
 #include <boost/asio/error.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/error.hpp>
 
@@ -23,10 +24,19 @@ bool is_transient_network_error(const error_code& ec) {
            ec == e::network_down || ec == e::network_reset || ec == e::eof || ec == e::try_again ||
            ec == e::host_not_found_try_again || ec == boost::beast::error::timeout ||
            ec == boost::beast::http::error::end_of_stream || ec == boost::beast::http::error::partial_message ||
+           // TLS: the peer closed without close_notify (a restart, a proxy). Any
+           // other TLS error (a certificate, a name, a protocol mismatch) is
+           // permanent: retrying cannot fix the configuration.
+           ec == boost::asio::ssl::error::stream_truncated ||
            // A garbage answer: the parser's errors. Retrying may well get a good one.
            ec.category() == make_error_code(boost::beast::http::error::bad_version).category();  // the whole http::error category
 }
 }  // namespace
+
+bool is_tls_error(const error_code& ec) noexcept {
+    return ec && (ec.category() == boost::asio::error::get_ssl_category() ||
+                  ec.category() == boost::asio::ssl::error::get_stream_category());
+}
 
 error_code status_error(unsigned status) {
     static const status_category_impl cat;

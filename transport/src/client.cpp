@@ -1,5 +1,6 @@
 // http::client on Beast. One of the two translation units that include Beast.
 #include <steadfast/transport/client.hpp>
+#include <steadfast/transport/classify.hpp>
 #include <steadfast/transport/health.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -9,6 +10,11 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/http/span_body.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+
+#include "tls_context.hpp"
 
 #include <optional>
 #include <stdexcept>
@@ -31,23 +37,51 @@ std::string_view to_string(phase p) noexcept {
     return "unknown";
 }
 
+namespace {
+// One HTTP exchange step on either kind of stream.
+template <class Stream, class Request>
+asio::awaitable<std::tuple<beast::error_code, std::size_t>> write_request(Stream& s, Request& req) {
+    co_return co_await bhttp::async_write(s, req, asio::as_tuple(asio::use_awaitable));
+}
+template <class Stream, class Parser>
+asio::awaitable<std::tuple<beast::error_code, std::size_t>> read_response(Stream& s, beast::flat_buffer& b, Parser& p) {
+    co_return co_await bhttp::async_read(s, b, p, asio::as_tuple(asio::use_awaitable));
+}
+bool is_ip_address(const std::string& host) {
+    beast::error_code ec;
+    (void)asio::ip::make_address(host, ec);
+    return !ec;
+}
+}  // namespace
+
 struct client::impl {
-    impl(asio::any_io_executor e, options o) : ex(std::move(e)), opts(std::move(o)), resolver(ex) {}
+    impl(asio::any_io_executor e, options o) : ex(std::move(e)), opts(std::move(o)), resolver(ex) {
+        if (opts.tls) ssl_ctx.emplace(detail::make_client_context(*opts.tls));
+    }
 
     asio::any_io_executor ex;
     options opts;
     tcp::resolver resolver;
-    std::optional<beast::tcp_stream> stream;
+    std::optional<asio::ssl::context> ssl_ctx;  // with options::tls
+    // The connection: plain, or TLS over TCP (exactly one is set while open).
+    std::optional<beast::tcp_stream> plain;
+    std::optional<beast::ssl_stream<beast::tcp_stream>> tls;
     beast::flat_buffer buffer;
     std::uint64_t opened = 0;
     bool busy = false;  // a send is in flight
 
+    bool open() const noexcept { return plain.has_value() || tls.has_value(); }
+    beast::tcp_stream& lowest() { return plain ? *plain : beast::get_lowest_layer(*tls); }
+
     void close() {
-        if (stream) {
+        if (open()) {
+            // No TLS close_notify: HTTP framing ends every answer, and waiting
+            // for the peer's close_notify could hang a close.
             beast::error_code ignored;
-            stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
-            stream->close();
-            stream.reset();
+            lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+            lowest().close();
+            plain.reset();
+            tls.reset();
         }
         buffer.clear();
     }
@@ -66,19 +100,22 @@ void client::close() { impl_->close(); }
 client::options client::from_url(std::string_view url) {
     options o;
     std::string_view rest;
+    std::string_view default_port = "80";
     if (url.substr(0, 7) == "http://") {
         rest = url.substr(7);
     } else if (url.substr(0, 8) == "https://") {
-        throw std::invalid_argument("\"" + std::string(url) + "\": https is not built into this version");
+        rest = url.substr(8);
+        default_port = "443";
+        o.tls.emplace();
     } else {
-        throw std::invalid_argument("\"" + std::string(url) + "\" is not an http:// URL");
+        throw std::invalid_argument("\"" + std::string(url) + "\" is not an http:// or https:// URL");
     }
     if (auto slash = rest.find('/'); slash != std::string_view::npos) {
         if (rest.substr(slash) != "/")
             throw std::invalid_argument("\"" + std::string(url) + "\": give only scheme, host and port");
         rest = rest.substr(0, slash);
     }
-    std::string_view host = rest, port = "80";
+    std::string_view host = rest, port = default_port;
     if (!rest.empty() && rest.front() == '[') {
         auto close = rest.find(']');
         if (close == std::string_view::npos) throw std::invalid_argument("\"" + std::string(url) + "\": unclosed [");
@@ -131,24 +168,45 @@ asio::awaitable<outcome> client::send(const request& req) {
     const bool repeatable = is_idempotent_method(req.method) || req.get("Idempotency-Key").has_value();
 
     for (int round = 0;; ++round) {
-        const bool reused = d.stream.has_value();
+        const bool reused = d.open();
         if (!reused) {
             auto [rec, results] = co_await d.resolver.async_resolve(d.opts.host, d.opts.port, asio::as_tuple(asio::use_awaitable));
             if (rec) co_return outcome{transport_error{rec, phase::resolve, false}};
-            d.stream.emplace(d.ex);
-            d.stream->expires_after(d.opts.connect_timeout);
-            auto [cec, ep] = co_await d.stream->async_connect(results, asio::as_tuple(asio::use_awaitable));
+            d.plain.emplace(d.ex);
+            d.plain->expires_after(d.opts.connect_timeout);
+            auto [cec, ep] = co_await d.plain->async_connect(results, asio::as_tuple(asio::use_awaitable));
             if (cec) {
                 d.close();
                 co_return outcome{transport_error{cec, phase::connect, false}};
             }
             beast::error_code ignored;
-            d.stream->socket().set_option(tcp::no_delay(true), ignored);
+            d.plain->socket().set_option(tcp::no_delay(true), ignored);
             ++d.opened;
+            if (d.ssl_ctx) {
+                // TLS over the connection: SNI, then the certificate chain and
+                // the name checked during the handshake (within the connect timeout).
+                d.tls.emplace(std::move(*d.plain), *d.ssl_ctx);
+                d.plain.reset();
+                const std::string& name = d.opts.tls->server_name.empty() ? d.opts.host : d.opts.tls->server_name;
+                if (!is_ip_address(name)) SSL_set_tlsext_host_name(d.tls->native_handle(), name.c_str());
+                d.tls->set_verify_callback(asio::ssl::host_name_verification(name));
+                d.lowest().expires_after(d.opts.connect_timeout);
+                auto [hec] = co_await d.tls->async_handshake(asio::ssl::stream_base::client, asio::as_tuple(asio::use_awaitable));
+                if (hec) {
+                    d.close();
+                    co_return outcome{transport_error{hec, phase::handshake, false}};
+                }
+            }
         }
 
-        d.stream->expires_after(d.opts.write_timeout);
-        auto [wec, written] = co_await bhttp::async_write(*d.stream, breq, asio::as_tuple(asio::use_awaitable));
+        d.lowest().expires_after(d.opts.write_timeout);
+        // (No co_await inside ?: : g++ 12 mishandles it; see BUILD-NOTES.)
+        std::tuple<beast::error_code, std::size_t> w;
+        if (d.tls)
+            w = co_await write_request(*d.tls, breq);
+        else
+            w = co_await write_request(*d.plain, breq);
+        auto [wec, written] = w;
         if (wec) {
             d.close();
             // A reused connection the server closed while idle: try once on a fresh one.
@@ -156,16 +214,21 @@ asio::awaitable<outcome> client::send(const request& req) {
             co_return outcome{transport_error{wec, phase::write, written > 0}};
         }
 
-        d.stream->expires_after(d.opts.read_timeout);
+        d.lowest().expires_after(d.opts.read_timeout);
         bhttp::response_parser<bhttp::string_body> parser;
         parser.body_limit(d.opts.max_response_bytes);
         parser.header_limit(static_cast<std::uint32_t>(std::min<std::size_t>(d.opts.max_response_bytes, 64 * 1024)));
-        auto [rec, read] = co_await bhttp::async_read(*d.stream, d.buffer, parser, asio::as_tuple(asio::use_awaitable));
+        std::tuple<beast::error_code, std::size_t> r;
+        if (d.tls)
+            r = co_await read_response(*d.tls, d.buffer, parser);
+        else
+            r = co_await read_response(*d.plain, d.buffer, parser);
+        auto [rec, read] = r;
         if (rec) {
             const bool nothing_received = !parser.got_some() && d.buffer.size() == 0;
             d.close();
             const bool closed_idle = rec == bhttp::error::end_of_stream || rec == asio::error::eof ||
-                                     rec == asio::error::connection_reset;
+                                     rec == asio::error::connection_reset || rec == asio::ssl::error::stream_truncated;
             if (reused && round == 0 && nothing_received && closed_idle && repeatable) continue;
             co_return outcome{transport_error{rec, phase::read, true}};
         }
@@ -184,6 +247,21 @@ asio::awaitable<bool> health_check(client& c, std::string target) {
     const request req{"GET", std::move(target), {}, {}};
     auto o = co_await c.send(req);
     co_return o.has_response() && o.res().status == 200;
+}
+
+asio::awaitable<health_report> health_check_report(client& c, std::string target) {
+    const request req{"GET", std::move(target), {}, {}};
+    auto o = co_await c.send(req);
+    health_report r;
+    if (o.has_response()) {
+        r.healthy = o.res().status == 200;
+        if (!r.healthy) r.why = "HTTP " + std::to_string(o.res().status);
+    } else {
+        const auto& e = o.error();
+        r.tls_failure = e.phase == phase::handshake || is_tls_error(e.ec);
+        r.why = std::string(to_string(e.phase)) + ": " + e.ec.message();
+    }
+    co_return r;
 }
 
 }  // namespace steadfast::http

@@ -12,7 +12,10 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/system/system_error.hpp>
+
+#include "tls_context.hpp"
 
 #include <algorithm>
 #include <exception>
@@ -171,11 +174,14 @@ struct server::impl : std::enable_shared_from_this<impl> {
     };
 
     impl(asio::any_io_executor e, router r, options o)
-        : ex(std::move(e)), routes(std::move(r)), opts(o), acceptor(ex), drained(ex) {}
+        : ex(std::move(e)), routes(std::move(r)), opts(std::move(o)), acceptor(ex), drained(ex) {
+        if (opts.tls) ssl_ctx.emplace(detail::make_server_context(*opts.tls));
+    }
 
     asio::any_io_executor ex;
     router routes;
     options opts;
+    std::optional<asio::ssl::context> ssl_ctx;  // with options::tls
     tcp::acceptor acceptor;
     asio::steady_timer drained;
     std::set<connection*> connections;
@@ -206,7 +212,8 @@ struct server::impl : std::enable_shared_from_this<impl> {
         }
     }
 
-    asio::awaitable<beast::error_code> write(beast::tcp_stream& stream, response& res, unsigned version, bool keep) {
+    template <class Stream>
+    asio::awaitable<beast::error_code> write(Stream& stream, response& res, unsigned version, bool keep) {
         bhttp::response<bhttp::string_body> bres;
         bres.version(version);
         bres.result(res.status);
@@ -214,7 +221,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
         bres.body() = std::move(res.body);
         bres.keep_alive(keep);
         bres.prepare_payload();
-        stream.expires_after(opts.write_timeout);
+        beast::get_lowest_layer(stream).expires_after(opts.write_timeout);
         auto [ec, n] = co_await bhttp::async_write(stream, bres, asio::as_tuple(asio::use_awaitable));
         co_return ec;
     }
@@ -235,18 +242,51 @@ struct server::impl : std::enable_shared_from_this<impl> {
 
     asio::awaitable<void> session(tcp::socket sock) {
         auto self = shared_from_this();
-        beast::tcp_stream stream(std::move(sock));
+        beast::tcp_stream tcp_stream(std::move(sock));
         beast::error_code ignored;
-        stream.socket().set_option(tcp::no_delay(true), ignored);
-        connection conn{&stream};
-        connections.insert(&conn);
+        tcp_stream.socket().set_option(tcp::no_delay(true), ignored);
+        if (ssl_ctx) {
+            beast::ssl_stream<beast::tcp_stream> stream(std::move(tcp_stream), *ssl_ctx);
+            connection conn{&beast::get_lowest_layer(stream)};
+            connections.insert(&conn);
+            // The handshake must end in time, like a request's headers.
+            beast::get_lowest_layer(stream).expires_after(opts.read_timeout);
+            auto [hec] = co_await stream.async_handshake(asio::ssl::stream_base::server, asio::as_tuple(asio::use_awaitable));
+            if (hec)
+                ++st.tls_handshake_failures;
+            else
+                co_await serve(stream, conn);
+            end(conn);
+        } else {
+            connection conn{&tcp_stream};
+            connections.insert(&conn);
+            co_await serve(tcp_stream, conn);
+            end(conn);
+        }
+    }
+
+    // The connection is done: closed without a TLS close_notify (every answer
+    // is framed by HTTP; waiting for the peer's could hang a shutdown).
+    void end(connection& conn) {
+        beast::error_code ignored;
+        conn.stream->socket().shutdown(tcp::socket::shutdown_send, ignored);
+        conn.stream->close();
+        connections.erase(&conn);
+        --st.active_connections;
+        if (stopping && st.active_connections == 0) drained.cancel();
+    }
+
+    // Requests and answers on one connection until it ends.
+    template <class Stream>
+    asio::awaitable<void> serve(Stream& stream, connection& conn) {
+        beast::tcp_stream& tcp_layer = beast::get_lowest_layer(stream);
         beast::flat_buffer buf;
         for (;;) {
             conn.busy = false;
             if (stopping) break;
             if (buf.size() == 0) {
                 // Waiting for the next request: the idle timeout applies.
-                stream.expires_after(opts.idle_timeout);
+                tcp_layer.expires_after(opts.idle_timeout);
                 auto [ec, n] = co_await stream.async_read_some(buf.prepare(4096), asio::as_tuple(asio::use_awaitable));
                 if (ec) break;
                 buf.commit(n);
@@ -254,13 +294,13 @@ struct server::impl : std::enable_shared_from_this<impl> {
             conn.busy = true;
             // A request started: it must arrive in time. On expiry tcp_stream
             // closes the socket, so a slow client is cut off without an answer.
-            stream.expires_after(opts.read_timeout);
+            tcp_layer.expires_after(opts.read_timeout);
             bhttp::request_parser<bhttp::string_body> parser;
             limit(parser, opts);
             auto [ec, n] = co_await bhttp::async_read(stream, buf, parser, asio::as_tuple(asio::use_awaitable));
             if (ec) {
                 auto err = read_error_answer(ec, opts);
-                if (err && stream.socket().is_open()) co_await write(stream, *err, 11, false);
+                if (err && tcp_layer.socket().is_open()) co_await write(stream, *err, 11, false);
                 break;
             }
             auto& breq = parser.get();
@@ -269,7 +309,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
             response res = co_await dispatch(req);
             if (res.drop_connection) break;
             if (res.raw) {
-                stream.expires_after(opts.write_timeout);
+                tcp_layer.expires_after(opts.write_timeout);
                 co_await asio::async_write(stream, asio::buffer(*res.raw), asio::as_tuple(asio::use_awaitable));
                 break;
             }
@@ -277,16 +317,11 @@ struct server::impl : std::enable_shared_from_this<impl> {
             auto wec = co_await write(stream, res, breq.version(), keep);
             if (wec || !keep) break;
         }
-        stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
-        stream.close();
-        connections.erase(&conn);
-        --st.active_connections;
-        if (stopping && st.active_connections == 0) drained.cancel();
     }
 };
 
 server::server(asio::any_io_executor ex, router r, options o)
-    : impl_(std::make_shared<impl>(std::move(ex), std::move(r), o)) {}
+    : impl_(std::make_shared<impl>(std::move(ex), std::move(r), std::move(o))) {}
 server::server(asio::any_io_executor ex, router r) : server(std::move(ex), std::move(r), options{}) {}
 server::~server() {
     // Sessions hold the impl; closing the acceptor ends the accept loop.
@@ -308,7 +343,9 @@ tcp::endpoint server::listen(const std::string& host, std::uint16_t port) {
     if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
     if (ec) {
         a.close();
-        throw boost::system::system_error(ec, "cannot listen on " + where);
+        // Without the source location Asio attached (a path inside Boost is
+        // no help to an operator).
+        throw boost::system::system_error(boost::system::error_code(ec.value(), ec.category()), "cannot listen on " + where);
     }
     return a.local_endpoint();
 }

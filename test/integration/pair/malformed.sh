@@ -44,7 +44,7 @@ wait_drained 20
 "$BIN/steadfast-secondary" dump --data "$WORK/sdata" | grep -q '"ok":true' || fail "the good message was not delivered"
 # Bad flags and data directories: a clear error and a non-zero exit.
 out=$("$BIN/steadfast-primary" --secondary nope --data "$WORK/x" 2>&1) && fail "bad --secondary accepted"
-echo "$out" | grep -q 'not an http:// URL' || fail "unclear error: $out"
+echo "$out" | grep -q 'not an http:// or https:// URL' || fail "unclear error: $out"
 out=$("$BIN/steadfast-secondary" --listen 127.0.0.1:1 --data "$WORK/y" --sync sometimes 2>&1) && fail "bad --sync accepted"
 echo "$out" | grep -q 'full or off' || fail "unclear error: $out"
 mkdir -p "$WORK/corrupt" && echo "this is not a database" >"$WORK/corrupt/secondary.db"

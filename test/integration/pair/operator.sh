@@ -9,7 +9,10 @@ want=$(sed -n 's/^#define STEADFAST_VERSION_STRING "\(.*\)"$/\1/p' "$(dirname "$
 for b in steadfast-primary steadfast-secondary; do
   out=$("$BIN/$b" --version) || fail "$b --version exited non-zero"
   [ "$out" = "$b $want" ] || fail "$b --version printed \"$out\", expected \"$b $want\""
-  "$BIN/$b" --help | grep -q -- "--version" || fail "$b --help does not list --version"
+  # (Captured first: grep -q would stop reading and pipefail see the writer's SIGPIPE.)
+  help=$("$BIN/$b" --help) || fail "$b --help exited non-zero"
+  grep -q -- "--version" <<<"$help" || fail "$b --help does not list --version"
+  grep -q -- "exit codes" <<<"$help" || fail "$b --help does not list its exit codes"
 done
 
 start_secondary

@@ -86,4 +86,14 @@ BOOST_AUTO_TEST_CASE(transport_failures_and_stops) {
     BOOST_TEST((decide(batch, s).what == verdict::stop));
 }
 
+BOOST_AUTO_TEST_CASE(a_failed_tls_handshake_is_the_links_fault_and_keeps_the_messages) {
+    delivery_outcome t;
+    t.what = delivery_outcome::kind::tls;
+    t.detail = "certificate verify failed";
+    auto d = decide(sent_batch{5, 9}, t);
+    BOOST_TEST((d.what == verdict::redeliver));  // never a dead letter: the configuration is wrong, not the message
+    BOOST_TEST(d.link_error == "tls");
+    BOOST_TEST(d.reason.find("certificate verify failed") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -24,6 +24,9 @@ struct classifier_options {
 ///   temporary DNS failure, reset during connect): retryable. After the
 ///   request was sent (reset, broken pipe, read timeout, truncated or garbage
 ///   answer): retryable only when the request is repeatable, else permanent.
+/// - TLS: a reset, a timeout or a close during the handshake is retryable
+///   like any connect failure; a certificate that does not verify, a wrong
+///   name or a protocol mismatch (TLS to a plain server) is permanent.
 /// - Host not found (authoritative) and any other error: permanent.
 ///   Cancellation: cancelled.
 classification classify(const outcome& o, const classifier_options& opts,
@@ -31,6 +34,10 @@ classification classify(const outcome& o, const classifier_options& opts,
 
 /// A classifier for retry()/classified(): decides `repeatable` from the request.
 std::function<classification(const outcome&)> make_classifier(const request& req, classifier_options opts = {});
+
+/// Whether `ec` comes from TLS (OpenSSL or the TLS stream): a certificate, a
+/// name, a protocol mismatch, a missing client certificate.
+bool is_tls_error(const error_code& ec) noexcept;
 
 /// The error code for an HTTP status (category "http-status"), so that a
 /// permanent 4xx shows up in retry_result::last_error().

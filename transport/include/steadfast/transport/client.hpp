@@ -7,7 +7,10 @@
 //   byte of the answer), the request is sent once more on a fresh connection,
 //   if it is safe to repeat (idempotent method or Idempotency-Key).
 // - Separate connect, write and read timeouts; a bounded response size.
-// - Plain http only for now (from_url refuses https:// with a clear error).
+// - http:// and https:// (TLS 1.2+, the server's certificate and name
+//   verified; optional client certificate, see tls.hpp). Keep-alive, the
+//   reconnect rule and the timeouts hold over TLS too; the handshake is timed
+//   by the connect timeout and fails with phase::handshake.
 //
 // One request at a time per client (like one connection): a send while another
 // is in flight is refused at once with transport_error{in_progress}, never
@@ -17,6 +20,7 @@
 
 #include <steadfast/engine/error.hpp>
 #include <steadfast/transport/http.hpp>
+#include <steadfast/transport/tls.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -24,6 +28,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -60,6 +65,8 @@ public:
         std::chrono::nanoseconds read_timeout = std::chrono::seconds(10);
         std::size_t max_response_bytes = 1 << 20;
         std::string user_agent = "steadfast";
+        /// Set (by from_url for https://): the connection is TLS.
+        std::optional<tls_client_options> tls;
     };
 
     client(boost::asio::any_io_executor ex, options o);
@@ -67,8 +74,11 @@ public:
     client(const client&) = delete;
     client& operator=(const client&) = delete;
 
-    /// Parses "http://host:port" or "https://host:port" into options.
-    /// Throws std::invalid_argument naming the problem.
+    /// Parses "http://host[:port]" (port 80 by default) or
+    /// "https://host[:port]" (443; TLS with the system's trust store unless
+    /// options::tls is changed) into options. Throws std::invalid_argument
+    /// naming the problem. The constructor throws std::invalid_argument for
+    /// TLS files it cannot use.
     static options from_url(std::string_view url);
 
     /// Sends one request and reads its answer. Never throws for network

@@ -18,4 +18,14 @@ namespace steadfast::http {
 /// other status is unhealthy. Never throws for network failures.
 boost::asio::awaitable<bool> health_check(client& c, std::string target = "/health");
 
+/// The same, and why it is unhealthy ("HTTP 503", "connect: Connection
+/// refused", "handshake: certificate verify failed ...") in `why`, which is
+/// cleared when healthy. `tls_failure` says whether it was TLS's fault.
+struct health_report {
+    bool healthy = false;
+    bool tls_failure = false;
+    std::string why;
+};
+boost::asio::awaitable<health_report> health_check_report(client& c, std::string target = "/health");
+
 }  // namespace steadfast::http

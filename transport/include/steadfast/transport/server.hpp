@@ -5,10 +5,11 @@
 // (against slow clients), JSON error answers, routing by method and path
 // (404 for an unknown path, 405 with Allow for a known path and another
 // method), and a graceful shutdown that stops accepting, closes idle
-// connections and lets requests in flight finish.
+// connections and lets requests in flight finish. Plain HTTP or HTTPS.
 #pragma once
 
 #include <steadfast/transport/http.hpp>
+#include <steadfast/transport/tls.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -18,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +64,10 @@ public:
         // accepted (and counted), so that idle keep-alive connections cannot
         // use up descriptors and memory. 0: no limit.
         std::size_t max_connections = 256;
+        // Set: every connection is TLS (HTTPS); the handshake must end within
+        // read_timeout. The constructor throws std::invalid_argument for files
+        // it cannot use.
+        std::optional<tls_server_options> tls;
     };
 
     struct stats {
@@ -69,6 +75,7 @@ public:
         std::uint64_t requests = 0;
         std::uint64_t active_connections = 0;
         std::uint64_t connections_rejected = 0;  // over max_connections
+        std::uint64_t tls_handshake_failures = 0;  // a wrong certificate, no client certificate, not TLS, ...
     };
 
     server(boost::asio::any_io_executor ex, router r, options o);
