@@ -117,6 +117,7 @@ database::database(const std::string& dir, const std::string& name, const std::s
     std::error_code ec;
     const bool ro = mode == open_mode::read_only;
     if (ro) {
+        read_only_ = true;
         path_ = (fs::path(dir) / name).string();
         if (!fs::exists(path_, ec)) throw db_error("no database at \"" + path_ + "\"");
         db_ = open_connection(path_, SQLITE_OPEN_READONLY);

@@ -81,12 +81,15 @@ public:
     const std::string& path() const noexcept { return path_; }
     /// True when the file was created by this open (a fresh data directory).
     bool created() const noexcept { return created_; }
+    /// Opened with open_mode::read_only (status, dump): no schema changes.
+    bool read_only() const noexcept { return read_only_; }
 
 private:
     dir_lock lock_;  // a member: released even when the constructor throws
     sqlite3* db_ = nullptr;
     std::string path_;
     bool created_ = false;
+    bool read_only_ = false;
 };
 
 }  // namespace steadfast::app

@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <condition_variable>
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <iostream>
 #include <mutex>
@@ -46,15 +47,17 @@ bool node::at_stream_cap(const std::string& stream) const {
 
 // The checks before a publish touches the outbox, in the contract's order:
 // token, content type, stream name, stream cap. nullopt: go on.
+std::optional<http::response> node::refuse_unauthorized(const http::request& req) const {
+    if (tokens_.empty()) return std::nullopt;
+    auto auth = req.get("Authorization");
+    if (auth && app::bearer_matches(*auth, tokens_)) return std::nullopt;
+    auto r = http::response::error(401, auth ? "wrong bearer token" : "missing bearer token");
+    r.set("WWW-Authenticate", "Bearer");
+    return r;
+}
+
 std::optional<http::response> node::refuse_publish(const http::request& req, std::string& stream) const {
-    if (!tokens_.empty()) {
-        auto auth = req.get("Authorization");
-        if (!auth || !app::bearer_matches(*auth, tokens_)) {
-            auto r = http::response::error(401, auth ? "wrong bearer token" : "missing bearer token");
-            r.set("WWW-Authenticate", "Bearer");
-            return r;
-        }
-    }
+    if (auto r = refuse_unauthorized(req)) return r;
     if (!http::is_json(req)) return http::response::error(415, "Content-Type must be application/json");
     stream = o_.stream;
     if (auto q = http::query_param(req.target, "stream")) stream = std::string(*q);
@@ -132,6 +135,52 @@ http::router node::routes() {
         const auto& p = std::get<0>(result).front();
         committed(p.stream, 1);
         co_return http::response::json(202, envelope::encode_published(p.id, p.stream, p.seq));
+    });
+    // Dead letters, for operators (the same token as /publish): the list, and
+    // a requeue as a new message at the end of its stream.
+    r.add("GET", "/dead-letters", [this](http::request& req) -> asio::awaitable<http::response> {
+        if (auto refused = refuse_unauthorized(req)) co_return std::move(*refused);
+        auto job = [this](app::database&, bool&) { return out_.dead_letters(); };
+        auto rows = co_await worker_.run<std::vector<dead_letter_row>>(ioc_.get_executor(), std::move(job));
+        if (auto* e = std::get_if<std::string>(&rows)) co_return http::response::error(503, "storage failure: " + *e);
+        std::string body = "[";
+        for (const auto& d : std::get<0>(rows)) {
+            if (body.size() > 1) body += ',';
+            body += to_json(d);
+        }
+        body += ']';
+        co_return http::response::json(200, std::move(body));
+    });
+    r.add("POST", "/dead-letters/requeue", [this](http::request& req) -> asio::awaitable<http::response> {
+        if (auto refused = refuse_unauthorized(req)) co_return std::move(*refused);
+        std::int64_t n = 0;
+        const auto q = http::query_param(req.target, "n");
+        if (q) {
+            const auto* end = q->data() + q->size();
+            auto [p, ec] = std::from_chars(q->data(), end, n);
+            if (ec != std::errc{} || p != end) n = 0;
+        }
+        if (n <= 0) co_return http::response::error(400, "give the dead letter's n: /dead-letters/requeue?n=N (N >= 1)");
+        if (stopping_) co_return http::response::error(503, "shutting down");
+        auto job = [this, n](app::database&, bool&) { return out_.requeue(n, now_ms()); };
+        auto result = co_await worker_.run<requeue_result>(ioc_.get_executor(), std::move(job));
+        if (auto* e = std::get_if<std::string>(&result)) {
+            auto res = http::response::error(503, "storage failure, nothing requeued: " + *e);
+            res.set("Retry-After", "1");
+            co_return res;
+        }
+        const auto& rq = std::get<0>(result);
+        switch (rq.what) {
+            case requeue_result::status::not_found:
+                co_return http::response::error(404, "no dead letter " + std::to_string(n));
+            case requeue_result::status::already:
+                co_return http::response::error(409, "dead letter " + std::to_string(n) + " was requeued already, as seq " +
+                                                         std::to_string(rq.p.seq) + " of stream " + rq.p.stream);
+            case requeue_result::status::requeued: break;
+        }
+        app::log(level::info, "requeued", {{"n", n}, {"stream", rq.p.stream}, {"seq", rq.p.seq}, {"id", rq.p.id}});
+        committed(rq.p.stream, 1);
+        co_return http::response::json(202, envelope::encode_requeued(n, rq.p.id, rq.p.stream, rq.p.seq));
     });
     return r;
 }

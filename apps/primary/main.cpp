@@ -279,15 +279,43 @@ int status(const std::string& dir) {
 int dead_letters(const std::string& dir) {
     app::database db(dir, "primary.db", "steadfast-primary", app::sync_mode::off, app::open_mode::read_only);
     outbox out(db);
-    for (const auto& d : out.dead_letters()) {
-        nlohmann::json j = {{"n", d.n}, {"stream", d.stream}, {"seq", d.seq}, {"id", d.id},
-                            {"reason", d.reason}, {"at_ms", d.at_ms}};
-        // Reasons may hold any bytes a secondary sent: never fail on them.
-        std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-        line.pop_back();
-        std::cout << line << ",\"payload\":" << d.payload << "}\n";
-    }
+    for (const auto& d : out.dead_letters()) std::cout << to_json(d) << "\n";
     return 0;
+}
+
+// `dead-letters --requeue N`: needs the data directory (the primary stopped);
+// a running primary does the same on POST /dead-letters/requeue?n=N.
+int requeue_dead_letter(const std::string& dir, std::int64_t n) {
+    std::optional<app::database> db;
+    try {
+        db.emplace(dir, "primary.db", "steadfast-primary", app::sync_mode::full);
+    } catch (const app::db_error& e) {
+        throw app::db_error(std::string(e.what()) +
+                            "; a running primary requeues with POST /dead-letters/requeue?n=N on its --listen");
+    }
+    outbox out(*db);
+    db->exec("BEGIN IMMEDIATE");
+    requeue_result r;
+    try {
+        r = out.requeue(n, now_ms());
+        db->exec("COMMIT");
+    } catch (...) {
+        db->exec("ROLLBACK");
+        throw;
+    }
+    switch (r.what) {
+        case requeue_result::status::requeued:
+            std::cout << envelope::encode_requeued(n, r.p.id, r.p.stream, r.p.seq) << "\n";
+            return exit_ok;
+        case requeue_result::status::not_found:
+            app::report_fatal("primary", "requeue_refused", "no dead letter " + std::to_string(n));
+            return exit_error;
+        case requeue_result::status::already:
+            app::report_fatal("primary", "requeue_refused", "dead letter " + std::to_string(n) + " was requeued already, as seq " +
+                                                                std::to_string(r.p.seq) + " of stream " + r.p.stream);
+            return exit_error;
+    }
+    return exit_error;
 }
 
 constexpr const char* exit_codes_help =
@@ -328,8 +356,30 @@ int main(int argc, char** argv) {
             throw po::error(std::string("unknown command \"") + argv[1] +
                             "\" (commands: status, dead-letters; or flags to run)");
         if (argc >= 2 && std::string_view(argv[1]) == "status") return read_only_command(argc, argv, "status", status);
-        if (argc >= 2 && std::string_view(argv[1]) == "dead-letters")
-            return read_only_command(argc, argv, "dead-letters", dead_letters);
+        if (argc >= 2 && std::string_view(argv[1]) == "dead-letters") {
+            std::string data;
+            std::int64_t requeue = 0;
+            po::options_description d("steadfast-primary dead-letters");
+            d.add_options()("data", po::value(&data)->required(), "data directory")
+                ("requeue", po::value(&requeue), "publish dead letter N again at the end of its stream (the primary stopped)")
+                ("help", "this help");
+            po::variables_map vm;
+            po::store(po::parse_command_line(argc - 1, argv + 1, d), vm);
+            if (vm.count("help")) {
+                std::cout << "usage: steadfast-primary dead-letters --data DIR [--requeue N]\n"
+                             "  lists dead letters, one JSON line each; --requeue N publishes N's payload again as a\n"
+                             "  new message at the end of its stream (once). A running primary does the same on\n"
+                             "  GET /dead-letters and POST /dead-letters/requeue?n=N.\n"
+                          << d;
+                return 0;
+            }
+            po::notify(vm);
+            if (vm.count("requeue")) {
+                if (requeue <= 0) throw std::invalid_argument("--requeue takes a dead letter's n (1 or more)");
+                return requeue_dead_letter(data, requeue);
+            }
+            return dead_letters(data);
+        }
         options o;
         std::string sync, retain = "1h";
         po::options_description d("steadfast-primary: replicates messages to a secondary, durably and in order");

@@ -118,6 +118,7 @@ private:
     void read_stdin();
     void committed(const std::string& stream, std::size_t n);
     std::size_t envelope_overhead(std::string_view stream) const;
+    std::optional<http::response> refuse_unauthorized(const http::request& req) const;
     std::optional<http::response> refuse_publish(const http::request& req, std::string& stream) const;
     bool at_stream_cap(const std::string& stream) const;
 

@@ -2,11 +2,21 @@
 
 #include <steadfast/transport/envelope.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <random>
 
 namespace steadfast::primary {
 
 outbox::outbox(app::database& db) : db_(db) {
+    if (db.read_only()) {
+        // status and dead-letters beside a running primary: read what is there.
+        auto get = db.prepare("SELECT value FROM meta WHERE key='instance'");
+        if (get.step()) instance_ = std::string(get.column_text(0));
+        auto cols = db.prepare("SELECT count(*) FROM pragma_table_info('dead_letter') WHERE name='requeued_seq'");
+        requeue_columns_ = cols.step() && cols.column_int(0) != 0;
+        return;
+    }
     db.exec("CREATE TABLE IF NOT EXISTS streams(stream TEXT PRIMARY KEY, next_seq INTEGER NOT NULL, "
             "acked_seq INTEGER NOT NULL)");
     db.exec("CREATE TABLE IF NOT EXISTS outbox(stream TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL, "
@@ -38,7 +48,21 @@ outbox::outbox(app::database& db) : db_(db) {
     db.exec("CREATE TABLE IF NOT EXISTS schedule(stream TEXT PRIMARY KEY, attempts INTEGER NOT NULL, "
             "next_at_ms INTEGER NOT NULL)");
     db.exec("CREATE TABLE IF NOT EXISTS dead_letter(n INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL, "
-            "seq INTEGER NOT NULL, id TEXT NOT NULL, payload TEXT NOT NULL, reason TEXT NOT NULL, at_ms INTEGER NOT NULL)");
+            "seq INTEGER NOT NULL, id TEXT NOT NULL, payload TEXT NOT NULL, reason TEXT NOT NULL, at_ms INTEGER NOT NULL, "
+            "requeued_seq INTEGER, requeued_ms INTEGER)");
+    {
+        // Dead letters of a version without requeue: add its columns.
+        bool has = false;
+        {
+            auto cols = db.prepare("SELECT count(*) FROM pragma_table_info('dead_letter') WHERE name='requeued_seq'");
+            has = cols.step() && cols.column_int(0) != 0;
+        }
+        if (!has) {
+            db.exec("ALTER TABLE dead_letter ADD COLUMN requeued_seq INTEGER");
+            db.exec("ALTER TABLE dead_letter ADD COLUMN requeued_ms INTEGER");
+        }
+        requeue_columns_ = true;
+    }
     db.exec("CREATE TABLE IF NOT EXISTS blocked(stream TEXT PRIMARY KEY, reason TEXT NOT NULL, at_ms INTEGER NOT NULL)");
     auto get = db.prepare("SELECT value FROM meta WHERE key='instance'");
     if (get.step()) {
@@ -51,6 +75,21 @@ outbox::outbox(app::database& db) : db_(db) {
         put.bind(1, instance_);
         put.step();
     }
+}
+
+std::string to_json(const dead_letter_row& d) {
+    nlohmann::json j = {{"n", d.n}, {"stream", d.stream}, {"seq", d.seq}, {"id", d.id}, {"reason", d.reason}, {"at_ms", d.at_ms}};
+    if (d.requeued_seq) {
+        j["requeued_seq"] = *d.requeued_seq;
+        j["requeued_ms"] = d.requeued_ms;
+    }
+    // Reasons may hold any bytes a secondary sent: never fail on them.
+    std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    line.pop_back();
+    line += ",\"payload\":";
+    line += d.payload;
+    line += '}';
+    return line;
 }
 
 std::string outbox::make_id(std::string_view instance, std::string_view stream, std::uint64_t seq) {
@@ -249,12 +288,53 @@ std::uint64_t outbox::dead_letter_count() {
 
 std::vector<dead_letter_row> outbox::dead_letters() {
     std::vector<dead_letter_row> out;
-    auto s = db_.prepare("SELECT n, stream, seq, id, payload, reason, at_ms FROM dead_letter ORDER BY n");
-    while (s.step())
-        out.push_back({s.column_int(0), std::string(s.column_text(1)), std::string(s.column_text(3)),
-                       std::string(s.column_text(4)), std::string(s.column_text(5)),
-                       static_cast<std::uint64_t>(s.column_int(2)), s.column_int(6)});
+    auto s = db_.prepare(requeue_columns_
+                             ? "SELECT n, stream, seq, id, payload, reason, at_ms, requeued_seq, requeued_ms FROM dead_letter ORDER BY n"
+                             : "SELECT n, stream, seq, id, payload, reason, at_ms, NULL, NULL FROM dead_letter ORDER BY n");
+    while (s.step()) {
+        dead_letter_row r;
+        r.n = s.column_int(0);
+        r.stream = std::string(s.column_text(1));
+        r.seq = static_cast<std::uint64_t>(s.column_int(2));
+        r.id = std::string(s.column_text(3));
+        r.payload = std::string(s.column_text(4));
+        r.reason = std::string(s.column_text(5));
+        r.at_ms = s.column_int(6);
+        if (!s.column_null(7)) {
+            r.requeued_seq = static_cast<std::uint64_t>(s.column_int(7));
+            r.requeued_ms = s.column_int(8);
+        }
+        out.push_back(std::move(r));
+    }
     return out;
+}
+
+requeue_result outbox::requeue(std::int64_t n, std::int64_t now_ms) {
+    requeue_result r;
+    std::string stream, payload;
+    {
+        auto s = db_.prepare("SELECT stream, payload, requeued_seq FROM dead_letter WHERE n=?");
+        s.bind(1, n);
+        if (!s.step()) {
+            r.what = requeue_result::status::not_found;
+            return r;
+        }
+        if (!s.column_null(2)) {
+            r.what = requeue_result::status::already;
+            r.p = {std::string(s.column_text(0)), static_cast<std::uint64_t>(s.column_int(2)), {}};
+            return r;
+        }
+        stream = std::string(s.column_text(0));
+        payload = std::string(s.column_text(1));
+    }
+    // A new message at the end of its stream (a new seq and id), in this
+    // transaction together with the mark, so that it happens once.
+    r.p = publish({{stream, payload}}, now_ms).front();
+    auto u = db_.prepare("UPDATE dead_letter SET requeued_seq=?, requeued_ms=? WHERE n=?");
+    u.bind(1, static_cast<std::int64_t>(r.p.seq)).bind(2, now_ms).bind(3, n);
+    u.step();
+    r.what = requeue_result::status::requeued;
+    return r;
 }
 
 }  // namespace steadfast::primary

@@ -7,7 +7,8 @@
 //   acks(stream, upto, from_ms, at_ms)              when they were acknowledged: one
 //                                                   mark per stream and second
 //   schedule(stream, attempts, next_at_ms)          durable redelivery of a stream's head
-//   dead_letter(...)                                messages given up on, kept
+//   dead_letter(..., requeued_seq, requeued_ms)     messages given up on, kept; a
+//                                                   requeue records its new seq
 //   blocked(stream, reason, at_ms)                  streams stopped for a conflict or
 //                                                   beyond retention (for status)
 //
@@ -53,7 +54,18 @@ struct dead_letter_row {
     std::string stream, id, payload, reason;
     std::uint64_t seq = 0;
     std::int64_t at_ms = 0;
+    std::optional<std::uint64_t> requeued_seq;  // requeued: the seq of the new message
+    std::int64_t requeued_ms = 0;
 };
+
+struct requeue_result {
+    enum class status { requeued, not_found, already } what = status::not_found;
+    published p;  // requeued: the new message; already: its stream and seq
+};
+
+/// One dead letter as a JSON object (its payload as stored, byte for byte):
+/// the line of `dead-letters` and an item of GET /dead-letters.
+std::string to_json(const dead_letter_row& d);
 
 class outbox {
 public:
@@ -90,12 +102,16 @@ public:
     std::map<std::string, std::string> blocked();
     std::uint64_t dead_letter_count();
     std::vector<dead_letter_row> dead_letters();
+    /// Publishes dead letter `n`'s payload again as a new message at the end
+    /// of its stream (once: the dead letter records the new seq).
+    requeue_result requeue(std::int64_t n, std::int64_t now_ms);
     const std::string& instance() const noexcept { return instance_; }
 
 private:
     app::statement& stmt(std::optional<app::statement>& s, std::string_view sql);
     app::database& db_;
     std::string instance_;  // makes ids unique across data directories
+    bool requeue_columns_ = false;  // dead_letter has requeued_seq (a database of this version)
     std::optional<app::statement> get_next_, put_stream_, insert_, select_, ack_, ack_move_, ack_mark_, get_sched_, put_sched_,
         del_sched_, dl_insert_, tombstone_, purge_marks_, purge_, purge_done_, oldest_, put_blocked_, position_;
 };

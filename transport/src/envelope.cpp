@@ -458,6 +458,12 @@ rejection decode_rejection(std::string_view body) {
     return r;
 }
 
+std::string encode_requeued(std::int64_t n, std::string_view id, std::string_view stream, std::uint64_t seq) {
+    std::string out = "{\"requeued\":" + std::to_string(n) + ",";
+    out += encode_published(id, stream, seq).substr(1);
+    return out;
+}
+
 std::string encode_published(std::string_view id, std::string_view stream, std::uint64_t seq) {
     std::string out = "{\"id\":\"";
     out += http::json_escape(id);

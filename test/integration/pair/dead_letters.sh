@@ -103,6 +103,50 @@ for s, (n, bad) in want.items():
     assert firsts == [i for i in range(1, n + 1) if i != bad], f"stream {s}: applied {real}"
 print("the fake applied every message but the three dead letters, in order")
 PY
+
+# 3b. Dead letters for operators: listed (HTTP and the command); one requeued as a new message at the end of
+#     its stream, once; with the primary stopped, the command requeues another. A real secondary now takes
+#     what the fake refused (the requeued message starts with a gap there: the primary rewinds).
+list=$(curl -fs "http://127.0.0.1:$PPORT/dead-letters") || fail "GET /dead-letters failed"
+json_is "$list" 'len(j) == 3 and [(d["n"], d["stream"]) for d in j] == [(1, "x"), (2, "y"), (3, "z")] and j[0]["payload"] == {"poison": 422} and "requeued_seq" not in j[0]' \
+  || fail "GET /dead-letters: $list"
+stop "$PPID_"; kill "$FAKE_PID"
+SECONDARY_URL=""
+start_secondary
+start_primary "${LADDER[@]}"
+requeue() {  # requeue N: POST /dead-letters/requeue?n=N; the status in RQ_CODE, the body in RQ_BODY
+  RQ_CODE=$(curl -s -o "$WORK/rq" -w '%{http_code}' -X POST "http://127.0.0.1:$PPORT/dead-letters/requeue?n=$1"); RQ_BODY=$(cat "$WORK/rq")
+}
+requeue 1
+[ "$RQ_CODE" = 202 ] && json_is "$RQ_BODY" 'j["requeued"] == 1 and j["stream"] == "x" and j["seq"] == 11' \
+  || fail "requeue of dead letter 1: $RQ_CODE $RQ_BODY"
+requeue 1;   [ "$RQ_CODE" = 409 ] || fail "a second requeue of dead letter 1 answered $RQ_CODE $RQ_BODY"
+requeue 99;  [ "$RQ_CODE" = 404 ] || fail "requeue of a dead letter that does not exist answered $RQ_CODE $RQ_BODY"
+requeue abc; [ "$RQ_CODE" = 400 ] || fail "requeue?n=abc answered $RQ_CODE $RQ_BODY"
+wait_drained 30
+x_done() { dump | python3 -c '
+import json, sys
+x = {j["seq"]: j["payload"] for j in map(json.loads, sys.stdin) if j["stream"] == "x"}
+assert sorted(x) == list(range(1, 12)), sorted(x)
+assert x[11] == {"poison": 422} and "steadfast_dead_letter" in x[3], (x[3], x[11])'; }
+wait_for 30 "stream x at the real secondary: 1..10 (a tombstone at 3), then the requeued message as 11" x_done
+"$BIN/steadfast-primary" dead-letters --data "$PDATA" | head -1 | python3 -c 'import json,sys; j=json.loads(sys.stdin.read()); assert j["n"] == 1 and j["requeued_seq"] == 11, j' \
+  || fail "dead-letters does not show dead letter 1 requeued as seq 11"
+rc=0; "$BIN/steadfast-primary" dead-letters --data "$PDATA" --requeue 2 >"$WORK/out" 2>"$WORK/err" || rc=$?
+[ "$rc" = 1 ] && grep -q 'in use' "$WORK/err" && grep -q 'POST /dead-letters/requeue' "$WORK/err" \
+  || fail "--requeue beside a running primary: exit $rc, $(cat "$WORK/err")"
+stop "$PPID_"
+out=$("$BIN/steadfast-primary" dead-letters --data "$PDATA" --requeue 2) || fail "--requeue 2 with the primary stopped failed"
+json_is "$out" 'j["requeued"] == 2 and j["stream"] == "y" and j["seq"] == 6' || fail "--requeue 2 printed: $out"
+rc=0; "$BIN/steadfast-primary" dead-letters --data "$PDATA" --requeue 2 2>"$WORK/err" || rc=$?
+[ "$rc" = 1 ] && grep -q 'requeued already' "$WORK/err" || fail "a second --requeue 2: exit $rc, $(cat "$WORK/err")"
+start_primary "${LADDER[@]}"
+y_done() { dump | python3 -c '
+import json, sys
+y = {j["seq"]: j["payload"] for j in map(json.loads, sys.stdin) if j["stream"] == "y"}
+assert sorted(y) == list(range(1, 7)) and y[6] == {"poison": 400}, y'; }
+wait_for 30 "the requeued dead letter 2 delivered as y:6" y_done
+stop "$PPID_"; stop "$SPID"
 # 4. A "secondary" answering 400 to every request (a header it cannot parse, say): one dead letter,
 #    then its tombstone is refused too, and the stream is blocked instead of dead-lettering in a loop.
 FPORT=$(free_port); PPORT=$(free_port)
@@ -117,4 +161,4 @@ sleep 1
 st=$(status_json); echo "after 400s to everything: $st"
 json_is "$st" 'j.get("dead_letter") == 1 and j["pending"] == 5' || fail "400 to everything must make one dead letter and keep the rest: $st"
 stop "$PPID_"; kill "$FAKE_PID"
-echo "dead letters: only for 400, 413 and 422; a refused tombstone blocks the stream"
+echo "dead letters: only for 400, 413 and 422; listed and requeued once; a refused tombstone blocks the stream"

@@ -151,4 +151,43 @@ BOOST_FIXTURE_TEST_CASE(an_outbox_with_a_time_on_every_row_is_upgraded, fixture)
     BOOST_TEST(out->position("s").next_seq == 9u);
 }
 
+BOOST_FIXTURE_TEST_CASE(a_dead_letter_is_requeued_once_at_the_end_of_its_stream, fixture) {
+    publish("s", 3);
+    auto rows = out->pending("s", 0, 10, 1 << 20);
+    out->dead_letter("s", rows[1], "422 no", 5'000);
+    publish("s", 1);  // seq 4
+    auto r = out->requeue(1, 6'000);
+    BOOST_TEST((r.what == primary::requeue_result::status::requeued));
+    BOOST_TEST(r.p.stream == "s");
+    BOOST_TEST(r.p.seq == 5u);
+    const auto all = out->pending("s", 0, 10, 1 << 20);
+    BOOST_REQUIRE(all.size() == 5u);
+    BOOST_TEST(all[4].payload == rows[1].payload);  // the original payload, byte for byte
+    BOOST_TEST(all[4].id != rows[1].id);            // a new message
+    auto again = out->requeue(1, 7'000);
+    BOOST_TEST((again.what == primary::requeue_result::status::already));
+    BOOST_TEST(again.p.seq == 5u);
+    BOOST_TEST((out->requeue(2, 7'000).what == primary::requeue_result::status::not_found));
+    const auto dl = out->dead_letters();
+    BOOST_REQUIRE(dl.size() == 1u);
+    BOOST_TEST(dl[0].requeued_seq.value_or(0) == 5u);
+    BOOST_TEST(primary::to_json(dl[0]).find("\"requeued_seq\":5") != std::string::npos);
+}
+
+BOOST_FIXTURE_TEST_CASE(read_only_opens_change_nothing, fixture) {
+    // A dead-letter table of a version without requeue, read beside a running primary.
+    out.reset();
+    db->exec("DROP TABLE dead_letter");
+    db->exec("CREATE TABLE dead_letter(n INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL, seq INTEGER NOT NULL, "
+             "id TEXT NOT NULL, payload TEXT NOT NULL, reason TEXT NOT NULL, at_ms INTEGER NOT NULL)");
+    db->exec("INSERT INTO dead_letter(stream, seq, id, payload, reason, at_ms) VALUES('s', 1, 'i', '[1]', 'r', 1)");
+    db.reset();
+    app::database ro(dir.string(), "primary.db", "steadfast-primary", app::sync_mode::off, app::open_mode::read_only);
+    primary::outbox o(ro);
+    const auto dl = o.dead_letters();
+    BOOST_REQUIRE(dl.size() == 1u);
+    BOOST_TEST(!dl[0].requeued_seq.has_value());
+    BOOST_TEST(primary::to_json(dl[0]) == R"({"at_ms":1,"id":"i","n":1,"reason":"r","seq":1,"stream":"s","payload":[1]})");
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -118,6 +118,8 @@ rejection decode_rejection(std::string_view body);
 
 /// The 202 answer of /publish.
 std::string encode_published(std::string_view id, std::string_view stream, std::uint64_t seq);
+/// The answer to a requeued dead letter: {"requeued":N,"id":..,"stream":..,"seq":..}.
+std::string encode_requeued(std::int64_t n, std::string_view id, std::string_view stream, std::uint64_t seq);
 /// The payload that takes a dead letter's place in its stream.
 std::string encode_tombstone(std::string_view id, std::string_view reason);
 /// Whether a payload is a tombstone made by encode_tombstone.
