@@ -88,4 +88,13 @@ rc=0; "$BIN/steadfast-primary" --secondary "http://127.0.0.1:$SPORT" --data "$WO
 [ "$rc" = 1 ] || fail "--data on a file: expected exit 1, got $rc"
 python3 -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]' "$WORK/err" || fail "not JSON: $(cat "$WORK/err")"
 grep -q 'not a directory' "$WORK/err" || fail "the error does not say what is wrong: $(cat "$WORK/err")"
+# 5. The example configuration files of apps/deploy hold only known flags: with their /etc paths absent
+#    here, each daemon gets as far as a missing file under /etc/steadfast (exit 2), not an unknown key.
+DEPLOY="$(dirname "$0")/../../../apps/deploy"
+for b in primary secondary; do
+  rc=0; "$BIN/steadfast-$b" --config "$DEPLOY/$b.conf" --data "$WORK/deploy-$b" 2>"$WORK/err" || rc=$?
+  [ "$rc" = 2 ] && grep -q '/etc/steadfast/' "$WORK/err" && ! grep -q 'unrecognised' "$WORK/err" \
+    || fail "apps/deploy/$b.conf: exit $rc, $(cat "$WORK/err")"
+  grep -q -- "--config /etc/steadfast/$b.conf" "$DEPLOY/steadfast-$b.service" || fail "steadfast-$b.service does not use $b.conf"
+done
 echo "config: file, environment and command line in that order; refusals are JSON lines"
