@@ -60,7 +60,7 @@ std::optional<http::response> node::refuse_publish(const http::request& req, std
     if (auto r = refuse_unauthorized(req)) return r;
     if (!http::is_json(req)) return http::response::error(415, "Content-Type must be application/json");
     stream = o_.stream;
-    if (auto q = http::query_param(req.target, "stream")) stream = std::string(*q);
+    if (auto q = http::query_param(req.target, "stream")) stream = std::move(*q);
     if (!envelope::valid_stream_name(stream))
         return http::response::error(400, "stream must be 1 to 128 characters of A-Z a-z 0-9 . _ -");
     if (at_stream_cap(stream)) {

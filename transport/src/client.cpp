@@ -97,51 +97,6 @@ const client::options& client::settings() const noexcept { return impl_->opts; }
 std::uint64_t client::connections_opened() const noexcept { return impl_->opened; }
 void client::close() { impl_->close(); }
 
-client::options client::from_url(std::string_view url) {
-    options o;
-    std::string_view rest;
-    std::string_view default_port = "80";
-    if (url.substr(0, 7) == "http://") {
-        rest = url.substr(7);
-    } else if (url.substr(0, 8) == "https://") {
-        rest = url.substr(8);
-        default_port = "443";
-        o.tls.emplace();
-    } else {
-        throw std::invalid_argument("\"" + std::string(url) + "\" is not an http:// or https:// URL");
-    }
-    if (auto slash = rest.find('/'); slash != std::string_view::npos) {
-        if (rest.substr(slash) != "/")
-            throw std::invalid_argument("\"" + std::string(url) + "\": give only scheme, host and port");
-        rest = rest.substr(0, slash);
-    }
-    std::string_view host = rest, port = default_port;
-    if (!rest.empty() && rest.front() == '[') {
-        auto close = rest.find(']');
-        if (close == std::string_view::npos) throw std::invalid_argument("\"" + std::string(url) + "\": unclosed [");
-        host = rest.substr(1, close - 1);
-        if (close + 1 < rest.size()) {
-            if (rest[close + 1] != ':') throw std::invalid_argument("\"" + std::string(url) + "\": bad port");
-            port = rest.substr(close + 2);
-        }
-    } else if (auto colon = rest.rfind(':'); colon != std::string_view::npos) {
-        host = rest.substr(0, colon);
-        port = rest.substr(colon + 1);
-    }
-    if (host.empty()) throw std::invalid_argument("\"" + std::string(url) + "\" has no host");
-    unsigned long p = 0;
-    for (char c : port) {
-        if (c < '0' || c > '9') throw std::invalid_argument("\"" + std::string(url) + "\": port must be a number");
-        p = p * 10 + static_cast<unsigned long>(c - '0');
-        if (p > 65535) break;
-    }
-    if (port.empty() || p == 0 || p > 65535)
-        throw std::invalid_argument("\"" + std::string(url) + "\": port must be 1 to 65535");
-    o.host = std::string(host);
-    o.port = std::string(port);
-    return o;
-}
-
 asio::awaitable<outcome> client::send(const request& req) {
     impl& d = *impl_;
     // One request at a time: a second one would interleave on the connection.

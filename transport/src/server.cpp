@@ -29,26 +29,6 @@ namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using asio::ip::tcp;
 
-std::string_view path_of(std::string_view target) noexcept {
-    auto q = target.find('?');
-    return q == std::string_view::npos ? target : target.substr(0, q);
-}
-
-std::optional<std::string_view> query_param(std::string_view target, std::string_view name) noexcept {
-    auto q = target.find('?');
-    if (q == std::string_view::npos) return std::nullopt;
-    std::string_view rest = target.substr(q + 1);
-    while (!rest.empty()) {
-        auto amp = rest.find('&');
-        std::string_view pair = rest.substr(0, amp);
-        auto eq = pair.find('=');
-        if (pair.substr(0, eq) == name) return eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1);
-        if (amp == std::string_view::npos) break;
-        rest = rest.substr(amp + 1);
-    }
-    return std::nullopt;
-}
-
 bool is_json(const request& r) {
     auto ct = r.get("Content-Type");
     if (!ct) return false;

@@ -42,6 +42,11 @@ expect 200 "$S/health"
 expect 202 -X POST "${J[@]}" -d '{"ok":true}' "$P/publish"
 wait_drained 20
 "$BIN/steadfast-secondary" dump --data "$WORK/sdata" | grep -q '"ok":true' || fail "the good message was not delivered"
+# A percent-encoded stream name is decoded (Boost.URL): a%2Eb is the stream a.b.
+answer=$(curl -fsS -X POST "${CT[@]}" -d '{"enc":1}' "http://127.0.0.1:$PPORT/publish?stream=a%2Eb") || fail "?stream=a%2Eb refused"
+echo "$answer" | grep -q '"stream":"a.b"' || fail "?stream=a%2Eb should be the stream a.b: $answer"
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "${CT[@]}" -d '{"enc":2}' "http://127.0.0.1:$PPORT/publish?stream=a%20b")
+[ "$code" = 400 ] || fail "?stream=a%20b (a space) answered $code, expected 400"
 # Bad flags and data directories: a clear error and a non-zero exit.
 out=$("$BIN/steadfast-primary" --secondary nope --data "$WORK/x" 2>&1) && fail "bad --secondary accepted"
 echo "$out" | grep -q 'not an http:// or https:// URL' || fail "unclear error: $out"

@@ -98,4 +98,27 @@ BOOST_AUTO_TEST_CASE(routing_and_addresses) {
     BOOST_CHECK_THROW(http::client::from_url("http://:80"), std::invalid_argument);
 }
 
+BOOST_AUTO_TEST_CASE(urls_and_query_parameters_are_decoded) {
+    BOOST_TEST(*http::query_param("/publish?stream=a%2Eb", "stream") == "a.b");
+    BOOST_TEST(*http::query_param("/publish?x=1&stream=%6Frders&y", "stream") == "orders");
+    BOOST_TEST(*http::query_param("/publish?stream=a+b", "stream") == "a b");  // refused later by the name check
+    BOOST_TEST(*http::query_param("/publish?stream=", "stream") == "");
+    BOOST_TEST(!http::query_param("/publish?streams=a", "stream").has_value());
+    // Not valid origin-form: the raw value, for the caller's check to refuse.
+    BOOST_TEST(*http::query_param("/publish?stream=a b", "stream") == "a b");
+
+    auto v6 = http::client::from_url("http://[::1]:9000/");
+    BOOST_TEST(v6.host == "::1");
+    BOOST_TEST(v6.port == "9000");
+    BOOST_TEST(http::client::from_url("http://example.org").port == "80");
+    BOOST_TEST(http::client::from_url("HTTPS://Example.org").port == "443");
+    BOOST_TEST(http::client::from_url("http://www%2Droot.example/").host == "www-root.example");
+    BOOST_CHECK_THROW(http::client::from_url("http://user:pw@example.org"), std::invalid_argument);
+    BOOST_CHECK_THROW(http::client::from_url("http://example.org/api"), std::invalid_argument);
+    BOOST_CHECK_THROW(http::client::from_url("http://example.org/?q=1"), std::invalid_argument);
+    BOOST_CHECK_THROW(http::client::from_url("http://example.org:99999"), std::invalid_argument);
+    BOOST_CHECK_THROW(http::client::from_url("http://[::1"), std::invalid_argument);
+    BOOST_CHECK_THROW(http::client::from_url("127.0.0.1:9000"), std::invalid_argument);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

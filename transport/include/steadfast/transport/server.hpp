@@ -46,8 +46,10 @@ private:
 
 /// The path part of a target ("/publish?stream=a" -> "/publish").
 std::string_view path_of(std::string_view target) noexcept;
-/// A query parameter's raw value, if present.
-std::optional<std::string_view> query_param(std::string_view target, std::string_view name) noexcept;
+/// A query parameter's value, percent-decoded (Boost.URL), if present. A
+/// target that is not valid origin-form gives the raw value, for the
+/// caller's own check to refuse.
+std::optional<std::string> query_param(std::string_view target, std::string_view name);
 /// Whether the Content-Type is application/json (parameters allowed).
 bool is_json(const request& r);
 
