@@ -2,7 +2,9 @@
 
 #include <steadfast/engine/backoff.hpp>
 
+#include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -25,32 +27,87 @@ std::string flag_of(const std::string& var) {
     for (auto& c : f) c = c == '_' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return f;
 }
+
+// Program_options reads "-1" into an unsigned flag as its largest value
+// (--epoch -1 would fence every future primary): refuse it by name.
+template <class T>
+bool is_unsigned_flag(const po::value_semantic* s) {
+    return dynamic_cast<const po::typed_value<T>*>(s) != nullptr;
+}
+void refuse_negative_counts(const po::parsed_options& parsed, const po::options_description& d, const char* where) {
+    for (const auto& o : parsed.options) {
+        const auto* desc = d.find_nothrow(o.string_key, false);
+        if (!desc) continue;
+        const auto* s = desc->semantic().get();
+        if (!(is_unsigned_flag<unsigned>(s) || is_unsigned_flag<unsigned long>(s) ||
+              is_unsigned_flag<unsigned long long>(s) || is_unsigned_flag<unsigned short>(s)))
+            continue;
+        for (const auto& v : o.value) {
+            const auto first = v.find_first_not_of(" \t");
+            if (first != std::string::npos && v[first] == '-')
+                throw po::error("--" + o.string_key + " must not be negative, got \"" + v + "\"" + where);
+        }
+    }
+}
+
+// Reads a legacy milliseconds flag as its twin: max-backoff-ms 500 -> max-backoff 500ms.
+void rename_legacy(po::parsed_options& parsed, const legacy_ms_flags& legacy) {
+    for (auto& o : parsed.options) {
+        auto it = legacy.find(o.string_key);
+        if (it == legacy.end()) continue;
+        for (auto& v : o.value) {
+            if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
+                throw po::error("--" + o.string_key + " takes milliseconds (a whole number), got \"" + v + "\"");
+            v += "ms";
+        }
+        o.string_key = it->second;
+    }
+}
 }  // namespace
 
-void read_options(int argc, char** argv, const po::options_description& d, po::variables_map& vm) {
-    po::store(po::parse_command_line(argc, argv, d), vm);
-    // Only flags that carry a value can come from the environment or a file.
+void read_options(int argc, char** argv, const po::options_description& d, po::variables_map& vm,
+                  const legacy_ms_flags& legacy) {
+    // What the environment and files may set: every flag that carries a
+    // value but help, version and config.
+    po::options_description settable;
     std::set<std::string> known;
-    for (const auto& o : d.options())
-        if (o->long_name() != "help" && o->long_name() != "version") known.insert(o->long_name());
+    for (const auto& o : d.options()) {
+        const auto& n = o->long_name();
+        if (n == "help" || n == "version" || n == "config") continue;
+        settable.add(o);
+        known.insert(n);
+    }
+    auto cmd = po::parse_command_line(argc, argv, d);
+    refuse_negative_counts(cmd, d, "");
+    rename_legacy(cmd, legacy);
+    po::store(cmd, vm);
+
     std::string unknown;
     auto from_env = po::parse_environment(d, [&](const std::string& var) -> std::string {
         if (var.rfind("STEADFAST_", 0) != 0) return {};
         const std::string f = flag_of(var);
-        if (known.count(f)) return f;
+        if (known.count(f) || f == "config") return f;
         if (unknown.empty()) unknown = var;
         return {};
     });
     if (!unknown.empty())
         throw po::error("environment variable " + unknown + " is not a setting (" + flag_of(unknown) +
                         " is not a flag of this program)");
+    refuse_negative_counts(from_env, d, " (from the environment)");
+    rename_legacy(from_env, legacy);
     po::store(from_env, vm);
+
     if (vm.count("config")) {
         const auto path = vm["config"].as<std::string>();
+        std::error_code ec;
+        if (std::filesystem::is_directory(path, ec)) throw po::error("--config \"" + path + "\" is a directory, not a file");
         std::ifstream in(path);
         if (!in) throw po::error("--config: cannot read \"" + path + "\"");
         try {
-            po::store(po::parse_config_file(in, d, false), vm);
+            auto from_file = po::parse_config_file(in, settable, false);
+            refuse_negative_counts(from_file, d, "");
+            rename_legacy(from_file, legacy);
+            po::store(from_file, vm);
         } catch (const po::error& e) {
             throw po::error("--config \"" + path + "\": " + e.what());
         }
@@ -66,26 +123,25 @@ level parse_level(const std::string& text) {
 }
 
 std::chrono::milliseconds duration_option(const po::variables_map& vm, const std::string& name,
-                                          const std::string& legacy_ms_name, std::chrono::milliseconds min) {
-    const bool given = vm.count(name) && !vm[name].defaulted();
-    const bool legacy = !legacy_ms_name.empty() && vm.count(legacy_ms_name) && !vm[legacy_ms_name].defaulted();
-    if (given && legacy) throw std::invalid_argument("--" + name + " and --" + legacy_ms_name + " both given: keep --" + name);
+                                          std::chrono::milliseconds min, std::chrono::milliseconds max) {
+    const std::string text = vm[name].as<std::string>();
     std::chrono::milliseconds v{};
-    if (legacy) {
-        const long long ms = vm[legacy_ms_name].as<long long>();
-        if (ms < 0) throw std::invalid_argument("--" + legacy_ms_name + " must not be negative");
-        v = std::chrono::milliseconds(ms);
-    } else {
-        const std::string text = vm[name].as<std::string>();
-        try {
-            v = std::chrono::duration_cast<std::chrono::milliseconds>(parse_duration(text));
-        } catch (const std::exception& e) {
-            throw std::invalid_argument("--" + name + ": " + e.what());
-        }
+    try {
+        v = std::chrono::duration_cast<std::chrono::milliseconds>(parse_duration(text));
+    } catch (const std::exception& e) {
+        throw std::invalid_argument("--" + name + ": " + e.what());
     }
-    if (v < min)
-        throw std::invalid_argument("--" + (legacy ? legacy_ms_name : name) + " must be at least " +
-                                    std::to_string(min.count()) + "ms");
+    auto show = [](std::chrono::milliseconds d) {
+        return d.count() % 1000 == 0 ? std::to_string(d.count() / 1000) + "s" : std::to_string(d.count()) + "ms";
+    };
+    if (v < min || v > max)
+        throw std::invalid_argument("--" + name + " must be from " + show(min) + " to " + show(max) + ", got \"" + text + "\"");
+    return v;
+}
+
+std::string non_empty(const po::variables_map& vm, const std::string& name) {
+    const std::string v = vm[name].as<std::string>();
+    if (v.empty()) throw std::invalid_argument("--" + name + " is empty");
     return v;
 }
 
@@ -94,6 +150,16 @@ void add_tls_server_options(po::options_description& d) {
         ("tls-cert", po::value<std::string>(), "serve HTTPS: certificate chain (PEM)")
         ("tls-key", po::value<std::string>(), "serve HTTPS: private key of --tls-cert (PEM)")
         ("tls-client-ca", po::value<std::string>(), "with --tls-cert: require client certificates signed by this CA (mutual TLS)");
+}
+
+void add_tls_primary_options(po::options_description& d) {
+    d.add_options()
+        ("tls-ca", po::value<std::string>(), "for an https:// --secondary: CA certificates to trust (PEM; default: the system's)")
+        ("tls-server-name", po::value<std::string>(), "for an https:// --secondary: the name its certificate must carry (default: the URL's host)")
+        ("tls-cert", po::value<std::string>(), "this primary's certificate (PEM): presented to a secondary that asks for one; served on --listen with --tls-listen")
+        ("tls-key", po::value<std::string>(), "the private key of --tls-cert (PEM)")
+        ("tls-listen", po::bool_switch(), "serve HTTPS on --listen with --tls-cert/--tls-key")
+        ("tls-client-ca", po::value<std::string>(), "with --tls-listen: require publishers' certificates signed by this CA");
 }
 
 namespace {
@@ -111,27 +177,15 @@ std::optional<http::tls_server_options> tls_server_from(const po::variables_map&
     return t;
 }
 
-void add_tls_client_options(po::options_description& d) {
-    d.add_options()
-        ("tls-ca", po::value<std::string>(), "for an https:// peer: CA certificates to trust (PEM; default: the system's)")
-        ("tls-client-cert", po::value<std::string>(), "for an https:// peer: present this certificate (mutual TLS)")
-        ("tls-client-key", po::value<std::string>(), "the private key of --tls-client-cert (PEM)")
-        ("tls-server-name", po::value<std::string>(), "for an https:// peer: the name its certificate must carry (default: the URL's host)");
-}
-
-std::optional<http::tls_client_options> tls_client_from(const po::variables_map& vm, const std::string& url,
-                                                        const std::string& url_flag) {
-    http::tls_client_options t{flag_value(vm, "tls-ca"), flag_value(vm, "tls-client-cert"), flag_value(vm, "tls-client-key"),
+std::optional<http::tls_client_options> tls_client_from(const po::variables_map& vm, const std::string& url) {
+    http::tls_client_options t{flag_value(vm, "tls-ca"), flag_value(vm, "tls-cert"), flag_value(vm, "tls-key"),
                                flag_value(vm, "tls-server-name")};
-    const bool any = !t.ca_file.empty() || !t.cert_file.empty() || !t.key_file.empty() || !t.server_name.empty();
-    if (url.rfind("https://", 0) != 0) {
-        if (any)
-            throw std::invalid_argument("--tls-ca, --tls-client-cert, --tls-client-key and --tls-server-name are for an https:// " +
-                                        url_flag + "; it is " + url);
+    if (url.rfind("https://", 0) != 0 && url.rfind("HTTPS://", 0) != 0) {
+        if (!t.ca_file.empty() || !t.server_name.empty())
+            throw std::invalid_argument("--tls-ca and --tls-server-name are for an https:// --secondary; it is " + url);
         return std::nullopt;
     }
-    if (t.cert_file.empty() != t.key_file.empty())
-        throw std::invalid_argument("--tls-client-cert and --tls-client-key go together");
+    if (t.cert_file.empty() != t.key_file.empty()) throw std::invalid_argument("--tls-cert and --tls-key go together");
     http::check_tls(t);
     return t;
 }

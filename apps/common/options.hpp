@@ -14,6 +14,7 @@
 #include <boost/program_options.hpp>
 
 #include <chrono>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -22,36 +23,49 @@ namespace steadfast::app {
 /// Adds --config, --log-level, --version and --help to `d`.
 void add_common_options(boost::program_options::options_description& d);
 
+/// Flags kept for old scripts that take milliseconds where the new spelling
+/// takes a duration: {"max-backoff-ms", "max-backoff"}. Each is read as its
+/// twin ("500" as "500ms"), so precedence and "given twice" work as for one flag.
+using legacy_ms_flags = std::map<std::string, std::string>;
+
 /// Reads the three sources into `vm` (not notified). Errors name the source:
-/// an unknown key in the file (with its line), an unknown STEADFAST_*
-/// variable, a value that does not parse.
+/// an unknown key in the file, an unknown STEADFAST_* variable, a negative
+/// value for a count, a value that does not parse. help, version and config
+/// are command-line (or STEADFAST_CONFIG) only.
 void read_options(int argc, char** argv, const boost::program_options::options_description& d,
-                  boost::program_options::variables_map& vm);
+                  boost::program_options::variables_map& vm, const legacy_ms_flags& legacy = {});
 
 /// The log level of --log-level (debug, info, warn, error).
 level parse_level(const std::string& text);
 
-/// A duration flag ("250ms", "30s", "5m", "1h"): its value in milliseconds,
-/// at least `min`, or invalid_argument naming the flag. A legacy twin in
-/// milliseconds (e.g. --max-backoff-ms next to --max-backoff) is taken when
-/// the new flag is not given; giving both is an error.
+/// A duration flag ("250ms", "30s", "5m", "1h"), within [min, max], or
+/// invalid_argument naming the flag.
 std::chrono::milliseconds duration_option(const boost::program_options::variables_map& vm, const std::string& name,
-                                          const std::string& legacy_ms_name, std::chrono::milliseconds min);
+                                          std::chrono::milliseconds min, std::chrono::milliseconds max);
 
-/// --tls-cert, --tls-key, --tls-client-ca: HTTPS on the daemon's listener,
-/// optionally requiring client certificates (mutual TLS).
+/// The value of a string flag that may not be given empty ("--data ''", `data =`).
+std::string non_empty(const boost::program_options::variables_map& vm, const std::string& name);
+
+/// The secondary's TLS flags: --tls-cert, --tls-key, --tls-client-ca (HTTPS on
+/// --listen, optionally requiring client certificates: mutual TLS).
 void add_tls_server_options(boost::program_options::options_description& d);
-/// The listener's TLS, or nullopt without --tls-cert. The files are loaded
-/// once here: a bad path or PEM is an invalid_argument naming it.
+/// The primary's: --tls-ca, --tls-server-name (verifying an https:// secondary),
+/// --tls-cert, --tls-key (its certificate: presented to a secondary that asks
+/// for one, and served on --listen with --tls-listen), --tls-listen,
+/// --tls-client-ca (with --tls-listen: publishers' certificates).
+void add_tls_primary_options(boost::program_options::options_description& d);
+
+/// The listener's TLS from --tls-cert/--tls-key/--tls-client-ca, or nullopt
+/// without them. The files are loaded once here: a bad path or PEM is an
+/// invalid_argument naming it.
 std::optional<http::tls_server_options> tls_server_from(const boost::program_options::variables_map& vm);
 
-/// --tls-ca, --tls-client-cert, --tls-client-key, --tls-server-name: how a
-/// daemon verifies (and shows itself to) an https:// peer.
-void add_tls_client_options(boost::program_options::options_description& d);
-/// The TLS of a connection to `url`: nullopt for http:// (where any of these
-/// flags is an error), the flags (or the system's trust store) for https://.
+/// The TLS of the primary's link to `url`: nullopt for http:// (where
+/// --tls-ca and --tls-server-name are errors), for https:// the CA (or the
+/// system's trust store), the name and --tls-cert/--tls-key as its client
+/// certificate.
 std::optional<http::tls_client_options> tls_client_from(const boost::program_options::variables_map& vm,
-                                                        const std::string& url, const std::string& url_flag);
+                                                        const std::string& url);
 
 /// A fatal error before or outside the event loop, as one JSON line on
 /// standard error like every other line: {"level":"error","event":EVENT,"error":TEXT}.

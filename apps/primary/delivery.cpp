@@ -34,11 +34,11 @@ std::string_view hint_for(const std::string& link_error) {
     if (link_error == "auth") return "check --token-file against the secondary's";
     if (link_error == "http_404" || link_error == "http_405" || link_error == "http_415")
         return "is --secondary the address of a steadfast-secondary?";
-    if (link_error == "transport") return "is the secondary running and reachable?";
+    if (link_error == "transport")
+        return "is the secondary running and reachable? (if it serves HTTPS, --secondary must be https://)";
     if (link_error == "tls")
         return "check --tls-ca (the CA that signed the secondary's certificate), --tls-server-name, "
-               "--tls-client-cert/--tls-client-key if the secondary asks for a certificate, and that the "
-               "secondary serves HTTPS";
+               "--tls-cert/--tls-key if the secondary asks for a certificate, and that the secondary serves HTTPS";
     return "the secondary is failing; messages are kept and sent again";
 }
 }  // namespace
@@ -57,8 +57,14 @@ void node::start_processor(const std::string& stream) {
             }
         }
         // Retired after the coroutine and this handler are done with the
-        // cancellation signal it owns.
-        asio::post(ioc_, [this, stream] { retire(stream); });
+        // cancellation signal it owns; after a failure, a second later, so
+        // that a processor that fails at once cannot spin.
+        if (!e) {
+            asio::post(ioc_, [this, stream] { retire(stream); });
+        } else {
+            auto t = std::make_shared<asio::steady_timer>(ioc_, 1s);
+            t->async_wait([this, stream, t](const boost::system::error_code&) { retire(stream); });
+        }
     }));
 }
 
@@ -274,10 +280,10 @@ asio::awaitable<void> node::deliver(std::string stream) {
             if (auto ra = r.value().res().get("Retry-After"))
                 server_wait = http::parse_retry_after(*ra, std::chrono::system_clock::now()).value_or(server_wait);
         } else {
-            // TLS's fault: the handshake failed, or (TLS 1.3) the secondary
-            // refused the client certificate just after it.
-            const bool handshake = r.has_value() && (r.value().error().phase == http::phase::handshake ||
-                                                     http::is_tls_error(r.value().error().ec));
+            // TLS's fault (a certificate, a name, not TLS; with TLS 1.3 a
+            // refused client certificate shows after the handshake): an error
+            // of OpenSSL's, not a reset, a timeout or a truncated stream.
+            const bool handshake = r.has_value() && http::is_tls_error(r.value().error().ec);
             outcome.what = handshake ? delivery_outcome::kind::tls : delivery_outcome::kind::transport;
             outcome.detail = std::string(to_string(r.reason())) + ": " + r.last_error().message();
         }

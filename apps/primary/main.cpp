@@ -136,7 +136,7 @@ asio::awaitable<bool> node::probe() {
         app::log(level::error, "secondary_tls_failed",
                  {{"secondary", o_.secondary}, {"error", r.why},
                   {"hint", "check --tls-ca (the CA that signed the secondary's certificate), --tls-server-name, "
-                           "--tls-client-cert/--tls-client-key if the secondary asks for a certificate, and that "
+                           "--tls-cert/--tls-key if the secondary asks for a certificate, and that "
                            "the secondary serves HTTPS"}});
     probe_error_ = r.why;
     co_return false;
@@ -286,6 +286,10 @@ int dead_letters(const std::string& dir) {
 // `dead-letters --requeue N`: needs the data directory (the primary stopped);
 // a running primary does the same on POST /dead-letters/requeue?n=N.
 int requeue_dead_letter(const std::string& dir, std::int64_t n) {
+    // Never a fresh database in a mistyped directory.
+    std::error_code ec;
+    if (!std::filesystem::exists(std::filesystem::path(dir) / "primary.db", ec))
+        throw app::db_error("no database at \"" + (std::filesystem::path(dir) / "primary.db").string() + "\"");
     std::optional<app::database> db;
     try {
         db.emplace(dir, "primary.db", "steadfast-primary", app::sync_mode::full);
@@ -399,19 +403,18 @@ int main(int argc, char** argv) {
             ("quick-retries", po::value(&o.quick_retries)->default_value(5), "attempts before durable redelivery takes over")
             ("max-backoff", po::value<std::string>()->default_value("30s"), "cap of the quick retries' backoff, e.g. 30s")
             ("attempt-timeout", po::value<std::string>()->default_value("10s"), "per-attempt timeout (the HTTP read timeout), e.g. 10s")
-            ("max-backoff-ms", po::value<long long>(), "the same as --max-backoff, in milliseconds (kept for old scripts)")
-            ("attempt-timeout-ms", po::value<long long>(), "the same as --attempt-timeout, in milliseconds (kept for old scripts)")
+            ("max-backoff-ms", po::value<std::string>(), "the same as --max-backoff, in milliseconds (kept for old scripts)")
+            ("attempt-timeout-ms", po::value<std::string>(), "the same as --attempt-timeout, in milliseconds (kept for old scripts)")
             ("ladder", po::value(&o.ladder), "durable redelivery ladder, e.g. \"10s 30s 1m\" (default: RocketMQ's 16 steps); the last step repeats")
             ("retain", po::value(&retain)->default_value("1h"), "keep acknowledged messages this long, to resend to a secondary restored from an older copy")
             ("max-connections", po::value(&o.max_connections)->default_value(256), "connections to --listen open at once; more are closed at once")
             ("max-streams", po::value(&o.max_streams)->default_value(10'000), "streams with pending messages at most; /publish to another one gets 429");
-        po::options_description tls("TLS (https:// --secondary; HTTPS on --listen)");
-        app::add_tls_client_options(tls);
-        app::add_tls_server_options(tls);
+        po::options_description tls("TLS (an https:// --secondary; HTTPS on --listen with --tls-listen)");
+        app::add_tls_primary_options(tls);
         d.add(tls);
         app::add_common_options(d);
         po::variables_map vm;
-        app::read_options(argc, argv, d, vm);
+        app::read_options(argc, argv, d, vm, {{"max-backoff-ms", "max-backoff"}, {"attempt-timeout-ms", "attempt-timeout"}});
         if (vm.count("version")) {
             std::cout << "steadfast-primary " << steadfast::version << "\n";
             return 0;
@@ -432,8 +435,11 @@ int main(int argc, char** argv) {
         if (o.quick_retries == 0) throw std::invalid_argument("--quick-retries must be at least 1");
         if (o.connections == 0 || o.connections > 1024) throw std::invalid_argument("--connections must be 1 to 1024");
         if (o.max_streams == 0) throw std::invalid_argument("--max-streams must be at least 1");
-        o.max_backoff = app::duration_option(vm, "max-backoff", "max-backoff-ms", std::chrono::milliseconds(100));
-        o.attempt_timeout = app::duration_option(vm, "attempt-timeout", "attempt-timeout-ms", std::chrono::milliseconds(10));
+        o.max_backoff = app::duration_option(vm, "max-backoff", std::chrono::milliseconds(100), std::chrono::hours(24));
+        o.attempt_timeout = app::duration_option(vm, "attempt-timeout", std::chrono::milliseconds(10), std::chrono::hours(1));
+        o.data = app::non_empty(vm, "data");
+        o.secondary = app::non_empty(vm, "secondary");
+        if (vm.count("listen")) o.listen = app::non_empty(vm, "listen");
         const auto log_level = app::parse_level(vm["log-level"].as<std::string>());
         try {
             o.retain = std::chrono::duration_cast<std::chrono::milliseconds>(parse_duration(retain));
@@ -444,9 +450,17 @@ int main(int argc, char** argv) {
         if (!envelope::valid_stream_name(o.stream))
             throw std::invalid_argument("--stream must be 1 to 128 characters of A-Z a-z 0-9 . _ -");
         (void)http::client::from_url(o.secondary);
-        o.secondary_tls = app::tls_client_from(vm, o.secondary, "--secondary");
-        o.listen_tls = app::tls_server_from(vm);
-        if (o.listen_tls && o.listen.empty()) throw std::invalid_argument("--tls-cert serves HTTPS on --listen: give --listen too");
+        o.secondary_tls = app::tls_client_from(vm, o.secondary);
+        if (vm["tls-listen"].as<bool>()) {
+            o.listen_tls = app::tls_server_from(vm);
+            if (!o.listen_tls) throw std::invalid_argument("--tls-listen serves --tls-cert/--tls-key: give them");
+            if (o.listen.empty()) throw std::invalid_argument("--tls-listen serves HTTPS on --listen: give --listen too");
+        } else {
+            if (vm.count("tls-client-ca")) throw std::invalid_argument("--tls-client-ca on the primary is for --tls-listen");
+            if ((vm.count("tls-cert") || vm.count("tls-key")) && !o.secondary_tls)
+                throw std::invalid_argument("--tls-cert/--tls-key are the primary's certificate for an https:// --secondary "
+                                            "or for --tls-listen; neither is set");
+        }
         if (!o.listen.empty()) (void)http::parse_listen_address(o.listen);
         app::init_log("primary", log_level);
         if (!o.from_stdin && o.listen.empty() && !o.exit_when_drained)

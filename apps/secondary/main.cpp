@@ -279,7 +279,7 @@ int main(int argc, char** argv) {
             ("fault-status", po::value(&o.fault_status)->default_value(503), "status of injected faults")
             ("drop-rate", po::value(&o.drop_rate)->default_value(0), "share of requests whose connection is dropped (0..1)")
             ("delay", po::value<std::string>()->default_value("0s"), "wait this long before answering (for tests), e.g. 250ms")
-            ("delay-ms", po::value<long long>(), "the same as --delay, in milliseconds (kept for old scripts)")
+            ("delay-ms", po::value<std::string>(), "the same as --delay, in milliseconds (kept for old scripts)")
             ("max-body", po::value(&o.max_body)->default_value(1 << 20), "largest request body in bytes (413 above)")
             ("max-connections", po::value(&o.max_connections)->default_value(256), "connections open at once; more are closed at once");
         po::options_description tls("TLS (HTTPS on --listen)");
@@ -287,7 +287,7 @@ int main(int argc, char** argv) {
         d.add(tls);
         app::add_common_options(d);
         po::variables_map vm;
-        app::read_options(argc, argv, d, vm);
+        app::read_options(argc, argv, d, vm, {{"delay-ms", "delay"}});
         if (vm.count("version")) {
             std::cout << "steadfast-secondary " << steadfast::version << "\n";
             return 0;
@@ -308,7 +308,9 @@ int main(int argc, char** argv) {
         if (o.drop_rate < 0 || o.drop_rate > 1) throw std::invalid_argument("--drop-rate must be between 0 and 1");
         if (o.fault_status < 400 || o.fault_status > 599) throw std::invalid_argument("--fault-status must be a 4xx or 5xx status");
         if (o.max_body < 1024) throw std::invalid_argument("--max-body must be at least 1024");
-        o.delay = app::duration_option(vm, "delay", "delay-ms", std::chrono::milliseconds(0));
+        o.delay = app::duration_option(vm, "delay", std::chrono::milliseconds(0), std::chrono::hours(1));
+        o.data = app::non_empty(vm, "data");
+        o.listen = app::non_empty(vm, "listen");
         o.tls = app::tls_server_from(vm);
         o.log_level = app::parse_level(vm["log-level"].as<std::string>());
         return serve(o);

@@ -4,6 +4,8 @@
 #   ca.pem            the test CA
 #   server.pem/.key   signed by it, for 127.0.0.1 and localhost (serverAuth)
 #   client.pem/.key   signed by it (clientAuth), for mutual TLS
+#   node.pem/.key     signed by the test CA for both roles (serverAuth and clientAuth, 127.0.0.1):
+#                     a primary's one certificate, shown to the secondary and served on --listen
 #   other-ca.pem      an unrelated CA (a client trusting only it must refuse the server)
 #   other-client.pem/.key  signed by the unrelated CA
 #   bash test/tls/make-certs.sh DIR
@@ -32,8 +34,11 @@ extendedKeyUsage=serverAuth
 basicConstraints=CA:FALSE"
 leaf client ca "steadfast test client" "extendedKeyUsage=clientAuth
 basicConstraints=CA:FALSE"
+leaf node ca "steadfast test node" "subjectAltName=IP:127.0.0.1,DNS:localhost
+extendedKeyUsage=serverAuth,clientAuth
+basicConstraints=CA:FALSE"
 leaf other-client other-ca "a client of another CA" "extendedKeyUsage=clientAuth
 basicConstraints=CA:FALSE"
-for f in ca.pem server.pem server.key client.pem client.key other-ca.pem other-client.pem other-client.key; do
+for f in ca.pem server.pem server.key client.pem client.key node.pem node.key other-ca.pem other-client.pem other-client.key; do
   [ -s "$f" ] || { echo "make-certs: $f was not made (is openssl installed?)" >&2; exit 1; }
 done

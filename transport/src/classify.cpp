@@ -34,8 +34,9 @@ bool is_transient_network_error(const error_code& ec) {
 }  // namespace
 
 bool is_tls_error(const error_code& ec) noexcept {
-    return ec && (ec.category() == boost::asio::error::get_ssl_category() ||
-                  ec.category() == boost::asio::ssl::error::get_stream_category());
+    // OpenSSL's own errors only: the TLS stream's stream_truncated is a
+    // dropped connection like any other.
+    return ec && ec.category() == boost::asio::error::get_ssl_category();
 }
 
 error_code status_error(unsigned status) {

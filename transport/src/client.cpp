@@ -213,7 +213,7 @@ asio::awaitable<health_report> health_check_report(client& c, std::string target
         if (!r.healthy) r.why = "HTTP " + std::to_string(o.res().status);
     } else {
         const auto& e = o.error();
-        r.tls_failure = e.phase == phase::handshake || is_tls_error(e.ec);
+        r.tls_failure = is_tls_error(e.ec);
         r.why = std::string(to_string(e.phase)) + ": " + e.ec.message();
     }
     co_return r;

@@ -77,11 +77,32 @@ refused "cannot read" "${P[@]}" --config "$WORK/missing.conf"
 refused "STEADFAST_MAX_BACKOF" env STEADFAST_MAX_BACKOF=1s "${P[@]}"
 refused "--max-backoff" "${P[@]}" --max-backoff 5
 refused "--attempt-timeout" "${P[@]}" --attempt-timeout 1ms
-refused "both given" "${P[@]}" --max-backoff 5s --max-backoff-ms 5000
+refused "max-backoff" "${P[@]}" --max-backoff 5s --max-backoff-ms 5000   # one flag, given twice
+refused "out of range" "${P[@]}" --max-backoff-ms 10000000000000
+refused "--attempt-timeout" "${P[@]}" --attempt-timeout-ms 9300000000000
+refused "--attempt-timeout must be from 10ms to 3600s" "${P[@]}" --attempt-timeout-ms 7200000
+refused "--max-backoff-ms takes milliseconds" "${P[@]}" --max-backoff-ms 5s
+refused "--epoch must not be negative" "${P[@]}" --epoch -1
+refused "--batch-max must not be negative" env STEADFAST_BATCH_MAX=-1 "${P[@]}"
+refused "--data is empty" "$BIN/steadfast-primary" --secondary "http://127.0.0.1:$SPORT" --data ''
+refused "--listen is empty" "${P[@]}" --listen ''
+printf 'version = 1\n' >"$WORK/version.conf"
+refused "version" "${P[@]}" --config "$WORK/version.conf"
+printf 'config = /etc/other.conf\n' >"$WORK/nested.conf"
+refused "config" "${P[@]}" --config "$WORK/nested.conf"
+refused "is a directory" "${P[@]}" --config "$WORK"
+# A legacy spelling in the file loses to the new one on the command line, like any flag.
+printf 'max-backoff-ms = 500\nmax-backoff = 7s\n' >"$WORK/both.conf"
+refused "max-backoff" "${P[@]}" --config "$WORK/both.conf"   # twice in one place: refused
 refused "--log-level" "${P[@]}" --log-level loud
 refused "--delay" "$BIN/steadfast-secondary" --listen 127.0.0.1:1 --data "$WORK/s2" --delay soon
 refused "full or off" env STEADFAST_SYNC=sometimes "$BIN/steadfast-secondary" --listen 127.0.0.1:1 --data "$WORK/s2"
 [ ! -e "$WORK/p2" ] && [ ! -e "$WORK/s2" ] || fail "a refused start created its data directory"
+# A legacy spelling from the file loses to the new one on the command line (no "given twice").
+printf 'max-backoff-ms = 500\n' >"$WORK/legacy.conf"
+rc=0; "$BIN/steadfast-primary" --secondary "http://127.0.0.1:$SPORT" --data "$WORK/p3" --config "$WORK/legacy.conf" \
+  --max-backoff 1s --exit-when-drained 2>"$WORK/err" || rc=$?
+[ "$rc" = 0 ] || fail "--max-backoff on the command line and max-backoff-ms in the file: exit $rc, $(cat "$WORK/err")"
 # A runtime failure is a JSON line too (exit 1): the data directory is a file.
 touch "$WORK/afile"
 rc=0; "$BIN/steadfast-primary" --secondary "http://127.0.0.1:$SPORT" --data "$WORK/afile" 2>"$WORK/err" || rc=$?

@@ -52,6 +52,7 @@ refused "$WORK/nope.pem" "$BIN/steadfast-secondary" --listen 127.0.0.1:1 --data 
 refused "--tls-key" "$BIN/steadfast-secondary" --listen 127.0.0.1:1 --data "$WORK/x" --tls-cert "$CERTS/server.pem"
 refused "$CERTS/ca.pem" "$BIN/steadfast-secondary" --listen 127.0.0.1:1 --data "$WORK/x" --tls-cert "$CERTS/server.pem" --tls-key "$CERTS/ca.pem"
 refused "https://" "$BIN/steadfast-primary" --secondary "http://127.0.0.1:$SPORT" --data "$WORK/x" --tls-ca "$CERTS/ca.pem"
+refused "--tls-listen" "$BIN/steadfast-primary" --secondary "http://127.0.0.1:$SPORT" --data "$WORK/x" --tls-cert "$CERTS/node.pem" --tls-key "$CERTS/node.key"
 refused "$CERTS/server.key" "$BIN/steadfast-primary" --secondary "$SECONDARY_URL" --data "$WORK/x" --tls-ca "$CERTS/server.key"
 [ ! -e "$WORK/x" ] || fail "a refused start created its data directory"
 
@@ -99,19 +100,20 @@ more_failures() { [ "$(smetric steadfast_secondary_tls_handshake_failures_total)
 wait_for 20 "steadfast_secondary_tls_handshake_failures_total counting the refusals" more_failures
 pending_is 3 || fail "the 3 messages of d should be kept: $(status_json)"
 stop "$PPID_"
-start_primary --tls-ca "$CERTS/ca.pem" --tls-client-cert "$CERTS/other-client.pem" --tls-client-key "$CERTS/other-client.key" --ladder 1s
+start_primary --tls-ca "$CERTS/ca.pem" --tls-cert "$CERTS/other-client.pem" --tls-key "$CERTS/other-client.key" --ladder 1s
 sleep 2
 pending_is 3 || fail "a client certificate of another CA was accepted: $(status_json)"
 stop "$PPID_"
-start_primary --tls-ca "$CERTS/ca.pem" --tls-client-cert "$CERTS/client.pem" --tls-client-key "$CERTS/client.key"
+start_primary --tls-ca "$CERTS/ca.pem" --tls-cert "$CERTS/client.pem" --tls-key "$CERTS/client.key"
 wait_drained 60
 verify d
 [ "$(dead_letters)" = 0 ] || fail "dead letters after TLS failures: $(status_json)"
 stop "$PPID_"
 
-# 4. HTTPS on the primary's --listen.
+# 4. HTTPS on the primary's --listen (--tls-listen), with one certificate for both roles: served to
+#    publishers and shown to the secondary, which asks for one.
 _launch "$WORK/primary.log" "$BIN/steadfast-primary" --secondary "$SECONDARY_URL" --data "$PDATA" --listen "127.0.0.1:$PPORT" \
-  --tls-ca "$CERTS/ca.pem" --tls-client-cert "$CERTS/client.pem" --tls-client-key "$CERTS/client.key" "${S_TLS[@]}"
+  --tls-ca "$CERTS/ca.pem" --tls-cert "$CERTS/node.pem" --tls-key "$CERTS/node.key" --tls-listen
 PPID_=$LAUNCHED
 wait_for 10 "the primary answering over HTTPS" curl -fs -o /dev/null "${CA[@]}" "https://127.0.0.1:$PPORT/health"
 answer=$(curl -fsS "${CA[@]}" "${CT[@]}" -d '{"over":"https"}' "https://127.0.0.1:$PPORT/publish?stream=e") \

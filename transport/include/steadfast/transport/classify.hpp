@@ -35,8 +35,9 @@ classification classify(const outcome& o, const classifier_options& opts,
 /// A classifier for retry()/classified(): decides `repeatable` from the request.
 std::function<classification(const outcome&)> make_classifier(const request& req, classifier_options opts = {});
 
-/// Whether `ec` comes from TLS (OpenSSL or the TLS stream): a certificate, a
-/// name, a protocol mismatch, a missing client certificate.
+/// Whether `ec` is an error of OpenSSL's: a certificate, a name, a protocol
+/// mismatch, a refused client certificate (not a reset, a timeout or a
+/// connection closed without close_notify).
 bool is_tls_error(const error_code& ec) noexcept;
 
 /// The error code for an HTTP status (category "http-status"), so that a

@@ -20,7 +20,7 @@ boost::asio::awaitable<bool> health_check(client& c, std::string target = "/heal
 
 /// The same, and why it is unhealthy ("HTTP 503", "connect: Connection
 /// refused", "handshake: certificate verify failed ...") in `why`, which is
-/// cleared when healthy. `tls_failure` says whether it was TLS's fault.
+/// cleared when healthy. `tls_failure`: an error of OpenSSL's (see is_tls_error).
 struct health_report {
     bool healthy = false;
     bool tls_failure = false;
