@@ -70,19 +70,8 @@ S3=$(port); P3=$(port); secondary s3 "$S3" --sync full
 "$BIN/steadfast-primary" --secondary "http://127.0.0.1:$S3" --data "$WORK/p3" --listen "127.0.0.1:$P3" --connections 8 \
   2>"$WORK/p3.log" &
 PIDS+=($!); wait_up "http://127.0.0.1:$P3/health"
-cat >"$WORK/publish.lua" <<'LUA'
--- each connection spreads its publishes over the 16 streams
-local threads = 0
-function setup(thread) thread:set("tid", threads); threads = threads + 1 end
-local n = 0
-request = function()
-  n = n + 1
-  return wrk.format("POST", "/publish?stream=s" .. ((n + tid * 7) % 16), {["Content-Type"]="application/json"},
-                    '{"n":1,"pad":"abcdefghijklmnopqrstuvwxyz"}')
-end
-LUA
 t0=$(date +%s.%N)
-wrk -t2 -c16 -d5s -s "$WORK/publish.lua" "http://127.0.0.1:$P3" >"$WORK/wrk3"
+wrk -t2 -c16 -d5s -s test/bench/publish16.lua "http://127.0.0.1:$P3" >"$WORK/wrk3"
 pub_rate=$(awk '/Requests\/sec/ {print int($2)}' "$WORK/wrk3")
 non2xx=$(awk '/Non-2xx/ {print $5}' "$WORK/wrk3"); non2xx=${non2xx:-0}
 read -r published delivered t2 < <(python3 - "$P3" <<'PY'

@@ -28,16 +28,6 @@ for l in open(sys.argv[1]):
 N=20000
 python3 -c 'import sys
 for i in range(1,int(sys.argv[1])+1): sys.stdout.write("{\"n\":%d,\"pad\":\"abcdefghijklmnopqrstuvwxyz\"}\n" % i)' $N >"$WORK/in"
-cat >"$WORK/publish.lua" <<'LUA'
-local threads = 0
-function setup(thread) thread:set("tid", threads); threads = threads + 1 end
-local n = 0
-request = function()
-  n = n + 1
-  return wrk.format("POST", "/publish?stream=s" .. ((n + tid * 7) % 16), {["Content-Type"]="application/json"},
-                    '{"n":1,"pad":"abcdefghijklmnopqrstuvwxyz"}')
-end
-LUA
 
 like_for_like() {  # like_for_like plain|tls: messages per second
   local mode=$1 sp dir=$WORK/l-$1-$RANDOM stls=() ptls=() scheme=http
@@ -63,7 +53,7 @@ publish16() {  # publish16 plain|tls: acknowledged /publish per second
   local spid=$!; PIDS+=($spid); up "$scheme://127.0.0.1:$sp/health"
   "$BIN/steadfast-primary" --secondary "$scheme://127.0.0.1:$sp" --data "$dir/p" --listen "127.0.0.1:$pp" "${ptls[@]}" 2>/dev/null &
   local ppid=$!; PIDS+=($ppid); up "$scheme://127.0.0.1:$pp/health"
-  wrk -t2 -c16 -d5s -s "$WORK/publish.lua" "$scheme://127.0.0.1:$pp" | awk '/Requests\/sec/ {print int($2)}'
+  wrk -t2 -c16 -d5s -s test/bench/publish16.lua "$scheme://127.0.0.1:$pp" | awk '/Requests\/sec/ {print int($2)}'
   kill -9 $ppid $spid
 }
 declare -A lfl pub
