@@ -63,4 +63,13 @@ bool bearer_matches(std::string_view v, const std::vector<std::string>& tokens) 
     return any;
 }
 
+std::optional<http::response> refuse_unauthorized(const http::request& req, const std::vector<std::string>& tokens) {
+    if (tokens.empty()) return std::nullopt;
+    auto auth = req.get("Authorization");
+    if (auth && bearer_matches(*auth, tokens)) return std::nullopt;
+    auto r = http::response::error(401, auth ? "wrong bearer token" : "missing bearer token");
+    r.set("WWW-Authenticate", "Bearer");
+    return r;
+}
+
 }  // namespace steadfast::app

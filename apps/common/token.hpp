@@ -1,6 +1,9 @@
 // Bearer tokens: read from --token-file, compared in constant time.
 #pragma once
 
+#include <steadfast/transport/http.hpp>
+
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,5 +26,9 @@ bool constant_time_equal(std::string_view a, std::string_view b) noexcept;
 bool bearer_matches(std::string_view header_value, std::string_view token) noexcept;
 /// Whether it carries any of `tokens` (each compared in full).
 bool bearer_matches(std::string_view header_value, const std::vector<std::string>& tokens) noexcept;
+
+/// The 401 answer (with WWW-Authenticate) for a request without one of
+/// `tokens` as its Bearer token; nullopt when it has one or no token is set.
+std::optional<http::response> refuse_unauthorized(const http::request& req, const std::vector<std::string>& tokens);
 
 }  // namespace steadfast::app

@@ -196,12 +196,11 @@ asio::awaitable<void> node::deliver(std::string stream) {
         if (st.window.size() < o_.batch_max) take_read_ahead(st);
         if (st.window.empty()) {
             st.wake->clear();
-            const std::size_t ahead = std::max<std::size_t>(o_.batch_max, 1000);
             const bool read_position = st.acked == UINT64_MAX;
-            auto read = [this, &stream, from = st.acked, ahead, read_position](app::database&, bool&) {
+            auto read = [this, &stream, from = st.acked, read_position](app::database&, bool&) {
                 loaded l;
                 l.acked = read_position ? out_.position(stream).acked_seq : from;
-                l.batch = out_.pending(stream, l.acked, ahead, std::max<std::size_t>(o_.batch_bytes, 4 << 20));
+                l.batch = read_window(stream, l.acked);
                 l.sched = out_.get_schedule(stream);
                 return l;
             };
@@ -397,6 +396,13 @@ void node::refresh_stream_metrics() {
     oldest_age_.Set(oldest);
 }
 
+// The rows a window holds after `after`: at least a batch, at least 1,000,
+// within the larger of a batch's bytes and 4 MiB (on the database thread).
+std::vector<pending_message> node::read_window(const std::string& stream, std::uint64_t after) {
+    return out_.pending(stream, after, std::max<std::size_t>(o_.batch_max, 1000),
+                        std::max<std::size_t>(o_.batch_bytes, 4 << 20));
+}
+
 void node::forget_window(stream_state& st) {
     st.window.clear();
     st.window_end = 0;
@@ -418,10 +424,8 @@ void node::start_read_ahead(const std::string& stream, stream_state& st) {
     ra->rows.clear();
     ra->failed = false;
     st.wake->clear();  // a commit from now on sets it again
-    const std::size_t ahead = std::max<std::size_t>(o_.batch_max, 1000);
-    const std::size_t bytes = std::max<std::size_t>(o_.batch_bytes, 4 << 20);
-    worker_.post([this, stream, ra, ahead, bytes](app::database&) {
-        ra->rows = out_.pending(stream, ra->after, ahead, bytes);
+    worker_.post([this, stream, ra](app::database&) {
+        ra->rows = read_window(stream, ra->after);
         return true;
     }, [this, ra](const std::string& err) {
         asio::post(ioc_, [ra, failed = !err.empty()] {

@@ -47,17 +47,8 @@ bool node::at_stream_cap(const std::string& stream) const {
 
 // The checks before a publish touches the outbox, in the contract's order:
 // token, content type, stream name, stream cap. nullopt: go on.
-std::optional<http::response> node::refuse_unauthorized(const http::request& req) const {
-    if (tokens_.empty()) return std::nullopt;
-    auto auth = req.get("Authorization");
-    if (auth && app::bearer_matches(*auth, tokens_)) return std::nullopt;
-    auto r = http::response::error(401, auth ? "wrong bearer token" : "missing bearer token");
-    r.set("WWW-Authenticate", "Bearer");
-    return r;
-}
-
 std::optional<http::response> node::refuse_publish(const http::request& req, std::string& stream) const {
-    if (auto r = refuse_unauthorized(req)) return r;
+    if (auto r = app::refuse_unauthorized(req, tokens_)) return r;
     if (!http::is_json(req)) return http::response::error(415, "Content-Type must be application/json");
     stream = o_.stream;
     if (auto q = http::query_param(req.target, "stream")) stream = std::move(*q);
@@ -139,7 +130,7 @@ http::router node::routes() {
     // Dead letters, for operators (the same token as /publish): the list, and
     // a requeue as a new message at the end of its stream.
     r.add("GET", "/dead-letters", [this](http::request& req) -> asio::awaitable<http::response> {
-        if (auto refused = refuse_unauthorized(req)) co_return std::move(*refused);
+        if (auto refused = app::refuse_unauthorized(req, tokens_)) co_return std::move(*refused);
         auto job = [this](app::database&, bool&) { return out_.dead_letters(); };
         auto rows = co_await worker_.run<std::vector<dead_letter_row>>(ioc_.get_executor(), std::move(job));
         if (auto* e = std::get_if<std::string>(&rows)) co_return http::response::error(503, "storage failure: " + *e);
@@ -152,7 +143,7 @@ http::router node::routes() {
         co_return http::response::json(200, std::move(body));
     });
     r.add("POST", "/dead-letters/requeue", [this](http::request& req) -> asio::awaitable<http::response> {
-        if (auto refused = refuse_unauthorized(req)) co_return std::move(*refused);
+        if (auto refused = app::refuse_unauthorized(req, tokens_)) co_return std::move(*refused);
         std::int64_t n = 0;
         const auto q = http::query_param(req.target, "n");
         if (q) {

@@ -118,7 +118,6 @@ private:
     void read_stdin();
     void committed(const std::string& stream, std::size_t n);
     std::size_t envelope_overhead(std::string_view stream) const;
-    std::optional<http::response> refuse_unauthorized(const http::request& req) const;
     std::optional<http::response> refuse_publish(const http::request& req, std::string& stream) const;
     bool at_stream_cap(const std::string& stream) const;
 
@@ -131,6 +130,7 @@ private:
     boost::asio::awaitable<void> outbox_failed(const std::string& stream, const std::string& error);
     http::request make_request(const std::string& stream, const std::vector<pending_message>& batch) const;
     void acknowledge(const std::string& stream, stream_state& st, std::uint64_t upto);
+    std::vector<pending_message> read_window(const std::string& stream, std::uint64_t after);
     void start_read_ahead(const std::string& stream, stream_state& st);
     static void take_read_ahead(stream_state& st);
     static void forget_window(stream_state& st);

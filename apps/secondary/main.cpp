@@ -158,14 +158,9 @@ int serve(const options& o) {
     });
     routes.add("POST", "/api/messages", [&](http::request& req) -> asio::awaitable<http::response> {
         const auto t0 = std::chrono::steady_clock::now();
-        if (!tokens.empty()) {
-            auto auth = req.get("Authorization");
-            if (!auth || !app::bearer_matches(*auth, tokens)) {
-                reject("unauthorized");
-                auto r = http::response::error(401, auth ? "wrong bearer token" : "missing bearer token");
-                r.set("WWW-Authenticate", "Bearer");
-                co_return r;
-            }
+        if (auto denied = app::refuse_unauthorized(req, tokens)) {
+            reject("unauthorized");
+            co_return std::move(*denied);
         }
         if (!http::is_json(req)) {
             reject("content_type");
