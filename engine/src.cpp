@@ -3,5 +3,6 @@
 #include <steadfast/engine/impl/budget.ipp>
 #include <steadfast/engine/impl/error.ipp>
 #include <steadfast/engine/impl/policy.ipp>
+#include <steadfast/engine/impl/retry_fsm.ipp>
 #include <steadfast/engine/impl/stop.ipp>
 #include <steadfast/engine/impl/watchable.ipp>

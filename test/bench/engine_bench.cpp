@@ -3,7 +3,10 @@
 //  retry_overhead       co_await retry(op) vs co_await op() where op succeeds at
 //                       once (one post through the io_context: the floor)
 //  retry_overhead_socket  the same around a real I/O operation (a one-byte
-//                       write and read over a local socket pair); goal <= 1.2
+//                       write and read over a local socket pair); goal <= 1.15;
+//                       and with a stop-when condition and an attempt timeout
+//                       set (the attempt's own cancellation signal, a timer
+//                       wait, a subscription); goal <= 1.25
 //  retry_iteration      one retry at zero delay (classify, decide, yield);
 //                       goal <= 1 us; heap allocations per attempt
 //  pending_memory       100,000 retrying operations asleep on one io_context:
@@ -37,6 +40,12 @@ using steadfast::error_code;
 using clk = std::chrono::steady_clock;
 
 namespace {
+// A stop-when condition that never turns true.
+struct never_true final : steadfast::watchable {
+    never_true() : watchable("never") {}
+    bool value() const override { return false; }
+};
+
 // The bare operation: completes at once, through the event loop.
 asio::awaitable<error_code> instant_op() {
     co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
@@ -101,8 +110,9 @@ BENCHMARK(retry_overhead)->Iterations(200)->Unit(benchmark::kMillisecond);
 // back over a connected pair of local stream sockets.
 void retry_overhead_socket(benchmark::State& state) {
     const auto policy = steadfast::retry_policy{};
+    const auto guarded = policy.with_stop_when(std::make_shared<never_true>()).with_attempt_timeout(10s);
     constexpr int batch = 500;
-    double bare_ns = 0, retry_ns = 0;
+    double bare_ns = 0, retry_ns = 0, guarded_ns = 0, async_ns = 0;
     long long batches = 0;
     asio::io_context ioc(1);
     asio::local::stream_protocol::socket a(ioc), b(ioc);
@@ -122,8 +132,15 @@ void retry_overhead_socket(benchmark::State& state) {
             auto t1 = clk::now();
             for (int i = 0; i < batch; ++i) benchmark::DoNotOptimize(co_await steadfast::retry(policy, attempt));
             auto t2 = clk::now();
+            for (int i = 0; i < batch; ++i) benchmark::DoNotOptimize(co_await steadfast::retry(guarded, attempt));
+            auto t3 = clk::now();
+            for (int i = 0; i < batch; ++i)
+                benchmark::DoNotOptimize(co_await steadfast::async_retry(ioc, policy, attempt, asio::use_awaitable));
+            auto t4 = clk::now();
             bare_ns += std::chrono::duration<double, std::nano>(t1 - t0).count();
             retry_ns += std::chrono::duration<double, std::nano>(t2 - t1).count();
+            guarded_ns += std::chrono::duration<double, std::nano>(t3 - t2).count();
+            async_ns += std::chrono::duration<double, std::nano>(t4 - t3).count();
             ++batches;
         }
     }, asio::detached);
@@ -132,6 +149,9 @@ void retry_overhead_socket(benchmark::State& state) {
     state.counters["bare_ns"] = bare_ns / n;
     state.counters["retry_ns"] = retry_ns / n;
     state.counters["ratio"] = retry_ns / bare_ns;
+    state.counters["guarded_ns"] = guarded_ns / n;
+    state.counters["guarded_ratio"] = guarded_ns / bare_ns;  // stop-when and attempt timeout set
+    state.counters["async_ratio"] = async_ns / bare_ns;      // async_retry(..., use_awaitable)
 }
 BENCHMARK(retry_overhead_socket)->Iterations(100)->Unit(benchmark::kMillisecond);
 
@@ -159,6 +179,8 @@ void retry_iteration(benchmark::State& state) {
 }
 BENCHMARK(retry_iteration)->Iterations(300)->Unit(benchmark::kMillisecond);
 
+// Arg 0: the plain policy (goal <= 640 B); arg 1: with a stop-when
+// condition and an attempt timeout (each operation also keeps its watch).
 void pending_memory(benchmark::State& state) {
     const int ops = static_cast<int>(state.range(0));
     for (auto _ : state) {
@@ -166,6 +188,7 @@ void pending_memory(benchmark::State& state) {
         auto policy = steadfast::retry_policy{}
                           .with_backoff(steadfast::backoff::fixed(1h))
                           .with_stop(steadfast::stop::never());
+        if (state.range(1)) policy = policy.with_stop_when(std::make_shared<never_true>()).with_attempt_timeout(10s);
         auto failing = [](const attempt_context&) -> asio::awaitable<error_code> { co_return asio::error::connection_refused; };
         const long rss0 = rss_kib();
         const auto heap0 = static_cast<long long>(mallinfo2().uordblks);
@@ -183,7 +206,7 @@ void pending_memory(benchmark::State& state) {
         ioc.stop();
     }
 }
-BENCHMARK(pending_memory)->Arg(100'000)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(pending_memory)->Args({100'000, 0})->Args({100'000, 1})->Iterations(1)->Unit(benchmark::kMillisecond);
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -7,6 +7,7 @@
 #include <steadfast_test/virtual_time.hpp>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_allocator.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -147,7 +148,9 @@ BOOST_AUTO_TEST_CASE(every_step_runs_on_the_given_executor) {
 BOOST_AUTO_TEST_CASE(partial_and_total_cancellation_reach_the_attempt) {
     for (auto type : {asio::cancellation_type::partial, asio::cancellation_type::total,
                       asio::cancellation_type::terminal}) {
-        for (int form = 0; form < 2; ++form) {  // 0: async_retry, plain; 1: co_await retry() with a timeout
+        // 0: async_retry, plain; 1: async_retry with a timeout (the attempt's own signal);
+        // 2: co_await retry(), plain (the attempt inline); 3: co_await retry() with a timeout.
+        for (int form = 0; form < 4; ++form) {
             virtual_time vt;
             asio::io_context ioc;
             asio::cancellation_signal sig;
@@ -159,16 +162,16 @@ BOOST_AUTO_TEST_CASE(partial_and_total_cancellation_reach_the_attempt) {
                 co_return ec;
             };
             std::optional<result_t> out;
-            const auto timed = retry_policy{}.with_attempt_timeout(20h);
-            if (form == 0) {
-                steadfast::async_retry<manual_timer>(ioc.get_executor(), retry_policy{}, sleepy,
+            const auto policy = form % 2 ? retry_policy{}.with_attempt_timeout(20h) : retry_policy{};
+            if (form < 2) {
+                steadfast::async_retry<manual_timer>(ioc.get_executor(), policy, sleepy,
                                                      asio::bind_cancellation_slot(sig.slot(), [&](result_t r) {
                                                          out = std::move(r);
                                                      }));
             } else {
                 asio::co_spawn(ioc, [&]() -> asio::awaitable<result_t> {
                     co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
-                    co_return co_await steadfast::retry<manual_timer>(timed, sleepy);
+                    co_return co_await steadfast::retry<manual_timer>(policy, sleepy);
                 }, asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr e, result_t r) {
                     BOOST_REQUIRE(!e);
                     out = std::move(r);
@@ -227,6 +230,53 @@ BOOST_AUTO_TEST_CASE(strands_threads_and_conditions_set_from_elsewhere) {
     second.join();
     BOOST_TEST(done.load() == n);
     BOOST_TEST(off.load() == 0);
+}
+
+namespace {
+// Counts what the operation allocates through the handler's allocator.
+struct alloc_stats {
+    int allocations = 0, live = 0;
+};
+template <class T>
+struct counting_allocator {
+    using value_type = T;
+    alloc_stats* stats;
+    explicit counting_allocator(alloc_stats* s) noexcept : stats(s) {}
+    template <class U>
+    counting_allocator(const counting_allocator<U>& o) noexcept : stats(o.stats) {}
+    T* allocate(std::size_t n) {
+        ++stats->allocations;
+        ++stats->live;
+        return std::allocator<T>{}.allocate(n);
+    }
+    void deallocate(T* p, std::size_t n) noexcept {
+        --stats->live;
+        std::allocator<T>{}.deallocate(p, n);
+    }
+    template <class U>
+    bool operator==(const counting_allocator<U>& o) const noexcept { return stats == o.stats; }
+};
+}  // namespace
+
+// The operation's state comes from the handler's associated allocator, and
+// is given back before the handler runs.
+BOOST_AUTO_TEST_CASE(the_state_comes_from_the_handlers_allocator) {
+    virtual_time vt;
+    asio::io_context ioc;
+    alloc_stats stats;
+    int live_at_completion = -1;
+    auto failing = [](const attempt_context&) -> asio::awaitable<error_code> { co_return asio::error::connection_refused; };
+    const auto policy = retry_policy{}.with_backoff(backoff::fixed(1s)).with_stop(stop::max_attempts(3));
+    steadfast::async_retry<manual_timer>(ioc.get_executor(), policy, failing,
+                                         asio::bind_allocator(counting_allocator<void>(&stats), [&](result_t r) {
+                                             BOOST_TEST((r.reason() == stop_reason::attempts_exhausted));
+                                             live_at_completion = stats.live;
+                                         }));
+    BOOST_TEST(stats.live >= 1);  // the state, from the start
+    steadfast::run_virtual(ioc, manual_clock::time_point(1h));
+    BOOST_TEST(stats.allocations >= 1);
+    BOOST_TEST(live_at_completion == 0);
+    BOOST_TEST(stats.live == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -144,7 +144,7 @@ BOOST_AUTO_TEST_CASE(invalid_values_are_refused) {
     check_throws_with([] { backoff::schedule("  "); }, "has no steps");
     check_throws_with([] { backoff::schedule("1s 5x"); }, "\"5x\" needs a unit");
     check_throws_with([] { backoff::schedule("1s soon"); }, "\"soon\" must start with a number");
-    check_throws_with([] { backoff::custom({}); }, "needs a function");
+    check_throws_with([] { backoff::custom(std::function<nanoseconds(std::uint32_t, nanoseconds)>{}); }, "needs a function");
 }
 
 BOOST_AUTO_TEST_CASE(parse_durations) {

@@ -159,6 +159,46 @@ BOOST_AUTO_TEST_CASE(custom_value_classifier) {
     BOOST_TEST(r.value() == 200);
 }
 
+// The attempt before, in both drivers: the next attempt sees its value (or
+// exception) in its context, and a custom backoff waits what it asked for.
+BOOST_AUTO_TEST_CASE(the_next_attempt_and_the_backoff_see_the_previous_outcome) {
+    for (int form = 0; form < 2; ++form) {
+        virtual_time vt;
+        asio::io_context ioc;
+        std::vector<std::string> seen;
+        auto wait_as_told = backoff::custom([](std::uint32_t, nanoseconds, const previous_outcome& o) -> nanoseconds {
+            const int* status = o.value<int>();
+            return status && *status == 429 ? nanoseconds(7s) : nanoseconds(1s);
+        });
+        auto p = retry_policy{}.with_backoff(wait_as_told).with_stop(stop::max_attempts(4)).with_max_delay(10s);
+        auto send = [&](const attempt_context& c) -> asio::awaitable<int> {
+            if (!c.previous) seen.push_back("first");
+            else if (c.previous->exception()) seen.push_back("after a throw");
+            else if (const int* v = c.previous->value<int>()) seen.push_back("after " + std::to_string(*v));
+            if (c.number == 2) throw std::runtime_error("boom");
+            co_return c.number == 1 ? 429 : c.number == 3 ? 503 : 200;
+        };
+        auto by_status = [](int status) {
+            return status == 200 ? classification::success() : classification::retryable(asio::error::try_again);
+        };
+        retry_result<int> r;
+        if (form == 0) {
+            r = steadfast_test::run_virtual(ioc, steadfast::retry<manual_timer>(p, classified(send, by_status)));
+        } else {
+            steadfast::async_retry<manual_timer>(ioc.get_executor(), p, classified(send, by_status),
+                                                 [&](retry_result<int> res) { r = std::move(res); });
+            steadfast::run_virtual(ioc, manual_clock::time_point(1h));
+        }
+        BOOST_TEST_CONTEXT("form " << form) {
+            BOOST_TEST(r.ok());
+            BOOST_TEST(r.value() == 200);
+            const std::vector<std::string> want{"first", "after 429", "after a throw", "after 503"};
+            BOOST_TEST(seen == want, boost::test_tools::per_element());
+            BOOST_TEST(secs(r.elapsed()) == 7 + 1 + 1);  // 7 s after the 429, 1 s after the others
+        }
+    }
+}
+
 BOOST_AUTO_TEST_CASE(per_attempt_timeout_cancels_and_retries) {
     virtual_time vt;
     asio::io_context ioc;

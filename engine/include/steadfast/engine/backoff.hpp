@@ -16,6 +16,8 @@ namespace steadfast {
 
 using std::chrono::nanoseconds;
 
+class previous_outcome;  // the failed attempt's outcome (classify.hpp)
+
 /// Jitter on top of the computed delay, as in the AWS Architecture Blog
 /// "Exponential Backoff And Jitter":
 ///   none:          d
@@ -55,6 +57,9 @@ public:
     static backoff rocketmq_delay_levels();
     /// A user function of (retry index starting at 1, previous delay).
     static backoff custom(std::function<nanoseconds(std::uint32_t, nanoseconds)> fn);
+    /// The same, also given the outcome of the attempt that just failed (its
+    /// error, exception or returned value: a reply that says how long to wait).
+    static backoff custom(std::function<nanoseconds(std::uint32_t, nanoseconds, const previous_outcome&)> fn);
 
     /// Returns a copy with the given jitter.
     backoff with_jitter(jitter j) const;
@@ -64,11 +69,12 @@ public:
     /// `draw` is called only when jitter needs a random number.
     nanoseconds delay(std::uint32_t n, nanoseconds previous, const std::function<std::uint64_t()>& draw) const;
     /// Same, with the base delay first clamped to `max_base` (then jittered
-    /// within it), for a policy whose max delay is below this backoff's cap.
+    /// within it), for a policy whose max delay is below this backoff's cap;
+    /// `outcome` (if any) is what a custom function sees of the failed attempt.
     nanoseconds delay(std::uint32_t n, nanoseconds previous, const std::function<std::uint64_t()>& draw,
-                      nanoseconds max_base) const;
+                      nanoseconds max_base, const previous_outcome* outcome = nullptr) const;
     /// Same without jitter (the deterministic base delay).
-    nanoseconds base_delay(std::uint32_t n, nanoseconds previous) const;
+    nanoseconds base_delay(std::uint32_t n, nanoseconds previous, const previous_outcome* outcome = nullptr) const;
 
     jitter jitter_kind() const noexcept { return jitter_; }
     /// The number of steps of a schedule (0 for the other kinds).
@@ -87,7 +93,7 @@ private:
     nanoseconds cap_{};
     double multiplier_ = 2.0;
     std::shared_ptr<const std::vector<nanoseconds>> steps_;
-    std::shared_ptr<const std::function<nanoseconds(std::uint32_t, nanoseconds)>> fn_;
+    std::shared_ptr<const std::function<nanoseconds(std::uint32_t, nanoseconds, const previous_outcome&)>> fn_;
 };
 
 /// Parses one duration such as "250ms", "30s", "2m", "1h", "1d". Throws

@@ -15,10 +15,15 @@
 #include <optional>
 #include <stdexcept>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 #include <variant>
 
 namespace steadfast {
+
+namespace detail {
+class retry_fsm;
+}
 
 using std::chrono::nanoseconds;
 
@@ -37,6 +42,31 @@ struct classification {
     }
     static classification permanent(error_code ec) noexcept { return {verdict::permanent, ec, {}}; }
     static classification cancelled(error_code ec) noexcept { return {verdict::cancelled, ec, {}}; }
+};
+
+/// The outcome of the attempt before, as the next attempt sees it
+/// (attempt_context::previous) and a custom backoff (backoff::custom):
+/// how it was classified, what it threw, or what it returned.
+class previous_outcome {
+public:
+    /// Kind, error and server hint of the outcome.
+    const classification& how() const noexcept { return how_; }
+    /// The exception the attempt threw, if it threw.
+    const std::exception_ptr& exception() const noexcept { return exception_; }
+    /// The value the attempt returned, if it returned one of type `T` (the
+    /// attempt's value type, such as an HTTP reply); nullptr otherwise. Valid
+    /// while the next attempt or the backoff runs.
+    template <class T>
+    const T* value() const noexcept {
+        return type_ && *type_ == typeid(T) ? static_cast<const T*>(value_) : nullptr;
+    }
+
+private:
+    friend class detail::retry_fsm;
+    classification how_;
+    std::exception_ptr exception_;
+    const void* value_ = nullptr;
+    const std::type_info* type_ = nullptr;
 };
 
 /// !ec: success; operation_aborted: cancelled; errors that retrying cannot

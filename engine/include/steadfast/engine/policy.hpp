@@ -32,6 +32,9 @@ struct attempt_context {
     nanoseconds elapsed{};                     // since the retry started
     std::optional<nanoseconds> time_left;      // until the stop condition's deadline
     std::optional<nanoseconds> timeout;        // this attempt's effective timeout
+    /// The outcome of the attempt before this one (nullptr for the first):
+    /// its classification, exception or returned value.
+    const previous_outcome* previous = nullptr;
 };
 
 /// What the engine decided after an attempt.
@@ -66,7 +69,9 @@ retry_hooks combine(retry_hooks a, retry_hooks b);
 /// See retry_policy::with_pushback.
 enum class pushback_rule { stop, wait_it_out };
 
+class retry_state;
 namespace detail {
+class retry_fsm;
 struct policy_data {
     backoff backoff_;
     stop_condition stop_ = stop::max_attempts(5);
@@ -123,9 +128,11 @@ public:
     nanoseconds max_delay() const noexcept { return d_->max_delay_.value_or(d_->backoff_.cap()); }
     const std::shared_ptr<retry_budget>& budget() const noexcept { return d_->budget_; }
     const retry_hooks& hooks() const noexcept { return d_->hooks_; }
-    const detail::policy_data& data() const noexcept { return *d_; }
 
 private:
+    friend class retry_state;
+    friend class detail::retry_fsm;
+    const detail::policy_data& data() const noexcept { return *d_; }
     explicit retry_policy(std::shared_ptr<const detail::policy_data> d) : d_(std::move(d)) {}
     template <class F>
     retry_policy modified(F&& f) const;
@@ -134,7 +141,7 @@ private:
 
 /// The decisions of one retrying operation, apart from any I/O: what the next
 /// attempt looks like, and after each outcome whether to retry, after which
-/// delay, or to stop and why. The coroutine in retry.hpp only waits and calls.
+/// delay, or to stop and why. The decision loop (detail/retry_fsm.hpp) uses it.
 class retry_state {
 public:
     explicit retry_state(const retry_policy& p);
@@ -144,12 +151,14 @@ public:
     bool out_of_time(nanoseconds elapsed) const;
     /// Called when attempt number attempts()+1 starts, `elapsed` since the start.
     attempt_context begin_attempt(nanoseconds elapsed);
-    /// Called with the attempt's classification, `elapsed` since the start.
-    decision on_outcome(const classification& c, nanoseconds elapsed);
+    /// Called with the attempt's classification, `elapsed` since the start;
+    /// `outcome` (if given) is what a custom backoff sees of the attempt.
+    decision on_outcome(const classification& c, nanoseconds elapsed, const previous_outcome* outcome = nullptr);
 
     std::uint32_t attempts() const noexcept { return attempts_; }
 
 private:
+    friend class detail::retry_fsm;
     std::uint64_t draw();
     const detail::policy_data* p_;
     std::uint32_t attempts_ = 0;

@@ -12,6 +12,20 @@
 
 namespace steadfast {
 
+template <class R>
+class retry_result;
+namespace detail {
+// The drivers fill a result in; users only read it.
+struct result_access {
+    template <class R>
+    static retry_summary& summary(retry_result<R>& r) noexcept { return r.summary_; }
+    template <class R>
+    static std::optional<R>& value(retry_result<R>& r) noexcept { return r.value_; }
+    template <class R>
+    static std::exception_ptr& exception(retry_result<R>& r) noexcept { return r.exception_; }
+};
+}  // namespace detail
+
 /// `R` is what one attempt returns (std::monostate for void attempts).
 /// On success value() is the successful attempt's value. On failure
 /// has_value() tells whether the last attempt returned a value (such as an
@@ -40,7 +54,8 @@ public:
     const R& value() const& { return value_.value(); }
     R&& value() && { return std::move(value_).value(); }
 
-    // Filled in by the engine.
+private:
+    friend struct detail::result_access;
     retry_summary summary_;
     std::optional<R> value_;
     std::exception_ptr exception_;

@@ -4,17 +4,24 @@
 //                                               -> asio::awaitable<result<reply>> { ... });
 //
 // The attempt is called with its context and returns asio::awaitable<R>. Each
-// outcome is classified (see classify.hpp), the decision comes from
-// retry_state (plain code, see policy.hpp), and this file only waits: on the
-// backoff timer, on the per-attempt timeout, on stop-when and gate conditions.
+// outcome is classified (see classify.hpp); every decision comes from one
+// decision loop, detail::retry_fsm (plain code, see detail/retry_fsm.hpp), and
+// this file only carries out its actions: start an attempt, wait on the timer
+// (backoff, gate, per-attempt timeout), yield, finish. It has two drivers:
+// retry(), a coroutine, and async_retry(), a composed operation.
 #pragma once
 
 #include <steadfast/engine/classify.hpp>
+#include <steadfast/engine/detail/retry_fsm.hpp>
 #include <steadfast/engine/policy.hpp>
 #include <steadfast/engine/result.hpp>
 #include <steadfast/engine/watchable.hpp>
 
+#include <boost/asio/append.hpp>
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/associated_allocator.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/compose.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -23,7 +30,6 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/execution/executor.hpp>
 #include <boost/asio/execution_context.hpp>
-#include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/is_executor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -81,6 +87,7 @@ struct attempt_outcome {
 // Runs one attempt and turns a thrown exception into a value. It runs in a
 // coroutine of its own (co_spawn), whose cancellation filter would let only
 // terminal cancellation through: partial and total reach the attempt too.
+// (Taking `fn` by reference is safe: the driver keeps it until this ends.)
 template <class Raw, class Fn>
 boost::asio::awaitable<attempt_outcome<stored_t<Raw>>> guarded_attempt(Fn& fn, attempt_context ctx) {
     co_await boost::asio::this_coro::reset_cancellation_state(boost::asio::enable_total_cancellation());
@@ -120,130 +127,151 @@ using retry_result_for = retry_result<detail::stored_t<detail::attempt_raw_t<A>>
 
 namespace detail {
 
-// The rare paths live in coroutines of their own, so their locals are not in
-// the frame of every pending retry (g++ 12 does not overlap frame slots).
+// The per-attempt cancellation signal of an attempt that has a timeout or a
+// stop-when condition: the caller's cancellation, the stop-when subscription
+// and the timeout's timer all emit on it. One timer wait and one subscription
+// per attempt; no coroutine or parallel group races the attempt. Shared with
+// the timer's wait, which may complete after the operation has ended.
+struct attempt_watch {
+    boost::asio::cancellation_signal signal;
+    std::uint32_t attempt = 0;  // the attempt in flight (0: none); a stale timer completion is ignored
+    bool timed_out = false;
+};
 
-// Wakes `t` (cancels its wait) when `w` turns true, and records that it did
-// in `*fired`: a stop-when condition that is true only briefly (set, then
-// cleared before the woken step runs) still stops the retry.
-// (Two pointers: the callback fits std::function's small buffer, so a
-// subscription allocates nothing.)
-inline void wake_timer_on(watchable* w, watchable::subscription& sub, auto& t, bool* fired = nullptr) {
-    if (w)
-        w->subscribe(sub, [&t, fired](bool v) {
+// Arms the watch for the attempt the FSM is about to start.
+template <class Timer>
+void arm_watch(retry_fsm& fsm, const std::shared_ptr<attempt_watch>& w, Timer& t, watchable::subscription& sub) {
+    const attempt_context& ctx = fsm.context();
+    w->attempt = ctx.number;
+    w->timed_out = false;
+    if (ctx.timeout) {
+        t.expires_after(std::chrono::duration_cast<typename Timer::clock_type::duration>(*ctx.timeout));
+        t.async_wait([w, n = ctx.number](const error_code& ec) {
+            if (ec || w->attempt != n) return;  // cancelled, or the attempt has ended
+            w->timed_out = true;
+            w->signal.emit(boost::asio::cancellation_type::all);
+        });
+    }
+    if (watchable* c = fsm.stop_when())
+        c->subscribe(sub, [&fsm, sig = &w->signal](bool v) {
             if (!v) return;
-            if (fired) *fired = true;
-            t.cancel();
+            fsm.stop_seen();
+            sig->emit(boost::asio::cancellation_type::all);
         });
 }
 
-// Whether the retry must stop for its stop-when condition: it holds now, or
-// it turned true during the last wait or attempt.
-inline bool stop_requested(const detail::policy_data& pd, bool fired) {
-    return pd.stop_when_ && (fired || pd.stop_when_->value());
+// After the attempt: ends the timer's wait and the subscription. Returns
+// whether the timeout fired first.
+template <class Timer>
+bool disarm_watch(retry_fsm& fsm, attempt_watch& w, Timer& t, watchable::subscription& sub) {
+    sub.reset();
+    w.attempt = 0;
+    if (fsm.context().timeout) t.cancel();
+    return w.timed_out;
 }
 
-// The helpers below make the retry's timer on first use, in their own frames.
+// Subscriptions that end a timer wait (a backoff sleep or a gate wait) early:
+// stop-when turning true (remembered in the FSM) and the gate opening.
+// (Two pointers each: the callbacks fit std::function's small buffer, so a
+// subscription allocates nothing.)
+template <class Timer>
+void wake_on_conditions(retry_fsm& fsm, Timer& t, watchable::subscription& stop_sub, watchable::subscription& gate_sub) {
+    if (watchable* c = fsm.stop_when())
+        c->subscribe(stop_sub, [&fsm, &t](bool v) {
+            if (!v) return;
+            fsm.stop_seen();
+            t.cancel();
+        });
+    if (watchable* g = fsm.gate())
+        g->subscribe(gate_sub, [&t](bool v) {
+            if (v) t.cancel();
+        });
+}
+
+// Arms the timer for a sleep or a gate wait.
+template <class Timer>
+void expire_for(Timer& t, const retry_action& act, typename Timer::time_point start) {
+    using dur = typename Timer::clock_type::duration;
+    if (act.what == retry_action::type::sleep)
+        t.expires_after(std::chrono::duration_cast<dur>(act.at));
+    else
+        t.expires_at(saturating_deadline(start, act.at));
+}
+
+// The event after an attempt: its outcome classified, the value kept in
+// `value` (the next attempt and a custom backoff may look at it).
+template <class R, class Classifier>
+void outcome_event(retry_event& ev, const retry_fsm& fsm, const Classifier& classify, attempt_outcome<R>& out,
+                   std::optional<R>& value) {
+    if (out.error) {
+        ev.outcome = fsm.classify(out.error);
+        ev.exception = out.error;
+    } else if (out.value) {
+        ev.outcome = classify(*out.value);
+    }
+    value = std::move(out.value);
+    if (value) {
+        ev.value = &*value;
+        ev.type = &typeid(R);
+    }
+}
+
+template <class R>
+retry_result<R> make_result(const retry_fsm& fsm, std::optional<R>&& value) {
+    retry_result<R> res;
+    result_access::summary(res) = fsm.summary();
+    result_access::value(res) = std::move(value);
+    result_access::exception(res) = fsm.last_exception();
+    return res;
+}
+
+// The rare paths of retry() live in coroutines of their own, so their locals
+// are not in the frame of every pending retry (g++ 12 does not overlap frame
+// slots).
+
 template <class Timer>
 boost::asio::awaitable<Timer*> timer_of(std::optional<Timer>& t) {
     if (!t) t.emplace(co_await boost::asio::this_coro::executor);
     co_return &*t;
 }
 
-// Waits until the gate opens, at most until the stop condition's deadline.
-// Returns a reason to stop, or nullopt to go on.
+// A backoff sleep or a gate wait. Returns whether it ran out (not woken).
 template <class Timer>
-boost::asio::awaitable<std::optional<stop_reason>> wait_for_gate(const detail::policy_data& pd,
-                                                                   std::optional<Timer>& timer,
-                                                                   typename Timer::time_point start, bool& stop_fired) {
+boost::asio::awaitable<bool> timed_wait(retry_fsm& fsm, std::optional<Timer>& timer, retry_action act,
+                                        typename Timer::time_point start) {
     namespace asio = boost::asio;
-    using clock = typename Timer::clock_type;
-    const auto cs = co_await asio::this_coro::cancellation_state;
     Timer& t = *co_await timer_of(timer);
+    expire_for(t, act, start);
     watchable::subscription stop_sub, gate_sub;
-    const auto limit = pd.stop_.deadline();
-    t.expires_at(limit ? saturating_deadline(start, *limit) : clock::time_point::max());
-    wake_timer_on(pd.stop_when_.get(), stop_sub, t, &stop_fired);
-    wake_timer_on(pd.attempt_when_.get(), gate_sub, t);
-    while (!pd.attempt_when_->value()) {
-        auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-        if (is_cancelled(cs)) co_return stop_reason::cancelled;
-        if (stop_requested(pd, stop_fired)) co_return stop_reason::condition;
-        if (!ec) co_return stop_reason::deadline;
-    }
-    co_return std::nullopt;
-}
-
-// Races the attempt against the timer (the per-attempt timeout, also woken by
-// stop-when). Whichever ends first cancels the other, which is awaited.
-// Returns whether the timeout fired first.
-template <class Raw, class Timer, class Fn>
-boost::asio::awaitable<bool> race_attempt(const detail::policy_data& pd, std::optional<Timer>& timer, Fn& fn,
-                                          attempt_context ctx, attempt_outcome<stored_t<Raw>>& out,
-                                          bool& stop_fired) {
-    namespace asio = boost::asio;
-    using clock = typename Timer::clock_type;
-    Timer& t = *co_await timer_of(timer);
-    watchable::subscription stop_sub;
-    if (ctx.timeout)
-        t.expires_after(std::chrono::duration_cast<typename clock::duration>(*ctx.timeout));
-    else
-        t.expires_at(clock::time_point::max());
-    wake_timer_on(pd.stop_when_.get(), stop_sub, t, &stop_fired);
-    auto [order, spawn_error, outcome, timer_ec] =
-        co_await asio::experimental::make_parallel_group(
-            asio::co_spawn(co_await asio::this_coro::executor, guarded_attempt<Raw>(fn, ctx), asio::deferred),
-            t.async_wait(asio::deferred))
-            .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
-    out = std::move(outcome);
-    if (spawn_error) out.error = spawn_error;
-    co_return order[0] == 1 && !timer_ec;
-}
-
-// The backoff sleep. It ends early when stop-when turns true, or when the gate
-// turns true (the awaited resource is back: try at once).
-template <class Timer>
-boost::asio::awaitable<void> backoff_sleep(const detail::policy_data& pd, std::optional<Timer>& timer,
-                                           nanoseconds delay, bool& stop_fired) {
-    namespace asio = boost::asio;
-    if (delay.count() == 0) {
-        // Zero delay still yields, so a retry loop never starves the event loop.
-        co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
-        co_return;
-    }
-    Timer& t = *co_await timer_of(timer);
-    watchable::subscription stop_sub, gate_sub;
-    t.expires_after(std::chrono::duration_cast<typename Timer::clock_type::duration>(delay));
-    wake_timer_on(pd.stop_when_.get(), stop_sub, t, &stop_fired);
-    wake_timer_on(pd.attempt_when_.get(), gate_sub, t);
+    wake_on_conditions(fsm, t, stop_sub, gate_sub);
     auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-    (void)ec;  // expired or woken: the caller looks at the state either way
+    co_return !ec;
 }
 
-// Everything between an attempt's end and the next wait, as plain code: its
-// locals stay on the stack, out of the coroutine frame.
-template <class R, class Classifier>
-decision after_attempt(const detail::policy_data& pd, retry_state& state, retry_result<R>& res,
-                       const Classifier& classify, attempt_outcome<R>& out, bool timed_out, bool cancelled,
-                       bool stop_fired, const attempt_context& ctx, nanoseconds elapsed) {
-    classification c;
-    if (out.error) c = pd.exception_classifier_ ? pd.exception_classifier_(out.error) : classify_exception(out.error);
-    else if (out.value) c = classify(*out.value);
-    if (timed_out && c.kind != verdict::success) c = classification::retryable(error::attempt_timeout);
-    if (cancelled && c.kind != verdict::cancelled) c = classification::cancelled(boost::asio::error::operation_aborted);
-    res.value_ = std::move(out.value);
-    res.exception_ = out.error;
-    res.summary_.last_error = c.ec;
-
-    // A stop-when condition that cut the attempt short (or holds now) is the
-    // reason, unless the caller cancelled.
-    decision d;
-    if (!cancelled && c.kind != verdict::success && stop_requested(pd, stop_fired))
-        d = decision{decision::action::stop, stop_reason::condition, {}, false};
-    else
-        d = state.on_outcome(c, elapsed);
-    if (pd.hooks_.after_attempt) pd.hooks_.after_attempt(ctx, c, d);
-    return d;
+// An attempt with its own cancellation signal (see attempt_watch). The
+// caller's cancellation reaches it through the same signal. Returns whether
+// the timeout fired first.
+template <class Raw, class Timer, class Fn>
+boost::asio::awaitable<bool> watched_attempt(retry_fsm& fsm, std::optional<Timer>& timer,
+                                             std::shared_ptr<attempt_watch>& watch, Fn& fn,
+                                             attempt_outcome<stored_t<Raw>>& out) {
+    namespace asio = boost::asio;
+    const auto cs = co_await asio::this_coro::cancellation_state;
+    if (!timer) timer.emplace(co_await asio::this_coro::executor);
+    Timer& t = *timer;
+    if (!watch) watch = std::make_shared<attempt_watch>();
+    watchable::subscription stop_sub;
+    arm_watch(fsm, watch, t, stop_sub);
+    auto slot = cs.slot();
+    if (slot.is_connected())
+        slot.assign([sig = &watch->signal](asio::cancellation_type type) { sig->emit(type); });
+    auto [e, o] = co_await asio::co_spawn(t.get_executor(), guarded_attempt<Raw>(fn, fsm.context()),
+                                          asio::bind_cancellation_slot(watch->signal.slot(),
+                                                                       asio::as_tuple(asio::use_awaitable)));
+    if (slot.is_connected()) slot.clear();
+    out = std::move(o);
+    if (e) out.error = e;
+    co_return disarm_watch(fsm, *watch, t, stop_sub);
 }
 
 }  // namespace detail
@@ -251,12 +279,13 @@ decision after_attempt(const detail::policy_data& pd, retry_state& state, retry_
 /// Retries `attempt` under `policy` in the calling coroutine.
 ///
 /// Completion: never throws for the expected failure paths; the result says
-/// why it stopped. Executor: the calling coroutine's. Cancellation: terminal,
-/// partial and total cancellation of the calling coroutine end the retry
-/// promptly with stop_reason::cancelled (the sleep or the attempt in flight is
-/// cancelled and awaited; a success that arrives after cancellation still
-/// reports cancelled, with the value kept). `Timer` selects the clock, so
-/// tests run on steadfast::manual_timer.
+/// why it stopped. Executor: the calling coroutine's. Cancellation: the
+/// calling coroutine's cancellation (whatever types its filter lets through:
+/// terminal by default, partial and total after reset_cancellation_state)
+/// ends the retry promptly with stop_reason::cancelled: the sleep or the
+/// attempt in flight is cancelled and awaited; a success that arrives after
+/// cancellation still reports cancelled, with the value kept. `Timer` selects
+/// the clock, so tests run on steadfast::manual_timer.
 template <class Timer = boost::asio::steady_timer, class Attempt>
 boost::asio::awaitable<retry_result_for<Attempt>> retry(retry_policy policy, Attempt attempt) {
     namespace asio = boost::asio;
@@ -264,159 +293,143 @@ boost::asio::awaitable<retry_result_for<Attempt>> retry(retry_policy policy, Att
     using raw_t = detail::attempt_raw_t<Attempt>;
     using R = detail::stored_t<raw_t>;
     using clock = typename Timer::clock_type;
-    using std::chrono::duration_cast;
+    using act = detail::retry_action::type;
 
-    const detail::policy_data& pd = policy.data();
     const auto cs = co_await asio::this_coro::cancellation_state;
     const auto start = clock::now();
-    nanoseconds elapsed{};  // as of the latest clock read
-    retry_state state(policy);
-    retry_result<R> res;
+    detail::retry_fsm fsm(policy);
+    std::optional<R> value;      // the latest attempt's
     std::optional<Timer> timer;  // made on the first wait: an instant success needs none
-    bool stop_fired = false;     // stop-when turned true during a wait or an attempt
-
+    std::shared_ptr<detail::attempt_watch> watch;  // made on the first watched attempt
+    detail::retry_event ev;
     for (;;) {
-        if (detail::is_cancelled(cs)) {
-            res.summary_.reason = stop_reason::cancelled;
-            break;
-        }
-        if (detail::stop_requested(pd, stop_fired)) {
-            res.summary_.reason = stop_reason::condition;
-            break;
-        }
-        if (pd.attempt_when_ && !pd.attempt_when_->value()) {
-            const auto why = co_await detail::wait_for_gate(pd, timer, start, stop_fired);
-            elapsed = duration_cast<nanoseconds>(clock::now() - start);
-            if (why) {
-                res.summary_.reason = *why;
-                break;
-            }
-        }
-
-        if (state.out_of_time(elapsed)) {
-            res.summary_.reason = stop_reason::deadline;
-            break;
-        }
-        const attempt_context ctx = state.begin_attempt(elapsed);
-        if (pd.hooks_.before_attempt) pd.hooks_.before_attempt(ctx);
-
-        detail::attempt_outcome<R> out;
-        bool timed_out = false;
-        if (ctx.timeout || pd.stop_when_) {
-            timed_out = co_await detail::race_attempt<raw_t>(pd, timer, parts::fn(attempt), ctx, out, stop_fired);
-        } else {
-            // The fast path: the attempt runs inline in this frame.
-            try {
-                if constexpr (std::is_void_v<raw_t>) {
-                    co_await parts::fn(attempt)(ctx);
-                    out.value.emplace();
-                } else {
-                    out.value.emplace(co_await parts::fn(attempt)(ctx));
+        ev.cancelled = detail::is_cancelled(cs);
+        const detail::retry_action a = fsm.resume(ev);
+        ev = {};
+        if (a.what == act::done) break;
+        if (a.what == act::attempt) {
+            detail::attempt_outcome<R> out;
+            if (fsm.watch_attempt()) {
+                ev.timed_out = co_await detail::watched_attempt<raw_t>(fsm, timer, watch, parts::fn(attempt), out);
+            } else {
+                // The fast path: the attempt runs inline in this frame.
+                try {
+                    if constexpr (std::is_void_v<raw_t>) {
+                        co_await parts::fn(attempt)(fsm.context());
+                        out.value.emplace();
+                    } else {
+                        out.value.emplace(co_await parts::fn(attempt)(fsm.context()));
+                    }
+                } catch (...) {
+                    out.error = std::current_exception();
                 }
-            } catch (...) {
-                out.error = std::current_exception();
             }
+            detail::outcome_event(ev, fsm, parts::classifier(attempt), out, value);
+        } else if (a.what == act::yield) {
+            co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+        } else {
+            ev.expired = co_await detail::timed_wait(fsm, timer, a, start);
         }
-        elapsed = duration_cast<nanoseconds>(clock::now() - start);
-
-        const decision d = detail::after_attempt(pd, state, res, parts::classifier(attempt), out, timed_out,
-                                                 detail::is_cancelled(cs), stop_fired, ctx, elapsed);
-        if (d.what == decision::action::stop) {
-            res.summary_.reason = d.reason;
-            break;
-        }
-        co_await detail::backoff_sleep(pd, timer, d.delay, stop_fired);
-        elapsed = duration_cast<nanoseconds>(clock::now() - start);
+        ev.elapsed = std::chrono::duration_cast<nanoseconds>(clock::now() - start);
     }
-
-    res.summary_.attempts = state.attempts();
-    res.summary_.elapsed = elapsed;
-    if (res.summary_.reason != stop_reason::success && pd.hooks_.on_give_up) pd.hooks_.on_give_up(res.summary_);
-    co_return res;
+    co_return detail::make_result(fsm, std::move(value));
 }
 
 namespace detail {
 
-// async_retry as a composed operation: between attempts only this state and
-// the timer's wait exist (no coroutine frame), so many pending retries stay
-// small. Each attempt runs in a coroutine spawned for its duration.
+// async_retry as a composed operation driving the same FSM: between attempts
+// only this state and the timer's wait exist (no coroutine frame), so many
+// pending retries stay small. Each attempt runs in a coroutine spawned for
+// its duration.
 //
 // Asio's rules for a composed operation: the first step is posted to `ex`, so
 // the operation never completes inside its initiating function (a loop of
 // retries that stop at once does not grow the stack); every intermediate step
 // is bound to `ex` (a strand stays a strand whatever the handler is bound
-// to); the completion is dispatched to the handler's associated executor.
-template <class Timer, class Attempt>
+// to); the state is allocated with the handler's associated allocator and
+// freed before the completion, which is dispatched to the handler's
+// associated executor. A stopped io_context does not complete the operation:
+// its pending wait is destroyed with the context, and the state with it.
+template <class Timer, class Executor, class Attempt, class Alloc>
 class retry_op {
     using parts = attempt_parts<Attempt>;
     using raw_t = attempt_raw_t<Attempt>;
     using R = stored_t<raw_t>;
     using clock = typename Timer::clock_type;
-    enum class phase : unsigned char { starting, started, gate, attempting, sleeping, yielding };
-
-    struct data {
-        data(const boost::asio::any_io_executor& ex, retry_policy p, Attempt a)
-            : policy(std::move(p)), attempt(std::move(a)), state(policy), timer(ex) {}
-        retry_policy policy;
-        Attempt attempt;
-        retry_state state;
-        retry_result<R> res;
-        Timer timer;
-        typename clock::time_point start{};
-        nanoseconds elapsed{};
-        attempt_context ctx;
-        watchable::subscription stop_sub, gate_sub;
-        phase at = phase::starting;
-        bool stop_fired = false;  // stop-when turned true during a wait or an attempt
-    };
-    std::unique_ptr<data> d_;
-    // The result, once finished: the state (timer, attempt, policy) is freed
-    // before the hop to the handler's executor.
-    std::unique_ptr<retry_result<R>> done_;
+    using act = retry_action::type;
+    // The timer on the executor's own type: an io_context's executor is one
+    // pointer, an any_io_executor seven.
+    using timer_t = typename Timer::template rebind_executor<Executor>::other;
 
 public:
-    retry_op(const boost::asio::any_io_executor& ex, retry_policy p, Attempt a)
-        : d_(std::make_unique<data>(ex, std::move(p), std::move(a))) {}
+    struct data {
+        data(const Executor& ex, retry_policy p, Attempt a)
+            : policy(std::move(p)), attempt(std::move(a)), fsm(policy), timer(ex) {}
+        retry_policy policy;
+        Attempt attempt;
+        retry_fsm fsm;
+        std::optional<R> value;  // the latest attempt's
+        timer_t timer;
+        typename clock::time_point start = clock::time_point::min();  // min(): not started
+        std::shared_ptr<attempt_watch> watch;  // made on the first watched attempt
+        watchable::subscription stop_sub, gate_sub;
+    };
+    using data_alloc = typename std::allocator_traits<Alloc>::template rebind_alloc<data>;
+
+    static data* make(const Alloc& alloc, const Executor& ex, retry_policy p, Attempt a) {
+        data_alloc da(alloc);
+        data* d = std::allocator_traits<data_alloc>::allocate(da, 1);
+        try {
+            std::allocator_traits<data_alloc>::construct(da, d, ex, std::move(p), std::move(a));
+        } catch (...) {
+            std::allocator_traits<data_alloc>::deallocate(da, d, 1);
+            throw;
+        }
+        return d;
+    }
+
+    retry_op(data* d, const Alloc& alloc) noexcept : d_(d), alloc_(alloc) {}
+    retry_op(retry_op&& o) noexcept : d_(std::exchange(o.d_, nullptr)), alloc_(o.alloc_) {}
+    retry_op(const retry_op&) = delete;
+    retry_op& operator=(const retry_op&) = delete;
+    retry_op& operator=(retry_op&&) = delete;
+    ~retry_op() { release(); }
 
     template <class Self>
-    void operator()(Self& self) {  // start; the first step; after a zero-delay yield; completing
-        if (done_) {
-            auto res = std::move(*done_);
-            done_.reset();
-            return self.complete(std::move(res));
-        }
-        if (d_->at == phase::starting) {
+    void operator()(Self& self) {  // start; the first step; after a zero-delay yield
+        data& d = *d_;
+        if (d.start == clock::time_point::min()) {
             self.reset_cancellation_state(boost::asio::enable_total_cancellation());
-            d_->start = clock::now();
-            d_->at = phase::started;
+            d.start = clock::now();
             return on_ex(self, [](auto&& h) { boost::asio::post(std::move(h)); });
         }
-        next(self);
+        step(self, event(self));
     }
 
     template <class Self>
-    void operator()(Self& self, error_code ec) {  // the timer: gate wait or backoff sleep
-        data& d = *d_;
-        d.stop_sub.reset();
-        d.gate_sub.reset();
-        d.elapsed = elapsed();
-        if (d.at == phase::gate && !cancelled(self) && !stop_requested() && !d.policy.data().attempt_when_->value()) {
-            if (!ec) return finish(self, stop_reason::deadline);
-            return wait_for_gate(self);  // woken for nothing: wait on
-        }
-        next(self);
-    }
-
-    template <class Self>
-    void operator()(Self& self, std::exception_ptr e, attempt_outcome<R> out) {  // a plain attempt
-        attempt_done(self, e, std::move(out), false);
-    }
-
-    template <class Self>
-    void operator()(Self& self, std::array<std::size_t, 2> order, std::exception_ptr e, attempt_outcome<R> out,
-                    error_code timer_ec) {  // an attempt raced against the timer
+    void operator()(Self& self, error_code ec) {  // the timer: a gate wait or a backoff sleep
         d_->stop_sub.reset();
-        attempt_done(self, e, std::move(out), order[0] == 1 && !timer_ec);
+        d_->gate_sub.reset();
+        retry_event ev = event(self);
+        ev.expired = !ec;
+        step(self, ev);
+    }
+
+    template <class Self>
+    void operator()(Self& self, std::exception_ptr e, attempt_outcome<R> out) {  // an attempt
+        data& d = *d_;
+        if (e) out.error = e;
+        retry_event ev;
+        if (d.watch && d.watch->attempt) ev.timed_out = disarm_watch(d.fsm, *d.watch, d.timer, d.stop_sub);
+        outcome_event(ev, d.fsm, parts::classifier(d.attempt), out, d.value);
+        ev.elapsed = elapsed();
+        ev.cancelled = cancelled(self);
+        step(self, ev);
+    }
+
+    template <class Self>
+    void operator()(Self& self, retry_result<R> res) {  // on the handler's executor: complete
+        self.complete(std::move(res));
     }
 
 private:
@@ -424,7 +437,15 @@ private:
     static bool cancelled(Self& self) {
         return self.get_cancellation_state().cancelled() != boost::asio::cancellation_type::none;
     }
-    bool stop_requested() const { return detail::stop_requested(d_->policy.data(), d_->stop_fired); }
+    template <class Self>
+    retry_event event(Self& self) const {
+        retry_event ev;
+        ev.elapsed = elapsed();
+        ev.cancelled = cancelled(self);
+        return ev;
+    }
+    nanoseconds elapsed() const { return std::chrono::duration_cast<nanoseconds>(clock::now() - d_->start); }
+
     // Starts `op` with the operation as its handler, on `ex`: bound to it when
     // the handler's executor is another (a bound handler costs a copy of the
     // executor in every pending wait, so only then).
@@ -434,88 +455,74 @@ private:
     void on_ex(Self& self, Op&& op) const {
         namespace asio = boost::asio;
         const auto ex = d_->timer.get_executor();
-        const auto assoc = asio::get_associated_executor(self, ex);
-        if (assoc == ex || assoc == asio::any_io_executor(asio::prefer(ex, asio::execution::outstanding_work.tracked)))
+        const asio::any_io_executor assoc = asio::get_associated_executor(self, ex);
+        if (assoc == asio::any_io_executor(ex) ||
+            assoc == asio::any_io_executor(asio::prefer(ex, asio::execution::outstanding_work.tracked)))
             std::forward<Op>(op)(std::move(self));
         else
             std::forward<Op>(op)(asio::bind_executor(ex, std::move(self)));
     }
-    nanoseconds elapsed() const { return std::chrono::duration_cast<nanoseconds>(clock::now() - d_->start); }
 
+    // Carries out what the FSM decides.
     template <class Self>
-    void next(Self& self) {
+    void step(Self& self, const retry_event& ev) {
+        namespace asio = boost::asio;
         data& d = *d_;
-        const auto& pd = d.policy.data();
-        if (cancelled(self)) return finish(self, stop_reason::cancelled);
-        if (stop_requested()) return finish(self, stop_reason::condition);
-        if (pd.attempt_when_ && !pd.attempt_when_->value()) {
-            const auto limit = pd.stop_.deadline();
-            d.timer.expires_at(limit ? detail::saturating_deadline(d.start, *limit) : clock::time_point::max());
-            return wait_for_gate(self);
+        const retry_action a = d.fsm.resume(ev);
+        switch (a.what) {
+            case act::done: return finish(self);
+            case act::yield: return on_ex(self, [](auto&& h) { asio::post(std::move(h)); });
+            case act::sleep:
+            case act::wait_gate:
+                expire_for(d.timer, a, d.start);
+                wake_on_conditions(d.fsm, d.timer, d.stop_sub, d.gate_sub);
+                return on_ex(self, [&d](auto&& h) { d.timer.async_wait(std::move(h)); });
+            case act::attempt: break;
         }
-        if (d.state.out_of_time(d.elapsed)) return finish(self, stop_reason::deadline);
-        d.ctx = d.state.begin_attempt(d.elapsed);
-        if (pd.hooks_.before_attempt) pd.hooks_.before_attempt(d.ctx);
-        d.at = phase::attempting;
-        auto ex = d.timer.get_executor();
-        auto attempt = boost::asio::co_spawn(ex, guarded_attempt<raw_t>(parts::fn(d.attempt), d.ctx), boost::asio::deferred);
-        if (!d.ctx.timeout && !pd.stop_when_) return on_ex(self, std::move(attempt));
-        if (d.ctx.timeout)
-            d.timer.expires_after(std::chrono::duration_cast<typename clock::duration>(*d.ctx.timeout));
-        else
-            d.timer.expires_at(clock::time_point::max());
-        wake_timer_on(pd.stop_when_.get(), d.stop_sub, d.timer, &d.stop_fired);
-        on_ex(self, [&](auto&& h) {
-            boost::asio::experimental::make_parallel_group(std::move(attempt), d.timer.async_wait(boost::asio::deferred))
-                .async_wait(boost::asio::experimental::wait_for_one(), std::move(h));
-        });
+        auto attempt = asio::co_spawn(d.timer.get_executor(), guarded_attempt<raw_t>(parts::fn(d.attempt), d.fsm.context()),
+                                      asio::deferred);
+        if (!d.fsm.watch_attempt()) return on_ex(self, std::move(attempt));
+        if (!d.watch) d.watch = std::make_shared<attempt_watch>();
+        arm_watch(d.fsm, d.watch, d.timer, d.stop_sub);
+        // The caller's cancellation reaches the attempt through the watch's signal.
+        auto slot = self.get_cancellation_state().slot();
+        if (slot.is_connected())
+            slot.assign([sig = &d.watch->signal](asio::cancellation_type type) { sig->emit(type); });
+        on_ex(self, [&](auto&& h) { std::move(attempt)(asio::bind_cancellation_slot(d.watch->signal.slot(), std::move(h))); });
     }
 
     template <class Self>
-    void wait_for_gate(Self& self) {
-        data& d = *d_;
-        const auto& pd = d.policy.data();
-        d.at = phase::gate;
-        wake_timer_on(pd.stop_when_.get(), d.stop_sub, d.timer, &d.stop_fired);
-        wake_timer_on(pd.attempt_when_.get(), d.gate_sub, d.timer);
-        on_ex(self, [&d](auto&& h) { d.timer.async_wait(std::move(h)); });
-    }
-
-    template <class Self>
-    void attempt_done(Self& self, std::exception_ptr e, attempt_outcome<R> out, bool timed_out) {
-        data& d = *d_;
-        const auto& pd = d.policy.data();
-        if (e) out.error = e;
-        d.elapsed = elapsed();
-        const decision dec = after_attempt(pd, d.state, d.res, parts::classifier(d.attempt), out, timed_out,
-                                           cancelled(self), d.stop_fired, d.ctx, d.elapsed);
-        if (dec.what == decision::action::stop) return finish(self, dec.reason);
-        if (dec.delay.count() > 0) {
-            d.at = phase::sleeping;
-            d.timer.expires_after(std::chrono::duration_cast<typename clock::duration>(dec.delay));
-            wake_timer_on(pd.stop_when_.get(), d.stop_sub, d.timer, &d.stop_fired);
-            wake_timer_on(pd.attempt_when_.get(), d.gate_sub, d.timer);
-            return on_ex(self, [&d](auto&& h) { d.timer.async_wait(std::move(h)); });
-        }
-        d.at = phase::yielding;  // zero delay still yields to the event loop
-        on_ex(self, [](auto&& h) { boost::asio::post(std::move(h)); });
-    }
-
-    template <class Self>
-    void finish(Self& self, stop_reason why) {
-        data& d = *d_;
-        d.res.summary_.reason = why;
-        d.res.summary_.attempts = d.state.attempts();
-        d.res.summary_.elapsed = d.elapsed;
-        const auto& pd = d.policy.data();
-        if (why != stop_reason::success && pd.hooks_.on_give_up) pd.hooks_.on_give_up(d.res.summary_);
-        d.stop_sub.reset();
-        d.gate_sub.reset();
+    void finish(Self& self) {
+        retry_result<R> res = make_result(d_->fsm, std::move(d_->value));
+        auto slot = self.get_cancellation_state().slot();
+        if (slot.is_connected()) slot.clear();
+        release();  // before the handler runs, as Asio does
         // Steps run on `ex`; the handler runs on its own associated executor
         // (at once when that is where this step runs).
-        done_ = std::make_unique<retry_result<R>>(std::move(d.res));
-        d_.reset();
-        boost::asio::dispatch(std::move(self));
+        boost::asio::dispatch(boost::asio::append(std::move(self), std::move(res)));
+    }
+
+    void release() noexcept {
+        if (!d_) return;
+        data_alloc da(alloc_);
+        std::allocator_traits<data_alloc>::destroy(da, d_);
+        std::allocator_traits<data_alloc>::deallocate(da, d_, 1);
+        d_ = nullptr;
+    }
+
+    data* d_;
+    [[no_unique_address]] Alloc alloc_;
+};
+
+// Allocates the operation's state with the handler's associated allocator.
+template <class Timer, class Executor, class Attempt, class Result>
+struct initiate_retry {
+    template <class Handler>
+    void operator()(Handler&& handler, const Executor& ex, retry_policy p, Attempt a) const {
+        auto alloc = boost::asio::get_associated_allocator(handler);
+        using op = retry_op<Timer, Executor, Attempt, decltype(alloc)>;
+        auto* d = op::make(alloc, ex, std::move(p), std::move(a));
+        boost::asio::async_compose<std::decay_t<Handler>, void(Result)>(op(d, alloc), handler, ex);
     }
 };
 
@@ -527,7 +534,8 @@ private:
 /// (attempts, hooks, condition checks) runs on `ex` (use a strand on a
 /// multi-threaded io_context), the first one posted, so the operation never
 /// completes inside this call; the completion handler runs on its associated
-/// executor (default: `ex`). Cancellation: terminal, partial and total,
+/// executor (default: `ex`). Allocator: the operation's state comes from the
+/// handler's associated allocator. Cancellation: terminal, partial and total,
 /// through the token's associated cancellation slot, passed on to the attempt
 /// in flight (whose coroutine lets all three through). Emit it on `ex`: the
 /// steps it races with run there. Between attempts the operation holds only
@@ -537,9 +545,8 @@ template <class Timer = boost::asio::steady_timer, class Executor, class Attempt
     requires(boost::asio::execution::is_executor<Executor>::value || boost::asio::is_executor<Executor>::value)
 auto async_retry(const Executor& ex, retry_policy policy, Attempt attempt, CompletionToken&& token = {}) {
     using result_t = retry_result_for<Attempt>;
-    return boost::asio::async_compose<CompletionToken, void(result_t)>(
-        detail::retry_op<Timer, Attempt>(boost::asio::any_io_executor(ex), std::move(policy), std::move(attempt)), token,
-        ex);
+    return boost::asio::async_initiate<CompletionToken, void(result_t)>(
+        detail::initiate_retry<Timer, Executor, Attempt, result_t>{}, token, ex, std::move(policy), std::move(attempt));
 }
 
 /// The same on an execution context (an io_context, say): its executor.

@@ -1,5 +1,6 @@
 #pragma once
 #include <steadfast/engine/backoff.hpp>
+#include <steadfast/engine/classify.hpp>
 
 #include <algorithm>
 #include <charconv>
@@ -92,10 +93,18 @@ backoff backoff::rocketmq_delay_levels() { return schedule("1s 5s 10s 30s 1m 2m 
 
 backoff backoff::custom(std::function<nanoseconds(std::uint32_t, nanoseconds)> fn) {
     if (!fn) invalid("a custom backoff needs a function");
+    return custom([fn = std::move(fn)](std::uint32_t n, nanoseconds previous, const previous_outcome&) {
+        return fn(n, previous);
+    });
+}
+
+backoff backoff::custom(std::function<nanoseconds(std::uint32_t, nanoseconds, const previous_outcome&)> fn) {
+    if (!fn) invalid("a custom backoff needs a function");
     backoff b = fixed(nanoseconds(0));
     b.kind_ = kind::custom;
     b.cap_ = nanoseconds::max();
-    b.fn_ = std::make_shared<const std::function<nanoseconds(std::uint32_t, nanoseconds)>>(std::move(fn));
+    b.fn_ = std::make_shared<const std::function<nanoseconds(std::uint32_t, nanoseconds, const previous_outcome&)>>(
+        std::move(fn));
     return b;
 }
 
@@ -105,7 +114,7 @@ backoff backoff::with_jitter(jitter j) const {
     return b;
 }
 
-nanoseconds backoff::base_delay(std::uint32_t n, nanoseconds previous) const {
+nanoseconds backoff::base_delay(std::uint32_t n, nanoseconds previous, const previous_outcome* outcome) const {
     if (n == 0) n = 1;
     switch (kind_) {
         case kind::fixed: return first_;
@@ -120,7 +129,10 @@ nanoseconds backoff::base_delay(std::uint32_t n, nanoseconds previous) const {
             return std::min(cap_, nanoseconds(static_cast<nanoseconds::rep>(v)));
         }
         case kind::schedule: return (*steps_)[std::min<std::size_t>(n, steps_->size()) - 1];
-        case kind::custom: return std::max(nanoseconds(0), (*fn_)(n, previous));
+        case kind::custom: {
+            static const previous_outcome none;  // asked without an attempt (a ladder's plan)
+            return std::max(nanoseconds(0), (*fn_)(n, previous, outcome ? *outcome : none));
+        }
     }
     return first_;
 }
@@ -130,11 +142,11 @@ nanoseconds backoff::delay(std::uint32_t n, nanoseconds previous, const std::fun
 }
 
 nanoseconds backoff::delay(std::uint32_t n, nanoseconds previous, const std::function<std::uint64_t()>& draw,
-                           nanoseconds max_base) const {
+                           nanoseconds max_base, const previous_outcome* outcome) const {
     // The base is clamped before jitter: clamping after would put most delays
     // exactly on the cap, and clients would retry in step again.
     const nanoseconds cap = std::min(cap_, max_base);
-    auto base = [&] { return std::min(cap, base_delay(n, previous)); };
+    auto base = [&] { return std::min(cap, base_delay(n, previous, outcome)); };
     switch (jitter_) {
         case jitter::none: return base();
         case jitter::full: return random_between(nanoseconds(0), base(), draw());

@@ -167,10 +167,12 @@ attempt_context retry_state::begin_attempt(nanoseconds elapsed) {
     return ctx;
 }
 
-decision retry_state::on_outcome(const classification& c, nanoseconds elapsed) {
+decision retry_state::on_outcome(const classification& c, nanoseconds elapsed, const previous_outcome* outcome) {
     auto stop_with = [](stop_reason r) { return decision{decision::action::stop, r, {}, false}; };
     switch (c.kind) {
         case verdict::success:
+            // The budget refunds the last retry's cost (as the AWS SDKs' retry
+            // quota does), or success_refund when no retry was needed.
             if (p_->budget_) p_->budget_->release(last_cost_ ? last_cost_ : p_->budget_->settings().success_refund);
             return stop_with(stop_reason::success);
         case verdict::cancelled: return stop_with(stop_reason::cancelled);
@@ -188,7 +190,7 @@ decision retry_state::on_outcome(const classification& c, nanoseconds elapsed) {
         if (auto r = p_->stop_.check(attempts_, elapsed, d.delay)) return stop_with(*r);
         if (d.delay > cap && !p_->wait_out_pushback_) return stop_with(stop_reason::pushback);
     } else {
-        d.delay = p_->backoff_.delay(attempts_, previous_, [this] { return draw(); }, cap);
+        d.delay = p_->backoff_.delay(attempts_, previous_, [this] { return draw(); }, cap, outcome);
         if (auto r = p_->stop_.check(attempts_, elapsed, d.delay)) return stop_with(*r);
     }
     if (p_->budget_) {

@@ -1,0 +1,91 @@
+#pragma once
+#include <steadfast/engine/detail/retry_fsm.hpp>
+#include <steadfast/engine/watchable.hpp>
+
+#include <boost/asio/error.hpp>
+
+namespace steadfast::detail {
+
+retry_fsm::retry_fsm(const retry_policy& p) : state_(p) {}
+
+retry_summary retry_fsm::summary() const noexcept {
+    return {reason_, state_.attempts(), elapsed_, previous_.how_.ec};
+}
+
+bool retry_fsm::stop_requested() const noexcept {
+    return p().stop_when_ && (stop_fired_ || p().stop_when_->value());
+}
+
+classification retry_fsm::classify(const std::exception_ptr& e) const {
+    return p().exception_classifier_ ? p().exception_classifier_(e) : classify_exception(e);
+}
+
+retry_action retry_fsm::resume(const retry_event& ev) {
+    switch (at_) {
+        case phase::start:
+        case phase::waiting: return next(ev);
+        case phase::gate:
+            if (!ev.cancelled && !stop_requested() && !p().attempt_when_->value()) {
+                if (ev.expired) return finish(stop_reason::deadline, ev.elapsed);
+                // Woken for nothing (the gate opened and closed again): wait on.
+                return {retry_action::type::wait_gate, p().stop_.deadline().value_or(nanoseconds::max())};
+            }
+            return next(ev);
+        case phase::attempting: return after_attempt(ev);
+        case phase::done: break;
+    }
+    return {retry_action::type::done, {}};
+}
+
+// Before each attempt, in this order: the caller's cancellation, stop-when,
+// the gate, the deadline.
+retry_action retry_fsm::next(const retry_event& ev) {
+    if (ev.cancelled) return finish(stop_reason::cancelled, ev.elapsed);
+    if (stop_requested()) return finish(stop_reason::condition, ev.elapsed);
+    if (p().attempt_when_ && !p().attempt_when_->value()) {
+        at_ = phase::gate;
+        return {retry_action::type::wait_gate, p().stop_.deadline().value_or(nanoseconds::max())};
+    }
+    if (state_.out_of_time(ev.elapsed)) return finish(stop_reason::deadline, ev.elapsed);
+    ctx_ = state_.begin_attempt(ev.elapsed);
+    ctx_.previous = ctx_.number > 1 ? &previous_ : nullptr;
+    if (p().hooks_.before_attempt) p().hooks_.before_attempt(ctx_);
+    at_ = phase::attempting;
+    return {retry_action::type::attempt, {}};
+}
+
+retry_action retry_fsm::after_attempt(const retry_event& ev) {
+    classification c = ev.outcome;
+    if (ev.timed_out && c.kind != verdict::success) c = classification::retryable(error::attempt_timeout);
+    // A success that arrives after the caller cancelled still reports
+    // cancelled (the driver keeps the value).
+    if (ev.cancelled && c.kind != verdict::cancelled) c = classification::cancelled(boost::asio::error::operation_aborted);
+    previous_.how_ = c;
+    previous_.exception_ = ev.exception;
+    previous_.value_ = ev.value;
+    previous_.type_ = ev.type;
+
+    // A stop-when condition that cut the attempt short (or holds now) is the
+    // reason, unless the caller cancelled.
+    decision d;
+    if (!ev.cancelled && c.kind != verdict::success && stop_requested())
+        d = decision{decision::action::stop, stop_reason::condition, {}, false};
+    else
+        d = state_.on_outcome(c, ev.elapsed, &previous_);
+    if (p().hooks_.after_attempt) p().hooks_.after_attempt(ctx_, c, d);
+    if (d.what == decision::action::stop) return finish(d.reason, ev.elapsed);
+    at_ = phase::waiting;
+    // Zero delay still yields, so a retry loop never starves the event loop.
+    if (d.delay.count() > 0) return {retry_action::type::sleep, d.delay};
+    return {retry_action::type::yield, {}};
+}
+
+retry_action retry_fsm::finish(stop_reason why, nanoseconds elapsed) {
+    reason_ = why;
+    elapsed_ = elapsed;
+    at_ = phase::done;
+    if (why != stop_reason::success && p().hooks_.on_give_up) p().hooks_.on_give_up(summary());
+    return {retry_action::type::done, {}};
+}
+
+}  // namespace steadfast::detail
