@@ -6,6 +6,7 @@
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/system/system_error.hpp>
 #include <boost/test/unit_test.hpp>
@@ -197,6 +198,68 @@ BOOST_AUTO_TEST_CASE(the_next_attempt_and_the_backoff_see_the_previous_outcome) 
             BOOST_TEST(secs(r.elapsed()) == 7 + 1 + 1);  // 7 s after the 429, 1 s after the others
         }
     }
+}
+
+// Attempt timeouts share one timer per io_context (detail/attempt_watch.hpp):
+// many retries with different timeouts, started at different times, are each
+// cut at their own deadline, in both drivers.
+BOOST_AUTO_TEST_CASE(many_timeouts_each_at_its_own_deadline) {
+    virtual_time vt;
+    asio::io_context ioc;
+    std::vector<std::string> cut;  // "<op>@<virtual ms>"
+    int finished = 0;
+    for (int op = 0; op < 6; ++op) {
+        const auto timeout = std::chrono::milliseconds(3000 - 400 * op);  // later ops have shorter timeouts
+        const auto p = retry_policy{}.with_attempt_timeout(timeout).with_stop(stop::max_attempts(1));
+        auto slow = [&cut, op](const attempt_context&) -> asio::awaitable<error_code> {
+            try {
+                co_await virtual_sleep(1h);
+            } catch (const boost::system::system_error&) {
+                cut.push_back(std::to_string(op) + "@" +
+                              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                 manual_clock::now().time_since_epoch()).count()));
+            }
+            co_return asio::error::timed_out;
+        };
+        auto done = [&finished](retry_result<error_code> r) {
+            BOOST_TEST((r.last_error() == error_code(steadfast::error::attempt_timeout)));
+            ++finished;
+        };
+        // Started 100 ms apart; half as composed operations, half as coroutines.
+        manual_timer at(ioc, manual_clock::time_point(std::chrono::milliseconds(100 * op)));
+        auto start = std::make_shared<manual_timer>(std::move(at));
+        start->async_wait([&, p, slow, done, op, start](error_code) {
+            if (op % 2 == 0) {
+                steadfast::async_retry<manual_timer>(ioc.get_executor(), p, slow, done);
+            } else {
+                asio::co_spawn(ioc, steadfast::retry<manual_timer>(p, slow),
+                               [done](std::exception_ptr, retry_result<error_code> r) { done(std::move(r)); });
+            }
+        });
+    }
+    steadfast::run_virtual(ioc, manual_clock::time_point(2h));
+    BOOST_TEST(finished == 6);
+    // op k starts at 100k ms with a timeout of 3000 - 400k ms: cut at 3000 - 300k ms.
+    const std::vector<std::string> want{"5@1500", "4@1800", "3@2100", "2@2400", "1@2700", "0@3000"};
+    BOOST_TEST(cut == want, boost::test_tools::per_element());
+}
+
+// The shared timer is cancelled once no timeout is pending: a retry with a
+// one-hour timeout that succeeds at once does not keep run() for an hour.
+BOOST_AUTO_TEST_CASE(a_pending_timeout_never_keeps_run_from_returning) {
+    asio::io_context ioc;
+    const auto p = retry_policy{}.with_attempt_timeout(1h);
+    int ok = 0;
+    for (int i = 0; i < 3; ++i)
+        steadfast::async_retry(ioc.get_executor(), p,
+                               [](const attempt_context&) -> asio::awaitable<error_code> { co_return error_code{}; },
+                               [&](retry_result<error_code> r) { ok += r.ok(); });
+    asio::co_spawn(ioc, steadfast::retry(p, [](const attempt_context&) -> asio::awaitable<error_code> { co_return error_code{}; }),
+                   [&](std::exception_ptr, retry_result<error_code> r) { ok += r.ok(); });
+    const auto t0 = std::chrono::steady_clock::now();
+    ioc.run();  // would block for an hour if the timer stayed armed
+    BOOST_TEST(ok == 4);
+    BOOST_TEST((std::chrono::steady_clock::now() - t0 < 30s));
 }
 
 BOOST_AUTO_TEST_CASE(per_attempt_timeout_cancels_and_retries) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <steadfast/engine/classify.hpp>
+#include <steadfast/engine/detail/attempt_watch.hpp>
 #include <steadfast/engine/detail/retry_fsm.hpp>
 #include <steadfast/engine/policy.hpp>
 #include <steadfast/engine/result.hpp>
@@ -127,46 +128,29 @@ using retry_result_for = retry_result<detail::stored_t<detail::attempt_raw_t<A>>
 
 namespace detail {
 
-// The per-attempt cancellation signal of an attempt that has a timeout or a
-// stop-when condition: the caller's cancellation, the stop-when subscription
-// and the timeout's timer all emit on it. One timer wait and one subscription
-// per attempt; no coroutine or parallel group races the attempt. Shared with
-// the timer's wait, which may complete after the operation has ended.
-struct attempt_watch {
-    boost::asio::cancellation_signal signal;
-    std::uint32_t attempt = 0;  // the attempt in flight (0: none); a stale timer completion is ignored
-    bool timed_out = false;
-};
-
-// Arms the watch for the attempt the FSM is about to start.
+// Arms the watch (see detail/attempt_watch.hpp) for the attempt the FSM is
+// about to start: its timeout and its stop-when condition emit on its signal.
 template <class Timer>
-void arm_watch(retry_fsm& fsm, const std::shared_ptr<attempt_watch>& w, Timer& t, watchable::subscription& sub) {
+void arm_watch(retry_fsm& fsm, attempt_watch<Timer>& w, watchable::subscription& sub) {
     const attempt_context& ctx = fsm.context();
-    w->attempt = ctx.number;
-    w->timed_out = false;
-    if (ctx.timeout) {
-        t.expires_after(std::chrono::duration_cast<typename Timer::clock_type::duration>(*ctx.timeout));
-        t.async_wait([w, n = ctx.number](const error_code& ec) {
-            if (ec || w->attempt != n) return;  // cancelled, or the attempt has ended
-            w->timed_out = true;
-            w->signal.emit(boost::asio::cancellation_type::all);
-        });
-    }
+    w.attempt = ctx.number;
+    w.timed_out = false;
+    if (ctx.timeout) w.service->add(w, saturating_deadline(Timer::clock_type::now(), *ctx.timeout), ctx.number);
     if (watchable* c = fsm.stop_when())
-        c->subscribe(sub, [&fsm, sig = &w->signal](bool v) {
+        c->subscribe(sub, [&fsm, sig = &w.signal](bool v) {
             if (!v) return;
             fsm.stop_seen();
             sig->emit(boost::asio::cancellation_type::all);
         });
 }
 
-// After the attempt: ends the timer's wait and the subscription. Returns
-// whether the timeout fired first.
+// After the attempt: its timeout and subscription go. Returns whether the
+// timeout fired first.
 template <class Timer>
-bool disarm_watch(retry_fsm& fsm, attempt_watch& w, Timer& t, watchable::subscription& sub) {
+bool disarm_watch(attempt_watch<Timer>& w, watchable::subscription& sub) {
     sub.reset();
     w.attempt = 0;
-    if (fsm.context().timeout) t.cancel();
+    w.service->remove(w);
     return w.timed_out;
 }
 
@@ -229,49 +213,18 @@ retry_result<R> make_result(const retry_fsm& fsm, std::optional<R>&& value) {
 // are not in the frame of every pending retry (g++ 12 does not overlap frame
 // slots).
 
-template <class Timer>
-boost::asio::awaitable<Timer*> timer_of(std::optional<Timer>& t) {
-    if (!t) t.emplace(co_await boost::asio::this_coro::executor);
-    co_return &*t;
-}
-
 // A backoff sleep or a gate wait. Returns whether it ran out (not woken).
 template <class Timer>
 boost::asio::awaitable<bool> timed_wait(retry_fsm& fsm, std::optional<Timer>& timer, retry_action act,
                                         typename Timer::time_point start) {
     namespace asio = boost::asio;
-    Timer& t = *co_await timer_of(timer);
+    if (!timer) timer.emplace(co_await asio::this_coro::executor);  // made on the first wait
+    Timer& t = *timer;
     expire_for(t, act, start);
     watchable::subscription stop_sub, gate_sub;
     wake_on_conditions(fsm, t, stop_sub, gate_sub);
     auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
     co_return !ec;
-}
-
-// An attempt with its own cancellation signal (see attempt_watch). The
-// caller's cancellation reaches it through the same signal. Returns whether
-// the timeout fired first.
-template <class Raw, class Timer, class Fn>
-boost::asio::awaitable<bool> watched_attempt(retry_fsm& fsm, std::optional<Timer>& timer,
-                                             std::shared_ptr<attempt_watch>& watch, Fn& fn,
-                                             attempt_outcome<stored_t<Raw>>& out) {
-    namespace asio = boost::asio;
-    const auto cs = co_await asio::this_coro::cancellation_state;
-    if (!timer) timer.emplace(co_await asio::this_coro::executor);
-    Timer& t = *timer;
-    if (!watch) watch = std::make_shared<attempt_watch>();
-    watchable::subscription stop_sub;
-    arm_watch(fsm, watch, t, stop_sub);
-    auto slot = cs.slot();
-    if (slot.is_connected())
-        slot.assign([sig = &watch->signal](asio::cancellation_type type) { sig->emit(type); });
-    auto [e, o] = co_await asio::co_spawn(t.get_executor(), guarded_attempt<Raw>(fn, fsm.context()),
-                                          asio::bind_cancellation_slot(watch->signal.slot(),
-                                                                       asio::as_tuple(asio::use_awaitable)));
-    if (slot.is_connected()) slot.clear();
-    out = std::move(o);
-    if (e) out.error = e;
-    co_return disarm_watch(fsm, *watch, t, stop_sub);
 }
 
 }  // namespace detail
@@ -296,11 +249,13 @@ boost::asio::awaitable<retry_result_for<Attempt>> retry(retry_policy policy, Att
     using act = detail::retry_action::type;
 
     const auto cs = co_await asio::this_coro::cancellation_state;
+    const auto ex = co_await asio::this_coro::executor;
     const auto start = clock::now();
     detail::retry_fsm fsm(policy);
     std::optional<R> value;      // the latest attempt's
     std::optional<Timer> timer;  // made on the first wait: an instant success needs none
-    std::shared_ptr<detail::attempt_watch> watch;  // made on the first watched attempt
+    std::shared_ptr<detail::attempt_watch<Timer>> watch;  // leased on the first watched attempt
+    watchable::subscription attempt_sub;                  // stop-when, while a watched attempt runs
     detail::retry_event ev;
     for (;;) {
         ev.cancelled = detail::is_cancelled(cs);
@@ -310,7 +265,22 @@ boost::asio::awaitable<retry_result_for<Attempt>> retry(retry_policy policy, Att
         if (a.what == act::attempt) {
             detail::attempt_outcome<R> out;
             if (fsm.watch_attempt()) {
-                ev.timed_out = co_await detail::watched_attempt<raw_t>(fsm, timer, watch, parts::fn(attempt), out);
+                // The attempt gets its own cancellation signal (see
+                // detail/attempt_watch.hpp), in a coroutine of its own; the
+                // caller's cancellation reaches it through the same signal.
+                // (Here rather than in a helper coroutine: a frame less.)
+                if (!watch) watch = detail::attempt_timeouts<Timer>::of(ex).lease(ex);
+                detail::arm_watch(fsm, *watch, attempt_sub);
+                auto slot = cs.slot();
+                if (slot.is_connected())
+                    slot.assign([sig = &watch->signal](asio::cancellation_type type) { sig->emit(type); });
+                auto [e, o] = co_await asio::co_spawn(
+                    ex, detail::guarded_attempt<raw_t>(parts::fn(attempt), fsm.context()),
+                    asio::bind_cancellation_slot(watch->signal.slot(), asio::as_tuple(asio::use_awaitable)));
+                if (slot.is_connected()) slot.clear();
+                out = std::move(o);
+                if (e) out.error = e;
+                ev.timed_out = detail::disarm_watch(*watch, attempt_sub);
             } else {
                 // The fast path: the attempt runs inline in this frame.
                 try {
@@ -332,6 +302,7 @@ boost::asio::awaitable<retry_result_for<Attempt>> retry(retry_policy policy, Att
         }
         ev.elapsed = std::chrono::duration_cast<nanoseconds>(clock::now() - start);
     }
+    if (watch) watch->service->give_back(std::move(watch));
     co_return detail::make_result(fsm, std::move(value));
 }
 
@@ -371,7 +342,7 @@ public:
         std::optional<R> value;  // the latest attempt's
         timer_t timer;
         typename clock::time_point start = clock::time_point::min();  // min(): not started
-        std::shared_ptr<attempt_watch> watch;  // made on the first watched attempt
+        std::shared_ptr<attempt_watch<Timer>> watch;  // made on the first watched attempt
         watchable::subscription stop_sub, gate_sub;
     };
     using data_alloc = typename std::allocator_traits<Alloc>::template rebind_alloc<data>;
@@ -420,7 +391,7 @@ public:
         data& d = *d_;
         if (e) out.error = e;
         retry_event ev;
-        if (d.watch && d.watch->attempt) ev.timed_out = disarm_watch(d.fsm, *d.watch, d.timer, d.stop_sub);
+        if (d.watch && d.watch->attempt) ev.timed_out = disarm_watch(*d.watch, d.stop_sub);
         outcome_event(ev, d.fsm, parts::classifier(d.attempt), out, d.value);
         ev.elapsed = elapsed();
         ev.cancelled = cancelled(self);
@@ -482,8 +453,11 @@ private:
         auto attempt = asio::co_spawn(d.timer.get_executor(), guarded_attempt<raw_t>(parts::fn(d.attempt), d.fsm.context()),
                                       asio::deferred);
         if (!d.fsm.watch_attempt()) return on_ex(self, std::move(attempt));
-        if (!d.watch) d.watch = std::make_shared<attempt_watch>();
-        arm_watch(d.fsm, d.watch, d.timer, d.stop_sub);
+        if (!d.watch) {
+            const boost::asio::any_io_executor ex = d.timer.get_executor();
+            d.watch = attempt_timeouts<Timer>::of(ex).lease(ex);
+        }
+        arm_watch(d.fsm, *d.watch, d.stop_sub);
         // The caller's cancellation reaches the attempt through the watch's signal.
         auto slot = self.get_cancellation_state().slot();
         if (slot.is_connected())
@@ -494,6 +468,7 @@ private:
     template <class Self>
     void finish(Self& self) {
         retry_result<R> res = make_result(d_->fsm, std::move(d_->value));
+        if (d_->watch) d_->watch->service->give_back(std::move(d_->watch));
         auto slot = self.get_cancellation_state().slot();
         if (slot.is_connected()) slot.clear();
         release();  // before the handler runs, as Asio does
@@ -518,11 +493,13 @@ private:
 template <class Timer, class Executor, class Attempt, class Result>
 struct initiate_retry {
     template <class Handler>
-    void operator()(Handler&& handler, const Executor& ex, retry_policy p, Attempt a) const {
-        auto alloc = boost::asio::get_associated_allocator(handler);
+    // (`ex` by value: it may refer into the handler, which is moved from below.)
+    void operator()(Handler&& handler, Executor ex, retry_policy p, Attempt a) const {
+        std::decay_t<Handler> h(std::forward<Handler>(handler));  // a const or lvalue handler is copied
+        auto alloc = boost::asio::get_associated_allocator(h);
         using op = retry_op<Timer, Executor, Attempt, decltype(alloc)>;
         auto* d = op::make(alloc, ex, std::move(p), std::move(a));
-        boost::asio::async_compose<std::decay_t<Handler>, void(Result)>(op(d, alloc), handler, ex);
+        boost::asio::async_compose<std::decay_t<Handler>, void(Result)>(op(d, alloc), h, ex);
     }
 };
 

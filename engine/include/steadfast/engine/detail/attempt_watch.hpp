@@ -1,0 +1,191 @@
+// The per-attempt cancellation signal of an attempt that has a timeout or a
+// stop-when condition, and the one timer per execution context that serves
+// every attempt timeout on it.
+//
+// The caller's cancellation, the stop-when subscription and the timeout all
+// emit on the attempt's own signal, so no coroutine or parallel group races
+// the attempt. Attempt timeouts are kept in one ordered set per execution
+// context (and clock), served by one timer armed for the earliest: starting
+// an attempt whose deadline is later than the armed one (the usual case: the
+// next attempt of any retry) sets no OS timer, so a timeout costs a lock and
+// a tree insertion, not a system call. The timer is cancelled once no timeout
+// is pending, so it never keeps io_context::run() from returning.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/execution/context.hpp>
+#include <boost/asio/execution_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/query.hpp>
+#include <boost/intrusive/set.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace steadfast::detail {
+
+template <class Timer>
+class attempt_timeouts;
+
+template <class Timer>
+struct attempt_watch : std::enable_shared_from_this<attempt_watch<Timer>>,
+                       boost::intrusive::set_base_hook<boost::intrusive::link_mode<boost::intrusive::safe_link>> {
+    using time_point = typename Timer::time_point;
+
+    explicit attempt_watch(boost::asio::any_io_executor e) : ex(std::move(e)) {}
+    attempt_watch(const attempt_watch&) = delete;
+    attempt_watch& operator=(const attempt_watch&) = delete;
+    ~attempt_watch();
+
+    boost::asio::cancellation_signal signal;  // the attempt in flight's
+    boost::asio::any_io_executor ex;          // the operation's: where the signal is emitted
+    std::uint32_t attempt = 0;                // the attempt in flight (0: none); on `ex` only
+    bool timed_out = false;                   // on `ex` only
+    // Guarded by the service's mutex:
+    time_point deadline{};
+    std::uint32_t timing = 0;  // the attempt the deadline is for
+    attempt_timeouts<Timer>* service = nullptr;
+
+    friend bool operator<(const attempt_watch& a, const attempt_watch& b) noexcept { return a.deadline < b.deadline; }
+};
+
+template <class Timer>
+class attempt_timeouts final : public boost::asio::execution_context::service {
+public:
+    using watch = attempt_watch<Timer>;
+    using time_point = typename Timer::time_point;
+    static inline boost::asio::execution_context::id id;
+
+    explicit attempt_timeouts(boost::asio::execution_context& ctx) : service(ctx) {}
+
+    /// The service of `ex`'s execution context.
+    static attempt_timeouts& of(const boost::asio::any_io_executor& ex) {
+        return boost::asio::use_service<attempt_timeouts>(
+            boost::asio::query(ex, boost::asio::execution::context));
+    }
+
+    /// A watch for an operation on `ex`: one given back by an earlier
+    /// operation (its signal's memory already there), or a new one.
+    std::shared_ptr<watch> lease(const boost::asio::any_io_executor& ex) {
+        {
+            std::lock_guard lock(mu_);
+            if (!free_.empty()) {
+                auto w = std::move(free_.back());
+                free_.pop_back();
+                w->ex = ex;
+                return w;
+            }
+        }
+        auto w = std::make_shared<watch>(ex);
+        w->service = this;
+        return w;
+    }
+
+    /// The operation is done with `w`: kept for another one, unless
+    /// something else still holds it (a timeout's emission on its way).
+    void give_back(std::shared_ptr<watch> w) {
+        {
+            std::lock_guard lock(mu_);
+            if (w->is_linked()) set_.erase(set_.iterator_to(*w));
+            if (w.use_count() == 1 && free_.size() < max_free) {
+                w->attempt = 0;
+                w->timed_out = false;
+                free_.push_back(std::move(w));
+                return;
+            }
+        }
+        // Released here, outside the lock (its destructor takes it).
+    }
+
+    /// Attempt `n` of `w` times out at `deadline`: then its signal is emitted on its executor.
+    void add(watch& w, time_point deadline, std::uint32_t n) {
+        std::lock_guard lock(mu_);
+        if (w.is_linked()) set_.erase(set_.iterator_to(w));
+        w.deadline = deadline;
+        w.timing = n;
+        w.service = this;
+        set_.insert(w);
+        if (!timer_) timer_.emplace(w.ex);
+        if (deadline < armed_) arm(deadline);
+    }
+
+    /// The attempt ended: its timeout goes.
+    void remove(watch& w) {
+        std::lock_guard lock(mu_);
+        if (!w.is_linked()) return;
+        set_.erase(set_.iterator_to(w));
+        if (set_.empty() && armed_ != time_point::max() && !idle_check_) {
+            // Cancel the timer if nothing comes in the meantime (a retry that
+            // starts its next attempt at once keeps the timer as it is).
+            idle_check_ = true;
+            boost::asio::post(timer_->get_executor(), [this] {
+                std::lock_guard later(mu_);
+                idle_check_ = false;
+                if (set_.empty() && armed_ != time_point::max()) {
+                    armed_ = time_point::max();
+                    timer_->cancel();
+                }
+            });
+        }
+    }
+
+private:
+    void shutdown() override {
+        std::vector<std::shared_ptr<watch>> drop;  // destroyed outside the lock
+        std::lock_guard lock(mu_);
+        set_.clear();
+        drop.swap(free_);
+        armed_ = time_point::max();
+        timer_.reset();
+    }
+
+    // With mu_ held.
+    void arm(time_point at) {
+        armed_ = at;
+        timer_->expires_at(at);
+        timer_->async_wait([this, at](const boost::system::error_code& ec) {
+            if (!ec) fire(at);
+        });
+    }
+
+    void fire(time_point at) {
+        std::lock_guard lock(mu_);
+        if (at != armed_) return;  // re-armed since
+        armed_ = time_point::max();
+        const auto now = Timer::clock_type::now();
+        while (!set_.empty() && set_.begin()->deadline <= now) {
+            watch& w = *set_.begin();
+            set_.erase(set_.begin());
+            // Posted, never run here: the attempt's cancellation may end
+            // it, which removes timeouts under this lock.
+            if (auto sp = w.weak_from_this().lock())
+                boost::asio::post(w.ex, [sp = std::move(sp), n = w.timing] {
+                    if (sp->attempt != n) return;  // that attempt has ended
+                    sp->timed_out = true;
+                    sp->signal.emit(boost::asio::cancellation_type::all);
+                });
+        }
+        if (!set_.empty()) arm(set_.begin()->deadline);
+    }
+
+    using timer_type = typename Timer::template rebind_executor<boost::asio::any_io_executor>::other;
+    std::mutex mu_;
+    boost::intrusive::multiset<watch> set_;
+    std::optional<timer_type> timer_;          // made on first use
+    static constexpr std::size_t max_free = 64;
+    std::vector<std::shared_ptr<watch>> free_;  // given back, for the next operations
+    time_point armed_ = time_point::max();     // the pending wait's expiry (max: none)
+    bool idle_check_ = false;
+};
+
+template <class Timer>
+attempt_watch<Timer>::~attempt_watch() {
+    if (service) service->remove(*this);
+}
+
+}  // namespace steadfast::detail
