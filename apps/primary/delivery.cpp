@@ -10,7 +10,6 @@
 #include <steadfast/transport/envelope.hpp>
 
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -46,9 +45,10 @@ std::string_view hint_for(const std::string& link_error) {
 void node::start_processor(const std::string& stream) {
     auto& s = streams_[stream];
     s.wake = make_flag(ioc_.get_executor(), "pending-" + stream, true);
-    s.cancel = std::make_unique<asio::cancellation_signal>();
     streams_gauge_.Set(static_cast<double>(streams_.size()));
-    asio::co_spawn(ioc_, deliver(stream), asio::bind_cancellation_slot(s.cancel->slot(), [this, stream](std::exception_ptr e) {
+    // Shutdown and demotion end it through stop_: its send stops (the retry's
+    // stop-when) and so do its waits.
+    asio::co_spawn(ioc_, deliver(stream), [this, stream](std::exception_ptr e) {
         if (e) {
             try {
                 std::rethrow_exception(e);
@@ -56,16 +56,15 @@ void node::start_processor(const std::string& stream) {
                 app::log(level::error, "processor_failed", {{"stream", stream}, {"error", ex.what()}});
             }
         }
-        // Retired after the coroutine and this handler are done with the
-        // cancellation signal it owns; after a failure, a second later, so
-        // that a processor that fails at once cannot spin.
+        // Retired once the coroutine is gone; after a failure, a second
+        // later, so that a processor that fails at once cannot spin.
         if (!e) {
             asio::post(ioc_, [this, stream] { retire(stream); });
         } else {
             auto t = std::make_shared<asio::steady_timer>(ioc_, 1s);
             t->async_wait([this, stream, t](const boost::system::error_code&) { retire(stream); });
         }
-    }));
+    });
 }
 
 // The processor has ended: forget the stream, unless messages arrived in the
@@ -109,21 +108,14 @@ void node::purge_retained() {
     });
 }
 
-// Waits until `deadline`, or until `a` turns to `va`, or `b` to `vb`.
-// (Two plain pairs: g++ 12 rejects an initializer_list inside co_await.)
-asio::awaitable<void> node::wait(std::chrono::steady_clock::time_point deadline, condition* a, bool va, condition* b,
-                                 bool vb) {
-    if (a->value() == va || (b && b->value() == vb)) co_return;
-    asio::steady_timer t(ioc_, deadline);
-    watchable::subscription sa, sb;
-    a->subscribe(sa, [&t, va](bool now) {
-        if (now == va) t.cancel();
-    });
-    if (b)
-        b->subscribe(sb, [&t, vb](bool now) {
-            if (now == vb) t.cancel();
-        });
-    co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+// Waits until `c` holds or `deadline` passes: the conditions library's
+// deadline condition or'ed with `c`, awaited without polling.
+asio::awaitable<void> node::wait_until(std::chrono::steady_clock::time_point deadline, cond c) {
+    if (c.value()) co_return;
+    cond until_woken = c;
+    if (deadline != std::chrono::steady_clock::time_point::max())
+        until_woken = c || cond(make_deadline(ioc_.get_executor(), "deadline", deadline));
+    co_await until_woken->async_wait_until(true, asio::as_tuple(asio::use_awaitable));
 }
 
 http::request node::make_request(const std::string& stream, const std::vector<pending_message>& batch) const {
@@ -152,7 +144,7 @@ http::request node::make_request(const std::string& stream, const std::vector<pe
 // A read of the outbox failed: say so, and pause before the processor tries again.
 asio::awaitable<void> node::outbox_failed(const std::string& stream, const std::string& error) {
     app::log(level::error, "outbox_read_failed", {{"stream", stream}, {"error", error}});
-    co_await wait(std::chrono::steady_clock::now() + storage_pause, stop_.get().get(), true);
+    co_await wait_until(std::chrono::steady_clock::now() + storage_pause, stop_);
 }
 
 namespace {
@@ -168,11 +160,9 @@ struct rewind_facts {
 
 asio::awaitable<void> node::deliver(std::string stream) {
     stream_state& st = streams_.at(stream);  // map nodes are stable; erased only by retire(), after this ends
-    // No engine-level attempt timeout or stop-when here: each would race
-    // every attempt against a timer. The client's connect/write/read
-    // timeouts bound an attempt, and shutdown or demotion cancels the send
-    // in flight through this processor's cancellation signal (stop()).
-    co_await asio::this_coro::throw_if_cancelled(false);
+    // The client's connect/write/read timeouts bound an attempt; shutdown or
+    // demotion (stop_) ends the quick retries at once, cancelling the send in
+    // flight; no attempt starts while the secondary's probe fails.
     const auto quick = retry_policy{}
                            .with_backoff(backoff::exponential(100ms, 2.0, o_.max_backoff).with_jitter(jitter::full))
                            // A Retry-After up to the ladder's first step is waited here; a
@@ -180,6 +170,7 @@ asio::awaitable<void> node::deliver(std::string stream) {
                            // waits it out durably (next_step).
                            .with_max_delay(std::max<std::chrono::nanoseconds>(o_.max_backoff, ladder_.base_delay(1, {})))
                            .with_stop(stop::max_attempts(o_.quick_retries))
+                           .with_stop_when(stop_)
                            .with_attempt_when(online_)
                            .with_hooks({.before_attempt = [this](const attempt_context& c) {
                                attempts_.Increment();
@@ -190,7 +181,8 @@ asio::awaitable<void> node::deliver(std::string stream) {
     while (!stop_->value()) {
         if (st.window.empty() && st.next && !st.next->done->value()) {
             // The read-ahead is still running: wait for it rather than read twice.
-            co_await wait(std::chrono::steady_clock::time_point::max(), st.next->done.get(), true, stop_.get().get(), true);
+            const cond read_or_stop = cond(st.next->done) || stop_;  // named: g++ 12 and temporaries in co_await
+            co_await wait_until(std::chrono::steady_clock::time_point::max(), read_or_stop);
             if (stop_->value()) break;
         }
         if (st.window.size() < o_.batch_max) take_read_ahead(st);
@@ -216,7 +208,8 @@ asio::awaitable<void> node::deliver(std::string stream) {
             if (l.batch.empty()) {
                 // Nothing to send: wait a little for more, then retire.
                 check_drained();
-                co_await wait(std::chrono::steady_clock::now() + idle_grace, st.wake.get(), true, stop_.get().get(), true);
+                const cond more_or_stop = cond(st.wake) || stop_;
+                co_await wait_until(std::chrono::steady_clock::now() + idle_grace, more_or_stop);
                 if (st.wake->value()) continue;
                 break;
             }
@@ -229,13 +222,16 @@ asio::awaitable<void> node::deliver(std::string stream) {
         if (st.sched.next_at_ms > now_ms() && !woken_by_recovery) {
             const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(st.sched.next_at_ms - now_ms());
             if (online_->value()) {
-                co_await wait(until, stop_.get().get(), true, online_.get(), false);
+                const cond lost = stop_ || !cond(online_);
+                co_await wait_until(until, lost);
                 if (!online_->value() && !stop_->value()) {
-                    co_await wait(std::chrono::steady_clock::time_point::max(), stop_.get().get(), true, online_.get(), true);
+                    const cond back = stop_ || cond(online_);
+                    co_await wait_until(std::chrono::steady_clock::time_point::max(), back);
                     woken_by_recovery = true;
                 }
             } else {
-                co_await wait(until, stop_.get().get(), true, online_.get(), true);
+                const cond back = stop_ || cond(online_);
+                co_await wait_until(until, back);
                 woken_by_recovery = online_->value();
             }
             if (!woken_by_recovery && st.sched.next_at_ms > now_ms()) continue;
@@ -342,11 +338,11 @@ asio::awaitable<void> node::deliver(std::string stream) {
                     co_return;
                 }
                 if (!co_await dead_letter(stream, batch.front(), d.reason))
-                    co_await wait(std::chrono::steady_clock::now() + storage_pause, stop_.get().get(), true);
+                    co_await wait_until(std::chrono::steady_clock::now() + storage_pause, stop_);
                 break;
             case verdict::redeliver:
                 if (!co_await next_step(stream, batch.front(), d, server_wait))
-                    co_await wait(std::chrono::steady_clock::now() + storage_pause, stop_.get().get(), true);
+                    co_await wait_until(std::chrono::steady_clock::now() + storage_pause, stop_);
                 break;
             case verdict::rewind:
                 if (st.rewound_to == d.upto) {

@@ -13,7 +13,6 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/program_options.hpp>
@@ -65,7 +64,7 @@ node::node(const options& o, app::database& db)
       ladder_steps_(ladder_.steps()),
       link_(ioc_.get_executor(), link_options(o), o.connections),
       probe_client_(ioc_.get_executor(), secondary_options(o)),
-      shutdown_(make_flag(ioc_.get_executor(), "shutdown-requested")),
+      shutdown_(make_shutdown_requested(ioc_.get_executor(), {SIGINT, SIGTERM})),
       demoted_(make_demoted(ioc_.get_executor(), o.epoch)),
       stop_(cond(shutdown_) || cond(demoted_)),
       registry_(std::make_shared<prometheus::Registry>()),
@@ -185,9 +184,9 @@ int node::run() {
     }
     server_ = server ? &*server : nullptr;
 
-    asio::signal_set signals(ioc_, SIGINT, SIGTERM);
-    signals.async_wait([this](const boost::system::error_code& ec, int sig) {
-        if (!ec) stop("signal " + std::to_string(sig));
+    watchable::subscription shutdown_sub;
+    shutdown_->subscribe(shutdown_sub, [this](bool v) {
+        if (v && shutdown_->signal_number()) stop("signal " + std::to_string(shutdown_->signal_number()));
     });
     app::token_reloader reload(ioc_.get_executor(), o_.token_file, tokens_);
     demoted_->subscribe(demoted_sub_, [this](bool v) {
@@ -227,10 +226,8 @@ void node::stop(const std::string& why, int code) {
     if (stopping_) return;
     stopping_ = true;
     app::log(code == exit_ok ? level::info : level::error, "shutting_down", {{"reason", why}, {"pending", pending_total_}});
-    shutdown_->set();
+    shutdown_->request();  // stop_: the processors' sends and waits end
     online_->stop();
-    for (auto& [name, st] : streams_)
-        if (st.cancel) st.cancel->emit(asio::cancellation_type::terminal);  // sends in flight
     for (auto& [name, t] : trims_)
         if (t->target.load() > 0) trim(name, t);  // the db thread finishes it before exit
     asio::co_spawn(ioc_, [this]() -> asio::awaitable<void> {

@@ -22,7 +22,6 @@
 #include <steadfast/transport/pool.hpp>
 #include <steadfast/transport/server.hpp>
 
-#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
 
 #include <atomic>
@@ -91,7 +90,6 @@ struct stream_state {
     bool more_maybe = false;        // the last read found rows: there may be more
     std::shared_ptr<read_ahead> next;  // the next rows, read while a batch is in flight
     schedule sched;
-    std::unique_ptr<boost::asio::cancellation_signal> cancel;  // stop() ends the send in flight
 };
 
 // Acknowledgements are coalesced: the outbox is marked up to the latest target
@@ -124,8 +122,7 @@ private:
     // delivery.cpp
     void start_processor(const std::string& stream);
     boost::asio::awaitable<void> deliver(std::string stream);
-    boost::asio::awaitable<void> wait(std::chrono::steady_clock::time_point deadline, condition* a, bool va,
-                                      condition* b = nullptr, bool vb = false);
+    boost::asio::awaitable<void> wait_until(std::chrono::steady_clock::time_point deadline, cond c);
     boost::asio::awaitable<bool> probe();
     boost::asio::awaitable<void> outbox_failed(const std::string& stream, const std::string& error);
     http::request make_request(const std::string& stream, const std::vector<pending_message>& batch) const;
@@ -154,7 +151,7 @@ private:
     http::client_pool link_;
     http::client probe_client_;
     std::vector<std::string> tokens_;  // --token-file: the first is sent, any is accepted on /publish
-    std::shared_ptr<flag> shutdown_;
+    std::shared_ptr<shutdown_condition> shutdown_;  // SIGINT, SIGTERM or stop()
     std::shared_ptr<epoch_fence> demoted_;
     cond stop_;
     std::shared_ptr<probe_condition<>> online_;

@@ -185,7 +185,8 @@ BOOST_AUTO_TEST_CASE(the_gate_waits_until_open_or_the_deadline) {
     }
     {
         // No deadline: the gate waits without a limit.
-        retry_fsm fsm(retry_policy{}.with_attempt_when(open));
+        const auto gated = retry_policy{}.with_attempt_when(open);
+        retry_fsm fsm(gated);
         auto a = fsm.resume(at(0s));
         BOOST_TEST((a.what == act::wait_gate));
         BOOST_TEST((a.at == std::chrono::nanoseconds::max()));

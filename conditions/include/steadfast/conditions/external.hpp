@@ -55,11 +55,16 @@ public:
         for (int s : signals) signals_.add(s);
     }
     void start() {
-        signals_.async_wait([weak = weak_from_this()](error_code ec, int) {
+        signals_.async_wait([weak = weak_from_this()](error_code ec, int sig) {
             if (ec) return;
-            if (auto self = std::static_pointer_cast<shutdown_condition>(weak.lock())) self->assign(true);
+            if (auto self = std::static_pointer_cast<shutdown_condition>(weak.lock())) {
+                self->signal_ = sig;
+                self->assign(true);
+            }
         });
     }
+    /// The signal that requested the shutdown (0: none, or request()).
+    int signal_number() const noexcept { return signal_; }
     void request() {
         boost::asio::dispatch(get_executor(), [self = std::static_pointer_cast<shutdown_condition>(shared_from_this())] {
             self->assign(true);
@@ -69,6 +74,7 @@ public:
 
 private:
     boost::asio::signal_set signals_;
+    int signal_ = 0;  // on the condition's executor
 };
 
 inline std::shared_ptr<shutdown_condition> make_shutdown_requested(condition::executor_type ex,

@@ -144,7 +144,9 @@ private:
 /// delay, or to stop and why. The decision loop (detail/retry_fsm.hpp) uses it.
 class retry_state {
 public:
+    /// Keeps a reference to `p`'s data: the policy must outlive it.
     explicit retry_state(const retry_policy& p);
+    retry_state(retry_policy&&) = delete;
 
     /// Whether no attempt may start at `elapsed`: the stop condition's
     /// deadline has been reached (an attempt would get a zero timeout).

@@ -49,7 +49,9 @@ struct retry_event {
 
 class retry_fsm {
 public:
+    /// Keeps a reference to `p`'s data: the policy must outlive it.
     explicit retry_fsm(const retry_policy& p);
+    retry_fsm(retry_policy&&) = delete;
 
     /// The first call starts the operation (elapsed 0, nothing else set).
     retry_action resume(const retry_event& ev);
