@@ -213,6 +213,7 @@ int node::run() {
     if (o_.from_stdin) reader = std::thread([this] { read_stdin(); });
     check_drained();
     ioc_.run();
+    shutdown_->release_signals();  // a second SIGINT or SIGTERM now ends the process at once
     if (reader.joinable()) {
         stdin_stop_ = true;  // it notices within 100 ms
         reader.join();

@@ -284,4 +284,34 @@ BOOST_AUTO_TEST_CASE(the_previous_outcome_reaches_the_next_attempt_and_a_custom_
     BOOST_TEST(backoff_saw == (std::vector<int>{250, -1}), boost::test_tools::per_element());
 }
 
+BOOST_AUTO_TEST_CASE(the_after_hook_sees_the_attempt_before_and_a_hint_is_not_cut_by_the_gate) {
+    auto open = std::make_shared<toggle>(true);
+    std::vector<std::string> seen;
+    const auto p = retry_policy{}
+                       .with_backoff(backoff::fixed(1s))
+                       .with_max_delay(1min)
+                       .with_stop(stop::max_attempts(3))
+                       .with_attempt_when(open)
+                       .with_hooks({.after_attempt = [&](const attempt_context& c, const classification& now, const decision&) {
+                           seen.push_back(std::to_string(c.number) + ": now " + now.ec.message() + ", before " +
+                                          (c.previous ? c.previous->how().ec.message() : std::string("none")));
+                       }});
+    retry_fsm fsm(p);
+    fsm.resume(at(0s));
+    auto a = fsm.resume(failed(1ms, boost::asio::error::connection_refused));
+    BOOST_TEST((a.what == act::sleep));
+    BOOST_TEST(a.wake_on_gate);  // an ordinary backoff sleep ends when the gate opens
+    fsm.resume(at(1s));
+    retry_event hinted = at(1s);
+    hinted.outcome = classification::retryable(boost::asio::error::try_again, 30s);
+    a = fsm.resume(hinted);
+    BOOST_TEST((a.what == act::sleep));
+    BOOST_TEST((a.at == 30s));
+    BOOST_TEST(!a.wake_on_gate);  // a server's wait is not cut short
+    BOOST_REQUIRE(seen.size() == 2u);
+    BOOST_TEST(seen[0] == "1: now " + error_code(boost::asio::error::connection_refused).message() + ", before none");
+    BOOST_TEST(seen[1] == "2: now " + error_code(boost::asio::error::try_again).message() + ", before " +
+                              error_code(boost::asio::error::connection_refused).message());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

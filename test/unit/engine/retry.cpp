@@ -8,6 +8,8 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
 #include <boost/test/unit_test.hpp>
 
@@ -35,6 +37,20 @@ auto failing_until(int succeed_at, error_code ec = asio::error::connection_refus
     };
 }
 
+}  // namespace
+
+namespace {
+// A gate for the engine alone (the conditions library has the real ones).
+struct manual_flag final : steadfast::watchable {
+    manual_flag() : watchable("flag") {}
+    bool value() const override { return v_; }
+    void set(bool v) {
+        if (v == v_) return;
+        v_ = v;
+        notify(v);
+    }
+    bool v_ = false;
+};
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(engine_retry)
@@ -256,10 +272,62 @@ BOOST_AUTO_TEST_CASE(a_pending_timeout_never_keeps_run_from_returning) {
                                [&](retry_result<error_code> r) { ok += r.ok(); });
     asio::co_spawn(ioc, steadfast::retry(p, [](const attempt_context&) -> asio::awaitable<error_code> { co_return error_code{}; }),
                    [&](std::exception_ptr, retry_result<error_code> r) { ok += r.ok(); });
+    // A deadline at the clock's end (never) next to a short timeout that
+    // passes while the other attempt runs: the timer is never armed at the end.
+    const auto never = retry_policy{}.with_stop(stop::max_elapsed(nanoseconds::max()));
+    const auto short_timeout = retry_policy{}.with_attempt_timeout(10ms);
+    auto sleep_for = [&ioc](std::chrono::milliseconds d) {
+        return [&ioc, d](const attempt_context&) -> asio::awaitable<error_code> {
+            asio::steady_timer t(ioc, d);
+            co_await t.async_wait(asio::use_awaitable);
+            co_return error_code{};
+        };
+    };
+    for (int form = 0; form < 2; ++form) {
+        if (form == 0) {
+            steadfast::async_retry(ioc.get_executor(), never, sleep_for(30ms), [&](retry_result<error_code> r) { ok += r.ok(); });
+            steadfast::async_retry(ioc.get_executor(), short_timeout, sleep_for(1ms), [&](retry_result<error_code> r) { ok += r.ok(); });
+        } else {
+            asio::co_spawn(ioc, steadfast::retry(never, sleep_for(30ms)),
+                           [&](std::exception_ptr, retry_result<error_code> r) { ok += r.ok(); });
+            asio::co_spawn(ioc, steadfast::retry(short_timeout, sleep_for(1ms)),
+                           [&](std::exception_ptr, retry_result<error_code> r) { ok += r.ok(); });
+        }
+    }
+    // An executor that counts as outstanding work is not kept by the shared
+    // timer or a pooled attempt signal.
+    steadfast::async_retry(asio::prefer(ioc.get_executor(), asio::execution::outstanding_work.tracked), p,
+                           [](const attempt_context&) -> asio::awaitable<error_code> { co_return error_code{}; },
+                           [&](retry_result<error_code> r) { ok += r.ok(); });
     const auto t0 = std::chrono::steady_clock::now();
-    ioc.run();  // would block for an hour if the timer stayed armed
-    BOOST_TEST(ok == 4);
+    ioc.run();  // would block for an hour, or for ever, if the timer or an executor stayed
+    BOOST_TEST(ok == 9);
     BOOST_TEST((std::chrono::steady_clock::now() - t0 < 30s));
+}
+
+// A server's Retry-After wait is never cut short, not even by the gate
+// opening (which ends an ordinary backoff sleep early).
+BOOST_AUTO_TEST_CASE(the_gate_does_not_shorten_a_retry_after) {
+    virtual_time vt;
+    asio::io_context ioc;
+    auto gate = std::make_shared<manual_flag>();
+    gate->set(true);
+    const auto p = retry_policy{}.with_backoff(backoff::fixed(1s)).with_max_delay(1min).with_attempt_when(gate);
+    std::vector<std::int64_t> starts;
+    auto send = [&](const attempt_context&) -> asio::awaitable<attempt_result<int>> {
+        starts.push_back(secs(manual_clock::now().time_since_epoch()));
+        if (starts.size() == 1) co_return attempt_result<int>::retry(asio::error::try_again, 30s);
+        co_return 200;
+    };
+    // The gate closes and opens again 5 s into the 30 s wait.
+    manual_timer blink(ioc, manual_clock::time_point(5s));
+    blink.async_wait([&](error_code) {
+        gate->set(false);
+        gate->set(true);
+    });
+    auto r = steadfast_test::run_virtual(ioc, steadfast::retry<manual_timer>(p, send));
+    BOOST_TEST(r.ok());
+    BOOST_TEST(starts == (std::vector<std::int64_t>{0, 30}), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(per_attempt_timeout_cancels_and_retries) {

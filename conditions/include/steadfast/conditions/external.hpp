@@ -65,6 +65,12 @@ public:
     }
     /// The signal that requested the shutdown (0: none, or request()).
     int signal_number() const noexcept { return signal_; }
+    /// Stops catching the signals, so that their default action returns: for
+    /// the last part of a shutdown, where a second Ctrl-C should end the process.
+    void release_signals() {
+        error_code ignored;
+        signals_.clear(ignored);
+    }
     void request() {
         boost::asio::dispatch(get_executor(), [self = std::static_pointer_cast<shutdown_condition>(shared_from_this())] {
             self->assign(true);

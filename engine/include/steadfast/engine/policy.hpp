@@ -119,7 +119,8 @@ public:
     /// The retry ends with stop_reason::condition as soon as `c` is true, also in
     /// the middle of a sleep or an attempt (the attempt is cancelled).
     retry_policy with_stop_when(std::shared_ptr<watchable> c) const;
-    /// No attempt starts while `c` is false; a pending sleep ends early when it turns true.
+    /// No attempt starts while `c` is false; a pending sleep ends early when it
+    /// turns true (not a server's Retry-After wait, which is never shortened).
     retry_policy with_attempt_when(std::shared_ptr<watchable> c) const;
 
     const backoff& get_backoff() const noexcept { return d_->backoff_; }

@@ -159,14 +159,15 @@ bool disarm_watch(attempt_watch<Timer>& w, watchable::subscription& sub) {
 // (Two pointers each: the callbacks fit std::function's small buffer, so a
 // subscription allocates nothing.)
 template <class Timer>
-void wake_on_conditions(retry_fsm& fsm, Timer& t, watchable::subscription& stop_sub, watchable::subscription& gate_sub) {
+void wake_on_conditions(retry_fsm& fsm, const retry_action& act, Timer& t, watchable::subscription& stop_sub,
+                        watchable::subscription& gate_sub) {
     if (watchable* c = fsm.stop_when())
         c->subscribe(stop_sub, [&fsm, &t](bool v) {
             if (!v) return;
             fsm.stop_seen();
             t.cancel();
         });
-    if (watchable* g = fsm.gate())
+    if (watchable* g = fsm.gate(); g && act.wake_on_gate)
         g->subscribe(gate_sub, [&t](bool v) {
             if (v) t.cancel();
         });
@@ -222,7 +223,7 @@ boost::asio::awaitable<bool> timed_wait(retry_fsm& fsm, std::optional<Timer>& ti
     Timer& t = *timer;
     expire_for(t, act, start);
     watchable::subscription stop_sub, gate_sub;
-    wake_on_conditions(fsm, t, stop_sub, gate_sub);
+    wake_on_conditions(fsm, act, t, stop_sub, gate_sub);
     auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
     co_return !ec;
 }
@@ -237,8 +238,11 @@ boost::asio::awaitable<bool> timed_wait(retry_fsm& fsm, std::optional<Timer>& ti
 /// terminal by default, partial and total after reset_cancellation_state)
 /// ends the retry promptly with stop_reason::cancelled: the sleep or the
 /// attempt in flight is cancelled and awaited; a success that arrives after
-/// cancellation still reports cancelled, with the value kept. `Timer` selects
-/// the clock, so tests run on steadfast::manual_timer.
+/// cancellation still reports cancelled, with the value kept. On a
+/// multi-threaded io_context, run the calling coroutine on a strand, as for any
+/// per-operation cancellation: a timeout or stop-when cancels the attempt from
+/// the executor. `Timer` selects the clock, so tests run on
+/// steadfast::manual_timer.
 template <class Timer = boost::asio::steady_timer, class Attempt>
 boost::asio::awaitable<retry_result_for<Attempt>> retry(retry_policy policy, Attempt attempt) {
     namespace asio = boost::asio;
@@ -446,7 +450,7 @@ private:
             case act::sleep:
             case act::wait_gate:
                 expire_for(d.timer, a, d.start);
-                wake_on_conditions(d.fsm, d.timer, d.stop_sub, d.gate_sub);
+                wake_on_conditions(d.fsm, a, d.timer, d.stop_sub, d.gate_sub);
                 return on_ex(self, [&d](auto&& h) { d.timer.async_wait(std::move(h)); });
             case act::attempt: break;
         }

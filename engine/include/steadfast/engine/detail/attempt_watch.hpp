@@ -15,7 +15,9 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/execution/context.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/execution_context.hpp>
+#include <boost/asio/prefer.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/query.hpp>
 #include <boost/intrusive/set.hpp>
@@ -70,18 +72,21 @@ public:
     }
 
     /// A watch for an operation on `ex`: one given back by an earlier
-    /// operation (its signal's memory already there), or a new one.
+    /// operation (its signal's memory already there), or a new one. It keeps
+    /// `ex` without counting as outstanding work: a pooled watch or the
+    /// service's timer must never keep io_context::run() from returning.
     std::shared_ptr<watch> lease(const boost::asio::any_io_executor& ex) {
+        boost::asio::any_io_executor plain = boost::asio::prefer(ex, boost::asio::execution::outstanding_work.untracked);
         {
             std::lock_guard lock(mu_);
             if (!free_.empty()) {
                 auto w = std::move(free_.back());
                 free_.pop_back();
-                w->ex = ex;
+                w->ex = std::move(plain);
                 return w;
             }
         }
-        auto w = std::make_shared<watch>(ex);
+        auto w = std::make_shared<watch>(std::move(plain));
         w->service = this;
         return w;
     }
@@ -89,12 +94,14 @@ public:
     /// The operation is done with `w`: kept for another one, unless
     /// something else still holds it (a timeout's emission on its way).
     void give_back(std::shared_ptr<watch> w) {
+        w->signal.slot().clear();  // the last attempt's handler, and the executor it holds
         {
             std::lock_guard lock(mu_);
-            if (w->is_linked()) set_.erase(set_.iterator_to(*w));
+            unlink(*w);
             if (w.use_count() == 1 && free_.size() < max_free) {
                 w->attempt = 0;
                 w->timed_out = false;
+                w->ex = {};
                 free_.push_back(std::move(w));
                 return;
             }
@@ -102,13 +109,14 @@ public:
         // Released here, outside the lock (its destructor takes it).
     }
 
-    /// Attempt `n` of `w` times out at `deadline`: then its signal is emitted on its executor.
+    /// Attempt `n` of `w` times out at `deadline`: then its signal is emitted
+    /// on its executor. A deadline at the clock's end never comes: nothing to do.
     void add(watch& w, time_point deadline, std::uint32_t n) {
         std::lock_guard lock(mu_);
-        if (w.is_linked()) set_.erase(set_.iterator_to(w));
+        unlink(w);
+        if (deadline == time_point::max()) return;
         w.deadline = deadline;
         w.timing = n;
-        w.service = this;
         set_.insert(w);
         if (!timer_) timer_.emplace(w.ex);
         if (deadline < armed_) arm(deadline);
@@ -117,6 +125,21 @@ public:
     /// The attempt ended: its timeout goes.
     void remove(watch& w) {
         std::lock_guard lock(mu_);
+        unlink(w);
+    }
+
+private:
+    void shutdown() override {
+        std::vector<std::shared_ptr<watch>> drop;  // destroyed outside the lock
+        std::lock_guard lock(mu_);
+        set_.clear();
+        drop.swap(free_);
+        armed_ = time_point::max();
+        timer_.reset();
+    }
+
+    // With mu_ held.
+    void unlink(watch& w) {
         if (!w.is_linked()) return;
         set_.erase(set_.iterator_to(w));
         if (set_.empty() && armed_ != time_point::max() && !idle_check_) {
@@ -134,17 +157,7 @@ public:
         }
     }
 
-private:
-    void shutdown() override {
-        std::vector<std::shared_ptr<watch>> drop;  // destroyed outside the lock
-        std::lock_guard lock(mu_);
-        set_.clear();
-        drop.swap(free_);
-        armed_ = time_point::max();
-        timer_.reset();
-    }
-
-    // With mu_ held.
+    // With mu_ held; `at` is never the clock's end.
     void arm(time_point at) {
         armed_ = at;
         timer_->expires_at(at);
@@ -154,23 +167,33 @@ private:
     }
 
     void fire(time_point at) {
-        std::lock_guard lock(mu_);
-        if (at != armed_) return;  // re-armed since
-        armed_ = time_point::max();
-        const auto now = Timer::clock_type::now();
-        while (!set_.empty() && set_.begin()->deadline <= now) {
-            watch& w = *set_.begin();
-            set_.erase(set_.begin());
-            // Posted, never run here: the attempt's cancellation may end
-            // it, which removes timeouts under this lock.
-            if (auto sp = w.weak_from_this().lock())
-                boost::asio::post(w.ex, [sp = std::move(sp), n = w.timing] {
-                    if (sp->attempt != n) return;  // that attempt has ended
-                    sp->timed_out = true;
-                    sp->signal.emit(boost::asio::cancellation_type::all);
-                });
+        struct emission {
+            std::shared_ptr<watch> w;
+            std::uint32_t attempt;
+            boost::asio::any_io_executor ex;
+        };
+        std::vector<emission> due;
+        {
+            std::lock_guard lock(mu_);
+            if (at != armed_) return;  // re-armed since
+            armed_ = time_point::max();
+            const auto now = Timer::clock_type::now();
+            while (!set_.empty() && set_.begin()->deadline <= now) {
+                watch& w = *set_.begin();
+                set_.erase(set_.begin());
+                if (auto sp = w.weak_from_this().lock()) due.push_back({std::move(sp), w.timing, w.ex});
+            }
+            if (!set_.empty()) arm(set_.begin()->deadline);
         }
-        if (!set_.empty()) arm(set_.begin()->deadline);
+        // Outside the lock, and posted rather than run here: the attempt's
+        // cancellation may end it, which removes timeouts under the lock.
+        for (auto& [sp, n, ex] : due) {
+            boost::asio::post(ex, [sp = std::move(sp), n = n] {
+                if (sp->attempt != n) return;  // that attempt has ended
+                sp->timed_out = true;
+                sp->signal.emit(boost::asio::cancellation_type::all);
+            });
+        }
     }
 
     using timer_type = typename Timer::template rebind_executor<boost::asio::any_io_executor>::other;

@@ -31,6 +31,9 @@ struct retry_action {
     /// sleep: the delay. wait_gate: the deadline as time since the start
     /// (nanoseconds::max(): none).
     nanoseconds at{};
+    /// sleep: the gate opening ends it early (not when the delay is a
+    /// server's pushback hint: that wait is never shortened).
+    bool wake_on_gate = true;
 };
 
 /// What the driver saw since the last action.

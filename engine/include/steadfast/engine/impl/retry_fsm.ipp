@@ -60,10 +60,11 @@ retry_action retry_fsm::after_attempt(const retry_event& ev) {
     // A success that arrives after the caller cancelled still reports
     // cancelled (the driver keeps the value).
     if (ev.cancelled && c.kind != verdict::cancelled) c = classification::cancelled(boost::asio::error::operation_aborted);
-    previous_.how_ = c;
-    previous_.exception_ = ev.exception;
-    previous_.value_ = ev.value;
-    previous_.type_ = ev.type;
+    previous_outcome now;
+    now.how_ = c;
+    now.exception_ = ev.exception;
+    now.value_ = ev.value;
+    now.type_ = ev.type;
 
     // A stop-when condition that cut the attempt short (or holds now) is the
     // reason, unless the caller cancelled.
@@ -71,12 +72,24 @@ retry_action retry_fsm::after_attempt(const retry_event& ev) {
     if (!ev.cancelled && c.kind != verdict::success && stop_requested())
         d = decision{decision::action::stop, stop_reason::condition, {}, false};
     else
-        d = state_.on_outcome(c, ev.elapsed, &previous_);
-    if (p().hooks_.after_attempt) p().hooks_.after_attempt(ctx_, c, d);
+        d = state_.on_outcome(c, ev.elapsed, &now);  // a custom backoff sees this outcome
+    if (p().hooks_.after_attempt) {
+        // The hook sees the attempt's context as the attempt did, except the
+        // value before: the driver keeps only the latest value.
+        attempt_context seen = ctx_;
+        previous_outcome before;
+        if (seen.previous) {
+            before.how_ = previous_.how_;
+            before.exception_ = previous_.exception_;
+            seen.previous = &before;
+        }
+        p().hooks_.after_attempt(seen, c, d);
+    }
+    previous_ = std::move(now);
     if (d.what == decision::action::stop) return finish(d.reason, ev.elapsed);
     at_ = phase::waiting;
     // Zero delay still yields, so a retry loop never starves the event loop.
-    if (d.delay.count() > 0) return {retry_action::type::sleep, d.delay};
+    if (d.delay.count() > 0) return {retry_action::type::sleep, d.delay, !d.hinted};
     return {retry_action::type::yield, {}};
 }
 
