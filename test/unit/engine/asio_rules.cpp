@@ -204,22 +204,41 @@ BOOST_AUTO_TEST_CASE(strands_threads_and_conditions_set_from_elsewhere) {
         auto elsewhere = asio::make_strand(ioc);
         auto gate = make_flag(asio::any_io_executor(strand), "gate");
         gates.push_back(gate);
-        const auto policy = retry_policy{}
-                                .with_backoff(backoff::fixed(1ms))
-                                .with_stop(stop::max_attempts(5))
-                                .with_attempt_when(gate)
-                                .with_stop_when(make_flag(asio::any_io_executor(strand), "stop"))
-                                .with_hooks({.before_attempt = [strand, &off](const attempt_context&) {
-                                    if (!strand.running_in_this_thread()) ++off;
-                                }});
-        auto attempt = [strand, &off](const attempt_context& c) -> asio::awaitable<error_code> {
+        auto policy = retry_policy{}
+                          .with_backoff(backoff::fixed(1ms))
+                          .with_stop(stop::max_attempts(5))
+                          .with_attempt_when(gate)
+                          .with_stop_when(make_flag(asio::any_io_executor(strand), "stop"))
+                          .with_hooks({.before_attempt = [strand, &off](const attempt_context&) {
+                              if (!strand.running_in_this_thread()) ++off;
+                          }});
+        // Every other one has an attempt timeout, which its first attempt
+        // overruns: the shared timeout timer fires from either thread and
+        // the cancellation is delivered on the operation's strand.
+        const bool timed = i % 2 == 1;
+        if (timed) policy = policy.with_attempt_timeout(5ms);
+        auto attempt = [strand, &off, timed](const attempt_context& c) -> asio::awaitable<error_code> {
             if (!strand.running_in_this_thread()) ++off;
+            if (timed && c.number == 1) {
+                asio::steady_timer t(co_await asio::this_coro::executor, 10s);
+                auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+                if (!strand.running_in_this_thread()) ++off;
+                co_return ec;
+            }
             co_return c.number < 3 ? error_code(asio::error::host_unreachable) : error_code{};
         };
-        steadfast::async_retry(asio::any_io_executor(strand), policy, attempt,
-                               asio::bind_executor(elsewhere, [&done, elsewhere](result_t r) {
-                                   if (r.ok() && r.attempts() == 3u && elsewhere.running_in_this_thread()) ++done;
-                               }));
+        auto check = [&done, elsewhere](result_t r) {
+            if (r.ok() && r.attempts() == 3u && elsewhere.running_in_this_thread()) ++done;
+        };
+        if (i % 4 < 2) {
+            steadfast::async_retry(asio::any_io_executor(strand), policy, attempt, asio::bind_executor(elsewhere, check));
+        } else {
+            // The coroutine driver on the strand.
+            asio::co_spawn(strand, steadfast::retry(policy, attempt),
+                           asio::bind_executor(elsewhere, [check](std::exception_ptr e, result_t r) {
+                               if (!e) check(std::move(r));
+                           }));
+        }
     }
     std::thread setter([&] {
         for (auto& g : gates) g->set();
