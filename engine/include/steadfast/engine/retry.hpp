@@ -129,9 +129,15 @@ using retry_result_for = retry_result<detail::stored_t<detail::attempt_raw_t<A>>
 namespace detail {
 
 // Arms the watch (see detail/attempt_watch.hpp) for the attempt the FSM is
-// about to start: its timeout and its stop-when condition emit on its signal.
+// about to start, leasing one on first use: its timeout and its stop-when
+// condition emit on its signal, and so does the caller's cancellation,
+// through a forwarder on `caller` (the slot the driver's own cancellation
+// state hands to children).
 template <class Timer>
-void arm_watch(retry_fsm& fsm, attempt_watch<Timer>& w, watchable::subscription& sub) {
+void arm_watch(retry_fsm& fsm, std::shared_ptr<attempt_watch<Timer>>& watch, const boost::asio::any_io_executor& ex,
+               watchable::subscription& sub, boost::asio::cancellation_slot caller) {
+    if (!watch) watch = attempt_timeouts<Timer>::of(ex).lease(ex);
+    attempt_watch<Timer>& w = *watch;
     const attempt_context& ctx = fsm.context();
     w.attempt = ctx.number;
     w.timed_out = false;
@@ -142,6 +148,8 @@ void arm_watch(retry_fsm& fsm, attempt_watch<Timer>& w, watchable::subscription&
             fsm.stop_seen();
             sig->emit(boost::asio::cancellation_type::all);
         });
+    if (caller.is_connected())
+        caller.assign([sig = &w.signal](boost::asio::cancellation_type type) { sig->emit(type); });
 }
 
 // After the attempt: its timeout and subscription go. Returns whether the
@@ -273,11 +281,8 @@ boost::asio::awaitable<retry_result_for<Attempt>> retry(retry_policy policy, Att
                 // detail/attempt_watch.hpp), in a coroutine of its own; the
                 // caller's cancellation reaches it through the same signal.
                 // (Here rather than in a helper coroutine: a frame less.)
-                if (!watch) watch = detail::attempt_timeouts<Timer>::of(ex).lease(ex);
-                detail::arm_watch(fsm, *watch, attempt_sub);
                 auto slot = cs.slot();
-                if (slot.is_connected())
-                    slot.assign([sig = &watch->signal](asio::cancellation_type type) { sig->emit(type); });
+                detail::arm_watch(fsm, watch, ex, attempt_sub, slot);
                 auto [e, o] = co_await asio::co_spawn(
                     ex, detail::guarded_attempt<raw_t>(parts::fn(attempt), fsm.context()),
                     asio::bind_cancellation_slot(watch->signal.slot(), asio::as_tuple(asio::use_awaitable)));
@@ -300,7 +305,7 @@ boost::asio::awaitable<retry_result_for<Attempt>> retry(retry_policy policy, Att
             }
             detail::outcome_event(ev, fsm, parts::classifier(attempt), out, value);
         } else if (a.what == act::yield) {
-            co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+            co_await asio::post(ex, asio::use_awaitable);
         } else {
             ev.expired = co_await detail::timed_wait(fsm, timer, a, start);
         }
@@ -394,11 +399,9 @@ public:
     void operator()(Self& self, std::exception_ptr e, attempt_outcome<R> out) {  // an attempt
         data& d = *d_;
         if (e) out.error = e;
-        retry_event ev;
-        if (d.watch && d.watch->attempt) ev.timed_out = disarm_watch(*d.watch, d.stop_sub);
+        retry_event ev = event(self);
+        if (d.fsm.watch_attempt()) ev.timed_out = disarm_watch(*d.watch, d.stop_sub);
         outcome_event(ev, d.fsm, parts::classifier(d.attempt), out, d.value);
-        ev.elapsed = elapsed();
-        ev.cancelled = cancelled(self);
         step(self, ev);
     }
 
@@ -457,15 +460,7 @@ private:
         auto attempt = asio::co_spawn(d.timer.get_executor(), guarded_attempt<raw_t>(parts::fn(d.attempt), d.fsm.context()),
                                       asio::deferred);
         if (!d.fsm.watch_attempt()) return on_ex(self, std::move(attempt));
-        if (!d.watch) {
-            const boost::asio::any_io_executor ex = d.timer.get_executor();
-            d.watch = attempt_timeouts<Timer>::of(ex).lease(ex);
-        }
-        arm_watch(d.fsm, *d.watch, d.stop_sub);
-        // The caller's cancellation reaches the attempt through the watch's signal.
-        auto slot = self.get_cancellation_state().slot();
-        if (slot.is_connected())
-            slot.assign([sig = &d.watch->signal](asio::cancellation_type type) { sig->emit(type); });
+        arm_watch(d.fsm, d.watch, d.timer.get_executor(), d.stop_sub, self.get_cancellation_state().slot());
         on_ex(self, [&](auto&& h) { std::move(attempt)(asio::bind_cancellation_slot(d.watch->signal.slot(), std::move(h))); });
     }
 
