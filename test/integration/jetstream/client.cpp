@@ -1,0 +1,253 @@
+// The JetStream client against a real cluster of 3 nats-server processes
+// (started by the CTest fixture jetstream_cluster: cluster.sh; the URLs in
+// SF_NATS_URLS): requests and their cancellation, publishes with the
+// expected-sequence check and deduplication, the last message of a subject,
+// the stream's configuration check, and a pull consumer with acks, naks and
+// the consumer's lag.
+#include <steadfast/engine.hpp>
+#include <steadfast/transport/jetstream.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <nats/nats.h>
+
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <random>
+
+using namespace std::chrono_literals;
+using namespace steadfast;
+namespace asio = boost::asio;
+namespace js = steadfast::jetstream;
+
+namespace {
+
+// The C client's library state goes at exit (LeakSanitizer would report it).
+struct nats_library {
+    ~nats_library() { nats_CloseAndWait(5000); }
+};
+BOOST_TEST_GLOBAL_FIXTURE(nats_library);
+
+js::options cluster() {
+    const char* urls = std::getenv("SF_NATS_URLS");
+    if (!urls) throw std::runtime_error("SF_NATS_URLS is not set (the jetstream_cluster fixture sets it)");
+    js::options o;
+    o.servers = js::parse_servers(urls);
+    return o;
+}
+
+std::string unique(const std::string& base) {
+    static std::mt19937_64 rng(std::random_device{}());
+    return base + std::to_string(rng() % 1'000'000'000);
+}
+
+// Runs `body` as a coroutine on a fresh io_context until it finishes.
+template <class Body>
+void run(Body body) {
+    asio::io_context ioc;
+    js::client c(ioc.get_executor(), cluster());
+    bool done = false;
+    std::exception_ptr error;
+    asio::co_spawn(ioc, body(c), [&](std::exception_ptr e) {
+        error = e;
+        done = true;
+    });
+    while (!done && !ioc.stopped()) ioc.run_for(100ms);
+    if (!done) ioc.run_for(30s);
+    if (error) std::rethrow_exception(error);
+    BOOST_REQUIRE(done);
+}
+
+// The stream, created with retries while the cluster elects its leaders.
+asio::awaitable<js::stream_state> ensure(js::client& c, const js::stream_config& cfg) {
+    auto attempt = [&](const attempt_context&) -> asio::awaitable<boost::system::result<js::stream_state>> {
+        auto [ec, st, why] = co_await js::async_ensure_stream(c, cfg, asio::as_tuple(asio::use_awaitable));
+        if (ec) co_return ec;
+        co_return st;
+    };
+    const auto policy = retry_policy{}
+                            .with_backoff(backoff::fixed(200ms))
+                            .with_stop(stop::max_elapsed(20s))
+                            .with_attempt_timeout(3s);
+    auto r = co_await retry(policy, classified(attempt, js::classifier{}));
+    BOOST_REQUIRE_MESSAGE(r.has_value(), "stream " << cfg.name << ": " << r.last_error().message());
+    co_return r.value().value();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(jetstream_client)
+
+BOOST_AUTO_TEST_CASE(parses_servers_and_ack_subjects) {
+    BOOST_TEST(js::parse_servers("nats://a:1,nats://b:4222").size() == 2u);
+    BOOST_CHECK_THROW(js::parse_servers("http://a:1"), std::invalid_argument);
+    BOOST_CHECK_THROW(js::parse_servers("nats://a"), std::invalid_argument);
+    BOOST_CHECK_THROW(js::parse_servers("nats://a:0"), std::invalid_argument);
+    BOOST_CHECK_THROW(js::parse_servers(""), std::invalid_argument);
+    auto d = js::parse_ack_subject("$JS.ACK.S.C.2.17.9.1700000000000000000.41");
+    BOOST_REQUIRE(d);
+    BOOST_TEST(d->stream == "S");
+    BOOST_TEST(d->delivered == 2u);
+    BOOST_TEST(d->stream_seq == 17u);
+    BOOST_TEST(d->pending == 41u);
+    auto d2 = js::parse_ack_subject("$JS.ACK.dom.acc.S.C.1.5.5.1700000000000000000.0.xyz");
+    BOOST_REQUIRE(d2);
+    BOOST_TEST(d2->stream_seq == 5u);
+    BOOST_TEST(!js::parse_ack_subject("_INBOX.abc"));
+    BOOST_TEST(!js::parse_ack_subject("$JS.ACK.S.C.x.5.5.1.0"));
+    BOOST_TEST((js::classify(js::errc::no_responders).kind == verdict::retryable));
+    BOOST_TEST((js::classify(js::errc::wrong_last_sequence).kind == verdict::permanent));
+    BOOST_TEST((js::classify(asio::error::operation_aborted).kind == verdict::cancelled));
+}
+
+BOOST_AUTO_TEST_CASE(publish_checks_the_expected_sequence_and_deduplicates) {
+    run([](js::client& c) -> asio::awaitable<void> {
+        const auto name = unique("T");
+        const js::stream_config cfg{name, {name + ".>"}, 3, 60s};
+        co_await ensure(c, cfg);
+        const auto subject = name + ".a";
+        auto pub = [&](std::string data, std::string id, std::optional<std::uint64_t> expect) {
+            const js::publish_options po{std::move(id), expect};
+            return js::async_publish(c, subject, std::move(data), po, asio::as_tuple(asio::use_awaitable));
+        };
+        auto [e1, a1, x1] = co_await pub("one", "id-1", 0);
+        BOOST_REQUIRE_MESSAGE(!e1, e1.message() << " " << x1.description);
+        BOOST_TEST(a1.seq >= 1u);
+        BOOST_TEST(!a1.duplicate);
+        // The subject has a message now: expecting none is refused.
+        auto [e2, a2, x2] = co_await pub("two", "id-2", 0);
+        BOOST_TEST(e2 == js::make_error_code(js::errc::wrong_last_sequence));
+        BOOST_TEST(x2.err_code == 10071u);
+        auto [e3, a3, x3] = co_await pub("two", "id-2", a1.seq);
+        BOOST_REQUIRE(!e3);
+        BOOST_TEST(a3.seq > a1.seq);
+        // The same id again within the window: the first seq, marked duplicate.
+        auto [e4, a4, x4] = co_await pub("two", "id-2", std::nullopt);
+        BOOST_REQUIRE(!e4);
+        BOOST_TEST(a4.duplicate);
+        BOOST_TEST(a4.seq == a3.seq);
+        // The last message of the subject, and of a subject with none.
+        auto [e5, last] = co_await js::async_last_message(c, name, subject, asio::as_tuple(asio::use_awaitable));
+        BOOST_REQUIRE_MESSAGE(!e5, e5.message());
+        BOOST_TEST(last.seq == a3.seq);
+        BOOST_TEST(last.data == "two");
+        const std::string empty_subject = name + ".empty";
+        auto [e6, none] = co_await js::async_last_message(c, name, empty_subject, asio::as_tuple(asio::use_awaitable));
+        BOOST_REQUIRE(!e6);
+        BOOST_TEST(none.seq == 0u);
+        // The same stream asked for with another replica count: refused, saying why.
+        const js::stream_config other{name, {name + ".>"}, 1, 60s};
+        auto [e7, st7, why] = co_await js::async_ensure_stream(c, other, asio::as_tuple(asio::use_awaitable));
+        BOOST_TEST(e7 == js::make_error_code(js::errc::config_mismatch));
+        BOOST_TEST(why.find("3 replicas") != std::string::npos, why);
+        // Nothing serves this subject: no responders, at once.
+        std::string nobody = unique("nobody.") + ".x", question = "?";
+        auto [e8, m8] = co_await c.async_request(std::move(nobody), std::move(question), {}, asio::as_tuple(asio::use_awaitable));
+        BOOST_TEST(e8 == js::make_error_code(js::errc::no_responders));
+    });
+}
+
+BOOST_AUTO_TEST_CASE(a_cancelled_request_completes_at_once_and_its_reply_is_dropped) {
+    run([](js::client& c) -> asio::awaitable<void> {
+        // A subscriber that never replies: the request would wait for ever.
+        struct silent : js::client::inbox_sink {
+            void on_messages() override {}
+        } sink;
+        auto in = c.subscribe_inbox(sink);
+        auto ex = co_await asio::this_coro::executor;
+        const std::array<asio::cancellation_type, 3> types{asio::cancellation_type::terminal, asio::cancellation_type::partial,
+                                                           asio::cancellation_type::total};
+        for (auto type : types) {
+            asio::cancellation_signal sig;
+            asio::steady_timer t(ex, 50ms);
+            t.async_wait([&](auto) { sig.emit(type); });
+            const auto t0 = std::chrono::steady_clock::now();
+            std::string subj = in->subject(), hello = "hello";
+            auto token = asio::bind_cancellation_slot(sig.slot(), asio::as_tuple(asio::use_awaitable));
+            auto [ec, m] = co_await c.async_request(std::move(subj), std::move(hello), {}, token);
+            BOOST_TEST(ec == asio::error::operation_aborted);
+            BOOST_TEST((std::chrono::steady_clock::now() - t0) < 5s);
+        }
+        // Through the engine: an attempt timeout bounds a request that gets no answer.
+        auto attempt = [&](const attempt_context&) -> asio::awaitable<boost::system::error_code> {
+            std::string subj = in->subject(), hello = "hello";
+            auto [ec, m] = co_await c.async_request(std::move(subj), std::move(hello), {}, asio::as_tuple(asio::use_awaitable));
+            co_return ec;
+        };
+        auto r = co_await retry(retry_policy{}.with_stop(stop::max_attempts(2)).with_attempt_timeout(100ms).with_backoff(backoff::fixed(1ms)),
+                                classified(attempt, js::classifier{}));
+        BOOST_TEST(r.attempts() == 2u);
+        BOOST_TEST(r.last_error() == make_error_code(error::attempt_timeout), r.last_error().message());
+        BOOST_TEST((r.reason() == stop_reason::attempts_exhausted));
+    });
+}
+
+BOOST_AUTO_TEST_CASE(pull_consumer_fetches_in_order_acks_and_redelivers) {
+    run([](js::client& c) -> asio::awaitable<void> {
+        const auto name = unique("P");
+        const js::stream_config cfg{name, {name + ".>"}, 3, 60s};
+        co_await ensure(c, cfg);
+        std::optional<std::uint64_t> last = 0;
+        for (int i = 1; i <= 20; ++i) {
+            std::string subj = name + ".s", data = std::to_string(i);
+            const js::publish_options po{"m" + std::to_string(i), last};
+            auto [ec, a, e] = co_await js::async_publish(c, std::move(subj), std::move(data), po, asio::as_tuple(asio::use_awaitable));
+            BOOST_REQUIRE_MESSAGE(!ec, ec.message() << " " << e.description);
+            last = a.seq;
+        }
+        js::consumer_config cc{name, "reader"};
+        cc.ack_wait = 2s;
+        auto [ce, why] = co_await js::async_ensure_consumer(c, cc, asio::as_tuple(asio::use_awaitable));
+        BOOST_REQUIRE_MESSAGE(!ce, ce.message() << " " << why);
+        js::pull_consumer pc(c, cc);
+        std::vector<std::string> got;  // first deliveries, in order
+        bool again = false;              // the nak'd message came again
+        for (int round = 0; round < 40 && (got.size() < 20 || !again); ++round) {
+            auto [ec, ds] = co_await pc.async_fetch(7, 500ms, asio::as_tuple(asio::use_awaitable));
+            BOOST_REQUIRE_MESSAGE(!ec, ec.message());
+            BOOST_TEST(ds.size() <= 7u);
+            for (auto& d : ds) {
+                if (d.info.delivered > 1) {
+                    BOOST_TEST(d.msg.data == "5");
+                    BOOST_TEST(d.info.delivered == 2u);
+                    again = true;
+                    BOOST_TEST(!pc.ack(d));
+                    continue;
+                }
+                got.push_back(d.msg.data);
+                if (d.msg.data == "5") {
+                    BOOST_TEST(!pc.nak(d, 10ms));  // comes again
+                } else {
+                    BOOST_TEST(!pc.ack(d));
+                }
+            }
+        }
+        BOOST_REQUIRE(got.size() == 20u);
+        for (int i = 1; i <= 20; ++i) BOOST_TEST(got[static_cast<std::size_t>(i - 1)] == std::to_string(i));
+        BOOST_TEST(again);
+        BOOST_TEST(pc.redeliveries() == 1u);
+        // Nothing left: a fetch completes empty when the pull expires.
+        const auto t0 = std::chrono::steady_clock::now();
+        auto [ec, ds] = co_await pc.async_fetch(10, 300ms, asio::as_tuple(asio::use_awaitable));
+        BOOST_TEST(!ec);
+        BOOST_TEST(ds.empty());
+        BOOST_TEST((std::chrono::steady_clock::now() - t0) < 5s);
+        // A fetch cancelled while it waits completes with operation_aborted.
+        asio::cancellation_signal sig;
+        asio::steady_timer t(co_await asio::this_coro::executor, 50ms);
+        t.async_wait([&](auto) { sig.emit(asio::cancellation_type::terminal); });
+        auto token = asio::bind_cancellation_slot(sig.slot(), asio::as_tuple(asio::use_awaitable));
+        auto [ec2, ds2] = co_await pc.async_fetch(10, 10s, token);
+        BOOST_TEST(ec2 == asio::error::operation_aborted);
+    });
+}
+
+BOOST_AUTO_TEST_SUITE_END()

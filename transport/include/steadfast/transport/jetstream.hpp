@@ -1,0 +1,404 @@
+// A NATS JetStream client for the event loop, on the NATS C client (Debian's
+// libnats-dev 3.4). The C client keeps its own threads for the socket and for
+// subscription callbacks; those threads never touch an Asio object: they put
+// what arrived in a queue under a mutex and post to the executor. Every
+// operation here completes on the caller's executor (the handler's associated
+// one), with a completion token (default: the client's default token) and
+// per-operation cancellation of every type (terminal, partial, total: a
+// cancelled request is forgotten; a late reply is dropped).
+//
+// What it speaks is JetStream's JSON API over core NATS request/reply
+// ($JS.API.*), with its own reply inbox: one wildcard subscription for all
+// requests, so that many requests are in flight at once.
+//
+// Failures are error codes (category "jetstream"); classify() says which the
+// retry engine should retry: no responders, timeouts, no connection, a lost
+// leader (the API's 503) are retryable; a wrong expected sequence, a bad
+// request, a permission error are not.
+#pragma once
+
+#include <steadfast/conditions/flag.hpp>
+#include <steadfast/engine/classify.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associator.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/system/error_code.hpp>
+#include <boost/system/result.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace steadfast::jetstream {
+
+using boost::system::error_code;
+
+enum class errc {
+    not_connected = 1,    // no server reachable now (the client keeps reconnecting)
+    no_responders,        // nothing serves the subject: JetStream unavailable, no stream leader yet
+    request_timeout,      // the server answered 408, or a pull expired
+    unavailable,          // the API answered 503/500/504 (no leader, cluster not ready): retryable
+    api_error,            // the API refused the request (a 4xx of its own): see the description
+    wrong_last_sequence,  // 10071: the stream's last sequence for the subject is not the expected one
+    not_found,            // 10037/10059/10014: no such message, stream or consumer
+    config_mismatch,      // the stream exists with a configuration that does not fit
+    bad_reply,            // a reply that could not be understood
+    too_large,            // bigger than the server's max_payload
+    closed,               // the client was closed
+};
+const boost::system::error_category& category() noexcept;
+inline error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), category()}; }
+
+/// What the engine should do about a failure: retryable (no responders,
+/// timeouts, not connected, unavailable, a transport error) or permanent.
+classification classify(const error_code& ec) noexcept;
+
+/// A classifier for retry()/classified() over attempts that return
+/// boost::system::result<T> (as the awaitable helpers below do).
+struct classifier {
+    template <class T>
+    classification operator()(const boost::system::result<T, error_code>& r) const noexcept {
+        return r.has_value() ? classification::success() : classify(r.error());
+    }
+    classification operator()(const error_code& ec) const noexcept { return ec ? classify(ec) : classification::success(); }
+};
+
+struct options {
+    std::vector<std::string> servers;  // nats://HOST:PORT, at least one
+    std::string name = "steadfast";    // the connection's name on the server
+    std::chrono::milliseconds reconnect_wait{200};
+    std::chrono::milliseconds connect_timeout{2000};
+};
+
+/// Parses "nats://h:p[,nats://h:p...]" into options.servers; throws
+/// std::invalid_argument naming what is wrong.
+std::vector<std::string> parse_servers(std::string_view list);
+
+/// Whether a --secondary/--source value selects JetStream (nats:// scheme).
+bool is_nats_url(std::string_view s) noexcept;
+
+struct header {
+    std::string name, value;
+};
+
+/// A reply (or a delivered message).
+struct message {
+    std::string subject;
+    std::string reply;   // a delivered JetStream message: its ack subject
+    std::string data;
+    unsigned status = 0;        // a status message (503 no responders, 404, 408, 409): its code
+    std::string description;    // and its description
+    std::vector<header> headers;
+    const std::string* get(std::string_view name) const noexcept;
+};
+
+/// The API's error object: {"code": 400, "err_code": 10071, "description": "..."}.
+struct api_error {
+    unsigned code = 0, err_code = 0;
+    std::string description;
+};
+/// Decodes an API reply: its JSON, or the error it carries as a value
+/// (ec from errc; description in `err`).
+error_code api_reply_error(const message& m, api_error& err);
+
+struct pub_ack {
+    std::string stream;
+    std::uint64_t seq = 0;
+    bool duplicate = false;
+};
+error_code decode_pub_ack(const message& m, pub_ack& out, api_error& err);
+
+struct stored_message {
+    std::uint64_t seq = 0;  // 0: none (no message on the subject)
+    std::string subject, data;
+};
+error_code decode_stored_message(const message& m, stored_message& out, api_error& err);
+
+/// A delivered message's position, from its ack subject
+/// ($JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>, or the
+/// longer form with domain and account).
+struct delivery_info {
+    std::string stream, consumer;
+    std::uint64_t delivered = 0, stream_seq = 0, consumer_seq = 0, pending = 0;
+};
+std::optional<delivery_info> parse_ack_subject(std::string_view reply);
+
+struct stream_config {
+    std::string name;
+    std::vector<std::string> subjects;
+    unsigned replicas = 1;
+    std::chrono::seconds duplicate_window{120};
+};
+struct stream_state {
+    unsigned replicas = 0;
+    std::vector<std::string> subjects;
+    std::uint64_t messages = 0, last_seq = 0;
+    std::string leader;
+};
+
+class client {
+    struct impl;
+
+public:
+    using executor_type = boost::asio::any_io_executor;
+    using request_handler = boost::asio::any_completion_handler<void(error_code, message)>;
+
+    /// Starts connecting at once (in the background: connected() says when;
+    /// while no server answers, the client keeps trying). Throws
+    /// std::invalid_argument for a bad server list.
+    client(executor_type ex, options o);
+    ~client();  // closes; pending requests complete with errc::closed
+    client(const client&) = delete;
+    client& operator=(const client&) = delete;
+
+    executor_type get_executor() const noexcept;
+    /// True while connected to a server (set and cleared on the executor).
+    std::shared_ptr<flag> connected() const noexcept;
+    std::string connected_url() const;
+    std::size_t max_payload() const;  // the server's (0 while not connected)
+    std::uint64_t reconnects() const noexcept;
+    std::uint64_t disconnects() const noexcept;
+    std::string last_error() const;  // the last asynchronous error the server reported ("" if none)
+
+    /// Sends `data` to `subject` with a reply inbox and completes with the
+    /// first reply. No timeout of its own: bound it with the engine's attempt
+    /// timeout or cancel it (the reply, if it comes later, is dropped).
+    template <class CompletionToken = boost::asio::default_completion_token_t<executor_type>>
+    auto async_request(std::string subject, std::string data, std::vector<header> headers = {},
+                       CompletionToken&& token = {}) {
+        return boost::asio::async_initiate<CompletionToken, void(error_code, message)>(
+            [this](auto handler, std::string s, std::string d, std::vector<header> h) {
+                start_request(std::move(s), std::move(d), std::move(h), request_handler(std::move(handler)));
+            },
+            token, std::move(subject), std::move(data), std::move(headers));
+    }
+
+    /// Publishes without waiting for anything (an ack to a delivered message).
+    error_code publish(std::string_view subject, std::string_view data);
+    /// Publishes with a reply subject of the caller's (a pull request).
+    error_code publish_request(std::string_view subject, std::string_view reply, std::string_view data);
+
+    /// A fresh inbox subject whose messages are handed to `sink` on the
+    /// executor (for pull consumers). The sink must outlive the client's use
+    /// of it: call unsubscribe() first.
+    struct inbox_sink {
+        virtual ~inbox_sink() = default;
+        virtual void on_messages() = 0;  // on the executor: take them with drain()
+    };
+    class inbox {
+    public:
+        ~inbox();
+        const std::string& subject() const noexcept { return subject_; }
+        /// Moves out what arrived (up to `max`).
+        std::vector<message> drain(std::size_t max);
+        std::size_t queued() const;
+
+    private:
+        friend class client;
+        friend struct client::impl;
+        struct state;
+        std::shared_ptr<state> st_;
+        std::string subject_;
+    };
+    std::unique_ptr<inbox> subscribe_inbox(inbox_sink& sink);
+
+private:
+    void start_request(std::string subject, std::string data, std::vector<header> headers, request_handler h);
+    std::shared_ptr<impl> impl_;
+};
+
+namespace detail {
+// A handler that converts a reply before the caller's handler sees it, and
+// keeps the caller's associations (executor, allocator, cancellation slot).
+template <class Handler, class Fn>
+struct transformed {
+    Handler handler;
+    Fn fn;
+    void operator()(error_code ec, message m) { fn(std::move(handler), ec, std::move(m)); }
+};
+}  // namespace detail
+
+/// Publishes one message to JetStream and completes with its ack.
+/// `msg_id` goes in Nats-Msg-Id (the server's deduplication window);
+/// `expected_last_subject_seq`, when set, in Nats-Expected-Last-Subject-Sequence
+/// (0: the subject must have no message yet).
+struct publish_options {
+    std::string msg_id;
+    std::optional<std::uint64_t> expected_last_subject_seq;
+};
+std::vector<header> publish_headers(const publish_options& o);
+
+template <class CompletionToken = boost::asio::default_completion_token_t<client::executor_type>>
+auto async_publish(client& c, std::string subject, std::string data, const publish_options& po, CompletionToken&& token = {}) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, pub_ack, api_error)>(
+        [&c](auto handler, std::string s, std::string d, std::vector<header> h) {
+            auto done = [](auto&& hd, error_code ec, message m) {
+                pub_ack a;
+                api_error e;
+                if (!ec) ec = decode_pub_ack(m, a, e);
+                std::move(hd)(ec, std::move(a), std::move(e));
+            };
+            c.async_request(std::move(s), std::move(d), std::move(h),
+                            detail::transformed<std::decay_t<decltype(handler)>, decltype(done)>{std::move(handler), done});
+        },
+        token, std::move(subject), std::move(data), publish_headers(po));
+}
+
+std::string last_by_subject_request(std::string_view subject);
+
+/// The last message stored for `subject` in `stream` (seq 0: none).
+template <class CompletionToken = boost::asio::default_completion_token_t<client::executor_type>>
+auto async_last_message(client& c, const std::string& stream, const std::string& subject, CompletionToken&& token = {}) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, stored_message)>(
+        [&c](auto handler, std::string api, std::string body) {
+            auto done = [](auto&& hd, error_code ec, message m) {
+                stored_message s;
+                api_error e;
+                if (!ec) ec = decode_stored_message(m, s, e);
+                std::move(hd)(ec, std::move(s));
+            };
+            c.async_request(std::move(api), std::move(body), {},
+                            detail::transformed<std::decay_t<decltype(handler)>, decltype(done)>{std::move(handler), done});
+        },
+        token, "$JS.API.STREAM.MSG.GET." + stream, last_by_subject_request(subject));
+}
+
+std::string stream_create_request(const stream_config& cfg);
+/// Checks a STREAM.INFO/CREATE reply against what is wanted.
+error_code check_stream_reply(const message& m, const stream_config& cfg, stream_state& st, std::string& why);
+
+/// Creates the stream, or checks that the existing one fits `cfg` (its
+/// subjects cover cfg's, same replicas): errc::config_mismatch, with what
+/// differs in `why`, when not.
+template <class CompletionToken = boost::asio::default_completion_token_t<client::executor_type>>
+auto async_ensure_stream(client& c, const stream_config& cfg, CompletionToken&& token = {});
+
+/// Creates (or updates to the same configuration) a durable pull consumer
+/// with explicit acks over the whole stream.
+struct consumer_config {
+    std::string stream, durable;
+    std::size_t max_ack_pending = 20'000;
+    std::chrono::seconds ack_wait{30};
+};
+
+std::string consumer_create_request(const consumer_config& cfg);
+
+/// A durable pull consumer: fetch() asks the server for up to `batch`
+/// messages and completes as soon as some arrived (or the pull expired:
+/// then with none). Use it from one executor (or a strand).
+class pull_consumer : client::inbox_sink {
+public:
+    struct delivery {
+        message msg;
+        delivery_info info;
+    };
+    pull_consumer(client& c, consumer_config cfg);
+    ~pull_consumer() override;
+
+    using fetch_handler = boost::asio::any_completion_handler<void(error_code, std::vector<delivery>)>;
+    template <class CompletionToken = boost::asio::default_completion_token_t<client::executor_type>>
+    auto async_fetch(std::size_t batch, std::chrono::milliseconds wait, CompletionToken&& token = {}) {
+        return boost::asio::async_initiate<CompletionToken, void(error_code, std::vector<delivery>)>(
+            [this](auto handler, std::size_t b, std::chrono::milliseconds w) { start_fetch(b, w, fetch_handler(std::move(handler))); },
+            token, batch, wait);
+    }
+
+    error_code ack(const delivery& d);                                 // +ACK
+    error_code nak(const delivery& d, std::chrono::milliseconds delay);  // -NAK, redelivered after delay
+    error_code term(const delivery& d);                                // +TERM: never again
+
+    const consumer_config& config() const noexcept { return cfg_; }
+    std::uint64_t last_pending() const noexcept { return last_pending_; }  // consumer lag, from the last delivery
+    std::uint64_t redeliveries() const noexcept { return redeliveries_; }
+
+private:
+    void on_messages() override;
+    void start_fetch(std::size_t batch, std::chrono::milliseconds wait, fetch_handler h);
+    void finish(error_code ec);
+    struct waiter;
+
+    client& c_;
+    consumer_config cfg_;
+    std::unique_ptr<client::inbox> inbox_;
+    std::shared_ptr<waiter> waiting_;
+    bool pulling_ = false;
+    std::size_t pull_left_ = 0;
+    std::chrono::steady_clock::time_point pull_until_{};
+    std::uint64_t last_pending_ = 0, redeliveries_ = 0;
+    std::vector<delivery> ready_;
+};
+
+
+template <class CompletionToken>
+auto async_ensure_stream(client& c, const stream_config& cfg, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, stream_state, std::string)>(
+        [&c](auto handler, stream_config cf) {
+            // Create; "already in use" (same name, another configuration or
+            // the same) is answered by reading what exists.
+            auto subject = "$JS.API.STREAM.CREATE." + cf.name;
+            auto body = stream_create_request(cf);
+            auto done = [&c, cf](auto&& hd, error_code ec, message m) {
+                stream_state st;
+                std::string why;
+                if (!ec) ec = check_stream_reply(m, cf, st, why);
+                if (ec != make_error_code(errc::config_mismatch) || !why.empty()) {
+                    std::move(hd)(ec, std::move(st), std::move(why));
+                    return;
+                }
+                // Exists: read it and check it.
+                auto info = [cf](auto&& h2, error_code e2, message m2) {
+                    stream_state s2;
+                    std::string w2;
+                    if (!e2) e2 = check_stream_reply(m2, cf, s2, w2);
+                    std::move(h2)(e2, std::move(s2), std::move(w2));
+                };
+                c.async_request("$JS.API.STREAM.INFO." + cf.name, std::string{}, {},
+                                detail::transformed<std::decay_t<decltype(hd)>, decltype(info)>{std::move(hd), info});
+            };
+            c.async_request(std::move(subject), std::move(body), {},
+                            detail::transformed<std::decay_t<decltype(handler)>, decltype(done)>{std::move(handler), done});
+        },
+        token, cfg);
+}
+
+template <class CompletionToken = boost::asio::default_completion_token_t<client::executor_type>>
+auto async_ensure_consumer(client& c, const consumer_config& cfg, CompletionToken&& token = {}) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, std::string)>(
+        [&c](auto handler, std::string subject, std::string body) {
+            auto done = [](auto&& hd, error_code ec, message m) {
+                api_error e;
+                if (!ec) ec = api_reply_error(m, e);
+                std::move(hd)(ec, std::move(e.description));
+            };
+            c.async_request(std::move(subject), std::move(body), {},
+                            detail::transformed<std::decay_t<decltype(handler)>, decltype(done)>{std::move(handler), done});
+        },
+        token, "$JS.API.CONSUMER.DURABLE.CREATE." + cfg.stream + "." + cfg.durable, consumer_create_request(cfg));
+}
+
+}  // namespace steadfast::jetstream
+
+template <>
+struct boost::system::is_error_code_enum<steadfast::jetstream::errc> : std::true_type {};
+
+// transformed<> keeps the wrapped handler's associated executor, allocator and
+// cancellation slot (as Asio's own append/prepend do).
+template <template <class, class> class Associator, class Handler, class Fn, class DefaultCandidate>
+struct boost::asio::associator<Associator, steadfast::jetstream::detail::transformed<Handler, Fn>, DefaultCandidate>
+    : Associator<Handler, DefaultCandidate> {
+    static typename Associator<Handler, DefaultCandidate>::type get(
+        const steadfast::jetstream::detail::transformed<Handler, Fn>& h) noexcept {
+        return Associator<Handler, DefaultCandidate>::get(h.handler);
+    }
+    static auto get(const steadfast::jetstream::detail::transformed<Handler, Fn>& h, const DefaultCandidate& c) noexcept
+        -> decltype(Associator<Handler, DefaultCandidate>::get(h.handler, c)) {
+        return Associator<Handler, DefaultCandidate>::get(h.handler, c);
+    }
+};

@@ -1,0 +1,739 @@
+// The JetStream client: the NATS C client's connection and subscriptions,
+// bridged to the executor. Threads of the C client only lock, queue and post.
+#include <steadfast/transport/jetstream.hpp>
+
+#include <boost/asio/append.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/prefer.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/detail/base64.hpp>
+
+#include <nats/nats.h>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <charconv>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+
+namespace asio = boost::asio;
+
+namespace steadfast::jetstream {
+
+// ---- errors ----
+
+namespace {
+struct category_impl : boost::system::error_category {
+    const char* name() const noexcept override { return "jetstream"; }
+    std::string message(int ev) const override {
+        switch (static_cast<errc>(ev)) {
+            case errc::not_connected: return "not connected to any NATS server";
+            case errc::no_responders: return "no responders: JetStream is not available for the subject (no stream, no leader)";
+            case errc::request_timeout: return "request timed out on the server";
+            case errc::unavailable: return "JetStream is temporarily unavailable (no leader, cluster not ready)";
+            case errc::api_error: return "JetStream refused the request";
+            case errc::wrong_last_sequence: return "wrong last sequence for the subject (another writer?)";
+            case errc::not_found: return "not found";
+            case errc::config_mismatch: return "the JetStream stream exists with another configuration";
+            case errc::bad_reply: return "a JetStream reply that could not be understood";
+            case errc::too_large: return "larger than the server's max_payload";
+            case errc::closed: return "the NATS client was closed";
+        }
+        return "jetstream error " + std::to_string(ev);
+    }
+};
+}  // namespace
+
+const boost::system::error_category& category() noexcept {
+    static const category_impl c;
+    return c;
+}
+
+classification classify(const error_code& ec) noexcept {
+    if (!ec) return classification::success();
+    if (ec.category() != category()) return classify_error(ec);
+    switch (static_cast<errc>(ec.value())) {
+        case errc::not_connected:
+        case errc::no_responders:
+        case errc::request_timeout:
+        case errc::unavailable:
+        case errc::bad_reply: return classification::retryable(ec);
+        default: return classification::permanent(ec);
+    }
+}
+
+bool is_nats_url(std::string_view s) noexcept { return s.substr(0, 7) == "nats://"; }
+
+std::vector<std::string> parse_servers(std::string_view list) {
+    std::vector<std::string> out;
+    while (!list.empty()) {
+        const auto comma = list.find(',');
+        std::string_view one = list.substr(0, comma);
+        list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+        if (!is_nats_url(one))
+            throw std::invalid_argument("'" + std::string(one) + "' is not a nats://HOST:PORT address");
+        const auto hostport = one.substr(7);
+        const auto colon = hostport.rfind(':');
+        unsigned port = 0;
+        if (colon == std::string_view::npos || colon == 0 ||
+            std::from_chars(hostport.data() + colon + 1, hostport.data() + hostport.size(), port).ec != std::errc{} ||
+            port == 0 || port > 65535 || hostport.find('/') != std::string_view::npos)
+            throw std::invalid_argument("'" + std::string(one) + "' is not a nats://HOST:PORT address (a port 1-65535, no path)");
+        out.emplace_back(one);
+    }
+    if (out.empty()) throw std::invalid_argument("no NATS server given (nats://HOST:PORT[,nats://HOST:PORT...])");
+    return out;
+}
+
+const std::string* message::get(std::string_view name) const noexcept {
+    for (const auto& h : headers)
+        if (h.name.size() == name.size() &&
+            std::equal(h.name.begin(), h.name.end(), name.begin(), [](char a, char b) { return std::tolower(a) == std::tolower(b); }))
+            return &h.value;
+    return nullptr;
+}
+
+// ---- the API's JSON ----
+
+namespace {
+error_code from_api(const api_error& e) {
+    if (e.err_code == 10071) return errc::wrong_last_sequence;
+    if (e.err_code == 10037 || e.err_code == 10059 || e.err_code == 10014) return errc::not_found;
+    if (e.code == 503 || e.code == 500 || e.code == 504) return errc::unavailable;
+    if (e.code == 408) return errc::request_timeout;
+    return errc::api_error;
+}
+
+// A reply's JSON, or the error of a status message.
+error_code parse(const message& m, nlohmann::json& j, api_error& err) {
+    if (m.status == 503) return errc::no_responders;
+    if (m.status == 408) return errc::request_timeout;
+    if (m.status != 0 && m.status != 200) {
+        err = {m.status, 0, m.description};
+        return errc::api_error;
+    }
+    j = nlohmann::json::parse(m.data, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+        err.description = "not a JSON object: " + m.data.substr(0, 200);
+        return errc::bad_reply;
+    }
+    if (auto e = j.find("error"); e != j.end() && e->is_object()) {
+        err.code = e->value("code", 0u);
+        err.err_code = e->value("err_code", 0u);
+        err.description = e->value("description", std::string{});
+        return from_api(err);
+    }
+    return {};
+}
+}  // namespace
+
+error_code api_reply_error(const message& m, api_error& err) {
+    nlohmann::json j;
+    return parse(m, j, err);
+}
+
+error_code decode_pub_ack(const message& m, pub_ack& out, api_error& err) {
+    nlohmann::json j;
+    if (auto ec = parse(m, j, err)) return ec;
+    auto s = j.find("seq");
+    auto st = j.find("stream");
+    if (s == j.end() || !s->is_number_unsigned() || st == j.end() || !st->is_string()) {
+        err.description = "a publish acknowledgement without stream and seq: " + m.data.substr(0, 200);
+        return errc::bad_reply;
+    }
+    out.stream = st->get<std::string>();
+    out.seq = s->get<std::uint64_t>();
+    out.duplicate = j.value("duplicate", false);
+    return {};
+}
+
+std::string last_by_subject_request(std::string_view subject) {
+    return nlohmann::json{{"last_by_subj", subject}}.dump();
+}
+
+error_code decode_stored_message(const message& m, stored_message& out, api_error& err) {
+    nlohmann::json j;
+    auto ec = parse(m, j, err);
+    if (ec == make_error_code(errc::not_found)) {
+        out = {};
+        return {};
+    }
+    if (ec) return ec;
+    auto msg = j.find("message");
+    if (msg == j.end() || !msg->is_object() || !msg->contains("seq") || !(*msg)["seq"].is_number_unsigned()) {
+        err.description = "a stored message without seq: " + m.data.substr(0, 200);
+        return errc::bad_reply;
+    }
+    out.seq = (*msg)["seq"].get<std::uint64_t>();
+    out.subject = msg->value("subject", std::string{});
+    const std::string b64 = msg->value("data", std::string{});
+    out.data.resize(boost::beast::detail::base64::decoded_size(b64.size()));
+    const auto [written, read] = boost::beast::detail::base64::decode(out.data.data(), b64.data(), b64.size());
+    if (read != b64.size()) {
+        err.description = "stored message data is not base64";
+        return errc::bad_reply;
+    }
+    out.data.resize(written);
+    return {};
+}
+
+std::optional<delivery_info> parse_ack_subject(std::string_view reply) {
+    std::vector<std::string_view> t;
+    while (true) {
+        const auto dot = reply.find('.');
+        t.push_back(reply.substr(0, dot));
+        if (dot == std::string_view::npos) break;
+        reply = reply.substr(dot + 1);
+    }
+    // $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending> (9 tokens), or
+    // $JS.ACK.<domain>.<account>.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>.<token> (12).
+    if (t.size() < 9 || t[0] != "$JS" || t[1] != "ACK") return std::nullopt;
+    const std::size_t base = t.size() == 9 ? 2 : 4;
+    if (t.size() != 9 && t.size() < 11) return std::nullopt;
+    auto num = [](std::string_view s, std::uint64_t& v) {
+        return std::from_chars(s.data(), s.data() + s.size(), v).ec == std::errc{};
+    };
+    delivery_info d;
+    d.stream = std::string(t[base]);
+    d.consumer = std::string(t[base + 1]);
+    std::uint64_t ts = 0;
+    if (!num(t[base + 2], d.delivered) || !num(t[base + 3], d.stream_seq) || !num(t[base + 4], d.consumer_seq) ||
+        !num(t[base + 5], ts) || !num(t[base + 6], d.pending))
+        return std::nullopt;
+    return d;
+}
+
+std::vector<header> publish_headers(const publish_options& o) {
+    std::vector<header> h;
+    if (!o.msg_id.empty()) h.push_back({"Nats-Msg-Id", o.msg_id});
+    if (o.expected_last_subject_seq) h.push_back({"Nats-Expected-Last-Subject-Sequence", std::to_string(*o.expected_last_subject_seq)});
+    return h;
+}
+
+std::string stream_create_request(const stream_config& cfg) {
+    return nlohmann::json{{"name", cfg.name},
+                          {"subjects", cfg.subjects},
+                          {"retention", "limits"},
+                          {"storage", "file"},
+                          {"num_replicas", cfg.replicas},
+                          {"discard", "old"},
+                          {"duplicate_window", std::chrono::nanoseconds(cfg.duplicate_window).count()}}
+        .dump();
+}
+
+error_code check_stream_reply(const message& m, const stream_config& cfg, stream_state& st, std::string& why) {
+    nlohmann::json j;
+    api_error e;
+    if (auto ec = parse(m, j, e)) {
+        // 10058: the name is in use with another configuration: read it and check.
+        if (e.err_code == 10058) return errc::config_mismatch;
+        why = e.description;
+        return ec;
+    }
+    const auto& c = j.value("config", nlohmann::json::object());
+    st.replicas = c.value("num_replicas", 1u);
+    st.subjects = c.value("subjects", std::vector<std::string>{});
+    const auto& s = j.value("state", nlohmann::json::object());
+    st.messages = s.value("messages", std::uint64_t{0});
+    st.last_seq = s.value("last_seq", std::uint64_t{0});
+    st.leader = j.value("cluster", nlohmann::json::object()).value("leader", std::string{});
+    for (const auto& want : cfg.subjects)
+        if (std::find(st.subjects.begin(), st.subjects.end(), want) == st.subjects.end()) {
+            why = "stream " + cfg.name + " exists without the subject " + want;
+            return errc::config_mismatch;
+        }
+    if (st.replicas != cfg.replicas) {
+        why = "stream " + cfg.name + " exists with " + std::to_string(st.replicas) + " replicas, " +
+              std::to_string(cfg.replicas) + " asked for";
+        return errc::config_mismatch;
+    }
+    return {};
+}
+
+std::string consumer_create_request(const consumer_config& cfg) {
+    return nlohmann::json{{"stream_name", cfg.stream},
+                          {"config",
+                           {{"durable_name", cfg.durable},
+                            {"deliver_policy", "all"},
+                            {"ack_policy", "explicit"},
+                            {"ack_wait", std::chrono::nanoseconds(cfg.ack_wait).count()},
+                            {"max_ack_pending", cfg.max_ack_pending},
+                            {"max_deliver", -1},
+                            {"replay_policy", "instant"}}}}
+        .dump();
+}
+
+// ---- the client ----
+
+namespace {
+message to_message(natsMsg* msg) {
+    message m;
+    if (const char* s = natsMsg_GetSubject(msg)) m.subject = s;
+    if (const char* r = natsMsg_GetReply(msg)) m.reply = r;
+    if (const char* d = natsMsg_GetData(msg)) m.data.assign(d, static_cast<std::size_t>(natsMsg_GetDataLength(msg)));
+    const char** keys = nullptr;
+    int count = 0;
+    if (natsMsgHeader_Keys(msg, &keys, &count) == NATS_OK) {
+        for (int i = 0; i < count; ++i) {
+            const char* v = nullptr;
+            if (natsMsgHeader_Get(msg, keys[i], &v) == NATS_OK && v) m.headers.push_back({keys[i], v});
+        }
+        std::free(static_cast<void*>(keys));
+    }
+    // A status message (no responders, a pull's end): "NATS/1.0 503" becomes
+    // the Status header in the C client, the text the Description.
+    if (natsMsg_IsNoResponders(msg)) m.status = 503;
+    if (const auto* s = m.get("Status")) {
+        unsigned v = 0;
+        if (std::from_chars(s->data(), s->data() + s->size(), v).ec == std::errc{}) m.status = v;
+    }
+    if (const auto* d = m.get("Description")) m.description = *d;
+    return m;
+}
+
+error_code from_status(natsStatus s) {
+    switch (s) {
+        case NATS_OK: return {};
+        case NATS_MAX_PAYLOAD: return errc::too_large;
+        case NATS_CONNECTION_CLOSED: return errc::closed;
+        default: return errc::not_connected;
+    }
+}
+}  // namespace
+
+struct client::inbox::state {
+    std::mutex m;
+    std::deque<message> queue;
+    bool wake_posted = false;
+    inbox_sink* sink = nullptr;  // executor only
+    executor_type ex;
+    natsSubscription* sub = nullptr;
+};
+
+struct client::impl : std::enable_shared_from_this<impl> {
+    struct pending {
+        request_handler handler;
+        asio::any_io_executor work;  // outstanding work while the request waits
+        asio::cancellation_slot slot;
+    };
+
+    executor_type ex;
+    options opts;
+    std::shared_ptr<flag> up;
+    natsOptions* nopts = nullptr;
+    natsConnection* nc = nullptr;
+    natsSubscription* replies = nullptr;
+    std::string prefix;  // _INBOX.<nuid>.
+    mutable std::mutex m;
+    std::map<std::uint64_t, pending> waiting;
+    std::uint64_t next = 1;
+    bool closed = false;
+    std::string last_err;
+    std::atomic<std::uint64_t> reconnects{0}, disconnects{0};
+    std::shared_ptr<impl> keep_for_nats;  // released when the C client is done with us
+
+    static void complete(pending p, error_code ec, message msg) {
+        // Posted to the operation's executor (from any thread), then run on
+        // the handler's own associated executor.
+        auto work = p.work;
+        asio::post(work, [p = std::move(p), ec, msg = std::move(msg)]() mutable {
+            if (p.slot.is_connected()) p.slot.clear();
+            asio::dispatch(asio::append(std::move(p.handler), ec, std::move(msg)));
+        });
+    }
+
+    void fail_all(error_code ec) {
+        std::map<std::uint64_t, pending> all;
+        {
+            std::lock_guard l(m);
+            all.swap(waiting);
+        }
+        for (auto& [id, p] : all) complete(std::move(p), ec, {});
+    }
+
+    // C client threads.
+    static void on_reply(natsConnection*, natsSubscription*, natsMsg* msg, void* closure) {
+        auto* self = static_cast<impl*>(closure);
+        const char* subject = natsMsg_GetSubject(msg);
+        std::uint64_t id = 0;
+        std::string_view s(subject ? subject : "");
+        if (s.size() > self->prefix.size()) std::from_chars(s.data() + self->prefix.size(), s.data() + s.size(), id);
+        std::optional<pending> p;
+        {
+            std::lock_guard l(self->m);
+            if (auto it = self->waiting.find(id); it != self->waiting.end()) {
+                p.emplace(std::move(it->second));
+                self->waiting.erase(it);
+            }
+        }
+        if (p) {
+            // Nothing subscribed to the request's subject: an error, not a reply.
+            const error_code ec = natsMsg_IsNoResponders(msg) ? make_error_code(errc::no_responders) : error_code{};
+            complete(std::move(*p), ec, to_message(msg));
+        }
+        natsMsg_Destroy(msg);
+    }
+    static void on_connected(natsConnection*, void* closure) {
+        auto* self = static_cast<impl*>(closure);
+        asio::post(self->ex, [up = self->up] { up->set(); });
+    }
+    static void on_reconnected(natsConnection* c, void* closure) {
+        static_cast<impl*>(closure)->reconnects.fetch_add(1, std::memory_order_relaxed);
+        on_connected(c, closure);
+    }
+    static void on_disconnected(natsConnection*, void* closure) {
+        auto* self = static_cast<impl*>(closure);
+        self->disconnects.fetch_add(1, std::memory_order_relaxed);
+        asio::post(self->ex, [up = self->up] { up->clear(); });
+        // Replies to what was sent on the lost connection will not come.
+        self->fail_all(errc::not_connected);
+    }
+    static void on_closed(natsConnection*, void* closure) {
+        auto* self = static_cast<impl*>(closure);
+        asio::post(self->ex, [up = self->up] { up->clear(); });
+        self->fail_all(errc::closed);
+        // The last callback of the connection: let go of the impl (on the executor).
+        asio::post(self->ex, [keep = std::move(self->keep_for_nats)] {});
+    }
+    static void on_error(natsConnection*, natsSubscription*, natsStatus err, void* closure) {
+        auto* self = static_cast<impl*>(closure);
+        std::lock_guard l(self->m);
+        self->last_err = natsStatus_GetText(err);
+        if (const char* t = nats_GetLastError(nullptr)) self->last_err += std::string(": ") + t;
+    }
+    static void on_inbox(natsConnection*, natsSubscription*, natsMsg* msg, void* closure) {
+        auto& st = *static_cast<std::shared_ptr<inbox::state>*>(closure);
+        message m = to_message(msg);
+        natsMsg_Destroy(msg);
+        std::lock_guard l(st->m);
+        st->queue.push_back(std::move(m));
+        if (!st->wake_posted) {
+            st->wake_posted = true;
+            asio::post(st->ex, [st] {
+                {
+                    std::lock_guard l2(st->m);
+                    st->wake_posted = false;
+                }
+                if (st->sink) st->sink->on_messages();
+            });
+        }
+    }
+    static void on_inbox_complete(void* closure) { delete static_cast<std::shared_ptr<inbox::state>*>(closure); }
+};
+
+namespace {
+void check(natsStatus s, const char* what) {
+    if (s != NATS_OK) {
+        std::string t = natsStatus_GetText(s);
+        if (const char* l = nats_GetLastError(nullptr)) t += std::string(" (") + l + ")";
+        throw std::runtime_error(std::string("NATS: ") + what + ": " + t);
+    }
+}
+}  // namespace
+
+client::client(executor_type ex, options o) : impl_(std::make_shared<impl>()) {
+    auto& i = *impl_;
+    if (o.servers.empty()) throw std::invalid_argument("no NATS server given");
+    i.ex = ex;
+    i.opts = std::move(o);
+    i.up = make_flag(ex, "nats-connected", false);
+    i.keep_for_nats = impl_;
+    check(natsOptions_Create(&i.nopts), "options");
+    std::vector<const char*> urls;
+    for (const auto& s : i.opts.servers) urls.push_back(s.c_str());
+    check(natsOptions_SetServers(i.nopts, urls.data(), static_cast<int>(urls.size())), "servers");
+    check(natsOptions_SetName(i.nopts, i.opts.name.c_str()), "name");
+    check(natsOptions_SetMaxReconnect(i.nopts, -1), "max reconnect");
+    check(natsOptions_SetReconnectWait(i.nopts, i.opts.reconnect_wait.count()), "reconnect wait");
+    check(natsOptions_SetReconnectJitter(i.nopts, 100, 100), "reconnect jitter");
+    check(natsOptions_SetTimeout(i.nopts, i.opts.connect_timeout.count()), "timeout");
+    check(natsOptions_SetPingInterval(i.nopts, 2000), "ping interval");
+    check(natsOptions_SetMaxPingsOut(i.nopts, 2), "max pings out");
+    check(natsOptions_SetReconnectBufSize(i.nopts, 64 << 20), "reconnect buffer");
+    check(natsOptions_SetMaxPendingMsgs(i.nopts, 1 << 20), "max pending");
+    check(natsOptions_SetDisconnectedCB(i.nopts, &impl::on_disconnected, &i), "disconnected callback");
+    check(natsOptions_SetReconnectedCB(i.nopts, &impl::on_reconnected, &i), "reconnected callback");
+    check(natsOptions_SetClosedCB(i.nopts, &impl::on_closed, &i), "closed callback");
+    check(natsOptions_SetErrorHandler(i.nopts, &impl::on_error, &i), "error handler");
+    check(natsOptions_SetRetryOnFailedConnect(i.nopts, true, &impl::on_connected, &i), "retry on failed connect");
+    const natsStatus s = natsConnection_Connect(&i.nc, i.nopts);
+    if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED) {
+        i.keep_for_nats.reset();
+        check(s, "connect");
+    }
+    if (s == NATS_OK) i.up->set();
+    char* name = nullptr;
+    check(natsInbox_Create(&name), "inbox");
+    i.prefix = std::string(name) + ".";
+    natsInbox_Destroy(name);
+    check(natsConnection_Subscribe(&i.replies, i.nc, (i.prefix + "*").c_str(), &impl::on_reply, &i), "subscribe");
+    natsSubscription_SetPendingLimits(i.replies, -1, -1);
+}
+
+client::~client() {
+    auto& i = *impl_;
+    {
+        std::lock_guard l(i.m);
+        i.closed = true;
+    }
+    if (i.replies) natsSubscription_Unsubscribe(i.replies);
+    natsConnection_Close(i.nc);
+    if (i.replies) natsSubscription_Destroy(i.replies);
+    natsConnection_Destroy(i.nc);
+    natsOptions_Destroy(i.nopts);
+    i.fail_all(errc::closed);
+}
+
+client::executor_type client::get_executor() const noexcept { return impl_->ex; }
+std::shared_ptr<flag> client::connected() const noexcept { return impl_->up; }
+std::uint64_t client::reconnects() const noexcept { return impl_->reconnects.load(std::memory_order_relaxed); }
+std::uint64_t client::disconnects() const noexcept { return impl_->disconnects.load(std::memory_order_relaxed); }
+
+std::string client::connected_url() const {
+    char buf[256] = {0};
+    if (natsConnection_GetConnectedUrl(impl_->nc, buf, sizeof buf) != NATS_OK) return {};
+    return buf;
+}
+
+std::size_t client::max_payload() const {
+    const auto n = natsConnection_GetMaxPayload(impl_->nc);
+    return n > 0 ? static_cast<std::size_t>(n) : 0;
+}
+
+std::string client::last_error() const {
+    std::lock_guard l(impl_->m);
+    return impl_->last_err;
+}
+
+void client::start_request(std::string subject, std::string data, std::vector<header> headers, request_handler h) {
+    auto& i = *impl_;
+    // Constructed, never assigned: Boost 1.81's move assignment of
+    // any_completion_handler recurses without end (it copies from an lvalue).
+    auto slot = asio::get_associated_cancellation_slot(h);
+    impl::pending p{std::move(h), asio::prefer(i.ex, asio::execution::outstanding_work.tracked), slot};
+    std::uint64_t id;
+    {
+        std::lock_guard l(i.m);
+        if (i.closed) {
+            impl::complete(std::move(p), errc::closed, {});
+            return;
+        }
+        id = i.next++;
+    }
+    const std::string reply = i.prefix + std::to_string(id);
+    natsMsg* msg = nullptr;
+    natsStatus s = natsMsg_Create(&msg, subject.c_str(), reply.c_str(), data.data(), static_cast<int>(data.size()));
+    for (const auto& hd : headers)
+        if (s == NATS_OK) s = natsMsgHeader_Set(msg, hd.name.c_str(), hd.value.c_str());
+    if (s != NATS_OK) {
+        if (msg) natsMsg_Destroy(msg);
+        impl::complete(std::move(p), from_status(s), {});
+        return;
+    }
+    // Registered before it is sent: the reply may come before PublishMsg returns.
+    {
+        std::lock_guard l(i.m);
+        i.waiting.emplace(id, std::move(p));
+    }
+    if (slot.is_connected()) {
+        slot.assign([w = std::weak_ptr<impl>(impl_), id](asio::cancellation_type) {
+            auto self = w.lock();
+            if (!self) return;
+            std::optional<impl::pending> q;
+            {
+                std::lock_guard l(self->m);
+                if (auto it = self->waiting.find(id); it != self->waiting.end()) {
+                    q.emplace(std::move(it->second));
+                    self->waiting.erase(it);
+                }
+            }
+            if (q) impl::complete(std::move(*q), asio::error::operation_aborted, {});
+        });
+    }
+    s = natsConnection_PublishMsg(i.nc, msg);
+    natsMsg_Destroy(msg);
+    if (s != NATS_OK) {
+        std::optional<impl::pending> q;
+        {
+            std::lock_guard l(i.m);
+            if (auto it = i.waiting.find(id); it != i.waiting.end()) {
+                q.emplace(std::move(it->second));
+                i.waiting.erase(it);
+            }
+        }
+        if (q) impl::complete(std::move(*q), from_status(s), {});
+    }
+}
+
+error_code client::publish(std::string_view subject, std::string_view data) {
+    const std::string s(subject);
+    return from_status(natsConnection_Publish(impl_->nc, s.c_str(), data.data(), static_cast<int>(data.size())));
+}
+
+error_code client::publish_request(std::string_view subject, std::string_view reply, std::string_view data) {
+    const std::string s(subject), r(reply);
+    return from_status(
+        natsConnection_PublishRequest(impl_->nc, s.c_str(), r.c_str(), data.data(), static_cast<int>(data.size())));
+}
+
+std::unique_ptr<client::inbox> client::subscribe_inbox(inbox_sink& sink) {
+    auto in = std::unique_ptr<inbox>(new inbox);
+    in->st_ = std::make_shared<inbox::state>();
+    in->st_->sink = &sink;
+    in->st_->ex = impl_->ex;
+    char* name = nullptr;
+    check(natsInbox_Create(&name), "inbox");
+    in->subject_ = name;
+    natsInbox_Destroy(name);
+    auto* closure = new std::shared_ptr<inbox::state>(in->st_);
+    natsSubscription* sub = nullptr;
+    const natsStatus s = natsConnection_Subscribe(&sub, impl_->nc, in->subject_.c_str(), &impl::on_inbox, closure);
+    if (s != NATS_OK) {
+        delete closure;
+        check(s, "subscribe");
+    }
+    natsSubscription_SetPendingLimits(sub, -1, -1);
+    natsSubscription_SetOnCompleteCB(sub, &impl::on_inbox_complete, closure);
+    in->st_->sub = sub;
+    return in;
+}
+
+client::inbox::~inbox() {
+    if (!st_) return;
+    st_->sink = nullptr;
+    if (st_->sub) {
+        natsSubscription_Unsubscribe(st_->sub);
+        natsSubscription_Destroy(st_->sub);
+    }
+}
+
+std::vector<message> client::inbox::drain(std::size_t max) {
+    std::vector<message> out;
+    std::lock_guard l(st_->m);
+    while (!st_->queue.empty() && out.size() < max) {
+        out.push_back(std::move(st_->queue.front()));
+        st_->queue.pop_front();
+    }
+    return out;
+}
+
+std::size_t client::inbox::queued() const {
+    std::lock_guard l(st_->m);
+    return st_->queue.size();
+}
+
+// ---- the pull consumer ----
+
+struct pull_consumer::waiter {
+    fetch_handler handler;
+    asio::any_io_executor work;
+    asio::cancellation_slot slot;
+    asio::steady_timer timer;
+    std::size_t batch;
+    // Constructed, never assigned (see client::start_request).
+    waiter(fetch_handler h, asio::any_io_executor ex, std::size_t b)
+        : handler(std::move(h)),
+          work(asio::prefer(ex, asio::execution::outstanding_work.tracked)),
+          slot(asio::get_associated_cancellation_slot(handler)),
+          timer(ex),
+          batch(b) {}
+};
+
+pull_consumer::pull_consumer(client& c, consumer_config cfg) : c_(c), cfg_(std::move(cfg)) {
+    inbox_ = c_.subscribe_inbox(*this);
+}
+
+pull_consumer::~pull_consumer() {
+    inbox_.reset();  // no more on_messages()
+    finish(asio::error::operation_aborted);
+}
+
+void pull_consumer::on_messages() {
+    for (auto& m : inbox_->drain(SIZE_MAX)) {
+        if (m.status != 0) {
+            // 404 no messages, 408 the pull expired, 409 the pull was ended
+            // (leadership change, consumer deleted, limits): ask again.
+            // 100: an idle heartbeat, ignored.
+            if (m.status != 100) pulling_ = false;
+            continue;
+        }
+        auto info = parse_ack_subject(m.reply);
+        if (!info) continue;  // not a JetStream delivery
+        if (pull_left_ > 0 && --pull_left_ == 0) pulling_ = false;
+        if (info->delivered > 1) ++redeliveries_;
+        last_pending_ = info->pending;
+        ready_.push_back({std::move(m), std::move(*info)});
+    }
+    if (waiting_ && (!ready_.empty() || !pulling_)) finish({});
+}
+
+void pull_consumer::finish(error_code ec) {
+    auto w = std::move(waiting_);
+    if (!w) return;
+    w->timer.cancel();
+    std::vector<delivery> out;
+    if (!ec) {
+        const std::size_t n = std::min(w->batch, ready_.size());
+        out.assign(std::make_move_iterator(ready_.begin()), std::make_move_iterator(ready_.begin() + static_cast<std::ptrdiff_t>(n)));
+        ready_.erase(ready_.begin(), ready_.begin() + static_cast<std::ptrdiff_t>(n));
+    }
+    asio::post(w->work, [w, ec, out = std::move(out)]() mutable {
+        if (w->slot.is_connected()) w->slot.clear();
+        asio::dispatch(asio::append(std::move(w->handler), ec, std::move(out)));
+    });
+}
+
+void pull_consumer::start_fetch(std::size_t batch, std::chrono::milliseconds wait, fetch_handler h) {
+    auto w = std::make_shared<waiter>(std::move(h), c_.get_executor(), std::max<std::size_t>(batch, 1));
+    if (waiting_) {
+        // One fetch at a time.
+        asio::post(w->work, [w]() mutable {
+            asio::dispatch(asio::append(std::move(w->handler), error_code(asio::error::in_progress), std::vector<delivery>{}));
+        });
+        return;
+    }
+    waiting_ = w;
+    if (!ready_.empty()) {
+        finish({});
+        return;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (!pulling_ || now > pull_until_) {
+        const auto body = nlohmann::json{{"batch", w->batch}, {"expires", std::chrono::nanoseconds(wait).count()}}.dump();
+        const std::string api = "$JS.API.CONSUMER.MSG.NEXT." + cfg_.stream + "." + cfg_.durable;
+        auto ec = c_.publish_request(api, inbox_->subject(), body);
+        if (ec) {
+            finish(ec);
+            return;
+        }
+        pulling_ = true;
+        pull_left_ = w->batch;
+        // A pull the server forgot (its node died) ends here.
+        pull_until_ = now + wait + std::chrono::seconds(2);
+    }
+    w->timer.expires_at(pull_until_);
+    w->timer.async_wait([this, weak = std::weak_ptr<waiter>(w)](const boost::system::error_code& e) {
+        auto alive = weak.lock();
+        if (e || !alive || alive != waiting_) return;
+        pulling_ = false;
+        finish({});
+    });
+    if (w->slot.is_connected())
+        w->slot.assign([this, weak = std::weak_ptr<waiter>(w)](asio::cancellation_type) {
+            auto alive = weak.lock();
+            if (alive && alive == waiting_) finish(asio::error::operation_aborted);
+        });
+}
+
+error_code pull_consumer::ack(const delivery& d) { return c_.publish(d.msg.reply, "+ACK"); }
+error_code pull_consumer::nak(const delivery& d, std::chrono::milliseconds delay) {
+    return c_.publish(d.msg.reply, "-NAK {\"delay\":" + std::to_string(std::chrono::nanoseconds(delay).count()) + "}");
+}
+error_code pull_consumer::term(const delivery& d) { return c_.publish(d.msg.reply, "+TERM"); }
+
+}  // namespace steadfast::jetstream
