@@ -59,4 +59,48 @@ decision decide_rewind(std::uint64_t expected, std::uint64_t oldest, std::uint64
                 (oldest ? ", the oldest retained is " + std::to_string(oldest) : std::string(", nothing is retained")));
 }
 
+decision decide_publish(const sent_batch& b, const publish_outcome& o) {
+    using k = publish_outcome::kind;
+    switch (o.what) {
+        case k::published: return make(verdict::ack, b.last, 0, {}, {});
+        case k::wrong_sequence:
+            return make(verdict::resync, 0, 0, "wrong_last_sequence", {}, "the subject's last message is not this primary's last");
+        case k::unavailable: return make(verdict::redeliver, 0, 0, "jetstream unavailable: " + o.detail, "jetstream_unavailable");
+        case k::refused: return make(verdict::redeliver, 0, 0, "jetstream refused: " + o.detail, "jetstream_refused");
+        case k::too_large:
+            if (b.count() > 1) return make(verdict::isolate, 0, 0, "too large: " + o.detail, {});
+            return make(verdict::block, 0, 0, "too_large_for_server", {},
+                        "seq " + std::to_string(b.first) + " is larger than the NATS server's max_payload: " + o.detail);
+        case k::stopped: return make(verdict::stop, 0, 0, "stopping");
+    }
+    return make(verdict::stop, 0, 0, "stopping");
+}
+
+decision decide_log(const log_head& h, std::uint64_t own_epoch, const outbox_facts& f) {
+    if (!h.empty && !h.envelope)
+        return make(verdict::block, 0, 0, "conflict", {}, "the subject's last message in the log is not an envelope of this stream");
+    if (!h.empty && h.epoch > own_epoch) return make(verdict::demote, 0, h.epoch, "stale_epoch", {});
+    if (h.empty) {
+        if (f.acked == 0) return make(verdict::ack, 0, 0, {}, {});
+        auto d = decide_rewind(1, f.oldest, f.next_seq);
+        d.detail = "the log has no message of the stream, " + std::to_string(f.acked) + " were acknowledged" +
+                   (d.detail.empty() ? std::string{} : "; " + d.detail);
+        return d;
+    }
+    if (h.seq >= f.next_seq)
+        return make(verdict::block, 0, 0, "conflict", {},
+                    "the log has seq " + std::to_string(h.seq) + " of the stream, beyond the " + std::to_string(f.next_seq - 1) +
+                        " this primary assigned: another primary writes it");
+    if (f.id_at_head && *f.id_at_head != h.id)
+        return make(verdict::block, 0, 0, "conflict", {},
+                    "the log has another message at seq " + std::to_string(h.seq) + " (id " + h.id + ")");
+    if (h.seq < f.acked) {
+        auto d = decide_rewind(h.seq + 1, f.oldest, f.next_seq);
+        d.detail = "the log ends at seq " + std::to_string(h.seq) + ", below the " + std::to_string(f.acked) +
+                   " acknowledged" + (d.detail.empty() ? std::string{} : "; " + d.detail);
+        return d;
+    }
+    return make(verdict::ack, h.seq, 0, {}, {});
+}
+
 }  // namespace steadfast::primary

@@ -6,6 +6,7 @@
 #include <steadfast/transport/envelope.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace steadfast::primary {
@@ -39,6 +40,7 @@ enum class verdict {
     rewind,       // the secondary lost messages it had acknowledged: resend from `upto` + 1
     block,        // stop this stream (conflict): nothing acknowledged, nothing dead-lettered
     stop,         // the processor is stopping
+    resync,       // JetStream: the log's last message is not the one expected: read it, decide_log()
 };
 
 struct decision {
@@ -60,6 +62,53 @@ struct decision {
 /// - every other answer and every transport failure: the link or the
 ///   secondary is wrong, not the message: redeliver (reported as a link error).
 decision decide(const sent_batch& b, const delivery_outcome& o);
+
+// ---- JetStream (a nats:// --secondary): the log is the secondary ----
+
+/// How the quick retries of one publish to JetStream ended.
+struct publish_outcome {
+    enum class kind {
+        published,       // stored (or found stored: a duplicate of the same batch)
+        wrong_sequence,  // the subject's last message is not the one this primary last wrote
+        unavailable,     // no server, no responders, no leader, timeouts: retried quickly, in vain
+        refused,         // JetStream refused the publish (a permission, a limit): misconfiguration
+        too_large,       // larger than the server's max_payload
+        stopped,         // shutdown or demotion cancelled the publish
+    };
+    kind what = kind::published;
+    std::string detail;  // unavailable, refused, too_large: what failed, for the log
+};
+
+/// The decision for a publish (the JetStream counterpart of decide()):
+/// published: ack the batch; a wrong expected sequence: resync (read the
+/// log's last message, then decide_log); unavailable or refused: redeliver
+/// (a link error, messages kept, the ladder); too large: isolate a batch,
+/// block a single message (the server's max_payload must grow; never a
+/// dead letter for the server's limit).
+decision decide_publish(const sent_batch& b, const publish_outcome& o);
+
+/// The last message of a stream's subject in the log, as found.
+struct log_head {
+    bool empty = true;         // no message on the subject
+    bool envelope = true;      // decodes as envelopes of this stream (false: something else wrote it)
+    std::uint64_t seq = 0, epoch = 0;  // its last envelope's
+    std::string id;
+};
+/// What the outbox knows of the stream.
+struct outbox_facts {
+    std::uint64_t acked = 0;     // acknowledged up to here
+    std::uint64_t next_seq = 1;  // the next seq it would assign
+    std::uint64_t oldest = 0;    // the lowest seq still retained (0: none)
+    std::optional<std::string> id_at_head;  // the outbox's id at the log head's seq, if still retained
+};
+/// Whether the log continues this primary's stream:
+/// - another writer's message, or a seq this primary never assigned, or
+///   another id at a seq: block (conflict), nothing written;
+/// - a newer epoch: demote;
+/// - behind what was acknowledged (the log lost messages): rewind from
+///   retention, or block beyond retention;
+/// - else: ack up to the log's head and go on after it.
+decision decide_log(const log_head& h, std::uint64_t own_epoch, const outbox_facts& f);
 
 /// A rewind to `expected` is possible only while the outbox still holds it.
 /// `oldest` is the stream's lowest seq still in the outbox (0: none).

@@ -35,6 +35,10 @@ std::string_view hint_for(const std::string& link_error) {
         return "is --secondary the address of a steadfast-secondary?";
     if (link_error == "transport")
         return "is the secondary running and reachable? (if it serves HTTPS, --secondary must be https://)";
+    if (link_error == "jetstream_unavailable")
+        return "are the NATS servers of --secondary running, with JetStream on, and does the stream have a leader?";
+    if (link_error == "jetstream_refused")
+        return "JetStream refused the publish: check the account's permissions and limits and the stream's configuration";
     if (link_error == "tls")
         return "check --tls-ca (the CA that signed the secondary's certificate), --tls-server-name, "
                "--tls-cert/--tls-key if the secondary asks for a certificate, and that the secondary serves HTTPS";
@@ -118,27 +122,68 @@ asio::awaitable<void> node::wait_until(std::chrono::steady_clock::time_point dea
     co_await until_woken->async_wait_until(true, asio::as_tuple(asio::use_awaitable));
 }
 
-http::request node::make_request(const std::string& stream, const std::vector<pending_message>& batch) const {
-    http::request req{"POST", "/api/messages", {{"Content-Type", "application/json"}}, {}};
+// One envelope, or a batch of them: the body of an HTTP request and the data
+// of a JetStream message alike.
+std::string node::encode_body(const std::string& stream, const std::vector<pending_message>& batch) const {
+    std::string body;
     if (batch.size() == 1) {
         const auto& m = batch[0];
-        req.body.reserve(envelope::encoded_size(m.id, stream, m.seq, o_.epoch, m.payload.size()));
-        envelope::encode_to(req.body, m.id, stream, m.seq, o_.epoch, m.payload);
-        req.set("Idempotency-Key", m.id);
-    } else {
-        std::size_t n = envelope::batch_prefix.size() + envelope::batch_suffix.size();
-        for (const auto& m : batch) n += envelope::encoded_size(m.id, stream, m.seq, o_.epoch, m.payload.size()) + 1;
-        req.body.reserve(n);
-        req.body += envelope::batch_prefix;
-        for (std::size_t i = 0; i < batch.size(); ++i) {
-            if (i) req.body += ',';
-            envelope::encode_to(req.body, batch[i].id, stream, batch[i].seq, o_.epoch, batch[i].payload);
-        }
-        req.body += envelope::batch_suffix;
-        req.set("Idempotency-Key", batch.front().id + ".." + std::to_string(batch.back().seq));
+        body.reserve(envelope::encoded_size(m.id, stream, m.seq, o_.epoch, m.payload.size()));
+        envelope::encode_to(body, m.id, stream, m.seq, o_.epoch, m.payload);
+        return body;
     }
+    std::size_t n = envelope::batch_prefix.size() + envelope::batch_suffix.size();
+    for (const auto& m : batch) n += envelope::encoded_size(m.id, stream, m.seq, o_.epoch, m.payload.size()) + 1;
+    body.reserve(n);
+    body += envelope::batch_prefix;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+        if (i) body += ',';
+        envelope::encode_to(body, batch[i].id, stream, batch[i].seq, o_.epoch, batch[i].payload);
+    }
+    body += envelope::batch_suffix;
+    return body;
+}
+
+// The Idempotency-Key (HTTP) and Nats-Msg-Id (JetStream) of a request: the
+// message's id, or the first id and the last seq of a batch.
+std::string node::batch_key(const std::vector<pending_message>& batch) {
+    if (batch.size() == 1) return batch.front().id;
+    return batch.front().id + ".." + std::to_string(batch.back().seq);
+}
+
+http::request node::make_request(const std::string& stream, const std::vector<pending_message>& batch) const {
+    http::request req{"POST", "/api/messages", {{"Content-Type", "application/json"}}, encode_body(stream, batch)};
+    req.set("Idempotency-Key", batch_key(batch));
     if (!tokens_.empty()) req.set("Authorization", "Bearer " + tokens_.front());
     return req;
+}
+
+// One batch over HTTP, retried quickly; what the answer means (decide()).
+asio::awaitable<decision> node::send_http(const std::string& stream, const std::vector<pending_message>& batch,
+                                          const retry_policy& quick, std::chrono::nanoseconds& server_wait) {
+    const http::request req = make_request(stream, batch);
+    // Named first: g++ 12 mishandles non-trivial temporaries inside a co_await expression.
+    auto attempt = classified([this, &req](const attempt_context&) { return link_->send(req); },
+                              http::make_classifier(req));
+    auto r = co_await steadfast::retry(quick, std::move(attempt));
+
+    delivery_outcome outcome;
+    if (r.reason() == stop_reason::condition || r.reason() == stop_reason::cancelled || stop_->value()) {
+        outcome.what = delivery_outcome::kind::stopped;
+    } else if (r.has_value() && r.value().has_response()) {
+        outcome.status = r.value().res().status;
+        outcome.body = r.value().res().body;
+        if (auto ra = r.value().res().get("Retry-After"))
+            server_wait = http::parse_retry_after(*ra, std::chrono::system_clock::now()).value_or(server_wait);
+    } else {
+        // TLS's fault (a certificate, a name, not TLS; with TLS 1.3 a
+        // refused client certificate shows after the handshake): an error
+        // of OpenSSL's, not a reset, a timeout or a truncated stream.
+        const bool handshake = r.has_value() && http::is_tls_error(r.value().error().ec);
+        outcome.what = handshake ? delivery_outcome::kind::tls : delivery_outcome::kind::transport;
+        outcome.detail = std::string(to_string(r.reason())) + ": " + r.last_error().message();
+    }
+    co_return decide(sent_batch{batch.front().seq, batch.back().seq}, outcome);
 }
 
 // A read of the outbox failed: say so, and pause before the processor tries again.
@@ -163,7 +208,7 @@ asio::awaitable<void> node::deliver(std::string stream) {
     // The client's connect/write/read timeouts bound an attempt; shutdown or
     // demotion (stop_) ends the quick retries at once, cancelling the send in
     // flight; no attempt starts while the secondary's probe fails.
-    const auto quick = retry_policy{}
+    auto quick = retry_policy{}
                            .with_backoff(backoff::exponential(100ms, 2.0, o_.max_backoff).with_jitter(jitter::full))
                            // A Retry-After up to the ladder's first step is waited here; a
                            // longer one ends the quick retries (pushback) and the ladder
@@ -176,6 +221,9 @@ asio::awaitable<void> node::deliver(std::string stream) {
                                attempts_.Increment();
                                if (c.number > 1) retries_.Increment();
                            }});
+    // A JetStream request has no timeout of its own (an HTTP attempt has the
+    // client's): the engine's attempt timeout bounds it.
+    if (js_) quick = std::move(quick).with_attempt_timeout(o_.attempt_timeout);
     const std::size_t body_limit = std::min(o_.batch_bytes, envelope::limits{}.max_body_bytes);
     bool woken_by_recovery = false;
     while (!stop_->value()) {
@@ -238,6 +286,42 @@ asio::awaitable<void> node::deliver(std::string stream) {
         }
         woken_by_recovery = false;
 
+        if (js_ && !st.js_last) {
+            // JetStream: where does the log stand? (at start, after a wrong
+            // expected sequence, after a rewind.)
+            decision d = co_await sync_log(stream, st, quick);
+            forget_window(st);
+            st.sched = {};
+            switch (d.what) {
+                case verdict::ack:
+                    if (d.upto > st.acked) acknowledge(stream, st, d.upto);
+                    continue;
+                case verdict::rewind:
+                    if (st.rewound_to == d.upto) {
+                        co_await block(stream, "beyond_retention", d.detail + "; the retained messages from seq " +
+                                                                       std::to_string(d.upto + 1) + " are not contiguous");
+                        co_return;
+                    }
+                    st.rewound_to = d.upto;
+                    rewinds_.Increment();
+                    app::log(level::warn, "rewind", {{"stream", stream}, {"from_seq", d.upto + 1}, {"detail", d.detail}});
+                    st.acked = d.upto;
+                    st.single_until = 0;
+                    continue;
+                case verdict::demote:
+                    demoted_->observe(std::max(d.epoch, o_.epoch + 1));
+                    co_return;
+                case verdict::block:
+                    co_await block(stream, d.reason, d.detail);
+                    co_return;
+                case verdict::redeliver:
+                    if (!co_await next_step(stream, pending_message{st.acked + 1, {}, {}, 0}, d, {}))
+                        co_await wait_until(std::chrono::steady_clock::now() + storage_pause, stop_);
+                    continue;
+                default: co_return;  // stop
+            }
+        }
+
         // The batch: the head of the window, within the count limit and the
         // request body limit by exact encoded size. A message too big to share
         // a request goes alone. Moved out of the window: on failure the window
@@ -259,31 +343,13 @@ asio::awaitable<void> node::deliver(std::string stream) {
         // were committed since).
         if (max > 1 && st.window.size() < max && !(st.next && !st.next->done->value())) start_read_ahead(stream, st);
 
-        const http::request req = make_request(stream, batch);
-        // Named first: g++ 12 mishandles non-trivial temporaries inside a co_await expression.
-        auto attempt = classified([this, &req](const attempt_context&) { return link_.send(req); },
-                                  http::make_classifier(req));
-        auto r = co_await steadfast::retry(quick, std::move(attempt));
-
-        delivery_outcome outcome;
         std::chrono::nanoseconds server_wait{};  // a Retry-After: the next ladder step waits at least this
-        if (r.reason() == stop_reason::condition || r.reason() == stop_reason::cancelled || stop_->value()) {
-            outcome.what = delivery_outcome::kind::stopped;
-        } else if (r.has_value() && r.value().has_response()) {
-            outcome.status = r.value().res().status;
-            outcome.body = r.value().res().body;
-            if (auto ra = r.value().res().get("Retry-After"))
-                server_wait = http::parse_retry_after(*ra, std::chrono::system_clock::now()).value_or(server_wait);
-        } else {
-            // TLS's fault (a certificate, a name, not TLS; with TLS 1.3 a
-            // refused client certificate shows after the handshake): an error
-            // of OpenSSL's, not a reset, a timeout or a truncated stream.
-            const bool handshake = r.has_value() && http::is_tls_error(r.value().error().ec);
-            outcome.what = handshake ? delivery_outcome::kind::tls : delivery_outcome::kind::transport;
-            outcome.detail = std::string(to_string(r.reason())) + ": " + r.last_error().message();
-        }
-        const sent_batch sent{batch.front().seq, batch.back().seq};
-        decision d = decide(sent, outcome);
+        // Not one conditional expression with two co_awaits: g++ 12 destroys its result twice.
+        decision d;
+        if (js_)
+            d = co_await send_js(stream, st, batch, quick);
+        else
+            d = co_await send_http(stream, batch, quick, server_wait);
         if (d.what != verdict::ack) {
             forget_window(st);  // read again: the schedule or a tombstone may change what comes next
             st.sched = {};
@@ -362,6 +428,9 @@ asio::awaitable<void> node::deliver(std::string stream) {
             case verdict::block:
                 co_await block(stream, d.reason, d.detail);
                 co_return;
+            case verdict::resync:
+                st.js_last.reset();  // read the log's last message before anything else is sent
+                break;
         }
     }
 }

@@ -67,8 +67,11 @@ std::optional<http::response> node::refuse_publish(const http::request& req, std
 http::router node::routes() {
     http::router r;
     r.add("GET", "/health", [this](http::request&) -> asio::awaitable<http::response> {
-        co_return http::response::json(200, std::string("{\"status\":\"ok\",\"secondary_online\":") +
-                                                (online_->value() ? "true" : "false") + "}");
+        nlohmann::json j{{"status", "ok"}, {"secondary_online", online_->value()}};
+        if (js_)
+            j["jetstream"] = {{"connected", js_->connected()->value()}, {"server", js_->connected_url()},
+                              {"stream", o_.js_stream}, {"problem", js_problem_}};
+        co_return http::response::json(200, j.dump());
     });
     // Readiness, for load balancers and orchestrators: 503 while starting or
     // draining (health says whether the process works; readiness whether to
@@ -96,6 +99,7 @@ http::router node::routes() {
             app::sync_counter(tls_failures_, server_->get_stats().tls_handshake_failures);
         }
         refresh_stream_metrics();
+        refresh_jetstream_metrics();
         http::response res;
         res.body = app::expose(*registry_);
         res.set("Content-Type", "text/plain; version=0.0.4");

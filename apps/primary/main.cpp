@@ -62,8 +62,7 @@ node::node(const options& o, app::database& db)
       worker_(db),
       ladder_(o.ladder.empty() ? backoff::rocketmq() : backoff::schedule(o.ladder)),
       ladder_steps_(ladder_.steps()),
-      link_(ioc_.get_executor(), link_options(o), o.connections),
-      probe_client_(ioc_.get_executor(), secondary_options(o)),
+
       shutdown_(make_shutdown_requested(ioc_.get_executor(), {SIGINT, SIGTERM})),
       demoted_(make_demoted(ioc_.get_executor(), o.epoch)),
       stop_(cond(shutdown_) || cond(demoted_)),
@@ -104,15 +103,29 @@ node::node(const options& o, app::database& db)
                       .Help("Age of the oldest message not yet acknowledged, per stream with any")
                       .Register(*registry_)),
       oldest_age_(gauge(*registry_, "steadfast_primary_oldest_pending_age_seconds",
-                        "Age of the oldest message not yet acknowledged, over all streams (0: none)")) {
+                        "Age of the oldest message not yet acknowledged, over all streams (0: none)")),
+      js_connected_(gauge(*registry_, "steadfast_primary_jetstream_connected", "1 while connected to a NATS server (a nats:// --secondary)")),
+      js_disconnects_(counter(*registry_, "steadfast_primary_jetstream_disconnects_total", "Connections to NATS lost")),
+      js_reconnects_(counter(*registry_, "steadfast_primary_jetstream_reconnects_total", "Reconnections to NATS")),
+      js_duplicates_(counter(*registry_, "steadfast_primary_jetstream_duplicates_total",
+                             "Publishes JetStream had stored already (a retry after a lost acknowledgement)")) {
     if (!o.token_file.empty()) tokens_ = app::read_token_file(o.token_file);
+    if (o.jetstream()) {
+        jetstream::options jo;
+        jo.servers = jetstream::parse_servers(o.secondary);
+        jo.name = "steadfast-primary";
+        js_ = std::make_unique<jetstream::client>(ioc_.get_executor(), std::move(jo));
+    } else {
+        link_.emplace(ioc_.get_executor(), link_options(o), o.connections);
+        probe_client_.emplace(ioc_.get_executor(), secondary_options(o));
+    }
     probe_options po;
     po.interval = 1s;
     po.failing_backoff = backoff::exponential(50ms, 1.5, 200ms);
     po.check_timeout = 1s;
     po.failures_to_offline = 2;
     po.initially_online = true;
-    online_ = make_secondary_online(ioc_.get_executor(), [this] { return probe(); }, po);
+    online_ = make_secondary_online(ioc_.get_executor(), [this] { return js_ ? probe_jetstream() : probe(); }, po);
     online_->subscribe(online_sub_, [this](bool v) {
         online_gauge_.Set(v ? 1 : 0);
         nlohmann::json fields{{"secondary", o_.secondary}};
@@ -126,7 +139,7 @@ node::node(const options& o, app::database& db)
 // plainly (a wrong CA or name would otherwise look like a secondary that is
 // down), once for each new error.
 asio::awaitable<bool> node::probe() {
-    const auto r = co_await http::health_check_report(probe_client_);
+    const auto r = co_await http::health_check_report(*probe_client_);
     if (r.healthy) {
         probe_error_.clear();
         co_return true;
@@ -407,6 +420,12 @@ int main(int argc, char** argv) {
             ("retain", po::value(&retain)->default_value("1h"), "keep acknowledged messages this long, to resend to a secondary restored from an older copy")
             ("max-connections", po::value(&o.max_connections)->default_value(256), "connections to --listen open at once; more are closed at once")
             ("max-streams", po::value(&o.max_streams)->default_value(10'000), "streams with pending messages at most; /publish to another one gets 429");
+        po::options_description jsd("JetStream (a nats://HOST:PORT[,nats://HOST:PORT...] --secondary)");
+        jsd.add_options()
+            ("js-stream", po::value(&o.js_stream)->default_value("steadfast"), "the JetStream stream (created if missing)")
+            ("js-replicas", po::value(&o.js_replicas)->default_value(1), "the stream's replicas when it is created (1 to 5; 3 for a 3-node cluster)")
+            ("js-prefix", po::value(&o.js_prefix), "subject prefix: stream S goes to PREFIX.S (default: the --js-stream name)");
+        d.add(jsd);
         po::options_description tls("TLS (an https:// --secondary; HTTPS on --listen with --tls-listen)");
         app::add_tls_primary_options(tls);
         d.add(tls);
@@ -447,8 +466,22 @@ int main(int argc, char** argv) {
         if (!o.ladder.empty()) (void)backoff::schedule(o.ladder);  // refuses a bad ladder with its message
         if (!envelope::valid_stream_name(o.stream))
             throw std::invalid_argument("--stream must be 1 to 128 characters of A-Z a-z 0-9 . _ -");
-        (void)http::client::from_url(o.secondary);
-        o.secondary_tls = app::tls_client_from(vm, o.secondary);
+        if (o.jetstream()) {
+            (void)jetstream::parse_servers(o.secondary);
+            auto token_ok = [](const std::string& v) {
+                return !v.empty() && v.size() <= 64 &&
+                       v.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") == std::string::npos;
+            };
+            if (!token_ok(o.js_stream)) throw std::invalid_argument("--js-stream must be 1 to 64 characters of A-Z a-z 0-9 _ -");
+            if (o.js_prefix.empty()) o.js_prefix = o.js_stream;
+            if (!token_ok(o.js_prefix)) throw std::invalid_argument("--js-prefix must be 1 to 64 characters of A-Z a-z 0-9 _ -");
+            if (o.js_replicas < 1 || o.js_replicas > 5) throw std::invalid_argument("--js-replicas must be 1 to 5");
+        } else {
+            if (!vm["js-stream"].defaulted() || vm.count("js-prefix") || !vm["js-replicas"].defaulted())
+                throw std::invalid_argument("--js-stream, --js-replicas and --js-prefix are for a nats:// --secondary");
+            (void)http::client::from_url(o.secondary);
+        }
+        o.secondary_tls = app::tls_client_from(vm, o.secondary);  // refuses TLS flags for a nats:// one
         if (vm["tls-listen"].as<bool>()) {
             o.listen_tls = app::tls_server_from(vm);
             if (!o.listen_tls) throw std::invalid_argument("--tls-listen serves --tls-cert/--tls-key: give them");

@@ -19,6 +19,7 @@
 #include <steadfast/conditions.hpp>
 #include <steadfast/engine.hpp>
 #include <steadfast/transport/http.hpp>
+#include <steadfast/transport/jetstream.hpp>
 #include <steadfast/transport/pool.hpp>
 #include <steadfast/transport/server.hpp>
 
@@ -46,6 +47,10 @@ struct options {
     std::chrono::milliseconds max_backoff{30'000}, attempt_timeout{10'000}, retain{3'600'000};
     std::optional<http::tls_client_options> secondary_tls;  // an https:// --secondary
     std::optional<http::tls_server_options> listen_tls;     // HTTPS on --listen
+    // A nats:// --secondary: JetStream. Stream `<js_stream>`, subjects `<js_prefix>.<stream>`.
+    std::string js_stream = "steadfast", js_prefix;
+    unsigned js_replicas = 1;
+    bool jetstream() const { return jetstream::is_nats_url(secondary); }
 };
 
 /// Exit codes (also in --help and the README).
@@ -90,6 +95,9 @@ struct stream_state {
     bool more_maybe = false;        // the last read found rows: there may be more
     std::shared_ptr<read_ahead> next;  // the next rows, read while a batch is in flight
     schedule sched;
+    // JetStream: the log's seq of this stream's last message, as this primary
+    // wrote or read it (the next publish expects it); unknown: read the log first.
+    std::optional<std::uint64_t> js_last;
 };
 
 // Acknowledgements are coalesced: the outbox is marked up to the latest target
@@ -126,6 +134,18 @@ private:
     boost::asio::awaitable<bool> probe();
     boost::asio::awaitable<void> outbox_failed(const std::string& stream, const std::string& error);
     http::request make_request(const std::string& stream, const std::vector<pending_message>& batch) const;
+    std::string encode_body(const std::string& stream, const std::vector<pending_message>& batch) const;
+    static std::string batch_key(const std::vector<pending_message>& batch);
+    boost::asio::awaitable<decision> send_http(const std::string& stream, const std::vector<pending_message>& batch,
+                                               const retry_policy& quick, std::chrono::nanoseconds& server_wait);
+
+    // delivery_js.cpp: the same processor with JetStream as the secondary
+    std::string js_subject(const std::string& stream) const;
+    boost::asio::awaitable<decision> send_js(const std::string& stream, stream_state& st,
+                                             const std::vector<pending_message>& batch, const retry_policy& quick);
+    boost::asio::awaitable<decision> sync_log(const std::string& stream, stream_state& st, const retry_policy& quick);
+    boost::asio::awaitable<bool> probe_jetstream();
+    void refresh_jetstream_metrics();
     void acknowledge(const std::string& stream, stream_state& st, std::uint64_t upto);
     std::vector<pending_message> read_window(const std::string& stream, std::uint64_t after);
     void start_read_ahead(const std::string& stream, stream_state& st);
@@ -148,8 +168,10 @@ private:
     app::db_worker worker_;
     backoff ladder_;
     std::size_t ladder_steps_;
-    http::client_pool link_;
-    http::client probe_client_;
+    std::optional<http::client_pool> link_;        // an http(s):// secondary
+    std::optional<http::client> probe_client_;
+    std::unique_ptr<jetstream::client> js_;        // a nats:// secondary
+    std::string js_problem_;  // why the last JetStream check failed ("" when it passed), logged once
     std::vector<std::string> tokens_;  // --token-file: the first is sent, any is accepted on /publish
     std::shared_ptr<shutdown_condition> shutdown_;  // SIGINT, SIGTERM or stop()
     std::shared_ptr<epoch_fence> demoted_;
@@ -167,6 +189,8 @@ private:
     prometheus::Family<prometheus::Gauge>& stream_pending_;
     prometheus::Family<prometheus::Gauge>& stream_age_;
     prometheus::Gauge& oldest_age_;
+    prometheus::Gauge& js_connected_;
+    prometheus::Counter &js_disconnects_, &js_reconnects_, &js_duplicates_;
     std::set<std::string> exposed_streams_;
     void refresh_stream_metrics();
     std::map<std::string, stream_state> streams_;

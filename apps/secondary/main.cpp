@@ -8,6 +8,7 @@
 #include "../common/sqlite.hpp"
 #include "../common/token.hpp"
 #include "../common/token_reload.hpp"
+#include "source.hpp"
 #include "store.hpp"
 
 #include <steadfast/transport/envelope.hpp>
@@ -49,6 +50,7 @@ struct options {
     std::optional<http::tls_server_options> tls;  // HTTPS on --listen
     std::size_t max_body = 1 << 20;
     std::size_t max_connections = 256;
+    secondary::source_options source;  // --source nats://...: consume from JetStream
 };
 
 int dump(const std::string& dir) {
@@ -74,7 +76,6 @@ int dump(const std::string& dir) {
 
 int serve(const options& o) {
     app::init_log("secondary", o.log_level);
-    const auto [host, port] = http::parse_listen_address(o.listen);
     std::vector<std::string> tokens;  // any is accepted; SIGHUP reloads them
     if (!o.token_file.empty()) tokens = app::read_token_file(o.token_file);
     app::database db(o.data, "secondary.db", "steadfast-secondary", o.sync);
@@ -130,9 +131,15 @@ int serve(const options& o) {
         if (!(co_await recheck_storage()).empty()) co_return http::response::json(503, "{\"status\":\"storage_failed\"}");
         co_return http::response::json(200, "{\"status\":\"ready\"}");
     });
+    std::unique_ptr<secondary::js_source> source;
     routes.add("GET", "/health", [&](http::request&) -> asio::awaitable<http::response> {
         if (auto e = co_await recheck_storage(); !e.empty())
             co_return http::response::json(503, "{\"status\":\"storage_failed\",\"error\":\"" + http::json_escape(e) + "\"}");
+        if (source) {
+            // The JetStream link: 503 while no NATS server is reachable.
+            nlohmann::json j{{"status", source->connected() ? "ok" : "jetstream_disconnected"}, {"jetstream", source->health()}};
+            co_return http::response::json(source->connected() ? 200 : 503, j.dump());
+        }
         co_return http::response::json(200, "{\"status\":\"ok\"}");
     });
     auto& refused = prometheus::BuildCounter().Name("steadfast_secondary_connections_rejected_total").Help("Connections closed at once: over --max-connections").Register(*registry).Add({});
@@ -141,11 +148,21 @@ int serve(const options& o) {
     http::server* server_ptr = nullptr;
     auto& last_seq = prometheus::BuildGauge().Name("steadfast_secondary_last_applied_seq").Help("The last seq applied, per stream").Register(*registry);
     auto& last_applied_at = prometheus::BuildGauge().Name("steadfast_secondary_last_applied_timestamp_seconds").Help("When a message was last applied (Unix time; 0: none since start)").Register(*registry).Add({});
+    auto& js_connected = prometheus::BuildGauge().Name("steadfast_secondary_jetstream_connected").Help("1 while connected to a NATS server (--source)").Register(*registry).Add({});
+    auto& js_lag = prometheus::BuildGauge().Name("steadfast_secondary_jetstream_consumer_pending").Help("Messages in the stream not yet delivered to this consumer (its lag), as of the last delivery").Register(*registry).Add({});
+    auto& js_blocked = prometheus::BuildGauge().Name("steadfast_secondary_jetstream_blocked_streams").Help("Streams not applying (conflict, gap)").Register(*registry).Add({});
+    auto& js_redeliveries = prometheus::BuildCounter().Name("steadfast_secondary_jetstream_redeliveries_total").Help("Messages JetStream delivered again (not acknowledged in time, or nak'd)").Register(*registry).Add({});
     routes.add("GET", "/metrics", [&](http::request&) -> asio::awaitable<http::response> {
         if (server_ptr) {
             app::sync_counter(refused, server_ptr->get_stats().connections_rejected);
             app::sync_counter(tls_failures, server_ptr->get_stats().tls_handshake_failures);
             app::sync_counter(accepted, server_ptr->get_stats().connections_accepted);
+        }
+        if (source) {
+            js_connected.Set(source->connected() ? 1 : 0);
+            js_lag.Set(static_cast<double>(source->lag()));
+            js_blocked.Set(static_cast<double>(source->blocked().size()));
+            app::sync_counter(js_redeliveries, source->redeliveries());
         }
         auto read = [&st](app::database&, bool&) { return st.last_applied(); };
         auto positions = co_await worker.run<std::vector<std::pair<std::string, std::uint64_t>>>(ioc.get_executor(), std::move(read));
@@ -218,12 +235,44 @@ int serve(const options& o) {
     so.max_body_bytes = o.max_body;
     so.max_connections = o.max_connections;
     so.tls = o.tls;
-    http::server server(ioc.get_executor(), std::move(routes), so);
-    server_ptr = &server;
-    const auto ep = server.listen(host, port);
-    server.start();
-    app::log(level::info, "listening", {{"address", ep.address().to_string()}, {"port", ep.port()}, {"data", db.path()},
-                                        {"sync", o.sync == app::sync_mode::full ? "full" : "off"}, {"auth", !tokens.empty()}});
+    std::optional<http::server> server;
+    if (!o.listen.empty()) {
+        const auto [host, port] = http::parse_listen_address(o.listen);
+        server.emplace(ioc.get_executor(), std::move(routes), so);
+        server_ptr = &*server;
+        const auto ep = server->listen(host, port);
+        server->start();
+        app::log(level::info, "listening", {{"address", ep.address().to_string()}, {"port", ep.port()}, {"data", db.path()},
+                                            {"sync", o.sync == app::sync_mode::full ? "full" : "off"}, {"auth", !tokens.empty()}});
+    }
+    int running = server ? 1 : 0;  // the server and the source: ioc stops when both ended
+    if (!o.source.servers.empty()) {
+        secondary::source_hooks hooks;
+        hooks.counted = [&](const secondary::store::answer& a) {
+            if (a.applied > 0)
+                last_applied_at.Set(std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+            applied.Increment(static_cast<double>(a.applied));
+            duplicates.Increment(static_cast<double>(a.duplicates));
+            if (!a.reject_reason.empty()) reject(a.reject_reason);
+        };
+        hooks.storage = storage_state;
+        hooks.rejected = reject;
+        source = std::make_unique<secondary::js_source>(ioc, worker, st, o.source, std::move(hooks));
+        ++running;
+        app::log(level::info, "source", {{"servers", o.source.servers}, {"stream", o.source.stream},
+                                         {"consumer", o.source.consumer}, {"data", db.path()},
+                                         {"sync", o.sync == app::sync_mode::full ? "full" : "off"}});
+        asio::co_spawn(ioc, source->run(), [&](std::exception_ptr e) {
+            if (e) {
+                try {
+                    std::rethrow_exception(e);
+                } catch (const std::exception& ex) {
+                    app::log(level::error, "source_failed", {{"error", ex.what()}});
+                }
+            }
+            if (--running == 0) ioc.stop();
+        });
+    }
 
     app::token_reloader reload(ioc.get_executor(), o.token_file, tokens);
     asio::signal_set signals(ioc, SIGINT, SIGTERM);
@@ -231,7 +280,13 @@ int serve(const options& o) {
         if (ec) return;
         app::log(level::info, "shutting_down", {{"signal", sig}});
         draining = true;
-        asio::co_spawn(ioc, server.shutdown(), [&](std::exception_ptr) { ioc.stop(); });
+        if (source) source->stop();
+        if (server)
+            asio::co_spawn(ioc, server->shutdown(), [&](std::exception_ptr) {
+                if (--running == 0) ioc.stop();
+            });
+        else if (!source)
+            ioc.stop();
     });
     ioc.run();
     app::log(level::info, "stopped");
@@ -266,7 +321,7 @@ int main(int argc, char** argv) {
         std::string sync = "full";
         po::options_description d("steadfast-secondary: applies replicated messages exactly once, in order");
         d.add_options()
-            ("listen", po::value(&o.listen)->required(), "HOST:PORT to listen on, e.g. 127.0.0.1:9001")
+            ("listen", po::value(&o.listen), "HOST:PORT to listen on, e.g. 127.0.0.1:9001 (required without --source)")
             ("data", po::value(&o.data)->required(), "data directory (created if missing)")
             ("token-file", po::value(&o.token_file), "bearer tokens to accept, one a line (any is accepted); SIGHUP reloads it")
             ("sync", po::value(&sync)->default_value("full"), "full: fsync before every answer; off: for benchmarks")
@@ -277,6 +332,13 @@ int main(int argc, char** argv) {
             ("delay-ms", po::value<std::string>(), "the same as --delay, in milliseconds (kept for old scripts)")
             ("max-body", po::value(&o.max_body)->default_value(1 << 20), "largest request body in bytes (413 above)")
             ("max-connections", po::value(&o.max_connections)->default_value(256), "connections open at once; more are closed at once");
+        po::options_description jsd("JetStream: consume the primary's stream (the primary has a nats:// --secondary)");
+        jsd.add_options()
+            ("source", po::value(&o.source.servers), "nats://HOST:PORT[,nats://HOST:PORT...]: consume from JetStream")
+            ("js-stream", po::value(&o.source.stream)->default_value("steadfast"), "the primary's --js-stream")
+            ("consumer", po::value(&o.source.consumer), "this secondary's durable consumer (one name per secondary)")
+            ("js-batch", po::value(&o.source.batch)->default_value(1000), "JetStream messages fetched (and committed) at once at most");
+        d.add(jsd);
         po::options_description tls("TLS (HTTPS on --listen)");
         app::add_tls_server_options(tls);
         d.add(tls);
@@ -289,6 +351,7 @@ int main(int argc, char** argv) {
         }
         if (vm.count("help")) {
             std::cout << "usage: steadfast-secondary --listen HOST:PORT --data DIR [options]\n"
+                         "       steadfast-secondary --source nats://HOST:PORT --consumer NAME --data DIR [--listen HOST:PORT] [options]\n"
                          "       steadfast-secondary dump --data DIR\n\n"
                       << d << "\n"
                       << "exit codes: 0 stopped (SIGTERM, SIGINT); 1 runtime error (storage failed, data directory in\n"
@@ -305,7 +368,23 @@ int main(int argc, char** argv) {
         if (o.max_body < 1024) throw std::invalid_argument("--max-body must be at least 1024");
         o.delay = app::duration_option(vm, "delay", std::chrono::milliseconds(0), std::chrono::hours(1));
         o.data = app::non_empty(vm, "data");
-        o.listen = app::non_empty(vm, "listen");
+        if (vm.count("source")) {
+            (void)jetstream::parse_servers(o.source.servers);
+            if (o.source.consumer.empty()) throw std::invalid_argument("--source needs --consumer NAME (one durable consumer per secondary)");
+            auto token_ok = [](const std::string& v) {
+                return !v.empty() && v.size() <= 64 &&
+                       v.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") == std::string::npos;
+            };
+            if (!token_ok(o.source.consumer)) throw std::invalid_argument("--consumer must be 1 to 64 characters of A-Z a-z 0-9 _ -");
+            if (!token_ok(o.source.stream)) throw std::invalid_argument("--js-stream must be 1 to 64 characters of A-Z a-z 0-9 _ -");
+            if (o.source.batch == 0 || o.source.batch > 10'000) throw std::invalid_argument("--js-batch must be 1 to 10000");
+        } else {
+            if (vm.count("consumer") || !vm["js-stream"].defaulted())
+                throw std::invalid_argument("--consumer and --js-stream are for --source nats://...");
+            if (!vm.count("listen")) throw std::invalid_argument("--listen is required (or --source nats://... to consume from JetStream)");
+        }
+        if (vm.count("listen")) o.listen = app::non_empty(vm, "listen");
+        if (!o.listen.empty()) (void)http::parse_listen_address(o.listen);
         o.tls = app::tls_server_from(vm);
         o.log_level = app::parse_level(vm["log-level"].as<std::string>());
         return serve(o);

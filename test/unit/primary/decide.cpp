@@ -96,4 +96,71 @@ BOOST_AUTO_TEST_CASE(a_failed_tls_handshake_is_the_links_fault_and_keeps_the_mes
     BOOST_TEST(d.reason.find("certificate verify failed") != std::string::npos);
 }
 
+// ---- JetStream ----
+
+BOOST_AUTO_TEST_CASE(a_publish_outcome_decides_like_an_answer) {
+    using k = publish_outcome::kind;
+    auto d = decide_publish(batch, {k::published, {}});
+    BOOST_TEST((d.what == verdict::ack));
+    BOOST_TEST(d.upto == 20u);
+    BOOST_TEST((decide_publish(batch, {k::wrong_sequence, {}}).what == verdict::resync));
+    d = decide_publish(batch, {k::unavailable, "no responders"});
+    BOOST_TEST((d.what == verdict::redeliver));
+    BOOST_TEST(d.link_error == "jetstream_unavailable");
+    d = decide_publish(batch, {k::refused, "permissions violation"});
+    BOOST_TEST((d.what == verdict::redeliver));
+    BOOST_TEST(d.link_error == "jetstream_refused");
+    // Too large for the server: found by isolating, then the stream stops;
+    // the server's limit never turns a message into a dead letter.
+    BOOST_TEST((decide_publish(batch, {k::too_large, "max_payload"}).what == verdict::isolate));
+    d = decide_publish({7, 7}, {k::too_large, "max_payload"});
+    BOOST_TEST((d.what == verdict::block));
+    BOOST_TEST(d.reason == "too_large_for_server");
+    BOOST_TEST((decide_publish(batch, {k::stopped, {}}).what == verdict::stop));
+}
+
+BOOST_AUTO_TEST_CASE(the_log_continues_this_primarys_stream) {
+    const outbox_facts f{.acked = 10, .next_seq = 31, .oldest = 1, .id_at_head = "id-25"};
+    log_head h{.empty = false, .envelope = true, .seq = 25, .epoch = 2, .id = "id-25"};
+    // Our own message, ahead of what we knew acknowledged (an ack lost): go on after it.
+    auto d = decide_log(h, 2, f);
+    BOOST_TEST((d.what == verdict::ack));
+    BOOST_TEST(d.upto == 25u);
+    // Another id at that seq: a second writer; nothing is written.
+    auto other = f;
+    other.id_at_head = "id-of-someone-else";
+    d = decide_log(h, 2, other);
+    BOOST_TEST((d.what == verdict::block));
+    BOOST_TEST(d.reason == "conflict");
+    // A seq this primary never assigned: another primary.
+    auto beyond = h;
+    beyond.seq = 31;
+    BOOST_TEST((decide_log(beyond, 2, f).what == verdict::block));
+    // Not an envelope of the stream at all.
+    auto foreign = h;
+    foreign.envelope = false;
+    BOOST_TEST((decide_log(foreign, 2, f).what == verdict::block));
+    // A newer epoch wrote last: demote, whatever else.
+    d = decide_log(h, 1, f);
+    BOOST_TEST((d.what == verdict::demote));
+    BOOST_TEST(d.epoch == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(a_log_behind_what_was_acknowledged_is_a_rewind_within_retention) {
+    log_head h{.empty = false, .envelope = true, .seq = 4, .epoch = 0, .id = "id-4"};
+    auto d = decide_log(h, 0, {.acked = 10, .next_seq = 11, .oldest = 1, .id_at_head = "id-4"});
+    BOOST_TEST((d.what == verdict::rewind));
+    BOOST_TEST(d.upto == 4u);  // resend from 5
+    d = decide_log(h, 0, {.acked = 10, .next_seq = 11, .oldest = 8, .id_at_head = std::nullopt});
+    BOOST_TEST((d.what == verdict::block));
+    BOOST_TEST(d.reason == "beyond_retention");
+    // An empty log: from the start, if retained; a new stream simply starts.
+    d = decide_log(log_head{}, 0, {.acked = 10, .next_seq = 11, .oldest = 1, .id_at_head = std::nullopt});
+    BOOST_TEST((d.what == verdict::rewind));
+    BOOST_TEST(d.upto == 0u);
+    d = decide_log(log_head{}, 0, {.acked = 0, .next_seq = 5, .oldest = 1, .id_at_head = std::nullopt});
+    BOOST_TEST((d.what == verdict::ack));
+    BOOST_TEST(d.upto == 0u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

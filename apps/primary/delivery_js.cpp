@@ -1,0 +1,182 @@
+// The delivery processor's JetStream link (a nats:// --secondary): the log is
+// the secondary. A stream's batches go to the subject `<prefix>.<stream>` in
+// order, one in flight, each a JetStream message holding one envelope or a
+// batch (the same bytes as an HTTP request body), with
+//   Nats-Msg-Id: the message's id, or the batch's key (first id..last seq),
+//     so that a retried publish is stored once (the server's window);
+//   Nats-Expected-Last-Subject-Sequence: the log's seq of the stream's last
+//     message as this primary wrote it, so that a second writer or a stale
+//     primary is refused instead of interleaved.
+// When the expectation fails, or at start, the processor reads the subject's
+// last message and decide_log() says whether the log continues this
+// primary's stream (ack up to it), lost some of it (rewind), belongs to
+// someone else (block) or to a newer epoch (demote).
+#include "node.hpp"
+
+#include <steadfast/transport/envelope.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using steadfast::app::level;
+
+namespace steadfast::primary {
+
+std::string node::js_subject(const std::string& stream) const { return o_.js_prefix + "." + stream; }
+
+namespace {
+bool stopped_by(const stop_reason r) { return r == stop_reason::condition || r == stop_reason::cancelled; }
+
+// What failed, for the log: the error, and the API's own words when it said any.
+std::string describe(const boost::system::error_code& ec, const std::string& api) {
+    return api.empty() ? ec.message() : ec.message() + ": " + api;
+}
+
+// Whether a failure is the link's (no server, no leader, timeouts) rather
+// than a refusal.
+bool unavailable(const boost::system::error_code& ec) {
+    return ec == make_error_code(error::attempt_timeout) || jetstream::classify(ec).kind == steadfast::verdict::retryable;
+}
+}  // namespace
+
+asio::awaitable<decision> node::send_js(const std::string& stream, stream_state& st,
+                                        const std::vector<pending_message>& batch, const retry_policy& quick) {
+    const std::string subject = js_subject(stream);
+    const std::string body = encode_body(stream, batch);
+    const jetstream::publish_options po{batch_key(batch), st.js_last};
+    std::string api_said;
+    auto attempt = [&](const attempt_context&) -> asio::awaitable<boost::system::result<jetstream::pub_ack>> {
+        std::string s = subject, b = body;  // named: g++ 12 and temporaries in co_await
+        auto [ec, ack, err] = co_await jetstream::async_publish(*js_, std::move(s), std::move(b), po,
+                                                                asio::as_tuple(asio::use_awaitable));
+        if (ec) {
+            api_said = err.description;
+            co_return ec;
+        }
+        co_return ack;
+    };
+    auto classified_attempt = classified(attempt, jetstream::classifier{});
+    auto r = co_await steadfast::retry(quick, std::move(classified_attempt));
+
+    publish_outcome o;
+    if (stopped_by(r.reason()) || stop_->value()) {
+        o.what = publish_outcome::kind::stopped;
+    } else if (r.has_value() && r.value().has_value()) {
+        const auto& ack = r.value().value();
+        st.js_last = ack.seq;
+        if (ack.duplicate) js_duplicates_.Increment();
+    } else {
+        const auto ec = r.last_error();
+        o.detail = describe(ec, api_said);
+        if (ec == make_error_code(jetstream::errc::wrong_last_sequence))
+            o.what = publish_outcome::kind::wrong_sequence;
+        else if (ec == make_error_code(jetstream::errc::too_large))
+            o.what = publish_outcome::kind::too_large;
+        else
+            o.what = unavailable(ec) ? publish_outcome::kind::unavailable : publish_outcome::kind::refused;
+    }
+    co_return decide_publish(sent_batch{batch.front().seq, batch.back().seq}, o);
+}
+
+asio::awaitable<decision> node::sync_log(const std::string& stream, stream_state& st, const retry_policy& quick) {
+    const std::string subject = js_subject(stream);
+    std::string api_said;
+    auto attempt = [&](const attempt_context&) -> asio::awaitable<boost::system::result<jetstream::stored_message>> {
+        auto [ec, m] = co_await jetstream::async_last_message(*js_, o_.js_stream, subject, asio::as_tuple(asio::use_awaitable));
+        if (ec) co_return ec;
+        co_return m;
+    };
+    auto classified_attempt = classified(attempt, jetstream::classifier{});
+    auto r = co_await steadfast::retry(quick, std::move(classified_attempt));
+    if (stopped_by(r.reason()) || stop_->value()) co_return decision{verdict::stop, 0, 0, "stopping", {}, {}};
+    if (!r.has_value() || !r.value().has_value()) {
+        const auto ec = r.last_error();
+        co_return decision{verdict::redeliver, 0, 0, "reading the log: " + describe(ec, api_said),
+                           unavailable(ec) ? "jetstream_unavailable" : "jetstream_refused", {}};
+    }
+    const auto& m = r.value().value();
+
+    log_head h;
+    h.empty = m.seq == 0;
+    if (!h.empty) {
+        envelope::limits l;
+        l.max_body_bytes = std::max<std::size_t>(m.data.size(), l.max_body_bytes);
+        auto decoded = envelope::decode(m.data, l);
+        const envelope::message* last = nullptr;
+        if (auto* d = std::get_if<envelope::decoded>(&decoded)) {
+            if (auto* one = std::get_if<envelope::message>(d)) last = one;
+            else if (auto& msgs = std::get<envelope::batch>(*d).messages; !msgs.empty()) last = &msgs.back();
+        }
+        if (!last || last->stream != stream) {
+            h.envelope = false;
+        } else {
+            h.seq = last->seq;
+            h.epoch = last->epoch;
+            h.id = last->id;
+        }
+    }
+    const std::uint64_t head_seq = h.seq, acked = st.acked;
+    auto read = [this, &stream, head_seq, acked](app::database&, bool&) {
+        outbox_facts f;
+        const auto pos = out_.position(stream);
+        f.acked = std::max(acked, pos.acked_seq);
+        f.next_seq = pos.next_seq;
+        f.oldest = out_.oldest_seq(stream).value_or(0);
+        if (head_seq > 0) {
+            auto rows = out_.pending(stream, head_seq - 1, 1, SIZE_MAX);
+            if (!rows.empty() && rows.front().seq == head_seq) f.id_at_head = rows.front().id;
+        }
+        return f;
+    };
+    auto got = co_await worker_.run<outbox_facts>(ioc_.get_executor(), std::move(read));
+    if (auto* e = std::get_if<std::string>(&got)) {
+        app::log(level::error, "outbox_read_failed", {{"stream", stream}, {"error", *e}});
+        co_await wait_until(std::chrono::steady_clock::now() + 1s, stop_);
+        co_return decision{verdict::stop, 0, 0, "stopping", {}, {}};  // the processor restarts after a second
+    }
+    decision d = decide_log(h, o_.epoch, std::get<outbox_facts>(got));
+    if (d.what == verdict::ack || d.what == verdict::rewind) {
+        st.js_last = m.seq;
+        if (d.what == verdict::ack && d.upto > st.acked)
+            app::log(level::info, "log_ahead", {{"stream", stream}, {"acked_to", d.upto}, {"from", st.acked},
+                                                {"note", "the log had messages whose acknowledgement was lost"}});
+    }
+    co_return d;
+}
+
+// The "JetStream available" check (the gate of every attempt): the stream
+// exists with the subjects and replicas asked for, or is created so, and
+// answers. A misconfiguration (another stream's subjects, other replicas) is
+// said once, plainly; messages wait.
+asio::awaitable<bool> node::probe_jetstream() {
+    const jetstream::stream_config cfg{o_.js_stream, {o_.js_prefix + ".>"}, o_.js_replicas, 2min};
+    auto [ec, st, why] = co_await jetstream::async_ensure_stream(*js_, cfg, asio::as_tuple(asio::use_awaitable));
+    std::string problem = ec ? describe(ec, why) : std::string{};
+    if (problem != js_problem_) {
+        if (problem.empty()) {
+            app::log(level::info, "jetstream_ready", {{"stream", o_.js_stream}, {"replicas", st.replicas},
+                                                      {"leader", st.leader}, {"server", js_->connected_url()},
+                                                      {"messages", st.messages}});
+        } else if (ec == make_error_code(jetstream::errc::config_mismatch) || ec == make_error_code(jetstream::errc::api_error)) {
+            app::log(level::error, "jetstream_misconfigured",
+                     {{"stream", o_.js_stream}, {"error", problem},
+                      {"hint", "--js-stream and --js-replicas must match the existing stream (or use another name)"}});
+        } else {
+            app::log(level::warn, "jetstream_unavailable", {{"stream", o_.js_stream}, {"error", problem},
+                                                            {"secondary", o_.secondary}});
+        }
+    }
+    js_problem_ = std::move(problem);
+    co_return !ec;
+}
+
+void node::refresh_jetstream_metrics() {
+    if (!js_) return;
+    js_connected_.Set(js_->connected()->value() ? 1 : 0);
+    app::sync_counter(js_disconnects_, js_->disconnects());
+    app::sync_counter(js_reconnects_, js_->reconnects());
+}
+
+}  // namespace steadfast::primary

@@ -1,0 +1,234 @@
+#include "source.hpp"
+
+#include "../common/log.hpp"
+
+#include <steadfast/engine.hpp>
+#include <steadfast/transport/envelope.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using steadfast::app::level;
+
+namespace steadfast::secondary {
+
+js_source::js_source(asio::io_context& ioc, app::db_worker& worker, store& st, source_options o, source_hooks h)
+    : ioc_(ioc), worker_(worker), st_(st), o_(std::move(o)), h_(std::move(h)) {
+    jetstream::options jo;
+    jo.servers = jetstream::parse_servers(o_.servers);
+    jo.name = "steadfast-secondary " + o_.consumer;
+    js_ = std::make_unique<jetstream::client>(ioc_.get_executor(), std::move(jo));
+}
+
+js_source::~js_source() = default;
+
+void js_source::stop() {
+    stopping_ = true;
+    stop_signal_.emit(asio::cancellation_type::terminal);
+}
+
+bool js_source::connected() const { return js_->connected()->value(); }
+std::uint64_t js_source::lag() const noexcept { return pc_ ? pc_->last_pending() : 0; }
+std::uint64_t js_source::redeliveries() const noexcept {
+    return redeliveries_before_ + (pc_ ? pc_->redeliveries() : 0);
+}
+
+nlohmann::json js_source::health() const {
+    return {{"connected", connected()}, {"server", js_->connected_url()}, {"stream", o_.stream},
+            {"consumer", o_.consumer},  {"consuming", consuming_},          {"lag", lag()},
+            {"redeliveries", redeliveries()}, {"problem", problem_},       {"blocked", blocked_}};
+}
+
+asio::awaitable<void> js_source::pause(std::chrono::milliseconds d) {
+    asio::steady_timer t(ioc_, d);
+    co_await t.async_wait(asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable)));
+}
+
+// Creates the durable consumer (or finds it), retried while the stream or its
+// leader is missing; says once what is wrong.
+asio::awaitable<bool> js_source::ensure_consumer() {
+    jetstream::consumer_config cc{o_.stream, o_.consumer};
+    while (!stopping_) {
+        auto [ec, why] = co_await jetstream::async_ensure_consumer(
+            *js_, cc, asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable)));
+        if (!ec) {
+            if (!problem_.empty() || !consuming_)
+                app::log(level::info, "consuming", {{"stream", o_.stream}, {"consumer", o_.consumer}, {"server", js_->connected_url()}});
+            problem_.clear();
+            if (!pc_) pc_ = std::make_unique<jetstream::pull_consumer>(*js_, cc);
+            consuming_ = true;
+            co_return true;
+        }
+        if (ec == asio::error::operation_aborted) break;
+        std::string p = ec.message() + (why.empty() ? std::string{} : ": " + why);
+        if (p != problem_) {
+            const bool missing = ec == make_error_code(jetstream::errc::not_found);
+            app::log(missing ? level::warn : level::error, "consumer_unavailable",
+                     {{"stream", o_.stream}, {"consumer", o_.consumer}, {"error", p},
+                      {"hint", missing ? "the stream is created by the primary when it starts; waiting"
+                                       : "is --source a NATS server with JetStream on, and --js-stream the primary's?"}});
+            problem_ = p;
+        }
+        consuming_ = false;
+        co_await pause(ec == make_error_code(jetstream::errc::not_connected) ? 200ms : 1s);
+    }
+    co_return false;
+}
+
+asio::awaitable<void> js_source::restart_consumer(const std::string& why) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_restart_ < 60s) co_return;
+    last_restart_ = now;
+    app::log(level::warn, "consumer_restart", {{"consumer", o_.consumer}, {"reason", why},
+                                               {"note", "replaying the stream from its start; applied messages are skipped"}});
+    std::string subject = "$JS.API.CONSUMER.DELETE." + o_.stream + "." + o_.consumer, empty;
+    auto [ec, m] = co_await js_->async_request(std::move(subject), std::move(empty), {},
+                                                asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable)));
+    (void)m;
+    if (ec) app::log(level::error, "consumer_restart_failed", {{"error", ec.message()}});
+    if (pc_) redeliveries_before_ += pc_->redeliveries();
+    pc_.reset();
+    consuming_ = false;
+}
+
+asio::awaitable<void> js_source::run() {
+    while (!stopping_) {
+        if (!pc_ && !co_await ensure_consumer()) break;
+        auto [ec, ds] = co_await pc_->async_fetch(o_.batch, 1s,
+                                                  asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable)));
+        if (ec == asio::error::operation_aborted || stopping_) break;
+        if (ec) {
+            if (ec != make_error_code(jetstream::errc::not_connected))
+                app::log(level::warn, "fetch_failed", {{"error", ec.message()}});
+            co_await pause(200ms);
+            continue;
+        }
+        if (ds.empty()) {
+            // The pull ended without messages: also what a deleted consumer or
+            // a lost leader looks like; check the consumer now and then.
+            if (!connected()) continue;
+            jetstream::consumer_config cc{o_.stream, o_.consumer};
+            auto [e2, why] = co_await jetstream::async_ensure_consumer(
+                *js_, cc, asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable)));
+            if (e2 && e2 != asio::error::operation_aborted && e2 != make_error_code(jetstream::errc::not_connected))
+                app::log(level::warn, "consumer_check_failed", {{"consumer", o_.consumer}, {"error", e2.message() + " " + why}});
+            continue;
+        }
+        co_await apply(ds);
+    }
+    consuming_ = false;
+}
+
+namespace {
+struct applied_one {
+    bool envelope = true;  // decoded
+    std::string error;     // why not
+    store::answer a;
+};
+}  // namespace
+
+// Applies what one fetch brought in one transaction (one fsync), each
+// message in a savepoint of its own, then acks each after the commit.
+asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::delivery>& ds) {
+    auto decoded = std::make_shared<std::vector<std::variant<envelope::decoded, envelope::decode_error>>>();
+    decoded->reserve(ds.size());
+    for (const auto& d : ds) {
+        envelope::limits l;
+        l.max_body_bytes = std::max<std::size_t>(d.msg.data.size(), l.max_body_bytes);
+        decoded->push_back(envelope::decode(d.msg.data, l));
+    }
+    auto job = [this, decoded](app::database& db, bool&) {
+        std::vector<applied_one> out(decoded->size());
+        for (std::size_t i = 0; i < decoded->size(); ++i) {
+            if (auto* e = std::get_if<envelope::decode_error>(&(*decoded)[i])) {
+                out[i].envelope = false;
+                out[i].error = e->what;
+                continue;
+            }
+            db.exec("SAVEPOINT js_message");
+            bool keep = true;
+            try {
+                out[i].a = st_.apply(std::get<envelope::decoded>((*decoded)[i]), keep);
+            } catch (...) {
+                db.exec("ROLLBACK TO js_message");
+                db.exec("RELEASE js_message");
+                throw;
+            }
+            if (!keep) db.exec("ROLLBACK TO js_message");
+            db.exec("RELEASE js_message");
+        }
+        return out;
+    };
+    auto result = co_await worker_.run<std::vector<applied_one>>(ioc_.get_executor(), std::move(job));
+    if (auto* e = std::get_if<std::string>(&result)) {
+        // Nothing was applied: JetStream delivers them again.
+        h_.storage(*e);
+        h_.rejected("storage");
+        for (const auto& d : ds) pc_->nak(d, 1s);
+        co_await pause(200ms);
+        co_return;
+    }
+    auto& out = std::get<std::vector<applied_one>>(result);
+    bool gap = false;
+    for (std::size_t i = 0; i < ds.size(); ++i) {
+        const auto& d = ds[i];
+        auto& r = out[i];
+        if (!r.envelope) {
+            h_.rejected("malformed");
+            app::log(level::error, "not_an_envelope", {{"subject", d.msg.subject}, {"stream_seq", d.info.stream_seq},
+                                                      {"error", r.error}, {"note", "not applied; acknowledged as terminal"}});
+            pc_->term(d);
+            continue;
+        }
+        if (r.a.applied > 0) h_.storage({});
+        h_.counted(r.a);
+        if (r.a.status == 200) {
+            pc_->ack(d);
+            continue;
+        }
+        const auto rej = envelope::decode_rejection(r.a.body);
+        using k = envelope::rejection::kind;
+        if (rej.what == k::stale_epoch) {
+            app::log(level::warn, "stale_epoch", {{"subject", d.msg.subject}, {"stream_seq", d.info.stream_seq}, {"fence", rej.epoch},
+                                                  {"note", "written by a fenced primary: not applied"}});
+            pc_->term(d);
+            continue;
+        }
+        const std::string why = rej.what == k::conflict ? "conflict at seq " + std::to_string(rej.seq)
+                                                        : "gap: expects seq " + std::to_string(rej.expected);
+        if (blocked_[rej.stream] != why) {
+            blocked_[rej.stream] = why;
+            app::log(level::error, "blocked", {{"stream", rej.stream}, {"reason", why}, {"stream_seq", d.info.stream_seq},
+                                               {"hint", rej.what == k::conflict ? "another primary wrote this stream; nothing is applied over what is here"
+                                                                               : "this store is behind the consumer (restored from an older copy?)"}});
+        }
+        if (rej.what == k::gap) {
+            // A message nak'd a moment ago comes again by itself; one that
+            // the consumer acknowledged before this store was restored never
+            // does: a gap that stays is the latter.
+            auto [it, fresh] = gap_since_.emplace(rej.stream, std::chrono::steady_clock::now());
+            if (!fresh && std::chrono::steady_clock::now() - it->second > 30s) gap = true;
+        }
+        pc_->nak(d, rej.what == k::gap ? 1s : 5s);
+    }
+    // Streams applying again are no longer blocked.
+    for (std::size_t i = 0; i < ds.size(); ++i)
+        if (out[i].envelope && out[i].a.status == 200 && out[i].a.applied > 0)
+            if (auto* m = std::get_if<envelope::decoded>(&(*decoded)[i])) {
+                const std::string& s = std::holds_alternative<envelope::message>(*m)
+                                           ? std::get<envelope::message>(*m).stream
+                                           : std::get<envelope::batch>(*m).messages.front().stream;
+                blocked_.erase(s);
+                gap_since_.erase(s);
+            }
+    if (gap) {
+        gap_since_.clear();
+        co_await restart_consumer("a gap for 30 s: this store is behind what the consumer acknowledged");
+    }
+}
+
+}  // namespace steadfast::secondary

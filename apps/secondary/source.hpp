@@ -1,0 +1,88 @@
+// The secondary's JetStream source (--source nats://...): a durable pull
+// consumer with explicit acks on the primary's stream. Each JetStream message
+// holds one envelope or a batch (the bytes of an HTTP request body); it is
+// applied through the same store, with the same rules (in order per stream,
+// idempotent by id, one epoch fence), and acknowledged only after the commit.
+//   applied or duplicate  ack
+//   stale epoch           term (never applied: a fenced primary wrote it)
+//   conflict, gap         nak (redelivered later); the stream is reported
+//                         blocked. A gap that lasts 30 s means this store is
+//                         behind what the consumer acknowledged (restored from
+//                         an older copy): the consumer is recreated from the
+//                         stream's start (once a minute at most) and what is
+//                         applied already is skipped as duplicates.
+//   not an envelope       term, and said
+//   storage failure       nak after a second; nothing applied
+#pragma once
+
+#include "store.hpp"
+
+#include "../common/db_worker.hpp"
+
+#include <steadfast/transport/jetstream.hpp>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace steadfast::secondary {
+
+struct source_options {
+    std::string servers;   // nats://HOST:PORT[,...]
+    std::string stream = "steadfast";
+    std::string consumer;  // the durable consumer's name (one per secondary)
+    std::size_t batch = 1000;
+};
+
+struct source_hooks {
+    std::function<void(const store::answer&)> counted;     // after a commit: applied, duplicates, rejects
+    std::function<void(const std::string&)> storage;       // storage state: "" ok, else the error
+    std::function<void(const std::string&)> rejected;      // a reject reason (metrics)
+};
+
+class js_source {
+public:
+    js_source(boost::asio::io_context& ioc, app::db_worker& worker, store& st, source_options o, source_hooks h);
+    ~js_source();
+    /// Consumes until stop().
+    boost::asio::awaitable<void> run();
+    void stop();
+
+    /// For /health and /metrics.
+    bool connected() const;
+    bool consuming() const noexcept { return consuming_; }
+    std::uint64_t lag() const noexcept;
+    std::uint64_t redeliveries() const noexcept;
+    const std::map<std::string, std::string>& blocked() const noexcept { return blocked_; }
+    nlohmann::json health() const;
+
+private:
+    boost::asio::awaitable<bool> ensure_consumer();
+    boost::asio::awaitable<void> pause(std::chrono::milliseconds d);
+    boost::asio::awaitable<void> apply(std::vector<jetstream::pull_consumer::delivery>& ds);
+    boost::asio::awaitable<void> restart_consumer(const std::string& why);
+
+    boost::asio::io_context& ioc_;
+    app::db_worker& worker_;
+    store& st_;
+    source_options o_;
+    source_hooks h_;
+    std::unique_ptr<jetstream::client> js_;
+    std::unique_ptr<jetstream::pull_consumer> pc_;
+    boost::asio::cancellation_signal stop_signal_;
+    bool stopping_ = false, consuming_ = false;
+    std::string problem_;  // the last consumer problem logged ("" none)
+    std::map<std::string, std::string> blocked_;  // stream -> why (conflict, gap)
+    std::map<std::string, std::chrono::steady_clock::time_point> gap_since_;  // streams answering gap, since when
+    std::chrono::steady_clock::time_point last_restart_{};
+    std::uint64_t redeliveries_before_ = 0;  // of consumers replaced
+};
+
+}  // namespace steadfast::secondary
