@@ -298,8 +298,9 @@ asio::awaitable<void> node::deliver(std::string stream) {
                     continue;
                 case verdict::rewind:
                     if (st.rewound_to == d.upto) {
-                        co_await block(stream, "beyond_retention", d.detail + "; the retained messages from seq " +
-                                                                       std::to_string(d.upto + 1) + " are not contiguous");
+                        const std::string why = d.detail + "; the retained messages from seq " + std::to_string(d.upto + 1) +
+                                                " are not contiguous";
+                        co_await block(stream, "beyond_retention", why);
                         co_return;
                     }
                     st.rewound_to = d.upto;
@@ -314,10 +315,13 @@ asio::awaitable<void> node::deliver(std::string stream) {
                 case verdict::block:
                     co_await block(stream, d.reason, d.detail);
                     co_return;
-                case verdict::redeliver:
-                    if (!co_await next_step(stream, pending_message{st.acked + 1, {}, {}, 0}, d, {}))
+                case verdict::redeliver: {
+                    // Named: g++ 12 frees a temporary in a co_await expression twice.
+                    const pending_message head{st.acked + 1, {}, {}, 0};
+                    if (!co_await next_step(stream, head, d, {}))
                         co_await wait_until(std::chrono::steady_clock::now() + storage_pause, stop_);
                     continue;
+                }
                 default: co_return;  // stop
             }
         }

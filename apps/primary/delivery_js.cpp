@@ -84,8 +84,11 @@ asio::awaitable<decision> node::sync_log(const std::string& stream, stream_state
     const std::string subject = js_subject(stream);
     std::string api_said;
     auto attempt = [&](const attempt_context&) -> asio::awaitable<boost::system::result<jetstream::stored_message>> {
-        auto [ec, m] = co_await jetstream::async_last_message(*js_, o_.js_stream, subject, asio::as_tuple(asio::use_awaitable));
-        if (ec) co_return ec;
+        auto [ec, m, err] = co_await jetstream::async_last_message(*js_, o_.js_stream, subject, asio::as_tuple(asio::use_awaitable));
+        if (ec) {
+            api_said = err.description;
+            co_return ec;
+        }
         co_return m;
     };
     auto classified_attempt = classified(attempt, jetstream::classifier{});

@@ -124,7 +124,9 @@ node::node(const options& o, app::database& db)
     po.failing_backoff = backoff::exponential(50ms, 1.5, 200ms);
     po.check_timeout = 1s;
     po.failures_to_offline = 2;
-    po.initially_online = true;
+    // HTTP: sending is the best check. JetStream: nothing is sent before the
+    // stream is known to exist with the replicas asked for.
+    po.initially_online = !js_;
     online_ = make_secondary_online(ioc_.get_executor(), [this] { return js_ ? probe_jetstream() : probe(); }, po);
     online_->subscribe(online_sub_, [this](bool v) {
         online_gauge_.Set(v ? 1 : 0);

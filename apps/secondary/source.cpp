@@ -17,7 +17,8 @@ using steadfast::app::level;
 namespace steadfast::secondary {
 
 js_source::js_source(asio::io_context& ioc, app::db_worker& worker, store& st, source_options o, source_hooks h)
-    : ioc_(ioc), worker_(worker), st_(st), o_(std::move(o)), h_(std::move(h)) {
+    : ioc_(ioc), worker_(worker), st_(st), o_(std::move(o)), h_(std::move(h)),
+      stopping_flag_(make_flag(ioc.get_executor(), "source-stopping")) {
     jetstream::options jo;
     jo.servers = jetstream::parse_servers(o_.servers);
     jo.name = "steadfast-secondary " + o_.consumer;
@@ -28,6 +29,7 @@ js_source::~js_source() = default;
 
 void js_source::stop() {
     stopping_ = true;
+    stopping_flag_->set();
     stop_signal_.emit(asio::cancellation_type::terminal);
 }
 
@@ -48,35 +50,51 @@ asio::awaitable<void> js_source::pause(std::chrono::milliseconds d) {
     co_await t.async_wait(asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable)));
 }
 
-// Creates the durable consumer (or finds it), retried while the stream or its
-// leader is missing; says once what is wrong.
+namespace {
+// Every failure of a consumer request is worth trying again (the stream may
+// not exist yet, its leader may be moving); only cancellation ends it.
+classification any_failure_retryable(const boost::system::error_code& ec) {
+    if (!ec) return classification::success();
+    if (ec == asio::error::operation_aborted) return classification::cancelled(ec);
+    return classification::retryable(ec);
+}
+}  // namespace
+
+// Creates the durable consumer (or finds it), retried through the engine
+// (each request bounded: a cluster without a meta leader may not answer at
+// all) while the stream or its leader is missing; says once what is wrong.
 asio::awaitable<bool> js_source::ensure_consumer() {
-    jetstream::consumer_config cc{o_.stream, o_.consumer};
-    while (!stopping_) {
-        auto [ec, why] = co_await jetstream::async_ensure_consumer(
-            *js_, cc, asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable)));
-        if (!ec) {
-            if (!problem_.empty() || !consuming_)
-                app::log(level::info, "consuming", {{"stream", o_.stream}, {"consumer", o_.consumer}, {"server", js_->connected_url()}});
-            problem_.clear();
-            if (!pc_) pc_ = std::make_unique<jetstream::pull_consumer>(*js_, cc);
-            consuming_ = true;
-            co_return true;
+    const jetstream::consumer_config cc{o_.stream, o_.consumer};
+    auto attempt = [&](const attempt_context&) -> asio::awaitable<boost::system::error_code> {
+        auto [ec, why] = co_await jetstream::async_ensure_consumer(*js_, cc, asio::as_tuple(asio::use_awaitable));
+        if (ec && ec != asio::error::operation_aborted) {
+            std::string p = ec.message() + (why.empty() ? std::string{} : ": " + why);
+            if (p != problem_) {
+                const bool missing = ec == make_error_code(jetstream::errc::not_found);
+                app::log(missing ? level::warn : level::error, "consumer_unavailable",
+                         {{"stream", o_.stream}, {"consumer", o_.consumer}, {"error", p},
+                          {"hint", missing ? "the stream is created by the primary when it starts; waiting"
+                                           : "is --source a NATS server with JetStream on, and --js-stream the primary's?"}});
+                problem_ = p;
+            }
+            consuming_ = false;
         }
-        if (ec == asio::error::operation_aborted) break;
-        std::string p = ec.message() + (why.empty() ? std::string{} : ": " + why);
-        if (p != problem_) {
-            const bool missing = ec == make_error_code(jetstream::errc::not_found);
-            app::log(missing ? level::warn : level::error, "consumer_unavailable",
-                     {{"stream", o_.stream}, {"consumer", o_.consumer}, {"error", p},
-                      {"hint", missing ? "the stream is created by the primary when it starts; waiting"
-                                       : "is --source a NATS server with JetStream on, and --js-stream the primary's?"}});
-            problem_ = p;
-        }
-        consuming_ = false;
-        co_await pause(ec == make_error_code(jetstream::errc::not_connected) ? 200ms : 1s);
-    }
-    co_return false;
+        co_return ec;
+    };
+    const auto policy = retry_policy{}
+                            .with_backoff(backoff::exponential(100ms, 2.0, 2s).with_jitter(jitter::full))
+                            .with_stop(stop::never())
+                            .with_attempt_timeout(3s)
+                            .with_stop_when(stopping_flag_);
+    auto classified_attempt = classified(attempt, any_failure_retryable);
+    auto r = co_await steadfast::retry(policy, std::move(classified_attempt));
+    if (!r.has_value() || r.value()) co_return false;  // stopped
+    if (!problem_.empty() || !consuming_)
+        app::log(level::info, "consuming", {{"stream", o_.stream}, {"consumer", o_.consumer}, {"server", js_->connected_url()}});
+    problem_.clear();
+    if (!pc_) pc_ = std::make_unique<jetstream::pull_consumer>(*js_, cc);
+    consuming_ = true;
+    co_return true;
 }
 
 asio::awaitable<void> js_source::restart_consumer(const std::string& why) {
@@ -85,11 +103,21 @@ asio::awaitable<void> js_source::restart_consumer(const std::string& why) {
     last_restart_ = now;
     app::log(level::warn, "consumer_restart", {{"consumer", o_.consumer}, {"reason", why},
                                                {"note", "replaying the stream from its start; applied messages are skipped"}});
-    std::string subject = "$JS.API.CONSUMER.DELETE." + o_.stream + "." + o_.consumer, empty;
-    auto [ec, m] = co_await js_->async_request(std::move(subject), std::move(empty), {},
-                                                asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable)));
-    (void)m;
-    if (ec) app::log(level::error, "consumer_restart_failed", {{"error", ec.message()}});
+    auto attempt = [&](const attempt_context&) -> asio::awaitable<boost::system::error_code> {
+        std::string subject = "$JS.API.CONSUMER.DELETE." + o_.stream + "." + o_.consumer, empty;
+        auto [ec, m] = co_await js_->async_request(std::move(subject), std::move(empty), {}, asio::as_tuple(asio::use_awaitable));
+        jetstream::api_error e;
+        if (!ec) ec = jetstream::api_reply_error(m, e);
+        co_return ec == make_error_code(jetstream::errc::not_found) ? boost::system::error_code{} : ec;
+    };
+    const auto policy = retry_policy{}
+                            .with_backoff(backoff::fixed(500ms))
+                            .with_stop(stop::max_attempts(5))
+                            .with_attempt_timeout(3s)
+                            .with_stop_when(stopping_flag_);
+    auto classified_attempt = classified(attempt, any_failure_retryable);
+    auto r = co_await steadfast::retry(policy, std::move(classified_attempt));
+    if (!r.has_value() || r.value()) app::log(level::error, "consumer_restart_failed", {{"error", r.last_error().message()}});
     if (pc_) redeliveries_before_ += pc_->redeliveries();
     pc_.reset();
     consuming_ = false;
@@ -109,13 +137,8 @@ asio::awaitable<void> js_source::run() {
         }
         if (ds.empty()) {
             // The pull ended without messages: also what a deleted consumer or
-            // a lost leader looks like; check the consumer now and then.
-            if (!connected()) continue;
-            jetstream::consumer_config cc{o_.stream, o_.consumer};
-            auto [e2, why] = co_await jetstream::async_ensure_consumer(
-                *js_, cc, asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable)));
-            if (e2 && e2 != asio::error::operation_aborted && e2 != make_error_code(jetstream::errc::not_connected))
-                app::log(level::warn, "consumer_check_failed", {{"consumer", o_.consumer}, {"error", e2.message() + " " + why}});
+            // a lost leader looks like: make sure the consumer is there.
+            if (connected() && !co_await ensure_consumer()) break;
             continue;
         }
         co_await apply(ds);

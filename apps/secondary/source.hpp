@@ -19,6 +19,7 @@
 
 #include "../common/db_worker.hpp"
 
+#include <steadfast/conditions.hpp>
 #include <steadfast/transport/jetstream.hpp>
 
 #include <boost/asio/awaitable.hpp>
@@ -76,7 +77,8 @@ private:
     source_hooks h_;
     std::unique_ptr<jetstream::client> js_;
     std::unique_ptr<jetstream::pull_consumer> pc_;
-    boost::asio::cancellation_signal stop_signal_;
+    boost::asio::cancellation_signal stop_signal_;  // the fetch and pauses
+    std::shared_ptr<flag> stopping_flag_;           // the engine's stop-when
     bool stopping_ = false, consuming_ = false;
     std::string problem_;  // the last consumer problem logged ("" none)
     std::map<std::string, std::string> blocked_;  // stream -> why (conflict, gap)

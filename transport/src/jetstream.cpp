@@ -174,7 +174,8 @@ error_code decode_stored_message(const message& m, stored_message& out, api_erro
     const std::string b64 = msg->value("data", std::string{});
     out.data.resize(boost::beast::detail::base64::decoded_size(b64.size()));
     const auto [written, read] = boost::beast::detail::base64::decode(out.data.data(), b64.data(), b64.size());
-    if (read != b64.size()) {
+    // Beast stops at the padding: what is left must be padding.
+    if (b64.find_first_not_of('=', read) != std::string::npos) {
         err.description = "stored message data is not base64";
         return errc::bad_reply;
     }
@@ -230,8 +231,8 @@ error_code check_stream_reply(const message& m, const stream_config& cfg, stream
     nlohmann::json j;
     api_error e;
     if (auto ec = parse(m, j, e)) {
-        // 10058: the name is in use with another configuration: read it and check.
-        if (e.err_code == 10058) return errc::config_mismatch;
+        // 10058: the name is in use with another configuration.
+        if (e.err_code == 10058) ec = errc::config_mismatch;
         why = e.description;
         return ec;
     }

@@ -253,16 +253,17 @@ auto async_publish(client& c, std::string subject, std::string data, const publi
 
 std::string last_by_subject_request(std::string_view subject);
 
-/// The last message stored for `subject` in `stream` (seq 0: none).
+/// The last message stored for `subject` in `stream` (seq 0: none); on an
+/// error, the API's own words in the api_error.
 template <class CompletionToken = boost::asio::default_completion_token_t<client::executor_type>>
 auto async_last_message(client& c, const std::string& stream, const std::string& subject, CompletionToken&& token = {}) {
-    return boost::asio::async_initiate<CompletionToken, void(error_code, stored_message)>(
+    return boost::asio::async_initiate<CompletionToken, void(error_code, stored_message, api_error)>(
         [&c](auto handler, std::string api, std::string body) {
             auto done = [](auto&& hd, error_code ec, message m) {
                 stored_message s;
                 api_error e;
                 if (!ec) ec = decode_stored_message(m, s, e);
-                std::move(hd)(ec, std::move(s));
+                std::move(hd)(ec, std::move(s), std::move(e));
             };
             c.async_request(std::move(api), std::move(body), {},
                             detail::transformed<std::decay_t<decltype(handler)>, decltype(done)>{std::move(handler), done});
@@ -340,30 +341,28 @@ template <class CompletionToken>
 auto async_ensure_stream(client& c, const stream_config& cfg, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, stream_state, std::string)>(
         [&c](auto handler, stream_config cf) {
-            // Create; "already in use" (same name, another configuration or
-            // the same) is answered by reading what exists.
-            auto subject = "$JS.API.STREAM.CREATE." + cf.name;
-            auto body = stream_create_request(cf);
-            auto done = [&c, cf](auto&& hd, error_code ec, message m) {
+            // Read it first: INFO needs only the stream's leader (CREATE of an
+            // existing replicated stream can wait for a peer that is down).
+            // Created only when missing.
+            auto info = [&c, cf](auto&& hd, error_code ec, message m) {
                 stream_state st;
                 std::string why;
                 if (!ec) ec = check_stream_reply(m, cf, st, why);
-                if (ec != make_error_code(errc::config_mismatch) || !why.empty()) {
+                if (ec != make_error_code(errc::not_found)) {
                     std::move(hd)(ec, std::move(st), std::move(why));
                     return;
                 }
-                // Exists: read it and check it.
-                auto info = [cf](auto&& h2, error_code e2, message m2) {
+                auto created = [cf](auto&& h2, error_code e2, message m2) {
                     stream_state s2;
                     std::string w2;
                     if (!e2) e2 = check_stream_reply(m2, cf, s2, w2);
                     std::move(h2)(e2, std::move(s2), std::move(w2));
                 };
-                c.async_request("$JS.API.STREAM.INFO." + cf.name, std::string{}, {},
-                                detail::transformed<std::decay_t<decltype(hd)>, decltype(info)>{std::move(hd), info});
+                c.async_request("$JS.API.STREAM.CREATE." + cf.name, stream_create_request(cf), {},
+                                detail::transformed<std::decay_t<decltype(hd)>, decltype(created)>{std::move(hd), created});
             };
-            c.async_request(std::move(subject), std::move(body), {},
-                            detail::transformed<std::decay_t<decltype(handler)>, decltype(done)>{std::move(handler), done});
+            c.async_request("$JS.API.STREAM.INFO." + cf.name, std::string{}, {},
+                            detail::transformed<std::decay_t<decltype(handler)>, decltype(info)>{std::move(handler), info});
         },
         token, cfg);
 }

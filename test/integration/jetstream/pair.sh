@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The pair over a 3-node JetStream cluster, a stream with 3 replicas: 8 streams
+# from concurrent publishers, two secondaries; kill -9 of the stream's leader
+# node (and its restart), of one secondary and of the primary mid-run; then
+# every acknowledged message applied exactly once, in order, byte for byte, on
+# both secondaries. Then a second primary on the same streams is refused
+# (the expected-sequence check) and nothing of it is interleaved.
+source "$(dirname "$0")/../pair/lib.sh"
+here="$(cd "$(dirname "$0")" && pwd)"
+NATS="$WORK/nats"
+trap 'bash "$here/cluster.sh" stop "$NATS" >/dev/null 2>&1 || true; cleanup' EXIT
+URLS=$(bash "$here/cluster.sh" start "$NATS" 3) || fail "the NATS cluster did not start"
+echo "cluster: $URLS"
+JS=(--js-stream itest)
+STREAMS=(s1 s2 s3 s4 s5 s6 s7 s8)
+
+S1PORT=$(free_port); S2PORT=$(free_port)
+start_source() {  # start_source N PORT: secondary N consuming with its own durable consumer
+  _launch "$WORK/secondary$1.log" "$BIN/steadfast-secondary" --source "$URLS" "${JS[@]}" --consumer "c$1" \
+    --data "$WORK/s$1" --listen "127.0.0.1:$2"
+  eval "S$1PID=$LAUNCHED"
+  wait_http "http://127.0.0.1:$2/metrics" 10 "$LAUNCHED"
+}
+leader() { bash "$here/cluster.sh" leader "$NATS" itest; }
+applied_on() { "$BIN/steadfast-secondary" dump --data "$WORK/s$1" | wc -l; }
+total_acked() { cat "$WORK"/acks.* 2>/dev/null | wc -l; }
+applied_over() { [ "$(applied_on "$1")" -gt "$2" ]; }  # applied_over N COUNT: secondary N applied more than COUNT
+applied_all() { [ "$(applied_on "$1")" -ge "$2" ]; }
+
+start_source 1 "$S1PORT"
+start_source 2 "$S2PORT"
+SECONDARY_URL="$URLS"
+start_primary "${JS[@]}" --js-replicas 3 --batch-max 20 --attempt-timeout 2s
+wait_for 20 "the JetStream stream created with a leader" leader >/dev/null
+
+# 1. Publishing on 8 streams at once; meanwhile the stream's leader node is
+#    killed and restarted, and secondary 2 is killed.
+publish_streams 600 "${STREAMS[@]}" &
+pub=$!
+wait_for 30 "some messages applied on secondary 1" applied_over 1 200
+node=$(leader) || fail "no leader for the stream"
+t0=$(now_ms)
+bash "$here/cluster.sh" kill "$NATS" "$node"
+echo "killed NATS node $node (the stream's leader) with $(applied_on 1) applied on secondary 1"
+kill9 "$S2PID"; echo "secondary 2 killed with $(applied_on 2) applied"
+before=$(applied_on 1)
+wait_for 30 "progress on secondary 1 after the leader's kill" applied_over 1 "$before"
+echo "progress again $(( $(now_ms) - t0 )) ms after the leader's kill (a new leader: node $(leader || echo '?'))"
+bash "$here/cluster.sh" restart "$NATS" "$node"
+wait "$pub" || fail "publishing on 8 streams failed"
+start_source 2 "$S2PORT"
+echo "phase 1: $(total_acked) acknowledged"
+
+# 2. The leader killed again, more published while it is down, then the
+#    primary killed with messages pending, and restarted.
+node=$(leader) || fail "no leader for the stream"
+bash "$here/cluster.sh" kill "$NATS" "$node"
+publish_streams 40 "${STREAMS[@]}"
+before=$(pending)
+kill9 "$PPID_"
+echo "primary killed with $before pending (leader node $node down)"
+bash "$here/cluster.sh" restart "$NATS" "$node"
+start_primary "${JS[@]}" --js-replicas 3 --batch-max 20 --attempt-timeout 2s
+wait_drained 90
+all=$(total_acked)
+[ "$all" = $((8 * 640)) ] || fail "expected $((8 * 640)) acknowledged, got $all"
+for n in 1 2; do
+  wait_for 60 "secondary $n applied all $all" applied_all "$n" "$all"
+  SDATA="$WORK/s$n"
+  for s in "${STREAMS[@]}"; do verify "$s" >/dev/null; done
+  echo "secondary $n: all $all acknowledged messages applied once, in order, byte for byte"
+done
+[ "$(metric "$S1PORT" steadfast_secondary_jetstream_connected)" = 1 ] || fail "secondary 1 does not report its NATS link"
+[ "$(metric "$PPORT" steadfast_primary_jetstream_connected)" = 1 ] || fail "the primary does not report its NATS link"
+
+# 3. A second primary (its own data directory) on the same streams: its
+#    expectation of the log fails, it reads the log, finds another writer's
+#    messages and blocks the stream; nothing of it reaches the secondaries.
+P2PORT=$(free_port)
+_launch "$WORK/primary2.log" "$BIN/steadfast-primary" --secondary "$URLS" "${JS[@]}" --js-replicas 3 \
+  --data "$WORK/p2" --listen "127.0.0.1:$P2PORT"
+P2PID=$LAUNCHED
+wait_http "http://127.0.0.1:$P2PORT/health" 10 "$P2PID"
+for i in 1 2 3; do
+  curl -fsS -m 10 -X POST "${CT[@]}" --data-binary "{\"second_primary\":$i}" "http://127.0.0.1:$P2PORT/publish?stream=s1" >/dev/null \
+    || fail "the second primary did not accept a publish"
+done
+wait_for 30 "the second primary blocks stream s1 (conflict)" log_has "$WORK/primary2.log" blocked stream=s1 reason=conflict
+"$BIN/steadfast-primary" status --data "$WORK/p2" | grep -q '"s1":"conflict"' || fail "status of the second primary does not say s1 is blocked"
+# The first primary goes on writing s1, and both secondaries get it, with none of the second's.
+publish_streams 10 s1
+wait_drained 30
+for n in 1 2; do
+  wait_for 30 "secondary $n applied the first primary's new messages" applied_all "$n" $((all + 10))
+  SDATA="$WORK/s$n"
+  verify s1 >/dev/null
+  if "$BIN/steadfast-secondary" dump --data "$WORK/s$n" | grep -q second_primary; then
+    fail "a message of the second primary was applied on secondary $n"
+  fi
+done
+echo "a second primary on the same stream was refused; nothing interleaved"
+stop "$P2PID"
+stop "$PPID_"
+[ "$EXIT_RC" = 0 ] || fail "the primary exited $EXIT_RC on SIGTERM"
+stop "$S1PID"
+[ "$EXIT_RC" = 0 ] || fail "secondary 1 exited $EXIT_RC on SIGTERM"
+echo "PASS"
