@@ -15,6 +15,8 @@
 
 #include <steadfast/transport/envelope.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -150,29 +152,98 @@ asio::awaitable<decision> node::sync_log(const std::string& stream, stream_state
 }
 
 // The "JetStream available" check (the gate of every attempt): the stream
-// exists with the subjects and replicas asked for, or is created so, and
-// answers. A misconfiguration (another stream's subjects, other replicas) is
-// said once, plainly; messages wait.
+// exists with the subjects and replicas asked for and no limits, or is
+// created so, and answers with a leader; and, once, this primary's epoch is
+// in the log (fence_jetstream). A misconfiguration (another stream's
+// subjects, other replicas, limits) is said once, plainly; messages wait.
 asio::awaitable<bool> node::probe_jetstream() {
-    const jetstream::stream_config cfg{o_.js_stream, {o_.js_prefix + ".>"}, o_.js_replicas, 2min};
+    const jetstream::stream_config cfg{o_.js_stream, {o_.js_prefix, o_.js_prefix + ".>"}, o_.js_replicas, 2min};
     auto [ec, st, why] = co_await jetstream::async_ensure_stream(*js_, cfg, asio::as_tuple(asio::use_awaitable));
+    if (!ec && st.replicas > 1 && st.leader.empty()) {
+        ec = make_error_code(jetstream::errc::unavailable);
+        why = "the stream has no leader";
+    }
     std::string problem = ec ? describe(ec, why) : std::string{};
-    if (problem != js_problem_) {
+    if (!ec && !fenced_ && !co_await fence_jetstream()) co_return false;
+    if (problem != js_problem_ || (problem.empty() && !js_ready_logged_)) {
         if (problem.empty()) {
+            js_ready_logged_ = true;
             app::log(level::info, "jetstream_ready", {{"stream", o_.js_stream}, {"replicas", st.replicas},
                                                       {"leader", st.leader}, {"server", js_->connected_url()},
-                                                      {"messages", st.messages}});
+                                                      {"messages", st.messages}, {"epoch", o_.epoch}});
         } else if (ec == make_error_code(jetstream::errc::config_mismatch) || ec == make_error_code(jetstream::errc::api_error)) {
             app::log(level::error, "jetstream_misconfigured",
                      {{"stream", o_.js_stream}, {"error", problem},
-                      {"hint", "--js-stream and --js-replicas must match the existing stream (or use another name)"}});
+                      {"hint", "--js-stream, --js-prefix and --js-replicas must match the existing stream, which must have "
+                               "no limits (or use another name)"}});
         } else {
-            app::log(level::warn, "jetstream_unavailable", {{"stream", o_.js_stream}, {"error", problem},
-                                                            {"secondary", o_.secondary}});
+            app::log(level::warn, "jetstream_unavailable",
+                     {{"stream", o_.js_stream}, {"error", problem}, {"connected", js_->connected()->value()},
+                      {"server", js_->connected_url()}, {"nats_error", js_->last_error()}});
         }
     }
     js_problem_ = std::move(problem);
     co_return !ec;
+}
+
+// The epoch fence in the log: the subject `<prefix>` holds the epochs of the
+// primaries that wrote the stream, newest last. At start a primary reads it:
+// a newer epoch than its own demotes it (exit 3); else it appends its own
+// (expecting the subject's last sequence, so that two primaries starting at
+// once cannot both pass). The secondaries raise their fence when they read it,
+// and an older primary still running sees it (fence_watch) and is demoted.
+asio::awaitable<bool> node::fence_jetstream() {
+    const std::string subject = o_.js_prefix;
+    for (int round = 0; round < 3; ++round) {
+        auto [ec, m, err] = co_await jetstream::async_last_message(*js_, o_.js_stream, subject, asio::as_tuple(asio::use_awaitable));
+        if (ec) {
+            js_problem_ = "reading the epoch fence: " + describe(ec, err.description);
+            co_return false;
+        }
+        std::uint64_t seen = 0;
+        if (m.seq) {
+            auto j = nlohmann::json::parse(m.data, nullptr, false);
+            if (j.is_object() && j.contains("epoch") && j["epoch"].is_number_unsigned()) seen = j["epoch"].get<std::uint64_t>();
+        }
+        if (m.seq && seen > o_.epoch) {
+            demoted_->observe(seen);
+            co_return false;
+        }
+        if (m.seq && seen == o_.epoch) {
+            fenced_ = true;
+            co_return true;
+        }
+        std::string data = nlohmann::json{{"epoch", o_.epoch}}.dump(), s = subject;
+        const jetstream::publish_options po{"steadfast-epoch-" + std::to_string(o_.epoch), m.seq,
+                                            {{"Steadfast-Epoch-Fence", std::to_string(o_.epoch)}}};
+        auto [pe, ack, perr] = co_await jetstream::async_publish(*js_, std::move(s), std::move(data), po,
+                                                                 asio::as_tuple(asio::use_awaitable));
+        if (!pe) {
+            app::log(level::info, "epoch_fence", {{"epoch", o_.epoch}, {"previous", seen}, {"log_seq", ack.seq}});
+            fenced_ = true;
+            co_return true;
+        }
+        if (pe != make_error_code(jetstream::errc::wrong_last_sequence)) {
+            js_problem_ = "writing the epoch fence: " + describe(pe, perr.description);
+            co_return false;
+        }
+        // Another primary wrote the fence meanwhile: read it again.
+    }
+    co_return false;
+}
+
+void node::fence_watch::on_messages() {
+    for (auto& m : n->fence_sub_->drain(SIZE_MAX)) {
+        const auto* f = m.get("Steadfast-Epoch-Fence");
+        if (!f) continue;
+        std::uint64_t e = 0;
+        try {
+            e = std::stoull(*f);
+        } catch (const std::exception&) {
+            continue;
+        }
+        if (e > n->o_.epoch) n->demoted_->observe(e);
+    }
 }
 
 void node::refresh_jetstream_metrics() {

@@ -47,6 +47,22 @@ bool node::at_stream_cap(const std::string& stream) const {
 
 // The checks before a publish touches the outbox, in the contract's order:
 // token, content type, stream name, stream cap. nullopt: go on.
+bool valid_subject_tokens(std::string_view stream) {
+    return !stream.empty() && stream.front() != '.' && stream.back() != '.' && stream.find("..") == std::string_view::npos;
+}
+
+// Over JetStream, a message must fit the server's max_payload as one
+// envelope with its headers: refused at intake (413) rather than accepted and
+// then blocked. Unknown while not connected (checked again when sent).
+std::optional<std::string> node::too_large_for_log(std::string_view stream, std::size_t payload_bytes) const {
+    if (!js_) return std::nullopt;
+    const std::size_t limit = js_->max_payload();
+    const std::size_t size = envelope_overhead(stream) + payload_bytes + 512;  // 512: the NATS headers, generously
+    if (limit == 0 || size <= limit) return std::nullopt;
+    return "the message would be " + std::to_string(size) + " bytes in JetStream, over the NATS server's max_payload of " +
+           std::to_string(limit);
+}
+
 std::optional<http::response> node::refuse_publish(const http::request& req, std::string& stream) const {
     if (auto r = app::refuse_unauthorized(req, tokens_)) return r;
     if (!http::is_json(req)) return http::response::error(415, "Content-Type must be application/json");
@@ -54,6 +70,9 @@ std::optional<http::response> node::refuse_publish(const http::request& req, std
     if (auto q = http::query_param(req.target, "stream")) stream = std::move(*q);
     if (!envelope::valid_stream_name(stream))
         return http::response::error(400, "stream must be 1 to 128 characters of A-Z a-z 0-9 . _ -");
+    if (js_ && !valid_subject_tokens(stream))
+        return http::response::error(400, "stream must not begin or end with a dot or hold two in a row "
+                                          "(over JetStream its dots separate subject tokens)");
     if (at_stream_cap(stream)) {
         auto r = http::response::error(429, "too many streams with pending messages (limit " +
                                                 std::to_string(o_.max_streams) + "); retry later");
@@ -110,6 +129,7 @@ http::router node::routes() {
         if (auto refused = refuse_publish(req, stream)) co_return std::move(*refused);
         auto checked = envelope::check_payload(req.body, envelope_overhead(stream));
         if (auto* e = std::get_if<envelope::payload_error>(&checked)) co_return http::response::error(e->status, e->what);
+        if (auto big = too_large_for_log(stream, std::get<std::string_view>(checked).size())) co_return http::response::error(413, *big);
         ++publishing_;
         auto items = std::make_shared<std::vector<std::pair<std::string, std::string>>>();
         items->emplace_back(stream, std::string(std::get<std::string_view>(checked)));
@@ -258,6 +278,10 @@ void node::read_stdin() {
         auto checked = envelope::check_payload(line, overhead);
         if (auto* e = std::get_if<envelope::payload_error>(&checked)) {
             app::log(level::warn, "stdin_line_skipped", {{"line", line_no}, {"status", e->status}, {"error", e->what}});
+            return;
+        }
+        if (auto big = too_large_for_log(o_.stream, std::get<std::string_view>(checked).size())) {
+            app::log(level::warn, "stdin_line_skipped", {{"line", line_no}, {"status", 413}, {"error", *big}});
             return;
         }
         group.emplace_back(o_.stream, std::string(std::get<std::string_view>(checked)));

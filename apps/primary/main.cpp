@@ -115,6 +115,9 @@ node::node(const options& o, app::database& db)
         jo.servers = jetstream::parse_servers(o.secondary);
         jo.name = "steadfast-primary";
         js_ = std::make_unique<jetstream::client>(ioc_.get_executor(), std::move(jo));
+        // A newer primary's epoch fence, as it is written: demoted at once.
+        fence_watch_.n = this;
+        fence_sub_ = js_->subscribe(o.js_prefix, fence_watch_);
     } else {
         link_.emplace(ioc_.get_executor(), link_options(o), o.connections);
         probe_client_.emplace(ioc_.get_executor(), secondary_options(o));
@@ -157,6 +160,7 @@ asio::awaitable<bool> node::probe() {
 }
 
 node::~node() {
+    fence_sub_.reset();  // before the NATS client it subscribes through
     // Queued database jobs refer to the streams: they finish first. Then the
     // suspended processors and sends are destroyed, while what they refer to
     // (the pool, the streams, the conditions) still exists.
@@ -206,7 +210,9 @@ int node::run() {
     app::token_reloader reload(ioc_.get_executor(), o_.token_file, tokens_);
     demoted_->subscribe(demoted_sub_, [this](bool v) {
         if (v) {
-            app::log(level::error, "demoted", {{"epoch", o_.epoch}, {"reason", "the secondary has seen a newer epoch"}});
+            app::log(level::error, "demoted", {{"epoch", o_.epoch},
+                                               {"reason", js_ ? "the JetStream log holds a newer epoch (another primary took over)"
+                                                              : "the secondary has seen a newer epoch"}});
             stop("demoted", exit_demoted);
         }
     });
@@ -478,6 +484,8 @@ int main(int argc, char** argv) {
             if (o.js_prefix.empty()) o.js_prefix = o.js_stream;
             if (!token_ok(o.js_prefix)) throw std::invalid_argument("--js-prefix must be 1 to 64 characters of A-Z a-z 0-9 _ -");
             if (o.js_replicas < 1 || o.js_replicas > 5) throw std::invalid_argument("--js-replicas must be 1 to 5");
+            if (!valid_subject_tokens(o.stream))
+                throw std::invalid_argument("--stream must not begin or end with a dot or hold two in a row over JetStream");
         } else {
             if (!vm["js-stream"].defaulted() || vm.count("js-prefix") || !vm["js-replicas"].defaulted())
                 throw std::invalid_argument("--js-stream, --js-replicas and --js-prefix are for a nats:// --secondary");

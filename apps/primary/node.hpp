@@ -58,6 +58,9 @@ enum exit_code : int { exit_ok = 0, exit_error = 1, exit_usage = 2, exit_demoted
 
 std::int64_t now_ms();
 
+/// Over JetStream a stream's name becomes subject tokens: no empty one.
+bool valid_subject_tokens(std::string_view stream);
+
 // An io_context whose pending handlers (suspended coroutines) can be destroyed
 // while the node's members they refer to still exist.
 struct io_context_owner : boost::asio::io_context {
@@ -126,6 +129,7 @@ private:
     std::size_t envelope_overhead(std::string_view stream) const;
     std::optional<http::response> refuse_publish(const http::request& req, std::string& stream) const;
     bool at_stream_cap(const std::string& stream) const;
+    std::optional<std::string> too_large_for_log(std::string_view stream, std::size_t payload_bytes) const;
 
     // delivery.cpp
     void start_processor(const std::string& stream);
@@ -145,6 +149,13 @@ private:
                                              const std::vector<pending_message>& batch, const retry_policy& quick);
     boost::asio::awaitable<decision> sync_log(const std::string& stream, stream_state& st, const retry_policy& quick);
     boost::asio::awaitable<bool> probe_jetstream();
+    boost::asio::awaitable<bool> fence_jetstream();
+    struct fence_watch : jetstream::client::inbox_sink {
+        node* n = nullptr;
+        void on_messages() override;
+    } fence_watch_;
+    std::unique_ptr<jetstream::client::inbox> fence_sub_;
+    bool fenced_ = false, js_ready_logged_ = false;
     void refresh_jetstream_metrics();
     void acknowledge(const std::string& stream, stream_state& st, std::uint64_t upto);
     std::vector<pending_message> read_window(const std::string& stream, std::uint64_t after);

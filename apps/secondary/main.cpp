@@ -136,9 +136,14 @@ int serve(const options& o) {
         if (auto e = co_await recheck_storage(); !e.empty())
             co_return http::response::json(503, "{\"status\":\"storage_failed\",\"error\":\"" + http::json_escape(e) + "\"}");
         if (source) {
-            // The JetStream link: 503 while no NATS server is reachable.
-            nlohmann::json j{{"status", source->connected() ? "ok" : "jetstream_disconnected"}, {"jetstream", source->health()}};
-            co_return http::response::json(source->connected() ? 200 : 503, j.dump());
+            // The JetStream link: 503 while no NATS server is reachable, the
+            // consumer is not there, or a stream is blocked.
+            const char* status = !source->connected()        ? "jetstream_disconnected"
+                                 : !source->consuming()      ? "not_consuming"
+                                 : !source->blocked().empty() ? "streams_blocked"
+                                                              : "ok";
+            nlohmann::json j{{"status", status}, {"jetstream", source->health()}};
+            co_return http::response::json(std::string_view(status) == "ok" ? 200 : 503, j.dump());
         }
         co_return http::response::json(200, "{\"status\":\"ok\"}");
     });
@@ -173,63 +178,66 @@ int serve(const options& o) {
         r.set("Content-Type", "text/plain; version=0.0.4");
         co_return r;
     });
-    routes.add("POST", "/api/messages", [&](http::request& req) -> asio::awaitable<http::response> {
-        const auto t0 = std::chrono::steady_clock::now();
-        if (auto denied = app::refuse_unauthorized(req, tokens)) {
-            reject("unauthorized");
-            co_return std::move(*denied);
-        }
-        if (!http::is_json(req)) {
-            reject("content_type");
-            co_return http::response::error(415, "Content-Type must be application/json");
-        }
-        if (o.delay.count()) {
-            asio::steady_timer t(ioc, o.delay);
-            co_await t.async_wait(asio::use_awaitable);
-        }
-        if (o.drop_rate > 0 && coin(rng) < o.drop_rate) {
-            reject("injected_drop");
-            http::response r;
-            r.drop_connection = true;
-            co_return r;
-        }
-        if (o.fault_rate > 0 && coin(rng) < o.fault_rate) {
-            reject("injected_fault");
-            auto r = http::response::error(o.fault_status, "injected fault");
-            if (o.fault_status == 503 || o.fault_status == 429) r.set("Retry-After", "1");
-            co_return r;
-        }
-        auto decoded = envelope::decode(req.body, envelope::limits{.max_body_bytes = o.max_body});
-        if (auto* err = std::get_if<envelope::decode_error>(&decoded)) {
-            reject("malformed");
-            co_return http::response::error(400, err->what);
-        }
-        auto d = std::make_shared<envelope::decoded>(std::move(std::get<envelope::decoded>(decoded)));
-        auto job1 = [&st, d](app::database&, bool& keep) {
-            return st.apply(*d, keep);
-        };
-        auto result = co_await worker.run<secondary::store::answer>(ioc.get_executor(), std::move(job1));
-        if (auto* e = std::get_if<std::string>(&result)) {
-            storage_state(*e);
-            reject("storage");
-            // Nothing was applied: the primary keeps the messages and retries.
-            auto r = http::response::error(503, "storage failure: " + *e);
-            r.set("Retry-After", "1");
-            co_return r;
-        }
-        auto& a = std::get<secondary::store::answer>(result);
-        // Only a commit that wrote something shows the store works again (a
-        // duplicate or a 409 commits nothing).
-        if (a.applied > 0) {
-            storage_state({});
-            last_applied_at.Set(std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
-        }
-        applied.Increment(static_cast<double>(a.applied));
-        duplicates.Increment(static_cast<double>(a.duplicates));
-        if (!a.reject_reason.empty()) reject(a.reject_reason);
-        latency.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        co_return http::response::json(a.status, std::move(a.body));
-    });
+    // With --source, JetStream is the only way in: no POST /api/messages.
+    if (o.source.servers.empty()) {
+        routes.add("POST", "/api/messages", [&](http::request& req) -> asio::awaitable<http::response> {
+            const auto t0 = std::chrono::steady_clock::now();
+            if (auto denied = app::refuse_unauthorized(req, tokens)) {
+                reject("unauthorized");
+                co_return std::move(*denied);
+            }
+            if (!http::is_json(req)) {
+                reject("content_type");
+                co_return http::response::error(415, "Content-Type must be application/json");
+            }
+            if (o.delay.count()) {
+                asio::steady_timer t(ioc, o.delay);
+                co_await t.async_wait(asio::use_awaitable);
+            }
+            if (o.drop_rate > 0 && coin(rng) < o.drop_rate) {
+                reject("injected_drop");
+                http::response r;
+                r.drop_connection = true;
+                co_return r;
+            }
+            if (o.fault_rate > 0 && coin(rng) < o.fault_rate) {
+                reject("injected_fault");
+                auto r = http::response::error(o.fault_status, "injected fault");
+                if (o.fault_status == 503 || o.fault_status == 429) r.set("Retry-After", "1");
+                co_return r;
+            }
+            auto decoded = envelope::decode(req.body, envelope::limits{.max_body_bytes = o.max_body});
+            if (auto* err = std::get_if<envelope::decode_error>(&decoded)) {
+                reject("malformed");
+                co_return http::response::error(400, err->what);
+            }
+            auto d = std::make_shared<envelope::decoded>(std::move(std::get<envelope::decoded>(decoded)));
+            auto job1 = [&st, d](app::database&, bool& keep) {
+                return st.apply(*d, keep);
+            };
+            auto result = co_await worker.run<secondary::store::answer>(ioc.get_executor(), std::move(job1));
+            if (auto* e = std::get_if<std::string>(&result)) {
+                storage_state(*e);
+                reject("storage");
+                // Nothing was applied: the primary keeps the messages and retries.
+                auto r = http::response::error(503, "storage failure: " + *e);
+                r.set("Retry-After", "1");
+                co_return r;
+            }
+            auto& a = std::get<secondary::store::answer>(result);
+            // Only a commit that wrote something shows the store works again (a
+            // duplicate or a 409 commits nothing).
+            if (a.applied > 0) {
+                storage_state({});
+                last_applied_at.Set(std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+            }
+            applied.Increment(static_cast<double>(a.applied));
+            duplicates.Increment(static_cast<double>(a.duplicates));
+            if (!a.reject_reason.empty()) reject(a.reject_reason);
+            latency.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+            co_return http::response::json(a.status, std::move(a.body));
+        });
+    }
 
     http::server::options so;
     so.max_body_bytes = o.max_body;
@@ -379,8 +387,8 @@ int main(int argc, char** argv) {
             if (!token_ok(o.source.stream)) throw std::invalid_argument("--js-stream must be 1 to 64 characters of A-Z a-z 0-9 _ -");
             if (o.source.batch == 0 || o.source.batch > 10'000) throw std::invalid_argument("--js-batch must be 1 to 10000");
         } else {
-            if (vm.count("consumer") || !vm["js-stream"].defaulted())
-                throw std::invalid_argument("--consumer and --js-stream are for --source nats://...");
+            if (vm.count("consumer") || !vm["js-stream"].defaulted() || !vm["js-batch"].defaulted())
+                throw std::invalid_argument("--consumer, --js-stream and --js-batch are for --source nats://...");
             if (!vm.count("listen")) throw std::invalid_argument("--listen is required (or --source nats://... to consume from JetStream)");
         }
         if (vm.count("listen")) o.listen = app::non_empty(vm, "listen");

@@ -97,6 +97,29 @@ asio::awaitable<bool> js_source::ensure_consumer() {
     co_return true;
 }
 
+// Whether the consumer still exists (INFO, answered by its leader), and
+// created again if it does not. False only when stopping.
+asio::awaitable<bool> js_source::check_consumer() {
+    std::string subject = "$JS.API.CONSUMER.INFO." + o_.stream + "." + o_.consumer, empty;
+    auto token = asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable));
+    asio::steady_timer limit(ioc_, 3s);  // a request without an answer (no leader) ends here
+    limit.async_wait([this](const boost::system::error_code& e) {
+        if (!e) stop_signal_.emit(asio::cancellation_type::terminal);
+    });
+    auto [ec, m] = co_await js_->async_request(std::move(subject), std::move(empty), {}, token);
+    limit.cancel();
+    if (stopping_) co_return false;
+    jetstream::api_error e;
+    if (!ec) ec = jetstream::api_reply_error(m, e);
+    if (ec == make_error_code(jetstream::errc::not_found)) {
+        app::log(level::warn, "consumer_missing", {{"consumer", o_.consumer}, {"note", "creating it again"}});
+        if (pc_) redeliveries_before_ += pc_->redeliveries();
+        pc_.reset();
+        co_return co_await ensure_consumer();
+    }
+    co_return true;
+}
+
 asio::awaitable<void> js_source::restart_consumer(const std::string& why) {
     const auto now = std::chrono::steady_clock::now();
     if (now - last_restart_ < 60s) co_return;
@@ -126,6 +149,7 @@ asio::awaitable<void> js_source::restart_consumer(const std::string& why) {
 asio::awaitable<void> js_source::run() {
     while (!stopping_) {
         if (!pc_ && !co_await ensure_consumer()) break;
+        const auto fetch_started = std::chrono::steady_clock::now();
         auto [ec, ds] = co_await pc_->async_fetch(o_.batch, 1s,
                                                   asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable)));
         if (ec == asio::error::operation_aborted || stopping_) break;
@@ -137,10 +161,15 @@ asio::awaitable<void> js_source::run() {
         }
         if (ds.empty()) {
             // The pull ended without messages: also what a deleted consumer or
-            // a lost leader looks like: make sure the consumer is there.
-            if (connected() && !co_await ensure_consumer()) break;
+            // a lost leader looks like. Every 10th time (or when it ended at
+            // once), make sure the consumer is there: a cheap INFO, a create
+            // only when it is missing.
+            const bool quick = std::chrono::steady_clock::now() - fetch_started < 100ms;
+            if (quick) co_await pause(200ms);
+            if (connected() && (quick || ++empty_fetches_ % 10 == 0) && !co_await check_consumer()) break;
             continue;
         }
+        empty_fetches_ = 0;
         co_await apply(ds);
     }
     consuming_ = false;
@@ -148,34 +177,69 @@ asio::awaitable<void> js_source::run() {
 
 namespace {
 struct applied_one {
-    bool envelope = true;  // decoded
-    std::string error;     // why not
+    enum class kind { envelope, fence, malformed, held } what = kind::envelope;
+    std::string error;  // malformed: why
     store::answer a;
+};
+// One delivered message, as read before the database thread applies it.
+struct item {
+    applied_one::kind what = applied_one::kind::envelope;
+    std::variant<envelope::decoded, envelope::decode_error> body = envelope::decode_error{};
+    std::uint64_t fence = 0;  // a primary's epoch fence (the header says so)
+    std::string stream;       // the envelope's (its first message's) stream
 };
 }  // namespace
 
 // Applies what one fetch brought in one transaction (one fsync), each
 // message in a savepoint of its own, then acks each after the commit.
 asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::delivery>& ds) {
-    auto decoded = std::make_shared<std::vector<std::variant<envelope::decoded, envelope::decode_error>>>();
-    decoded->reserve(ds.size());
-    for (const auto& d : ds) {
+    using k = applied_one::kind;
+    auto items = std::make_shared<std::vector<item>>(ds.size());
+    for (std::size_t i = 0; i < ds.size(); ++i) {
+        auto& it = (*items)[i];
+        const auto& msg = ds[i].msg;
+        if (const auto* f = msg.get("Steadfast-Epoch-Fence")) {
+            // A primary took over with this epoch: from here on in the log,
+            // older epochs are refused on every stream.
+            it.what = k::fence;
+            try {
+                it.fence = std::stoull(*f);
+            } catch (const std::exception&) {
+                it.what = k::malformed;
+                it.body = envelope::decode_error{"an epoch fence that is not a number: " + f->substr(0, 40)};
+            }
+            continue;
+        }
         envelope::limits l;
-        l.max_body_bytes = std::max<std::size_t>(d.msg.data.size(), l.max_body_bytes);
-        decoded->push_back(envelope::decode(d.msg.data, l));
+        l.max_body_bytes = std::max<std::size_t>(msg.data.size(), l.max_body_bytes);
+        it.body = envelope::decode(msg.data, l);
+        if (auto* d = std::get_if<envelope::decoded>(&it.body)) {
+            it.stream = std::holds_alternative<envelope::message>(*d) ? std::get<envelope::message>(*d).stream
+                                                                       : std::get<envelope::batch>(*d).messages.front().stream;
+            // A stream that met a conflict applies nothing more until an
+            // operator looks (nothing is applied over another history).
+            if (auto b = blocked_.find(it.stream); b != blocked_.end() && b->second.rfind("conflict", 0) == 0) it.what = k::held;
+        } else {
+            it.what = k::malformed;
+        }
     }
-    auto job = [this, decoded](app::database& db, bool&) {
-        std::vector<applied_one> out(decoded->size());
-        for (std::size_t i = 0; i < decoded->size(); ++i) {
-            if (auto* e = std::get_if<envelope::decode_error>(&(*decoded)[i])) {
-                out[i].envelope = false;
-                out[i].error = e->what;
+    auto job = [this, items](app::database& db, bool&) {
+        std::vector<applied_one> out(items->size());
+        for (std::size_t i = 0; i < items->size(); ++i) {
+            const auto& it = (*items)[i];
+            out[i].what = it.what;
+            if (it.what == k::malformed) {
+                out[i].error = std::get<envelope::decode_error>(it.body).what;
                 continue;
             }
+            if (it.what == k::held) continue;
             db.exec("SAVEPOINT js_message");
             bool keep = true;
             try {
-                out[i].a = st_.apply(std::get<envelope::decoded>((*decoded)[i]), keep);
+                if (it.what == k::fence)
+                    st_.raise_fence(it.fence);
+                else
+                    out[i].a = st_.apply(std::get<envelope::decoded>(it.body), keep);
             } catch (...) {
                 db.exec("ROLLBACK TO js_message");
                 db.exec("RELEASE js_message");
@@ -200,54 +264,65 @@ asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::del
     for (std::size_t i = 0; i < ds.size(); ++i) {
         const auto& d = ds[i];
         auto& r = out[i];
-        if (!r.envelope) {
+        const auto& it = (*items)[i];
+        if (r.what == k::malformed) {
             h_.rejected("malformed");
             app::log(level::error, "not_an_envelope", {{"subject", d.msg.subject}, {"stream_seq", d.info.stream_seq},
                                                       {"error", r.error}, {"note", "not applied; acknowledged as terminal"}});
             pc_->term(d);
             continue;
         }
+        if (r.what == k::fence) {
+            app::log(level::info, "epoch_fence", {{"epoch", it.fence}, {"stream_seq", d.info.stream_seq}});
+            pc_->ack(d);
+            continue;
+        }
+        if (r.what == k::held) {
+            pc_->nak(d, 5s);
+            continue;
+        }
         if (r.a.applied > 0) h_.storage({});
         h_.counted(r.a);
         if (r.a.status == 200) {
             pc_->ack(d);
+            if (r.a.applied > 0 && blocked_.count(it.stream)) {
+                // A gap closed (the missing messages came again).
+                blocked_.erase(it.stream);
+                gap_since_.erase(it.stream);
+                app::log(level::info, "unblocked", {{"stream", it.stream}});
+            }
             continue;
         }
         const auto rej = envelope::decode_rejection(r.a.body);
-        using k = envelope::rejection::kind;
-        if (rej.what == k::stale_epoch) {
+        using rk = envelope::rejection::kind;
+        if (rej.what == rk::stale_epoch) {
+            // Written after a newer primary's fence: the older primary is
+            // demoted by that fence; its message is not applied anywhere.
+            h_.rejected("stale_epoch");
             app::log(level::warn, "stale_epoch", {{"subject", d.msg.subject}, {"stream_seq", d.info.stream_seq}, {"fence", rej.epoch},
                                                   {"note", "written by a fenced primary: not applied"}});
             pc_->term(d);
             continue;
         }
-        const std::string why = rej.what == k::conflict ? "conflict at seq " + std::to_string(rej.seq)
-                                                        : "gap: expects seq " + std::to_string(rej.expected);
+        const std::string why = rej.what == rk::conflict ? "conflict at seq " + std::to_string(rej.seq)
+                                                         : "gap: expects seq " + std::to_string(rej.expected);
         if (blocked_[rej.stream] != why) {
             blocked_[rej.stream] = why;
             app::log(level::error, "blocked", {{"stream", rej.stream}, {"reason", why}, {"stream_seq", d.info.stream_seq},
-                                               {"hint", rej.what == k::conflict ? "another primary wrote this stream; nothing is applied over what is here"
-                                                                               : "this store is behind the consumer (restored from an older copy?)"}});
+                                               {"hint", rej.what == rk::conflict
+                                                            ? "another primary wrote this stream: nothing more of it is applied; "
+                                                              "a restart of the secondary tries again"
+                                                            : "this store is behind the consumer (restored from an older copy?)"}});
         }
-        if (rej.what == k::gap) {
+        if (rej.what == rk::gap) {
             // A message nak'd a moment ago comes again by itself; one that
             // the consumer acknowledged before this store was restored never
             // does: a gap that stays is the latter.
-            auto [it, fresh] = gap_since_.emplace(rej.stream, std::chrono::steady_clock::now());
-            if (!fresh && std::chrono::steady_clock::now() - it->second > 30s) gap = true;
+            auto [g, fresh] = gap_since_.emplace(rej.stream, std::chrono::steady_clock::now());
+            if (!fresh && std::chrono::steady_clock::now() - g->second > 30s) gap = true;
         }
-        pc_->nak(d, rej.what == k::gap ? 1s : 5s);
+        pc_->nak(d, rej.what == rk::gap ? 1s : 5s);
     }
-    // Streams applying again are no longer blocked.
-    for (std::size_t i = 0; i < ds.size(); ++i)
-        if (out[i].envelope && out[i].a.status == 200 && out[i].a.applied > 0)
-            if (auto* m = std::get_if<envelope::decoded>(&(*decoded)[i])) {
-                const std::string& s = std::holds_alternative<envelope::message>(*m)
-                                           ? std::get<envelope::message>(*m).stream
-                                           : std::get<envelope::batch>(*m).messages.front().stream;
-                blocked_.erase(s);
-                gap_since_.erase(s);
-            }
     if (gap) {
         gap_since_.clear();
         co_await restart_consumer("a gap for 30 s: this store is behind what the consumer acknowledged");

@@ -4,8 +4,11 @@
 // applied through the same store, with the same rules (in order per stream,
 // idempotent by id, one epoch fence), and acknowledged only after the commit.
 //   applied or duplicate  ack
+//   an epoch fence        the store's fence raised (a primary took over), ack
 //   stale epoch           term (never applied: a fenced primary wrote it)
-//   conflict, gap         nak (redelivered later); the stream is reported
+//   conflict              nak; the stream applies nothing more (its later
+//                         messages are held, nak'd) until a restart
+//   gap                   nak (redelivered later); the stream is reported
 //                         blocked. A gap that lasts 30 s means this store is
 //                         behind what the consumer acknowledged (restored from
 //                         an older copy): the consumer is recreated from the
@@ -69,6 +72,7 @@ private:
     boost::asio::awaitable<void> pause(std::chrono::milliseconds d);
     boost::asio::awaitable<void> apply(std::vector<jetstream::pull_consumer::delivery>& ds);
     boost::asio::awaitable<void> restart_consumer(const std::string& why);
+    boost::asio::awaitable<bool> check_consumer();
 
     boost::asio::io_context& ioc_;
     app::db_worker& worker_;
@@ -85,6 +89,7 @@ private:
     std::map<std::string, std::chrono::steady_clock::time_point> gap_since_;  // streams answering gap, since when
     std::chrono::steady_clock::time_point last_restart_{};
     std::uint64_t redeliveries_before_ = 0;  // of consumers replaced
+    std::uint64_t empty_fetches_ = 0;
 };
 
 }  // namespace steadfast::secondary

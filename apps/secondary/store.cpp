@@ -62,6 +62,16 @@ std::optional<envelope::rejection> store::apply_one(const envelope::message& m, 
     return std::nullopt;
 }
 
+void store::raise_fence(std::uint64_t epoch) {
+    auto& gf = stmt(get_fence_, "SELECT value FROM meta WHERE key='epoch_fence'");
+    const std::uint64_t before = gf.step() ? std::stoull(std::string(gf.column_text(0))) : 0;
+    gf.reset();
+    if (epoch <= before) return;
+    auto& pf = stmt(put_fence_, "UPDATE meta SET value=? WHERE key='epoch_fence'");
+    pf.bind(1, std::to_string(epoch));
+    pf.step();
+}
+
 std::vector<std::pair<std::string, std::uint64_t>> store::last_applied() {
     std::vector<std::pair<std::string, std::uint64_t>> out;
     auto s = db_.prepare("SELECT stream, last_seq FROM streams");

@@ -38,6 +38,10 @@ public:
     /// `keep` is set to false when nothing of it may stay (a 409).
     answer apply(const envelope::decoded& d, bool& keep);
 
+    /// Raises the epoch fence to `epoch` (never lowers it), in the caller's
+    /// transaction: a primary that took over said so in the log.
+    void raise_fence(std::uint64_t epoch);
+
     /// Each stream's last applied seq (for metrics).
     std::vector<std::pair<std::string, std::uint64_t>> last_applied();
 

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <condition_variable>
 #include <charconv>
 #include <deque>
 #include <map>
@@ -78,6 +79,9 @@ std::vector<std::string> parse_servers(std::string_view list) {
         if (!is_nats_url(one))
             throw std::invalid_argument("'" + std::string(one) + "' is not a nats://HOST:PORT address");
         const auto hostport = one.substr(7);
+        if (hostport.find('@') != std::string_view::npos)
+            throw std::invalid_argument("'" + std::string(one.substr(0, 7)) +
+                                        "...': credentials in a NATS URL are not supported (and would be logged)");
         const auto colon = hostport.rfind(':');
         unsigned port = 0;
         if (colon == std::string_view::npos || colon == 0 ||
@@ -104,7 +108,9 @@ namespace {
 error_code from_api(const api_error& e) {
     if (e.err_code == 10071) return errc::wrong_last_sequence;
     if (e.err_code == 10037 || e.err_code == 10059 || e.err_code == 10014) return errc::not_found;
-    if (e.code == 503 || e.code == 500 || e.code == 504) return errc::unavailable;
+    // 503/504: no leader, cluster not ready. A 500 with an error code of the
+    // API's is a refusal ("replicas > 1 not supported in non-clustered mode").
+    if (e.code == 503 || e.code == 504 || (e.code == 500 && e.err_code == 0)) return errc::unavailable;
     if (e.code == 408) return errc::request_timeout;
     return errc::api_error;
 }
@@ -213,6 +219,7 @@ std::vector<header> publish_headers(const publish_options& o) {
     std::vector<header> h;
     if (!o.msg_id.empty()) h.push_back({"Nats-Msg-Id", o.msg_id});
     if (o.expected_last_subject_seq) h.push_back({"Nats-Expected-Last-Subject-Sequence", std::to_string(*o.expected_last_subject_seq)});
+    h.insert(h.end(), o.extra.begin(), o.extra.end());
     return h;
 }
 
@@ -248,6 +255,26 @@ error_code check_stream_reply(const message& m, const stream_config& cfg, stream
             why = "stream " + cfg.name + " exists without the subject " + want;
             return errc::config_mismatch;
         }
+    // Nothing may be removed from the log before every secondary has it: no
+    // limits, limits retention (not work queue or interest), not sealed.
+    auto limited = [&](const char* field, long long unlimited) {
+        return c.contains(field) && c[field].is_number() && c[field].get<long long>() != unlimited;
+    };
+    for (auto [field, unlimited] : {std::pair{"max_msgs", -1LL}, std::pair{"max_bytes", -1LL}, std::pair{"max_age", 0LL},
+                                    std::pair{"max_msgs_per_subject", -1LL}})
+        if (limited(field, unlimited)) {
+            why = "stream " + cfg.name + " has " + field + " " + c[field].dump() +
+                  ": it could remove messages a secondary has not applied (the pair needs no limits)";
+            return errc::config_mismatch;
+        }
+    if (c.value("retention", std::string("limits")) != "limits") {
+        why = "stream " + cfg.name + " has retention " + c.value("retention", std::string{}) + ": the pair needs limits retention";
+        return errc::config_mismatch;
+    }
+    if (c.value("sealed", false)) {
+        why = "stream " + cfg.name + " is sealed: nothing more can be written";
+        return errc::config_mismatch;
+    }
     if (st.replicas != cfg.replicas) {
         why = "stream " + cfg.name + " exists with " + std::to_string(st.replicas) + " replicas, " +
               std::to_string(cfg.replicas) + " asked for";
@@ -337,6 +364,8 @@ struct client::impl : std::enable_shared_from_this<impl> {
     std::string last_err;
     std::atomic<std::uint64_t> reconnects{0}, disconnects{0};
     std::shared_ptr<impl> keep_for_nats;  // released when the C client is done with us
+    std::condition_variable closed_cv;    // ~client waits for the closed callback
+    bool closed_called = false;
 
     static void complete(pending p, error_code ec, message msg) {
         // Posted to the operation's executor (from any thread), then run on
@@ -399,7 +428,14 @@ struct client::impl : std::enable_shared_from_this<impl> {
         asio::post(self->ex, [up = self->up] { up->clear(); });
         self->fail_all(errc::closed);
         // The last callback of the connection: let go of the impl (on the executor).
-        asio::post(self->ex, [keep = std::move(self->keep_for_nats)] {});
+        std::shared_ptr<impl> keep;
+        {
+            std::lock_guard l(self->m);
+            keep = std::move(self->keep_for_nats);
+            self->closed_called = true;
+        }
+        self->closed_cv.notify_all();
+        asio::post(self->ex, [keep = std::move(keep)] {});
     }
     static void on_error(natsConnection*, natsSubscription*, natsStatus err, void* closure) {
         auto* self = static_cast<impl*>(closure);
@@ -484,6 +520,12 @@ client::~client() {
     }
     if (i.replies) natsSubscription_Unsubscribe(i.replies);
     natsConnection_Close(i.nc);
+    {
+        // The C client calls back after Close returns: wait (bounded) until it
+        // is done, so that nothing is posted after the caller moves on.
+        std::unique_lock l(i.m);
+        i.closed_cv.wait_for(l, std::chrono::seconds(2), [&] { return i.closed_called; });
+    }
     if (i.replies) natsSubscription_Destroy(i.replies);
     natsConnection_Destroy(i.nc);
     natsOptions_Destroy(i.nopts);
@@ -583,14 +625,19 @@ error_code client::publish_request(std::string_view subject, std::string_view re
 }
 
 std::unique_ptr<client::inbox> client::subscribe_inbox(inbox_sink& sink) {
+    char* name = nullptr;
+    check(natsInbox_Create(&name), "inbox");
+    const std::string subject = name;
+    natsInbox_Destroy(name);
+    return subscribe(subject, sink);
+}
+
+std::unique_ptr<client::inbox> client::subscribe(const std::string& subject, inbox_sink& sink) {
     auto in = std::unique_ptr<inbox>(new inbox);
     in->st_ = std::make_shared<inbox::state>();
     in->st_->sink = &sink;
     in->st_->ex = impl_->ex;
-    char* name = nullptr;
-    check(natsInbox_Create(&name), "inbox");
-    in->subject_ = name;
-    natsInbox_Destroy(name);
+    in->subject_ = subject;
     auto* closure = new std::shared_ptr<inbox::state>(in->st_);
     natsSubscription* sub = nullptr;
     const natsStatus s = natsConnection_Subscribe(&sub, impl_->nc, in->subject_.c_str(), &impl::on_inbox, closure);
@@ -705,7 +752,11 @@ void pull_consumer::start_fetch(std::size_t batch, std::chrono::milliseconds wai
     }
     const auto now = std::chrono::steady_clock::now();
     if (!pulling_ || now > pull_until_) {
-        const auto body = nlohmann::json{{"batch", w->batch}, {"expires", std::chrono::nanoseconds(wait).count()}}.dump();
+        // max_bytes: a catch-up of large messages is fetched in bounded pieces.
+        const auto body = nlohmann::json{{"batch", w->batch},
+                                         {"max_bytes", 32 << 20},
+                                         {"expires", std::chrono::nanoseconds(wait).count()}}
+                              .dump();
         const std::string api = "$JS.API.CONSUMER.MSG.NEXT." + cfg_.stream + "." + cfg_.durable;
         auto ec = c_.publish_request(api, inbox_->subject(), body);
         if (ec) {

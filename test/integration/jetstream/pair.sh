@@ -4,7 +4,8 @@
 # node (and its restart), of one secondary and of the primary mid-run; then
 # every acknowledged message applied exactly once, in order, byte for byte, on
 # both secondaries. Then a second primary on the same streams is refused
-# (the expected-sequence check) and nothing of it is interleaved.
+# (the expected-sequence check) and nothing of it is interleaved; a primary
+# with a newer epoch demotes the running one through its fence in the log.
 source "$(dirname "$0")/../pair/lib.sh"
 here="$(cd "$(dirname "$0")" && pwd)"
 NATS="$WORK/nats"
@@ -100,8 +101,31 @@ for n in 1 2; do
 done
 echo "a second primary on the same stream was refused; nothing interleaved"
 stop "$P2PID"
-stop "$PPID_"
-[ "$EXIT_RC" = 0 ] || fail "the primary exited $EXIT_RC on SIGTERM"
+[ "$EXIT_RC" = 0 ] || fail "the second primary exited $EXIT_RC on SIGTERM"
+
+# 4. A primary with a newer --epoch takes over: its epoch fence in the log
+#    demotes the running one at once (exit 3), and the secondaries refuse the
+#    older epoch from then on.
+P3PORT=$(free_port)
+_launch "$WORK/primary3.log" "$BIN/steadfast-primary" --secondary "$URLS" "${JS[@]}" --js-replicas 3 --epoch 1 \
+  --data "$WORK/p3" --listen "127.0.0.1:$P3PORT"
+P3PID=$LAUNCHED
+wait_http "http://127.0.0.1:$P3PORT/health" 10 "$P3PID"
+wait_exit "$PPID_" 30
+[ "$EXIT_RC" = 3 ] || fail "the primary of epoch 0 exited $EXIT_RC after a primary of epoch 1 started, not 3 (demoted)"
+log_has "$WORK/primary.log" demoted || fail "the demoted primary did not say why"
+echo "the primary of epoch 0 was demoted (exit 3) when the primary of epoch 1 wrote its fence"
+PPORT=$P3PORT  # the publish helpers and wait_drained now talk to the new primary
+publish_streams 10 s9
+wait_drained 30
+for n in 1 2; do
+  wait_for 30 "secondary $n applied the new primary's messages" applied_all "$n" $((all + 20))
+  SDATA="$WORK/s$n"
+  verify s9 >/dev/null
+  log_has "$WORK/secondary$n.log" epoch_fence epoch=1 || fail "secondary $n did not raise its fence to epoch 1"
+done
+stop "$P3PID"
+[ "$EXIT_RC" = 0 ] || fail "the primary of epoch 1 exited $EXIT_RC on SIGTERM"
 stop "$S1PID"
 [ "$EXIT_RC" = 0 ] || fail "secondary 1 exited $EXIT_RC on SIGTERM"
 echo "PASS"

@@ -208,6 +208,9 @@ public:
         std::string subject_;
     };
     std::unique_ptr<inbox> subscribe_inbox(inbox_sink& sink);
+    /// The same on a subject of the caller's (no reply inbox): what is
+    /// published to `subject` is handed to `sink`.
+    std::unique_ptr<inbox> subscribe(const std::string& subject, inbox_sink& sink);
 
 private:
     void start_request(std::string subject, std::string data, std::vector<header> headers, request_handler h);
@@ -232,6 +235,7 @@ struct transformed {
 struct publish_options {
     std::string msg_id;
     std::optional<std::uint64_t> expected_last_subject_seq;
+    std::vector<header> extra;  // more headers
 };
 std::vector<header> publish_headers(const publish_options& o);
 
