@@ -163,7 +163,11 @@ asio::awaitable<bool> node::probe_jetstream() {
         ec = make_error_code(jetstream::errc::unavailable);
         why = "the stream has no leader";
     }
-    std::string problem = ec ? describe(ec, why) : std::string{};
+    std::string problem = !ec ? std::string{}
+                          : ec == asio::error::operation_aborted
+                              ? std::string(js_->connected()->value() ? "no answer within the check's second (no JetStream leader?)"
+                                                                      : "not connected to any NATS server of --secondary")
+                              : describe(ec, why);
     if (!ec && !fenced_ && !co_await fence_jetstream()) co_return false;
     if (problem != js_problem_ || (problem.empty() && !js_ready_logged_)) {
         if (problem.empty()) {

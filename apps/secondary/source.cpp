@@ -67,8 +67,12 @@ asio::awaitable<bool> js_source::ensure_consumer() {
     const jetstream::consumer_config cc{o_.stream, o_.consumer};
     auto attempt = [&](const attempt_context&) -> asio::awaitable<boost::system::error_code> {
         auto [ec, why] = co_await jetstream::async_ensure_consumer(*js_, cc, asio::as_tuple(asio::use_awaitable));
-        if (ec && ec != asio::error::operation_aborted) {
-            std::string p = ec.message() + (why.empty() ? std::string{} : ": " + why);
+        if (ec && !(ec == asio::error::operation_aborted && stopping_)) {
+            // Cancelled while not stopping: the attempt's 3 s ran out.
+            std::string p = ec == asio::error::operation_aborted
+                                ? std::string(connected() ? "no answer within 3 s (no JetStream leader?)"
+                                                          : "no answer: not connected to any NATS server of --source")
+                                : ec.message() + (why.empty() ? std::string{} : ": " + why);
             if (p != problem_) {
                 const bool missing = ec == make_error_code(jetstream::errc::not_found);
                 app::log(missing ? level::warn : level::error, "consumer_unavailable",

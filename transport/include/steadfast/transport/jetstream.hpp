@@ -7,6 +7,10 @@
 // per-operation cancellation of every type (terminal, partial, total: a
 // cancelled request is forgotten; a late reply is dropped).
 //
+// Completions are posted to the client's executor, which then dispatches to
+// the handler's associated executor; the cancellation slot is cleared there
+// too. With an io_context run by several threads, give the client a strand.
+//
 // What it speaks is JetStream's JSON API over core NATS request/reply
 // ($JS.API.*), with its own reply inbox: one wildcard subscription for all
 // requests, so that many requests are in flight at once.
