@@ -297,17 +297,7 @@ asio::awaitable<void> node::deliver(std::string stream) {
                     if (d.upto > st.acked) acknowledge(stream, st, d.upto);
                     continue;
                 case verdict::rewind:
-                    if (st.rewound_to == d.upto) {
-                        const std::string why = d.detail + "; the retained messages from seq " + std::to_string(d.upto + 1) +
-                                                " are not contiguous";
-                        co_await block(stream, "beyond_retention", why);
-                        co_return;
-                    }
-                    st.rewound_to = d.upto;
-                    rewinds_.Increment();
-                    app::log(level::warn, "rewind", {{"stream", stream}, {"from_seq", d.upto + 1}, {"detail", d.detail}});
-                    st.acked = d.upto;
-                    st.single_until = 0;
+                    if (!co_await rewind(stream, st, d)) co_return;
                     continue;
                 case verdict::demote:
                     demoted_->observe(std::max(d.epoch, o_.epoch + 1));
@@ -415,19 +405,7 @@ asio::awaitable<void> node::deliver(std::string stream) {
                     co_await wait_until(std::chrono::steady_clock::now() + storage_pause, stop_);
                 break;
             case verdict::rewind:
-                if (st.rewound_to == d.upto) {
-                    // The same rewind again without progress: what is retained
-                    // has a hole (a purge after a clock step). Resending would loop.
-                    co_await block(stream, "beyond_retention",
-                                   d.detail + "; the retained messages from seq " + std::to_string(d.upto + 1) +
-                                       " are not contiguous");
-                    co_return;
-                }
-                st.rewound_to = d.upto;
-                rewinds_.Increment();
-                app::log(level::warn, "rewind", {{"stream", stream}, {"from_seq", d.upto + 1}, {"detail", d.detail}});
-                st.acked = d.upto;
-                st.single_until = 0;
+                if (!co_await rewind(stream, st, d)) co_return;
                 break;
             case verdict::block:
                 co_await block(stream, d.reason, d.detail);
@@ -437,6 +415,25 @@ asio::awaitable<void> node::deliver(std::string stream) {
                 break;
         }
     }
+}
+
+// Resends from `d.upto` + 1 (the secondary, or the log, lost what it had
+// acknowledged). The same rewind again without progress means that what is
+// retained has a hole (a purge after a clock step): resending would loop, so
+// the stream is blocked instead (false).
+asio::awaitable<bool> node::rewind(const std::string& stream, stream_state& st, const decision& d) {
+    if (st.rewound_to == d.upto) {
+        const std::string why =
+            d.detail + "; the retained messages from seq " + std::to_string(d.upto + 1) + " are not contiguous";
+        co_await block(stream, "beyond_retention", why);
+        co_return false;
+    }
+    st.rewound_to = d.upto;
+    rewinds_.Increment();
+    app::log(level::warn, "rewind", {{"stream", stream}, {"from_seq", d.upto + 1}, {"detail", d.detail}});
+    st.acked = d.upto;
+    st.single_until = 0;
+    co_return true;
 }
 
 // Per-stream pending counts and oldest ages, from what is in memory: the

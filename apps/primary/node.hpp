@@ -169,6 +169,7 @@ private:
     boost::asio::awaitable<bool> dead_letter(const std::string& stream, const pending_message& m,
                                              const std::string& why);
     boost::asio::awaitable<void> block(const std::string& stream, const std::string& reason, const std::string& detail);
+    boost::asio::awaitable<bool> rewind(const std::string& stream, stream_state& st, const decision& d);
     void retire(const std::string& stream);
     void purge_retained();
 

@@ -312,24 +312,26 @@ asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::del
                                                          : "gap: expects seq " + std::to_string(rej.expected);
         if (blocked_[rej.stream] != why) {
             blocked_[rej.stream] = why;
-            app::log(level::error, "blocked", {{"stream", rej.stream}, {"reason", why}, {"stream_seq", d.info.stream_seq},
-                                               {"hint", rej.what == rk::conflict
-                                                            ? "another primary wrote this stream: nothing more of it is applied; "
-                                                              "a restart of the secondary tries again"
-                                                            : "this store is behind the consumer (restored from an older copy?)"}});
+            app::log(rej.what == rk::conflict ? level::error : level::warn, "blocked",
+                     {{"stream", rej.stream}, {"reason", why}, {"stream_seq", d.info.stream_seq},
+                      {"hint", rej.what == rk::conflict
+                                   ? "another primary wrote this stream: nothing more of it is applied; "
+                                     "a restart of the secondary tries again"
+                                   : "waiting for an earlier message to come again (nak'd, or left unacknowledged); "
+                                     "if this lasts a minute, the store is behind the consumer (restored from an older copy?)"}});
         }
         if (rej.what == rk::gap) {
             // A message nak'd a moment ago comes again by itself; one that
             // the consumer acknowledged before this store was restored never
             // does: a gap that stays is the latter.
             auto [g, fresh] = gap_since_.emplace(rej.stream, std::chrono::steady_clock::now());
-            if (!fresh && std::chrono::steady_clock::now() - g->second > 30s) gap = true;
+            if (!fresh && std::chrono::steady_clock::now() - g->second > 60s) gap = true;
         }
         pc_->nak(d, rej.what == rk::gap ? 1s : 5s);
     }
     if (gap) {
         gap_since_.clear();
-        co_await restart_consumer("a gap for 30 s: this store is behind what the consumer acknowledged");
+        co_await restart_consumer("a gap for 60 s: this store is behind what the consumer acknowledged");
     }
 }
 

@@ -9,7 +9,9 @@
 //   conflict              nak; the stream applies nothing more (its later
 //                         messages are held, nak'd) until a restart
 //   gap                   nak (redelivered later); the stream is reported
-//                         blocked. A gap that lasts 30 s means this store is
+//                         blocked. A gap that lasts 60 s (the consumer's ack
+//                         wait is 5 s: a message nak'd or left unacknowledged by
+//                         a killed secondary comes back well before) means this store is
 //                         behind what the consumer acknowledged (restored from
 //                         an older copy): the consumer is recreated from the
 //                         stream's start (once a minute at most) and what is

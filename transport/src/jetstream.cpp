@@ -110,7 +110,8 @@ error_code from_api(const api_error& e) {
     if (e.err_code == 10037 || e.err_code == 10059 || e.err_code == 10014) return errc::not_found;
     // 503/504: no leader, cluster not ready. A 500 with an error code of the
     // API's is a refusal ("replicas > 1 not supported in non-clustered mode").
-    if (e.code == 503 || e.code == 504 || (e.code == 500 && e.err_code == 0)) return errc::unavailable;
+    // 10005: no suitable peers for placement (a cluster still forming, a node down).
+    if (e.code == 503 || e.code == 504 || (e.code == 500 && e.err_code == 0) || e.err_code == 10005) return errc::unavailable;
     if (e.code == 408) return errc::request_timeout;
     return errc::api_error;
 }
