@@ -47,7 +47,7 @@ asio::awaitable<decision> node::send_js(const std::string& stream, stream_state&
                                         const std::vector<pending_message>& batch, const retry_policy& quick) {
     const std::string subject = js_subject(stream);
     const std::string body = encode_body(stream, batch);
-    const jetstream::publish_options po{batch_key(batch), st.js_last};
+    const jetstream::publish_options po{batch_key(batch), st.js_last, {}};
     std::string api_said;
     auto attempt = [&](const attempt_context&) -> asio::awaitable<boost::system::result<jetstream::pub_ack>> {
         std::string s = subject, b = body;  // named: g++ 12 and temporaries in co_await
