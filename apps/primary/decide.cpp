@@ -59,6 +59,12 @@ decision decide_rewind(std::uint64_t expected, std::uint64_t oldest, std::uint64
                 (oldest ? ", the oldest retained is " + std::to_string(oldest) : std::string(", nothing is retained")));
 }
 
+decision decide_repair(std::uint64_t from, std::uint64_t acked, std::uint64_t oldest, std::uint64_t next_seq) {
+    if (from == 0 || from > acked)
+        return make(verdict::ack, acked, 0, {}, {}, "seq " + std::to_string(from) + " was not acknowledged yet");
+    return decide_rewind(from, oldest, next_seq);
+}
+
 decision decide_publish(const sent_batch& b, const publish_outcome& o) {
     using k = publish_outcome::kind;
     switch (o.what) {

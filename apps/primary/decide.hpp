@@ -114,4 +114,14 @@ decision decide_log(const log_head& h, std::uint64_t own_epoch, const outbox_fac
 /// `oldest` is the stream's lowest seq still in the outbox (0: none).
 decision decide_rewind(std::uint64_t expected, std::uint64_t oldest, std::uint64_t next_seq);
 
+/// A secondary found seqs from..to of a stream missing from the log (a hole
+/// JetStream lost; its later messages are there):
+/// - nothing of it acknowledged yet (from > acked): ack (nothing to do: the
+///   range is still to be sent as usual);
+/// - within retention: rewind to from - 1 (the processor resends up to `to`
+///   and then goes on where it was);
+/// - beyond retention: block, with what is missing (the caller reports it;
+///   the stream itself goes on for the other secondaries).
+decision decide_repair(std::uint64_t from, std::uint64_t acked, std::uint64_t oldest, std::uint64_t next_seq);
+
 }  // namespace steadfast::primary

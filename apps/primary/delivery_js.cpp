@@ -47,7 +47,13 @@ asio::awaitable<decision> node::send_js(const std::string& stream, stream_state&
                                         const std::vector<pending_message>& batch, const retry_policy& quick) {
     const std::string subject = js_subject(stream);
     const std::string body = encode_body(stream, batch);
-    const jetstream::publish_options po{batch_key(batch), st.js_last, {}};
+    // A resend (a rewind or a repair) gets its own Nats-Msg-Id: under the
+    // batch's own key, the server's window would answer "duplicate" for the
+    // copy it lost. Retries of one publish keep one id (the same expectation).
+    std::string key = batch_key(batch);
+    if (st.acked_max != UINT64_MAX && batch.front().seq <= st.acked_max)
+        key += "@" + std::to_string(st.js_last.value_or(0));
+    const jetstream::publish_options po{std::move(key), st.js_last, {}};
     std::string api_said;
     auto attempt = [&](const attempt_context&) -> asio::awaitable<boost::system::result<jetstream::pub_ack>> {
         std::string s = subject, b = body;  // named: g++ 12 and temporaries in co_await
@@ -248,6 +254,103 @@ void node::fence_watch::on_messages() {
         }
         if (e > n->o_.epoch) n->demoted_->observe(e);
     }
+}
+
+// A secondary's request to resend a hole in the log (on the executor): the
+// stream's processor carries it out, once its position in the log is known.
+// While one is asked for or under way, or within 10 s of the last, further
+// requests for the stream are dropped (the secondary asks again while its
+// gap lasts).
+void node::repair_watch::on_messages() {
+    for (auto& m : n->repair_sub_->drain(SIZE_MAX)) n->repair_requested(m.data);
+}
+
+void node::repair_requested(const std::string& body) {
+    std::string why;
+    auto r = envelope::decode_repair_request(body, why);
+    if (!r) {
+        app::log(level::warn, "repair_request_refused", {{"error", why}, {"subject", envelope::repair_subject(o_.js_stream)}});
+        return;
+    }
+    if (stopping_) return;
+    if (auto b = blocked_.find(r->stream); b != blocked_.end()) {
+        app::log(level::warn, "repair_not_possible", {{"stream", r->stream}, {"from_seq", r->from}, {"to_seq", r->to},
+                                                      {"consumer", r->consumer}, {"reason", "the stream is blocked: " + b->second.reason}});
+        return;
+    }
+    auto it = streams_.find(r->stream);
+    if (it != streams_.end()) {
+        auto& st = it->second;
+        if (st.repair_from || st.resume_after || std::chrono::steady_clock::now() - st.repair_at < 10s) return;
+        st.repair_from = r->from;
+        st.repair_to = r->to;
+        st.wake->set();
+    } else {
+        // No processor (nothing pending): one starts for the repair, reads
+        // the stream's position, and retires after it.
+        auto& st = streams_[r->stream];
+        st.acked = st.acked_max = UINT64_MAX;
+        st.repair_from = r->from;
+        st.repair_to = r->to;
+        start_processor(r->stream);
+    }
+    app::log(level::warn, "repair_requested", {{"stream", r->stream}, {"from_seq", r->from}, {"to_seq", r->to},
+                                               {"consumer", r->consumer}});
+}
+
+// Carries out a repair request: within retention, resends from..to (a
+// rewind whose batches stop at the hole's end) and then goes back to where
+// sending was; beyond retention, says so (the stream goes on for the other
+// secondaries; the one that asked keeps it blocked).
+asio::awaitable<void> node::repair(const std::string& stream, stream_state& st) {
+    const std::uint64_t from = std::exchange(st.repair_from, 0), to = std::exchange(st.repair_to, 0);
+    st.repair_at = std::chrono::steady_clock::now();
+    auto facts = [this, &stream](app::database&, bool&) {
+        return std::pair<std::uint64_t, std::uint64_t>{out_.oldest_seq(stream).value_or(0), out_.position(stream).next_seq};
+    };
+    auto got = co_await worker_.run<std::pair<std::uint64_t, std::uint64_t>>(ioc_.get_executor(), std::move(facts));
+    if (auto* e = std::get_if<std::string>(&got)) {
+        co_await outbox_failed(stream, *e);  // dropped: the secondary asks again
+        co_return;
+    }
+    const auto [oldest, next_seq] = std::get<0>(got);
+    const decision d = decide_repair(from, st.acked, oldest, next_seq);
+    switch (d.what) {
+        case verdict::rewind: {
+            const std::uint64_t end = std::min(to, st.acked);
+            js_repairs_.Increment();
+            app::log(level::warn, "repair", {{"stream", stream}, {"from_seq", from}, {"to_seq", end}, {"then_from", st.acked + 1},
+                                             {"note", "resending what the log lost, from retention"}});
+            st.resume_after = std::max(st.resume_after, st.acked);
+            st.repair_end = end;
+            st.acked = d.upto;
+            st.single_until = 0;
+            forget_window(st);
+            st.sched = {};
+            break;
+        }
+        case verdict::block:
+            app::log(level::error, "repair_impossible",
+                     {{"stream", stream}, {"from_seq", from}, {"to_seq", to}, {"detail", d.detail},
+                      {"hint", "those messages are no longer retained (--retain): the secondary that asked keeps "
+                               "the stream blocked; the others are not affected"}});
+            break;
+        default:
+            app::log(level::info, "repair_not_needed", {{"stream", stream}, {"from_seq", from}, {"detail", d.detail}});
+            break;
+    }
+}
+
+// After an acknowledgement during a repair: once the hole's end is
+// acknowledged, sending goes on where it was before the repair.
+void node::repair_progress(const std::string& stream, stream_state& st) {
+    if (st.acked < st.repair_end) return;
+    app::log(level::info, "repaired", {{"stream", stream}, {"upto", st.repair_end}, {"then_from", st.resume_after + 1}});
+    if (st.resume_after > st.acked) {
+        st.acked = st.resume_after;
+        forget_window(st);
+    }
+    st.resume_after = st.repair_end = 0;
 }
 
 void node::refresh_jetstream_metrics() {

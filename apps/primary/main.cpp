@@ -108,7 +108,9 @@ node::node(const options& o, app::database& db)
       js_disconnects_(counter(*registry_, "steadfast_primary_jetstream_disconnects_total", "Connections to NATS lost")),
       js_reconnects_(counter(*registry_, "steadfast_primary_jetstream_reconnects_total", "Reconnections to NATS")),
       js_duplicates_(counter(*registry_, "steadfast_primary_jetstream_duplicates_total",
-                             "Publishes JetStream had stored already (a retry after a lost acknowledgement)")) {
+                             "Publishes JetStream had stored already (a retry after a lost acknowledgement)")),
+      js_repairs_(counter(*registry_, "steadfast_primary_jetstream_repairs_total",
+                          "Holes in the log resent from retention at a secondary's request")) {
     if (!o.token_file.empty()) tokens_ = app::read_token_file(o.token_file);
     if (o.jetstream()) {
         jetstream::options jo;
@@ -118,6 +120,9 @@ node::node(const options& o, app::database& db)
         // A newer primary's epoch fence, as it is written: demoted at once.
         fence_watch_.n = this;
         fence_sub_ = js_->subscribe(o.js_prefix, fence_watch_);
+        // A secondary that found a hole in the log asks for it again.
+        repair_watch_.n = this;
+        repair_sub_ = js_->subscribe(envelope::repair_subject(o.js_stream), repair_watch_);
     } else {
         link_.emplace(ioc_.get_executor(), link_options(o), o.connections);
         probe_client_.emplace(ioc_.get_executor(), secondary_options(o));
@@ -160,7 +165,8 @@ asio::awaitable<bool> node::probe() {
 }
 
 node::~node() {
-    fence_sub_.reset();  // before the NATS client it subscribes through
+    fence_sub_.reset();  // before the NATS client they subscribe through
+    repair_sub_.reset();
     // Queued database jobs refer to the streams: they finish first. Then the
     // suspended processors and sends are destroyed, while what they refer to
     // (the pool, the streams, the conditions) still exists.

@@ -101,6 +101,11 @@ struct stream_state {
     // JetStream: the log's seq of this stream's last message, as this primary
     // wrote or read it (the next publish expects it); unknown: read the log first.
     std::optional<std::uint64_t> js_last;
+    // JetStream: a secondary found seqs repair_from..repair_to missing from
+    // the log (0: no request). While a repair runs, batches stop at
+    // repair_end and sending then goes back to resume_after (0: none runs).
+    std::uint64_t repair_from = 0, repair_to = 0, repair_end = 0, resume_after = 0;
+    std::chrono::steady_clock::time_point repair_at{};  // when the last repair began
 };
 
 // Acknowledgements are coalesced: the outbox is marked up to the latest target
@@ -155,6 +160,15 @@ private:
         void on_messages() override;
     } fence_watch_;
     std::unique_ptr<jetstream::client::inbox> fence_sub_;
+    // Secondaries' requests to resend a hole in the log (repair_subject()).
+    struct repair_watch : jetstream::client::inbox_sink {
+        node* n = nullptr;
+        void on_messages() override;
+    } repair_watch_;
+    std::unique_ptr<jetstream::client::inbox> repair_sub_;
+    void repair_requested(const std::string& body);
+    boost::asio::awaitable<void> repair(const std::string& stream, stream_state& st);
+    void repair_progress(const std::string& stream, stream_state& st);
     bool fenced_ = false, js_ready_logged_ = false;
     void refresh_jetstream_metrics();
     void acknowledge(const std::string& stream, stream_state& st, std::uint64_t upto);
@@ -202,7 +216,7 @@ private:
     prometheus::Family<prometheus::Gauge>& stream_age_;
     prometheus::Gauge& oldest_age_;
     prometheus::Gauge& js_connected_;
-    prometheus::Counter &js_disconnects_, &js_reconnects_, &js_duplicates_;
+    prometheus::Counter &js_disconnects_, &js_reconnects_, &js_duplicates_, &js_repairs_;
     std::set<std::string> exposed_streams_;
     void refresh_stream_metrics();
     std::map<std::string, stream_state> streams_;

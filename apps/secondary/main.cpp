@@ -157,6 +157,7 @@ int serve(const options& o) {
     auto& js_lag = prometheus::BuildGauge().Name("steadfast_secondary_jetstream_consumer_pending").Help("Messages in the stream not yet delivered to this consumer (its lag), as of the last delivery").Register(*registry).Add({});
     auto& js_blocked = prometheus::BuildGauge().Name("steadfast_secondary_jetstream_blocked_streams").Help("Streams not applying (conflict, gap)").Register(*registry).Add({});
     auto& js_redeliveries = prometheus::BuildCounter().Name("steadfast_secondary_jetstream_redeliveries_total").Help("Messages JetStream delivered again (not acknowledged in time, or nak'd)").Register(*registry).Add({});
+    auto& js_repairs = prometheus::BuildCounter().Name("steadfast_secondary_jetstream_repair_requests_total").Help("Requests to the primary to resend a hole in the log").Register(*registry).Add({});
     routes.add("GET", "/metrics", [&](http::request&) -> asio::awaitable<http::response> {
         if (server_ptr) {
             app::sync_counter(refused, server_ptr->get_stats().connections_rejected);
@@ -168,6 +169,7 @@ int serve(const options& o) {
             js_lag.Set(static_cast<double>(source->lag()));
             js_blocked.Set(static_cast<double>(source->blocked().size()));
             app::sync_counter(js_redeliveries, source->redeliveries());
+            app::sync_counter(js_repairs, source->repair_requests());
         }
         auto read = [&st](app::database&, bool&) { return st.last_applied(); };
         auto positions = co_await worker.run<std::vector<std::pair<std::string, std::uint64_t>>>(ioc.get_executor(), std::move(read));

@@ -45,6 +45,23 @@ nlohmann::json js_source::health() const {
             {"redeliveries", redeliveries()}, {"problem", problem_},       {"blocked", blocked_}};
 }
 
+// Asks the primary (core NATS, nothing stored) to resend `stream` from
+// `expected` up to what precedes `next_held` (the first seq the log did
+// deliver after the hole); at most every 15 s per stream while the gap lasts.
+void js_source::ask_repair(const std::string& stream, std::uint64_t expected, std::uint64_t next_held) {
+    const auto now = std::chrono::steady_clock::now();
+    auto [at, fresh] = repair_asked_.emplace(stream, now);
+    if (!fresh && now - at->second < 15s) return;
+    at->second = now;
+    const envelope::repair_request r{stream, o_.consumer, expected, next_held > expected ? next_held - 1 : expected};
+    const auto ec = js_->publish(envelope::repair_subject(o_.stream), envelope::encode(r));
+    ++repair_requests_;
+    app::log(level::warn, "repair_requested",
+             {{"stream", stream}, {"from_seq", r.from}, {"to_seq", r.to}, {"sent", !ec},
+              {"note", "the log lacks these messages (a nak'd one would have come again): asking the primary to resend them "
+                       "from its retention"}});
+}
+
 asio::awaitable<void> js_source::pause(std::chrono::milliseconds d) {
     asio::steady_timer t(ioc_, d);
     co_await t.async_wait(asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable)));
@@ -192,6 +209,18 @@ struct item {
     std::uint64_t fence = 0;  // a primary's epoch fence (the header says so)
     std::string stream;       // the envelope's (its first message's) stream
 };
+
+// The first seq of `stream` in a delivered envelope or batch (0: none).
+std::uint64_t first_seq_of(const item& it, const std::string& stream) {
+    const auto* d = std::get_if<envelope::decoded>(&it.body);
+    if (!d) return 0;
+    if (const auto* one = std::get_if<envelope::message>(d)) return one->stream == stream ? one->seq : 0;
+    std::uint64_t first = 0;
+    for (const auto& m : std::get<envelope::batch>(*d).messages)
+        if (m.stream == stream && (first == 0 || m.seq < first)) first = m.seq;
+    return first;
+}
+
 }  // namespace
 
 // Applies what one fetch brought in one transaction (one fsync), each
@@ -293,6 +322,7 @@ asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::del
                 // A gap closed (the missing messages came again).
                 blocked_.erase(it.stream);
                 gap_since_.erase(it.stream);
+                repair_asked_.erase(it.stream);
                 app::log(level::info, "unblocked", {{"stream", it.stream}});
             }
             continue;
@@ -318,19 +348,26 @@ asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::del
                                    ? "another primary wrote this stream: nothing more of it is applied; "
                                      "a restart of the secondary tries again"
                                    : "waiting for an earlier message to come again (nak'd, or left unacknowledged); "
-                                     "if this lasts a minute, the store is behind the consumer (restored from an older copy?)"}});
+                                     "after 10 s the primary is asked to resend it (a hole in the log), after a minute "
+                                     "the consumer starts again from the stream's start (a store restored from an older copy)"}});
         }
         if (rej.what == rk::gap) {
             // A message nak'd a moment ago comes again by itself; one that
             // the consumer acknowledged before this store was restored never
-            // does: a gap that stays is the latter.
-            auto [g, fresh] = gap_since_.emplace(rej.stream, std::chrono::steady_clock::now());
-            if (!fresh && std::chrono::steady_clock::now() - g->second > 60s) gap = true;
+            // does, nor one the log itself lost. A gap that stays is one of
+            // the latter: the primary is asked to resend the hole (after
+            // 10 s, longer than the ack wait), and after 60 s the consumer
+            // starts again from the stream's start.
+            const auto now = std::chrono::steady_clock::now();
+            auto [g, fresh] = gap_since_.emplace(rej.stream, now);
+            if (!fresh && now - g->second > 60s) gap = true;
+            if (!fresh && now - g->second > 10s) ask_repair(rej.stream, rej.expected, first_seq_of(it, rej.stream));
         }
         pc_->nak(d, rej.what == rk::gap ? 1s : 5s);
     }
     if (gap) {
         gap_since_.clear();
+        repair_asked_.clear();
         co_await restart_consumer("a gap for 60 s: this store is behind what the consumer acknowledged");
     }
 }

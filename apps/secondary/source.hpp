@@ -9,7 +9,9 @@
 //   conflict              nak; the stream applies nothing more (its later
 //                         messages are held, nak'd) until a restart
 //   gap                   nak (redelivered later); the stream is reported
-//                         blocked. A gap that lasts 60 s (the consumer's ack
+//                         blocked. A gap that lasts 10 s is a hole in the
+//                         log (lost by JetStream): the primary is asked to
+//                         resend it (repair_request). One that lasts 60 s (the consumer's ack
 //                         wait is 5 s: a message nak'd or left unacknowledged by
 //                         a killed secondary comes back well before) means this store is
 //                         behind what the consumer acknowledged (restored from
@@ -66,6 +68,7 @@ public:
     bool consuming() const noexcept { return consuming_; }
     std::uint64_t lag() const noexcept;
     std::uint64_t redeliveries() const noexcept;
+    std::uint64_t repair_requests() const noexcept { return repair_requests_; }
     const std::map<std::string, std::string>& blocked() const noexcept { return blocked_; }
     nlohmann::json health() const;
 
@@ -75,6 +78,7 @@ private:
     boost::asio::awaitable<void> apply(std::vector<jetstream::pull_consumer::delivery>& ds);
     boost::asio::awaitable<void> restart_consumer(const std::string& why);
     boost::asio::awaitable<bool> check_consumer();
+    void ask_repair(const std::string& stream, std::uint64_t expected, std::uint64_t next_held);
 
     boost::asio::io_context& ioc_;
     app::db_worker& worker_;
@@ -89,6 +93,8 @@ private:
     std::string problem_;  // the last consumer problem logged ("" none)
     std::map<std::string, std::string> blocked_;  // stream -> why (conflict, gap)
     std::map<std::string, std::chrono::steady_clock::time_point> gap_since_;  // streams answering gap, since when
+    std::map<std::string, std::chrono::steady_clock::time_point> repair_asked_;  // the last repair request per stream
+    std::uint64_t repair_requests_ = 0;
     std::chrono::steady_clock::time_point last_restart_{};
     std::uint64_t redeliveries_before_ = 0;  // of consumers replaced
     std::uint64_t empty_fetches_ = 0;

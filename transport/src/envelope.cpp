@@ -458,6 +458,61 @@ rejection decode_rejection(std::string_view body) {
     return r;
 }
 
+std::string repair_subject(std::string_view js_stream) {
+    return "_steadfast.repair." + std::string(js_stream);
+}
+
+std::string encode(const repair_request& r) {
+    std::string out = "{\"repair\":{\"stream\":\"";
+    out += http::json_escape(r.stream);
+    out += "\",\"from\":";
+    append_u64(out, r.from);
+    out += ",\"to\":";
+    append_u64(out, r.to);
+    out += ",\"consumer\":\"";
+    out += http::json_escape(r.consumer);
+    out += "\"}}";
+    return out;
+}
+
+std::optional<repair_request> decode_repair_request(std::string_view body, std::string& why) {
+    auto parsed = parse_json(body, 4);
+    auto* j = std::get_if<json>(&parsed);
+    if (!j) {
+        why = "not JSON: " + std::get<json_error>(parsed).message;
+        return std::nullopt;
+    }
+    auto it = j->is_object() ? j->find("repair") : j->end();
+    if (!j->is_object() || it == j->end() || !it->is_object()) {
+        why = "not a repair request (no \"repair\" object)";
+        return std::nullopt;
+    }
+    const json& r = *it;
+    repair_request out;
+    auto str = [&](const char* k, std::string& v) {
+        auto f = r.find(k);
+        if (f == r.end() || !f->is_string()) return false;
+        v = f->get<std::string>();
+        return true;
+    };
+    auto num = [&](const char* k, std::uint64_t& v) {
+        auto f = r.find(k);
+        if (f == r.end() || !f->is_number_unsigned()) return false;
+        v = f->get<std::uint64_t>();
+        return true;
+    };
+    if (!str("stream", out.stream) || !valid_stream_name(out.stream)) {
+        why = "a repair request needs a valid \"stream\"";
+        return std::nullopt;
+    }
+    if (!num("from", out.from) || !num("to", out.to) || out.from == 0 || out.to < out.from) {
+        why = "a repair request needs seqs 1 <= \"from\" <= \"to\"";
+        return std::nullopt;
+    }
+    str("consumer", out.consumer);  // for the log; optional
+    return out;
+}
+
 std::string encode_requeued(std::int64_t n, std::string_view id, std::string_view stream, std::uint64_t seq) {
     std::string out = "{\"requeued\":" + std::to_string(n) + ",";
     out += encode_published(id, stream, seq).substr(1);

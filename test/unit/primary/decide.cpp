@@ -163,4 +163,24 @@ BOOST_AUTO_TEST_CASE(a_log_behind_what_was_acknowledged_is_a_rewind_within_reten
     BOOST_TEST(d.upto == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(a_hole_in_the_log_is_resent_from_retention) {
+    // Seqs 5..7 missing, 10 acknowledged, all retained: resend after 4.
+    auto d = decide_repair(5, 10, 1, 11);
+    BOOST_TEST((d.what == verdict::rewind));
+    BOOST_TEST(d.upto == 4u);
+    // The hole starts at the oldest retained seq: still resendable.
+    d = decide_repair(5, 10, 5, 11);
+    BOOST_TEST((d.what == verdict::rewind));
+    // Purged below the oldest retained: blocked, saying what is missing.
+    d = decide_repair(5, 10, 6, 11);
+    BOOST_TEST((d.what == verdict::block));
+    BOOST_TEST(d.reason == "beyond_retention");
+    BOOST_TEST(d.detail.find("oldest retained is 6") != std::string::npos);
+    // Not acknowledged yet: it is still to be sent, nothing to repair.
+    d = decide_repair(11, 10, 1, 12);
+    BOOST_TEST((d.what == verdict::ack));
+    BOOST_TEST(d.upto == 10u);
+    BOOST_TEST((decide_repair(0, 10, 1, 11).what == verdict::ack));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

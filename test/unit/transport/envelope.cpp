@@ -147,4 +147,23 @@ BOOST_AUTO_TEST_CASE(answers_round_trip) {
     BOOST_TEST(line == "{\"stream\":\"s\",\"seq\":2,\"id\":\"i\\\"d\",\"payload\":[1.0]}\n");
 }
 
+BOOST_AUTO_TEST_CASE(repair_requests_round_trip_and_refuse_nonsense) {
+    const envelope::repair_request in{"orders.eu", "sec-\"1", 5, 9};
+    std::string why;
+    auto out = envelope::decode_repair_request(envelope::encode(in), why);
+    BOOST_TEST_REQUIRE(out.has_value());
+    BOOST_TEST(out->stream == "orders.eu");
+    BOOST_TEST(out->consumer == "sec-\"1");
+    BOOST_TEST(out->from == 5u);
+    BOOST_TEST(out->to == 9u);
+    BOOST_TEST(envelope::repair_subject("steadfast") == "_steadfast.repair.steadfast");
+    for (const char* bad : {"", "[1]", R"({"repair":1})", R"({"repair":{"stream":"a b","from":1,"to":2}})",
+                            R"({"repair":{"stream":"a","from":0,"to":2}})", R"({"repair":{"stream":"a","from":3,"to":2}})",
+                            R"({"repair":{"stream":"a","from":-1,"to":2}})", R"({"repair":{"stream":"a","to":2}})"}) {
+        why.clear();
+        BOOST_TEST(!envelope::decode_repair_request(bad, why).has_value(), bad);
+        BOOST_TEST(!why.empty(), bad);
+    }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

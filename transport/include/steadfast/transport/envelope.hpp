@@ -128,4 +128,20 @@ bool is_tombstone(std::string_view payload) noexcept;
 void encode_dump_line(std::string& out, std::string_view stream, std::uint64_t seq, std::string_view id,
                       std::string_view payload);
 
+// ---- JetStream: a secondary asks the primary to resend what the log lost ----
+
+/// A hole in the log: `stream` seqs from..to (inclusive) are missing from
+/// what JetStream delivers, `consumer` saw it. Published by the secondary on
+/// repair_subject(); the primary resends that range from its retention.
+struct repair_request {
+    std::string stream, consumer;
+    std::uint64_t from = 0, to = 0;
+};
+/// The core NATS subject of repair requests for JetStream stream `js_stream`
+/// (outside the stream's subjects: nothing of it is stored).
+std::string repair_subject(std::string_view js_stream);
+std::string encode(const repair_request& r);  // {"repair":{"stream":..,"from":N,"to":N,"consumer":..}}
+/// nullopt, with `why` set, when the text is no valid repair request.
+std::optional<repair_request> decode_repair_request(std::string_view body, std::string& why);
+
 }  // namespace steadfast::envelope
