@@ -118,8 +118,8 @@ decision decide_rewind(std::uint64_t expected, std::uint64_t oldest, std::uint64
 /// JetStream lost; its later messages are there):
 /// - nothing of it acknowledged yet (from > acked): ack (nothing to do: the
 ///   range is still to be sent as usual);
-/// - within retention: rewind to from - 1 (the processor resends up to `to`
-///   and then goes on where it was);
+/// - within retention: rewind (resend from `from`, upto = from - 1; the
+///   caller resends up to `to` and no further than what was acknowledged);
 /// - beyond retention: block, with what is missing (the caller reports it;
 ///   the stream itself goes on for the other secondaries).
 decision decide_repair(std::uint64_t from, std::uint64_t acked, std::uint64_t oldest, std::uint64_t next_seq);

@@ -77,20 +77,14 @@ void node::retire(const std::string& stream) {
     auto it = streams_.find(stream);
     if (it == streams_.end()) return;
     const bool more = it->second.wake->value() && !stopping_ && !blocked_.count(stream);
-    stream_state old = std::move(it->second);
+    const std::uint64_t pending = it->second.pending, acked = it->second.acked, acked_max = it->second.acked_max;
     streams_.erase(it);
     if (more) {
-        // Positions carry over (the outbox's copy may lag behind them), and
-        // so does a repair asked for or under way.
+        // Positions carry over: the outbox's copy may lag behind them.
         auto& st = streams_[stream];
-        st.acked = old.acked;
-        st.acked_max = old.acked_max;
-        st.pending = old.pending;
-        st.repair_from = old.repair_from;
-        st.repair_to = old.repair_to;
-        st.repair_end = old.repair_end;
-        st.resume_after = old.resume_after;
-        st.repair_at = old.repair_at;
+        st.acked = acked;
+        st.acked_max = acked_max;
+        st.pending = pending;
         start_processor(stream);
     } else if (auto t = trims_.find(stream); t != trims_.end()) {
         // A last mark of what was acknowledged; then nothing of the stream
@@ -259,7 +253,7 @@ asio::awaitable<void> node::deliver(std::string stream) {
             if (read_position) st.acked = st.acked_max = l.acked;
             st.window_end = l.batch.empty() ? l.acked : l.batch.back().seq;
             st.more_maybe = !l.batch.empty();
-            if (l.batch.empty() && !st.repair_from) {
+            if (l.batch.empty()) {
                 // Nothing to send: wait a little for more, then retire.
                 check_drained();
                 const cond more_or_stop = cond(st.wake) || stop_;
@@ -267,11 +261,8 @@ asio::awaitable<void> node::deliver(std::string stream) {
                 if (st.wake->value()) continue;
                 break;
             }
-            // (Nothing new but a repair asked for: on to it, below.)
-            if (!l.batch.empty()) {
-                st.window.assign(std::make_move_iterator(l.batch.begin()), std::make_move_iterator(l.batch.end()));
-                st.head_at_ms = st.window.front().at_ms;  // read from the acknowledged seq: the oldest pending
-            }
+            st.window.assign(std::make_move_iterator(l.batch.begin()), std::make_move_iterator(l.batch.end()));
+            st.head_at_ms = st.window.front().at_ms;  // read from the acknowledged seq: the oldest pending
             st.sched = l.sched;
         }
         // Durable redelivery: not before the scheduled time, unless the
@@ -324,11 +315,6 @@ asio::awaitable<void> node::deliver(std::string stream) {
                 default: co_return;  // stop
             }
         }
-        if (st.repair_from) {
-            // A secondary found a hole in the log (the log's position is known now).
-            co_await repair(stream, st);
-            continue;
-        }
 
         // The batch: the head of the window, within the count limit and the
         // request body limit by exact encoded size. A message too big to share
@@ -339,7 +325,6 @@ asio::awaitable<void> node::deliver(std::string stream) {
         std::size_t bytes = envelope::batch_prefix.size() + envelope::batch_suffix.size();
         while (!st.window.empty() && batch.size() < max) {
             const auto& m = st.window.front();
-            if (st.resume_after && m.seq > st.repair_end && !batch.empty()) break;  // a repair resends only the hole
             const std::size_t sz = envelope::encoded_size(m.id, stream, m.seq, o_.epoch, m.payload.size()) + 1;
             if (!batch.empty() && bytes + sz > body_limit) break;
             bytes += sz;
@@ -393,7 +378,6 @@ asio::awaitable<void> node::deliver(std::string stream) {
                 if (d.upto > st.rewound_to) st.rewound_to = UINT64_MAX;  // progress past a rewind
                 if (d.upto < batch.back().seq) forget_window(st);  // a partial ack: the rest is read again
                 st.sched = {};
-                if (st.resume_after) repair_progress(stream, st);
                 break;
             }
             case verdict::demote:

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 namespace asio = boost::asio;
@@ -51,8 +52,8 @@ asio::awaitable<decision> node::send_js(const std::string& stream, stream_state&
     // batch's own key, the server's window would answer "duplicate" for the
     // copy it lost. Retries of one publish keep one id (the same expectation).
     std::string key = batch_key(batch);
-    if (st.acked_max != UINT64_MAX && batch.front().seq <= st.acked_max)
-        key += "@" + std::to_string(st.js_last.value_or(0));
+    const std::uint64_t sent_before = std::max(st.acked_max == UINT64_MAX ? 0 : st.acked_max, st.resend_upto);
+    if (batch.front().seq <= sent_before) key += "@" + std::to_string(st.js_last.value_or(0));
     const jetstream::publish_options po{std::move(key), st.js_last, {}};
     std::string api_said;
     auto attempt = [&](const attempt_context&) -> asio::awaitable<boost::system::result<jetstream::pub_ack>> {
@@ -147,7 +148,9 @@ asio::awaitable<decision> node::sync_log(const std::string& stream, stream_state
         co_await wait_until(std::chrono::steady_clock::now() + 1s, stop_);
         co_return decision{verdict::stop, 0, 0, "stopping", {}, {}};  // the processor restarts after a second
     }
-    decision d = decide_log(h, o_.epoch, std::get<outbox_facts>(got));
+    const auto& facts = std::get<outbox_facts>(got);
+    decision d = decide_log(h, o_.epoch, facts);
+    if (d.what == verdict::rewind) st.resend_upto = std::max(st.resend_upto, facts.next_seq - 1);  // any may have been sent
     if (d.what == verdict::ack || d.what == verdict::rewind) {
         st.js_last = m.seq;
         if (d.what == verdict::ack && d.upto > st.acked)
@@ -256,11 +259,13 @@ void node::fence_watch::on_messages() {
     }
 }
 
-// A secondary's request to resend a hole in the log (on the executor): the
-// stream's processor carries it out, once its position in the log is known.
-// While one is asked for or under way, or within 10 s of the last, further
-// requests for the stream are dropped (the secondary asks again while its
-// gap lasts).
+// A secondary's request to resend a hole in the log (on the executor). It is
+// carried out apart from the stream's processor: the copy goes to the
+// subject `<prefix>.$repair.<stream>` (no stream name can make it: `$` is not
+// allowed in one), without an expected sequence, so the stream's own subject
+// (its order, its last message, what a restart reads) is untouched. Bounded:
+// one repair per stream every 10 s, 4 at once, 100,000 messages a request;
+// the secondary asks again while its gap lasts.
 void node::repair_watch::on_messages() {
     for (auto& m : n->repair_sub_->drain(SIZE_MAX)) n->repair_requested(m.data);
 }
@@ -272,85 +277,135 @@ void node::repair_requested(const std::string& body) {
         app::log(level::warn, "repair_request_refused", {{"error", why}, {"subject", envelope::repair_subject(o_.js_stream)}});
         return;
     }
-    if (stopping_) return;
+    if (stopping_ || stop_->value()) return;
+    const auto now = std::chrono::steady_clock::now();
+    std::erase_if(repair_at_, [&](const auto& kv) { return now - kv.second >= 10s; });
+    if (repair_at_.count(r->stream)) return;  // one every 10 s per stream
+    if (repairs_running_ >= 4 || repair_at_.size() >= 10'000) {
+        app::log(level::warn, "repair_busy", {{"stream", r->stream}, {"from_seq", r->from}, {"consumer", r->consumer},
+                                              {"note", "repairs under way; the secondary asks again"}});
+        return;
+    }
     if (auto b = blocked_.find(r->stream); b != blocked_.end()) {
         app::log(level::warn, "repair_not_possible", {{"stream", r->stream}, {"from_seq", r->from}, {"to_seq", r->to},
                                                       {"consumer", r->consumer}, {"reason", "the stream is blocked: " + b->second.reason}});
         return;
     }
-    auto it = streams_.find(r->stream);
-    if (it != streams_.end()) {
-        auto& st = it->second;
-        if (st.repair_from || st.resume_after || std::chrono::steady_clock::now() - st.repair_at < 10s) return;
-        st.repair_from = r->from;
-        st.repair_to = r->to;
-        st.wake->set();
-    } else {
-        // No processor (nothing pending): one starts for the repair, reads
-        // the stream's position, and retires after it.
-        auto& st = streams_[r->stream];
-        st.acked = st.acked_max = UINT64_MAX;
-        st.repair_from = r->from;
-        st.repair_to = r->to;
-        start_processor(r->stream);
-    }
+    repair_at_[r->stream] = now;
     app::log(level::warn, "repair_requested", {{"stream", r->stream}, {"from_seq", r->from}, {"to_seq", r->to},
                                                {"consumer", r->consumer}});
-}
-
-// Carries out a repair request: within retention, resends from..to (a
-// rewind whose batches stop at the hole's end) and then goes back to where
-// sending was; beyond retention, says so (the stream goes on for the other
-// secondaries; the one that asked keeps it blocked).
-asio::awaitable<void> node::repair(const std::string& stream, stream_state& st) {
-    const std::uint64_t from = std::exchange(st.repair_from, 0), to = std::exchange(st.repair_to, 0);
-    st.repair_at = std::chrono::steady_clock::now();
-    auto facts = [this, &stream](app::database&, bool&) {
-        return std::pair<std::uint64_t, std::uint64_t>{out_.oldest_seq(stream).value_or(0), out_.position(stream).next_seq};
-    };
-    auto got = co_await worker_.run<std::pair<std::uint64_t, std::uint64_t>>(ioc_.get_executor(), std::move(facts));
-    if (auto* e = std::get_if<std::string>(&got)) {
-        co_await outbox_failed(stream, *e);  // dropped: the secondary asks again
-        co_return;
-    }
-    const auto [oldest, next_seq] = std::get<0>(got);
-    const decision d = decide_repair(from, st.acked, oldest, next_seq);
-    switch (d.what) {
-        case verdict::rewind: {
-            const std::uint64_t end = std::min(to, st.acked);
-            js_repairs_.Increment();
-            app::log(level::warn, "repair", {{"stream", stream}, {"from_seq", from}, {"to_seq", end}, {"then_from", st.acked + 1},
-                                             {"note", "resending what the log lost, from retention"}});
-            st.resume_after = std::max(st.resume_after, st.acked);
-            st.repair_end = end;
-            st.acked = d.upto;
-            st.single_until = 0;
-            forget_window(st);
-            st.sched = {};
-            break;
+    std::string stream = r->stream;  // (the order of co_spawn's arguments is unspecified)
+    asio::co_spawn(ioc_, repair(std::move(*r)), [stream = std::move(stream)](std::exception_ptr e) {
+        if (!e) return;
+        try {
+            std::rethrow_exception(e);
+        } catch (const std::exception& ex) {
+            app::log(level::error, "repair_failed", {{"stream", stream}, {"error", ex.what()}});
         }
-        case verdict::block:
-            app::log(level::error, "repair_impossible",
-                     {{"stream", stream}, {"from_seq", from}, {"to_seq", to}, {"detail", d.detail},
-                      {"hint", "those messages are no longer retained (--retain): the secondary that asked keeps "
-                               "the stream blocked; the others are not affected"}});
-            break;
-        default:
-            app::log(level::info, "repair_not_needed", {{"stream", stream}, {"from_seq", from}, {"detail", d.detail}});
-            break;
-    }
+    });
 }
 
-// After an acknowledgement during a repair: once the hole's end is
-// acknowledged, sending goes on where it was before the repair.
-void node::repair_progress(const std::string& stream, stream_state& st) {
-    if (st.acked < st.repair_end) return;
-    app::log(level::info, "repaired", {{"stream", stream}, {"upto", st.repair_end}, {"then_from", st.resume_after + 1}});
-    if (st.resume_after > st.acked) {
-        st.acked = st.resume_after;
-        forget_window(st);
+namespace {
+struct repair_rows {
+    std::uint64_t acked = 0, next_seq = 1, oldest = 0;  // read with the first rows
+    std::vector<pending_message> rows;
+};
+}  // namespace
+
+// Resends seqs r.from..r.to of a stream from the outbox (acknowledged
+// messages are retained for --retain), in batches, to the repair subject.
+// Only what was acknowledged can be missing from the log: the range stops
+// there. Beyond retention it says so; the stream itself goes on.
+asio::awaitable<void> node::repair(envelope::repair_request r) {
+    ++repairs_running_;
+    struct running {
+        int& n;
+        ~running() { --n; }
+    } guard{repairs_running_};
+    constexpr std::uint64_t max_per_request = 100'000;
+    const std::string subject = o_.js_prefix + ".$repair." + r.stream;
+    const std::string id_prefix = "repair:" + std::to_string(now_ms()) + "." + std::to_string(++repair_counter_) + ":";
+    auto quick = retry_policy{}
+                     .with_backoff(backoff::exponential(100ms, 2.0, o_.max_backoff).with_jitter(jitter::full))
+                     .with_stop(stop::max_attempts(std::max<std::uint32_t>(o_.quick_retries, 3)))
+                     .with_stop_when(stop_)
+                     .with_attempt_when(online_)
+                     .with_attempt_timeout(o_.attempt_timeout);
+    std::uint64_t cursor = r.from, end = 0, sent = 0;
+    for (bool first = true;; first = false) {
+        auto read = [this, stream = r.stream, cursor, first](app::database&, bool&) {
+            repair_rows x;
+            if (first) {
+                const auto pos = out_.position(stream);
+                x.acked = pos.acked_seq;
+                x.next_seq = pos.next_seq;
+                x.oldest = out_.oldest_seq(stream).value_or(0);
+            }
+            x.rows = out_.pending(stream, cursor - 1, o_.batch_max, o_.batch_bytes);
+            return x;
+        };
+        auto got = co_await worker_.run<repair_rows>(ioc_.get_executor(), std::move(read));
+        if (auto* e = std::get_if<std::string>(&got)) {
+            app::log(level::error, "repair_failed", {{"stream", r.stream}, {"error", "reading the outbox: " + *e}});
+            co_return;
+        }
+        auto& x = std::get<repair_rows>(got);
+        if (first) {
+            // The outbox's acknowledgement mark lags the processor's by up to 10 ms.
+            std::uint64_t acked = x.acked;
+            if (auto it = streams_.find(r.stream); it != streams_.end() && it->second.acked_max != UINT64_MAX)
+                acked = std::max(acked, it->second.acked_max);
+            const decision d = decide_repair(r.from, acked, x.oldest, x.next_seq);
+            if (d.what == verdict::block) {
+                app::log(level::error, "repair_impossible",
+                         {{"stream", r.stream}, {"from_seq", r.from}, {"to_seq", r.to}, {"consumer", r.consumer}, {"detail", d.detail},
+                          {"hint", "those messages are no longer retained (--retain): the secondary that asked keeps "
+                                   "the stream blocked; the others are not affected"}});
+                co_return;
+            }
+            if (d.what != verdict::rewind) {
+                app::log(level::info, "repair_not_needed", {{"stream", r.stream}, {"from_seq", r.from}, {"detail", d.detail}});
+                co_return;
+            }
+            end = std::min({r.to, acked, r.from + max_per_request - 1});
+            app::log(level::warn, "repair", {{"stream", r.stream}, {"from_seq", r.from}, {"to_seq", end}, {"asked_to", r.to},
+                                             {"consumer", r.consumer}, {"subject", subject},
+                                             {"note", "resending what the log lost, from retention"}});
+        }
+        std::erase_if(x.rows, [&](const pending_message& m) { return m.seq > end; });
+        if (x.rows.empty() || x.rows.front().seq != cursor) {
+            app::log(level::error, "repair_impossible", {{"stream", r.stream}, {"from_seq", cursor}, {"to_seq", end},
+                                                         {"detail", "seq " + std::to_string(cursor) + " is no longer retained"}});
+            co_return;
+        }
+        const std::string body = encode_body(r.stream, x.rows);
+        const jetstream::publish_options po{id_prefix + batch_key(x.rows), std::nullopt, {}};
+        std::string api_said;
+        auto attempt = [&](const attempt_context&) -> asio::awaitable<boost::system::result<jetstream::pub_ack>> {
+            std::string s = subject, b = body;  // named: g++ 12 and temporaries in co_await
+            auto [ec, ack, err] = co_await jetstream::async_publish(*js_, std::move(s), std::move(b), po,
+                                                                    asio::as_tuple(asio::use_awaitable));
+            if (ec) {
+                api_said = err.description;
+                co_return ec;
+            }
+            co_return ack;
+        };
+        auto classified_attempt = classified(attempt, jetstream::classifier{});
+        auto res = co_await steadfast::retry(quick, std::move(classified_attempt));
+        if (!res.has_value() || !res.value().has_value()) {
+            if (!stop_->value())
+                app::log(level::error, "repair_failed", {{"stream", r.stream}, {"from_seq", cursor}, {"to_seq", end},
+                                                         {"error", describe(res.last_error(), api_said)},
+                                                         {"note", "the secondary asks again while its gap lasts"}});
+            co_return;
+        }
+        sent += x.rows.size();
+        cursor = x.rows.back().seq + 1;
+        if (cursor > end) break;
     }
-    st.resume_after = st.repair_end = 0;
+    js_repairs_.Increment();
+    app::log(level::info, "repaired", {{"stream", r.stream}, {"from_seq", r.from}, {"to_seq", end}, {"messages", sent}});
 }
 
 void node::refresh_jetstream_metrics() {

@@ -18,6 +18,7 @@
 
 #include <steadfast/conditions.hpp>
 #include <steadfast/engine.hpp>
+#include <steadfast/transport/envelope.hpp>
 #include <steadfast/transport/http.hpp>
 #include <steadfast/transport/jetstream.hpp>
 #include <steadfast/transport/pool.hpp>
@@ -41,7 +42,7 @@ struct options {
     bool from_stdin = false, exit_when_drained = false;
     app::sync_mode sync = app::sync_mode::full;
     std::uint64_t epoch = 0;
-    std::size_t batch_max = 1000, batch_bytes = 512 * 1024;
+    std::size_t batch_max = 4000, batch_bytes = 512 * 1024;
     std::size_t connections = 8, max_connections = 256, max_streams = 10'000;
     std::uint32_t quick_retries = 5;
     std::chrono::milliseconds max_backoff{30'000}, attempt_timeout{10'000}, retain{3'600'000};
@@ -101,11 +102,9 @@ struct stream_state {
     // JetStream: the log's seq of this stream's last message, as this primary
     // wrote or read it (the next publish expects it); unknown: read the log first.
     std::optional<std::uint64_t> js_last;
-    // JetStream: a secondary found seqs repair_from..repair_to missing from
-    // the log (0: no request). While a repair runs, batches stop at
-    // repair_end and sending then goes back to resume_after (0: none runs).
-    std::uint64_t repair_from = 0, repair_to = 0, repair_end = 0, resume_after = 0;
-    std::chrono::steady_clock::time_point repair_at{};  // when the last repair began
+    // JetStream: seqs up to here may have been published before a rewind
+    // (the server's deduplication window may hold their ids).
+    std::uint64_t resend_upto = 0;
 };
 
 // Acknowledgements are coalesced: the outbox is marked up to the latest target
@@ -167,8 +166,10 @@ private:
     } repair_watch_;
     std::unique_ptr<jetstream::client::inbox> repair_sub_;
     void repair_requested(const std::string& body);
-    boost::asio::awaitable<void> repair(const std::string& stream, stream_state& st);
-    void repair_progress(const std::string& stream, stream_state& st);
+    boost::asio::awaitable<void> repair(envelope::repair_request r);
+    std::map<std::string, std::chrono::steady_clock::time_point> repair_at_;  // the last repair per stream (10 s)
+    int repairs_running_ = 0;
+    std::uint64_t repair_counter_ = 0;
     bool fenced_ = false, js_ready_logged_ = false;
     void refresh_jetstream_metrics();
     void acknowledge(const std::string& stream, stream_state& st, std::uint64_t upto);

@@ -10,6 +10,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <set>
+
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using steadfast::app::level;
@@ -294,6 +296,7 @@ asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::del
     }
     auto& out = std::get<std::vector<applied_one>>(result);
     bool gap = false;
+    std::set<std::string> gap_counted;  // streams whose gap this fetch counted
     for (std::size_t i = 0; i < ds.size(); ++i) {
         const auto& d = ds[i];
         auto& r = out[i];
@@ -358,10 +361,17 @@ asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::del
             // the latter: the primary is asked to resend the hole (after
             // 10 s, longer than the ack wait), and after 60 s the consumer
             // starts again from the stream's start.
+            // Both also need the gap seen in 5 fetches (a nak'd delivery comes
+            // back after a second): a secondary paused (SIGSTOP) through a
+            // passing gap does not act on its first look after it resumes.
             const auto now = std::chrono::steady_clock::now();
-            auto [g, fresh] = gap_since_.emplace(rej.stream, now);
-            if (!fresh && now - g->second > 60s) gap = true;
-            if (!fresh && now - g->second > 10s) ask_repair(rej.stream, rej.expected, first_seq_of(it, rej.stream));
+            auto& g = gap_since_.try_emplace(rej.stream, gap_seen{now, 0}).first->second;
+            if (gap_counted.insert(rej.stream).second) ++g.times;
+            if (const auto f = first_seq_of(it, rej.stream); f > rej.expected && (g.next_held == 0 || f < g.next_held))
+                g.next_held = f;
+            const bool lasting = g.times >= 5;
+            if (lasting && now - g.since > 60s) gap = true;
+            if (lasting && now - g.since > 10s) ask_repair(rej.stream, rej.expected, g.next_held);
         }
         pc_->nak(d, rej.what == rk::gap ? 1s : 5s);
     }

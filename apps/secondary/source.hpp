@@ -92,7 +92,12 @@ private:
     bool stopping_ = false, consuming_ = false;
     std::string problem_;  // the last consumer problem logged ("" none)
     std::map<std::string, std::string> blocked_;  // stream -> why (conflict, gap)
-    std::map<std::string, std::chrono::steady_clock::time_point> gap_since_;  // streams answering gap, since when
+    struct gap_seen {
+        std::chrono::steady_clock::time_point since;  // first seen
+        unsigned times = 0;  // fetches that met it since (a paused process makes none)
+        std::uint64_t next_held = 0;  // the lowest seq delivered after the hole (0: none yet)
+    };
+    std::map<std::string, gap_seen> gap_since_;  // streams answering gap
     std::map<std::string, std::chrono::steady_clock::time_point> repair_asked_;  // the last repair request per stream
     std::uint64_t repair_requests_ = 0;
     std::chrono::steady_clock::time_point last_restart_{};

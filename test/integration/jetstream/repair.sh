@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A hole in the log, repaired from the primary's retention: a JetStream
-# message of a stream is deleted from the log (what a diverged replica did
+# A hole in the log, repaired from the primary's retention: two JetStream
+# messages of a stream are deleted from the log (what a diverged replica did
 # to acknowledged messages in the chaos campaign, with nats-server 2.9.10),
 # between messages that stay. A secondary consuming afterwards meets the gap,
 # asks the primary (core NATS, repair_subject()) to resend the hole, and ends
@@ -56,18 +56,19 @@ for seq in range(1, last + 1):
     body = json.loads(base64.b64decode(m["data"]))
     seqs = [e["seq"] for e in body["messages"]] if "messages" in body else [body["seq"]]
     rows.append((seq, seqs))
-# one in the middle, with messages of the stream before and after it; resent
-# alone it would be the same batch under the same Nats-Msg-Id, which the
-# server's deduplication window still holds
-js_seq, seqs = rows[len(rows) // 2]
-assert rows[0][1][0] < seqs[0] and seqs[-1] < rows[-1][1][-1], rows
-print(js_seq, seqs[0], seqs[-1])
+# two next to each other in the middle, with messages of the stream before and after them
+mid = len(rows) // 2
+(a, first), (b, second) = rows[mid], rows[mid + 1]
+assert rows[0][1][0] < first[0] and second[-1] < rows[-1][1][-1] and second[0] == first[-1] + 1, rows
+print(a, b, first[0], second[-1])
 PY
 ) || fail "could not read the log"
-read -r js_seq hole_from hole_to <<<"$victim"
-out=$(req '$JS.API.STREAM.MSG.DELETE.rtest' "{\"seq\":$js_seq}") || fail "MSG.DELETE: $out"
-json_is "$out" 'j.get("success") is True' || fail "MSG.DELETE refused: $out"
-echo "deleted log message $js_seq: stream h seqs $hole_from..$hole_to are gone from the log"
+read -r js_a js_b hole_from hole_to <<<"$victim"
+for js_seq in "$js_a" "$js_b"; do
+  out=$(req '$JS.API.STREAM.MSG.DELETE.rtest' "{\"seq\":$js_seq}") || fail "MSG.DELETE: $out"
+  json_is "$out" 'j.get("success") is True' || fail "MSG.DELETE refused: $out"
+done
+echo "deleted log messages $js_a and $js_b: stream h seqs $hole_from..$hole_to are gone from the log"
 
 # 3. More messages after the hole; then a new secondary reads the whole log.
 for i in $(seq 25 30); do publish_one h "{\"n\":$i,\"text\":\"h-$i\"}"; done
@@ -86,13 +87,25 @@ for n in 1 2; do
   SDATA="$WORK/s$n" verify h
 done
 curl -fs "http://127.0.0.1:$S1PORT/health" >/dev/null || fail "secondary 1 is not healthy after the repair"
-# The repair resent only the hole, then the stream went on where it was.
+# The copy went to rtest.$repair.h; the stream's own subject still ends with
+# its last message (what the next publish expects, and a restart reads).
+out=$(req '$JS.API.STREAM.MSG.GET.rtest' '{"last_by_subj":"rtest.$repair.h"}') || fail "no repair copy in the log: $out"
+json_is "$out" '"message" in j' || fail "no repair copy in the log: $out"
+# The stream goes on after its processor went idle (5 s) and after a restart
+# of the primary, with no rewind: the repair changed nothing of its subject.
+LOG_FROM=$(log_size "$WORK/primary.log")
+sleep 6
 for i in $(seq 31 33); do publish_one h "{\"n\":$i,\"text\":\"h-$i\"}"; done
+stop "$PPID_" 15
+start_primary "${JS[@]}" --js-replicas 3 --batch-max 4
+for i in $(seq 34 36); do publish_one h "{\"n\":$i,\"text\":\"h-$i\"}"; done
 for n in 1 2; do
-  wait_for 30 "secondary $n applied all 33" applied_all "$n" 33
+  wait_for 30 "secondary $n applied all 36" applied_all "$n" 36
   SDATA="$WORK/s$n" verify h >/dev/null
 done
-echo "the hole was repaired on secondary 1; secondary 2 unchanged; both verified"
+! log_has "$WORK/primary.log" rewind || fail "the primary rewound stream h after the repair"
+! log_has "$WORK/primary.log" blocked || fail "the primary blocked a stream after the repair"
+echo "the hole was repaired on secondary 1; secondary 2 unchanged; both verified; the stream went on"
 
 # 4. Requests the primary refuses or cannot serve: nonsense is refused with
 #    a reason; a hole before what is retained (a stream that never had such
@@ -122,7 +135,7 @@ wait_for 10 "the primary found nothing to repair" log_has "$WORK/primary.log" re
 publish_one g '{"n":3}'
 wait_drained 30
 for n in 1 2; do
-  wait_for 30 "secondary $n applied g too" applied_all "$n" 36
+  wait_for 30 "secondary $n applied g too" applied_all "$n" 39
   SDATA="$WORK/s$n" verify g >/dev/null
 done
 
@@ -131,15 +144,15 @@ done
 #    goes on for everyone.
 stop "$PPID_" 15
 start_primary "${JS[@]}" --js-replicas 3 --batch-max 4 --retain 1s
-publish_one h '{"n":34,"text":"h-34"}'
+publish_one h '{"n":37,"text":"h-37"}'
 wait_drained 30
 sleep 2  # acknowledged more than a second ago, purged every 250 ms
 LOG_FROM=$(log_size "$WORK/primary.log")
 req_pub '{"repair":{"stream":"h","from":2,"to":3,"consumer":"c9"}}'
 wait_for 10 "the primary reported the hole beyond retention" log_has "$WORK/primary.log" repair_impossible stream=h
-publish_one h '{"n":35,"text":"h-35"}'
+publish_one h '{"n":38,"text":"h-38"}'
 for n in 1 2; do
-  wait_for 30 "secondary $n applied h after the refusal" applied_all "$n" 38
+  wait_for 30 "secondary $n applied h after the refusal" applied_all "$n" 41
   SDATA="$WORK/s$n" verify h >/dev/null
 done
 echo "PASS: a hole in the log repaired from retention; requests checked"
