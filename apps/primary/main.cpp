@@ -423,7 +423,7 @@ int main(int argc, char** argv) {
             ("sync", po::value(&sync)->default_value("full"), "full: fsync before acknowledging; off: for benchmarks")
             ("epoch", po::value(&o.epoch)->default_value(0), "this primary's term; a secondary that saw a newer one fences it")
             ("connections", po::value(&o.connections)->default_value(8), "keep-alive connections to the secondary (streams deliver concurrently over them)")
-            ("batch-max", po::value(&o.batch_max)->default_value(1000), "messages per request at most")
+            ("batch-max", po::value(&o.batch_max)->default_value(4000), "messages per request at most (and --batch-bytes)")
             ("batch-bytes", po::value(&o.batch_bytes)->default_value(512 * 1024), "request body bytes at most (a bigger message goes alone)")
             ("quick-retries", po::value(&o.quick_retries)->default_value(5), "attempts before durable redelivery takes over")
             ("max-backoff", po::value<std::string>()->default_value("30s"), "cap of the quick retries' backoff, e.g. 30s")
