@@ -92,6 +92,23 @@ BOOST_AUTO_TEST_CASE(payloads_travel_byte_for_byte) {
     BOOST_TEST(error_of(R"({"id":"a","id":"b","stream":"s","seq":1,"payload":1})") == "duplicate field \"id\"");
 }
 
+BOOST_AUTO_TEST_CASE(valid_json_the_fast_validator_refuses_is_still_valid) {
+    // simdjson refuses integers beyond 64 bits; nlohmann, the reference,
+    // accepts them: the payload is kept as it was written.
+    for (const std::string payload : {"123456789012345678901234567890", "[-123456789012345678901234567890,1]",
+                                      "{\"x\":12345678901234567890123}"}) {
+        auto r = envelope::decode(R"({"id":"i","stream":"s","seq":1,"payload":)" + payload + "}");
+        BOOST_TEST_REQUIRE(std::holds_alternative<envelope::decoded>(r), payload);
+        BOOST_TEST(std::get<envelope::message>(std::get<envelope::decoded>(r)).payload == payload);
+        BOOST_TEST(std::holds_alternative<std::string_view>(envelope::check_payload(payload, 100)), payload);
+    }
+    // And what both refuse is refused with nlohmann's words.
+    for (const char* bad : {"[1,]", "{\"a\" 1}", "\"\xff\"", "01", "[\"\\ud800\"]", "\"\x01\"", "1e400"}) {
+        const auto e = error_of(std::string(R"({"id":"i","stream":"s","seq":1,"payload":)") + bad + "}");
+        BOOST_TEST(e.rfind("malformed JSON", 0) == 0, bad << ": " << e);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(depth_counts_per_envelope) {
     auto nested = [](std::size_t n) { return std::string(n, '[') + std::string(n, ']'); };
     // 63 levels of payload + the envelope = 64: accepted alone and in a batch.
