@@ -42,6 +42,24 @@ std::string describe(const boost::system::error_code& ec, const std::string& api
 bool unavailable(const boost::system::error_code& ec) {
     return ec == make_error_code(error::attempt_timeout) || jetstream::classify(ec).kind == steadfast::verdict::retryable;
 }
+
+// One publish as an engine attempt: its ack, or the error (and the API's own
+// words in `api_said`). The referenced values outlive the retry around it.
+auto publish_attempt(jetstream::client& js, const std::string& subject, const std::string& body,
+                     const jetstream::publish_options& po, std::string& api_said) {
+    auto attempt = [&js, &subject, &body, &po, &api_said](const attempt_context&)
+        -> asio::awaitable<boost::system::result<jetstream::pub_ack>> {
+        std::string s = subject, b = body;  // named: g++ 12 and temporaries in co_await
+        auto [ec, ack, err] = co_await jetstream::async_publish(js, std::move(s), std::move(b), po,
+                                                                asio::as_tuple(asio::use_awaitable));
+        if (ec) {
+            api_said = err.description;
+            co_return ec;
+        }
+        co_return ack;
+    };
+    return classified(std::move(attempt), jetstream::classifier{});
+}
 }  // namespace
 
 asio::awaitable<decision> node::send_js(const std::string& stream, stream_state& st,
@@ -56,18 +74,8 @@ asio::awaitable<decision> node::send_js(const std::string& stream, stream_state&
     if (batch.front().seq <= sent_before) key += "@" + std::to_string(st.js_last.value_or(0));
     const jetstream::publish_options po{std::move(key), st.js_last, {}};
     std::string api_said;
-    auto attempt = [&](const attempt_context&) -> asio::awaitable<boost::system::result<jetstream::pub_ack>> {
-        std::string s = subject, b = body;  // named: g++ 12 and temporaries in co_await
-        auto [ec, ack, err] = co_await jetstream::async_publish(*js_, std::move(s), std::move(b), po,
-                                                                asio::as_tuple(asio::use_awaitable));
-        if (ec) {
-            api_said = err.description;
-            co_return ec;
-        }
-        co_return ack;
-    };
-    auto classified_attempt = classified(attempt, jetstream::classifier{});
-    auto r = co_await steadfast::retry(quick, std::move(classified_attempt));
+    auto attempt = publish_attempt(*js_, subject, body, po, api_said);
+    auto r = co_await steadfast::retry(quick, std::move(attempt));
 
     publish_outcome o;
     if (stopped_by(r.reason()) || stop_->value()) {
@@ -381,18 +389,8 @@ asio::awaitable<void> node::repair(envelope::repair_request r) {
         const std::string body = encode_body(r.stream, x.rows);
         const jetstream::publish_options po{id_prefix + batch_key(x.rows), std::nullopt, {}};
         std::string api_said;
-        auto attempt = [&](const attempt_context&) -> asio::awaitable<boost::system::result<jetstream::pub_ack>> {
-            std::string s = subject, b = body;  // named: g++ 12 and temporaries in co_await
-            auto [ec, ack, err] = co_await jetstream::async_publish(*js_, std::move(s), std::move(b), po,
-                                                                    asio::as_tuple(asio::use_awaitable));
-            if (ec) {
-                api_said = err.description;
-                co_return ec;
-            }
-            co_return ack;
-        };
-        auto classified_attempt = classified(attempt, jetstream::classifier{});
-        auto res = co_await steadfast::retry(quick, std::move(classified_attempt));
+        auto attempt = publish_attempt(*js_, subject, body, po, api_said);
+        auto res = co_await steadfast::retry(quick, std::move(attempt));
         if (!res.has_value() || !res.value().has_value()) {
             if (!stop_->value())
                 app::log(level::error, "repair_failed", {{"stream", r.stream}, {"from_seq", cursor}, {"to_seq", end},

@@ -6,31 +6,17 @@
 # both secondaries. Then a second primary on the same streams is refused
 # (the expected-sequence check) and nothing of it is interleaved; a primary
 # with a newer epoch demotes the running one through its fence in the log.
-source "$(dirname "$0")/../pair/lib.sh"
-here="$(cd "$(dirname "$0")" && pwd)"
-NATS="$WORK/nats"
-trap 'bash "$here/cluster.sh" stop "$NATS" >/dev/null 2>&1 || true; cleanup' EXIT
-URLS=$(bash "$here/cluster.sh" start "$NATS" 3) || fail "the NATS cluster did not start"
-echo "cluster: $URLS"
+source "$(dirname "$0")/lib.sh"
 JS=(--js-stream itest)
 STREAMS=(s1 s2 s3 s4 s5 s6 s7 s8)
 
 S1PORT=$(free_port); S2PORT=$(free_port)
-start_source() {  # start_source N PORT: secondary N consuming with its own durable consumer
-  _launch "$WORK/secondary$1.log" "$BIN/steadfast-secondary" --source "$URLS" "${JS[@]}" --consumer "c$1" \
-    --data "$WORK/s$1" --listen "127.0.0.1:$2"
-  eval "S$1PID=$LAUNCHED"
-  wait_http "http://127.0.0.1:$2/metrics" 10 "$LAUNCHED"
-}
 leader() { bash "$here/cluster.sh" leader "$NATS" itest; }
-applied_on() { "$BIN/steadfast-secondary" dump --data "$WORK/s$1" | wc -l; }
 total_acked() { cat "$WORK"/acks.* 2>/dev/null | wc -l; }
 applied_over() { [ "$(applied_on "$1")" -gt "$2" ]; }  # applied_over N COUNT: secondary N applied more than COUNT
-applied_all() { [ "$(applied_on "$1")" -ge "$2" ]; }
 
 start_source 1 "$S1PORT"
 start_source 2 "$S2PORT"
-SECONDARY_URL="$URLS"
 start_primary "${JS[@]}" --js-replicas 3 --batch-max 20 --attempt-timeout 2s
 wait_for 20 "the JetStream stream created with a leader" leader >/dev/null
 

@@ -9,26 +9,12 @@
 # that make no sense are refused, one for what was never acknowledged needs
 # nothing, and one for a hole beyond retention is reported while the stream
 # goes on.
-source "$(dirname "$0")/../pair/lib.sh"
-here="$(cd "$(dirname "$0")" && pwd)"
-NATS="$WORK/nats"
-trap 'bash "$here/cluster.sh" stop "$NATS" >/dev/null 2>&1 || true; cleanup' EXIT
-URLS=$(bash "$here/cluster.sh" start "$NATS" 3) || fail "the NATS cluster did not start"
-echo "cluster: $URLS"
+source "$(dirname "$0")/lib.sh"
 JS=(--js-stream rtest)
 req() { python3 "$here/nats_req.py" "$URLS" "$@"; }
 S1PORT=$(free_port); S2PORT=$(free_port)
-start_source() {  # start_source N PORT: secondary N with its own durable consumer
-  _launch "$WORK/secondary$1.log" "$BIN/steadfast-secondary" --source "$URLS" "${JS[@]}" --consumer "c$1" \
-    --data "$WORK/s$1" --listen "127.0.0.1:$2"
-  eval "S$1PID=$LAUNCHED"
-  wait_http "http://127.0.0.1:$2/metrics" 10 "$LAUNCHED"
-}
-applied_on() { "$BIN/steadfast-secondary" dump --data "$WORK/s$1" | wc -l; }
-applied_all() { [ "$(applied_on "$1")" -ge "$2" ]; }
 delivered() { [ "$(metric "$PPORT" steadfast_primary_delivered_total)" -ge "$1" ]; }
 
-SECONDARY_URL="$URLS"
 start_primary "${JS[@]}" --js-replicas 3 --batch-max 4
 start_source 2 "$S2PORT"
 
