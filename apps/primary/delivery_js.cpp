@@ -272,34 +272,58 @@ void node::fence_watch::on_messages() {
 // subject `<prefix>.$repair.<stream>` (no stream name can make it: `$` is not
 // allowed in one), without an expected sequence, so the stream's own subject
 // (its order, its last message, what a restart reads) is untouched. Bounded:
-// one repair per stream every 10 s, 4 at once, 100,000 messages a request;
-// the secondary asks again while its gap lasts.
+// one repair per stream every 10 s (the same range again only after 2
+// minutes), 10 begun a second, 4 at once, 10,000 messages a request; the
+// secondary asks again while its gap lasts.
 void node::repair_watch::on_messages() {
-    for (auto& m : n->repair_sub_->drain(SIZE_MAX)) n->repair_requested(m.data);
+    // 64 a turn: a flood of requests never holds the event loop (and at most
+    // 1,000 wait: the subscription drops the rest).
+    for (auto& m : n->repair_sub_->drain(64)) n->repair_requested(m.data);
+    if (n->repair_sub_->queued() > 0) asio::post(n->ioc_, [w = this] { w->on_messages(); });
+}
+
+void node::log_repair_refusal(const char* event, nlohmann::json fields) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - repair_log_at_ < 1s) {
+        ++repair_log_suppressed_;
+        return;
+    }
+    if (repair_log_suppressed_) fields["suppressed_since_last"] = std::exchange(repair_log_suppressed_, 0);
+    repair_log_at_ = now;
+    app::log(level::warn, event, std::move(fields));
 }
 
 void node::repair_requested(const std::string& body) {
     std::string why;
     auto r = envelope::decode_repair_request(body, why);
     if (!r) {
-        app::log(level::warn, "repair_request_refused", {{"error", why}, {"subject", envelope::repair_subject(o_.js_stream)}});
+        log_repair_refusal("repair_request_refused", {{"error", why}, {"subject", envelope::repair_subject(o_.js_stream)}});
         return;
     }
     if (stopping_ || stop_->value()) return;
     const auto now = std::chrono::steady_clock::now();
-    std::erase_if(repair_at_, [&](const auto& kv) { return now - kv.second >= 10s; });
-    if (repair_at_.count(r->stream)) return;  // one every 10 s per stream
-    if (repairs_running_ >= 4 || repair_at_.size() >= 10'000) {
-        app::log(level::warn, "repair_busy", {{"stream", r->stream}, {"from_seq", r->from}, {"consumer", r->consumer},
-                                              {"note", "repairs under way; the secondary asks again"}});
+    std::erase_if(repair_at_, [&](const auto& kv) { return now - kv.second.at >= 2min; });
+    if (auto last = repair_at_.find(r->stream); last != repair_at_.end()) {
+        // One repair per stream every 10 s; the same one again only after
+        // 2 minutes (its copy is on the way: the secondary asks every 15 s).
+        if (now - last->second.at < 10s || last->second.from == r->from) return;
+    }
+    if (now - repair_window_ >= 1s) {
+        repair_window_ = now;
+        repairs_in_window_ = 0;
+    }
+    if (repairs_running_ >= 4 || repairs_in_window_ >= 10 || repair_at_.size() >= 10'000) {
+        log_repair_refusal("repair_busy", {{"stream", r->stream}, {"from_seq", r->from}, {"consumer", r->consumer},
+                                           {"note", "repairs under way; the secondary asks again"}});
         return;
     }
     if (auto b = blocked_.find(r->stream); b != blocked_.end()) {
-        app::log(level::warn, "repair_not_possible", {{"stream", r->stream}, {"from_seq", r->from}, {"to_seq", r->to},
-                                                      {"consumer", r->consumer}, {"reason", "the stream is blocked: " + b->second.reason}});
+        log_repair_refusal("repair_not_possible", {{"stream", r->stream}, {"from_seq", r->from}, {"to_seq", r->to},
+                                                   {"consumer", r->consumer}, {"reason", "the stream is blocked: " + b->second.reason}});
         return;
     }
-    repair_at_[r->stream] = now;
+    ++repairs_in_window_;
+    repair_at_[r->stream] = {now, r->from};
     app::log(level::warn, "repair_requested", {{"stream", r->stream}, {"from_seq", r->from}, {"to_seq", r->to},
                                                {"consumer", r->consumer}});
     std::string stream = r->stream;  // (the order of co_spawn's arguments is unspecified)
@@ -330,7 +354,7 @@ asio::awaitable<void> node::repair(envelope::repair_request r) {
         int& n;
         ~running() { --n; }
     } guard{repairs_running_};
-    constexpr std::uint64_t max_per_request = 100'000;
+    constexpr std::uint64_t max_per_request = 10'000;  // a larger hole: the secondary asks again for the rest
     const std::string subject = o_.js_prefix + ".$repair." + r.stream;
     const std::string id_prefix = "repair:" + std::to_string(now_ms()) + "." + std::to_string(++repair_counter_) + ":";
     auto quick = retry_policy{}

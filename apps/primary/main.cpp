@@ -122,7 +122,7 @@ node::node(const options& o, app::database& db)
         fence_sub_ = js_->subscribe(o.js_prefix, fence_watch_);
         // A secondary that found a hole in the log asks for it again.
         repair_watch_.n = this;
-        repair_sub_ = js_->subscribe(envelope::repair_subject(o.js_stream), repair_watch_);
+        repair_sub_ = js_->subscribe(envelope::repair_subject(o.js_stream), repair_watch_, 1000);
     } else {
         link_.emplace(ioc_.get_executor(), link_options(o), o.connections);
         probe_client_.emplace(ioc_.get_executor(), secondary_options(o));

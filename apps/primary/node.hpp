@@ -167,9 +167,18 @@ private:
     std::unique_ptr<jetstream::client::inbox> repair_sub_;
     void repair_requested(const std::string& body);
     boost::asio::awaitable<void> repair(envelope::repair_request r);
-    std::map<std::string, std::chrono::steady_clock::time_point> repair_at_;  // the last repair per stream (10 s)
+    struct last_repair {
+        std::chrono::steady_clock::time_point at;
+        std::uint64_t from = 0;
+    };
+    std::map<std::string, last_repair> repair_at_;  // the last repair per stream, kept 2 minutes
     int repairs_running_ = 0;
     std::uint64_t repair_counter_ = 0;
+    // At most 10 repairs begin a second; refusals are logged at most once a second.
+    std::chrono::steady_clock::time_point repair_window_{}, repair_log_at_{};
+    unsigned repairs_in_window_ = 0;
+    std::uint64_t repair_log_suppressed_ = 0;
+    void log_repair_refusal(const char* event, nlohmann::json fields);
     bool fenced_ = false, js_ready_logged_ = false;
     void refresh_jetstream_metrics();
     void acknowledge(const std::string& stream, stream_state& st, std::uint64_t upto);

@@ -351,7 +351,7 @@ asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::del
                                    ? "another primary wrote this stream: nothing more of it is applied; "
                                      "a restart of the secondary tries again"
                                    : "waiting for an earlier message to come again (nak'd, or left unacknowledged); "
-                                     "after 10 s the primary is asked to resend it (a hole in the log), after a minute "
+                                     "after 10 s the primary is asked to resend it (a hole in the log), after 5 minutes "
                                      "the consumer starts again from the stream's start (a store restored from an older copy)"}});
         }
         if (rej.what == rk::gap) {
@@ -359,8 +359,9 @@ asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::del
             // the consumer acknowledged before this store was restored never
             // does, nor one the log itself lost. A gap that stays is one of
             // the latter: the primary is asked to resend the hole (after
-            // 10 s, longer than the ack wait), and after 60 s the consumer
-            // starts again from the stream's start.
+            // 10 s, longer than the ack wait), and after 5 minutes (the
+            // primary's retention may not reach back) the consumer starts
+            // again from the stream's start.
             // Both also need the gap seen in 5 fetches (a nak'd delivery comes
             // back after a second): a secondary paused (SIGSTOP) through a
             // passing gap does not act on its first look after it resumes.
@@ -370,15 +371,19 @@ asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::del
             if (const auto f = first_seq_of(it, rej.stream); f > rej.expected && (g.next_held == 0 || f < g.next_held))
                 g.next_held = f;
             const bool lasting = g.times >= 5;
-            if (lasting && now - g.since > 60s) gap = true;
+            if (lasting && now - g.since > 300s) gap = true;
             if (lasting && now - g.since > 10s) ask_repair(rej.stream, rej.expected, g.next_held);
         }
-        pc_->nak(d, rej.what == rk::gap ? 1s : 5s);
+        // A gap comes back after a second; once the primary was asked to
+        // resend a hole, every 5 s (fewer redeliveries while the stream's
+        // later messages keep coming, so that the copy at the end of the log
+        // arrives; and back before a new gap would last 10 s).
+        pc_->nak(d, rej.what != rk::gap ? 5s : repair_asked_.count(rej.stream) ? 5s : 1s);
     }
     if (gap) {
         gap_since_.clear();
         repair_asked_.clear();
-        co_await restart_consumer("a gap for 60 s: this store is behind what the consumer acknowledged");
+        co_await restart_consumer("a gap for 5 minutes: this store is behind what the consumer acknowledged");
     }
 }
 

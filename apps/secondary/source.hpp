@@ -8,16 +8,18 @@
 //   stale epoch           term (never applied: a fenced primary wrote it)
 //   conflict              nak; the stream applies nothing more (its later
 //                         messages are held, nak'd) until a restart
-//   gap                   nak (redelivered later); the stream is reported
-//                         blocked. A gap that lasts 10 s is a hole in the
-//                         log (lost by JetStream): the primary is asked to
-//                         resend it (repair_request). One that lasts 60 s (the consumer's ack
-//                         wait is 5 s: a message nak'd or left unacknowledged by
-//                         a killed secondary comes back well before) means this store is
-//                         behind what the consumer acknowledged (restored from
-//                         an older copy): the consumer is recreated from the
-//                         stream's start (once a minute at most) and what is
-//                         applied already is skipped as duplicates.
+//   gap                   nak (redelivered after a second); the stream is
+//                         reported blocked. A gap that lasts 10 s (met in 5
+//                         fetches) is a hole in the log (lost by JetStream):
+//                         the primary is asked to resend it (repair_request)
+//                         and the stream's later messages are nak'd for 5 s
+//                         (the consumer has no ack-pending limit, so the copy
+//                         at the log's end arrives). One that lasts 5 minutes
+//                         means this store is behind what the consumer
+//                         acknowledged (restored from an older copy, beyond
+//                         the primary's retention): the consumer is recreated
+//                         from the stream's start (once a minute at most) and
+//                         what is applied already is skipped as duplicates.
 //   not an envelope       term, and said
 //   storage failure       nak after a second; nothing applied
 #pragma once

@@ -520,6 +520,10 @@ std::optional<repair_request> decode_repair_request(std::string_view body, std::
         return std::nullopt;
     }
     str("consumer", out.consumer);  // for the log; optional
+    if (out.consumer.size() > 128) {
+        why = "a repair request's \"consumer\" is over 128 bytes";
+        return std::nullopt;
+    }
     return out;
 }
 

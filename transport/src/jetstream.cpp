@@ -338,6 +338,8 @@ error_code from_status(natsStatus s) {
 struct client::inbox::state {
     std::mutex m;
     std::deque<message> queue;
+    std::size_t max_queued = SIZE_MAX;
+    std::uint64_t dropped = 0;
     bool wake_posted = false;
     inbox_sink* sink = nullptr;  // executor only
     executor_type ex;
@@ -446,9 +448,14 @@ struct client::impl : std::enable_shared_from_this<impl> {
     }
     static void on_inbox(natsConnection*, natsSubscription*, natsMsg* msg, void* closure) {
         auto& st = *static_cast<std::shared_ptr<inbox::state>*>(closure);
+        std::lock_guard l(st->m);
+        if (st->queue.size() >= st->max_queued) {
+            natsMsg_Destroy(msg);
+            ++st->dropped;
+            return;
+        }
         message m = to_message(msg);
         natsMsg_Destroy(msg);
-        std::lock_guard l(st->m);
         st->queue.push_back(std::move(m));
         if (!st->wake_posted) {
             st->wake_posted = true;
@@ -633,10 +640,11 @@ std::unique_ptr<client::inbox> client::subscribe_inbox(inbox_sink& sink) {
     return subscribe(subject, sink);
 }
 
-std::unique_ptr<client::inbox> client::subscribe(const std::string& subject, inbox_sink& sink) {
+std::unique_ptr<client::inbox> client::subscribe(const std::string& subject, inbox_sink& sink, std::size_t max_queued) {
     auto in = std::unique_ptr<inbox>(new inbox);
     in->st_ = std::make_shared<inbox::state>();
     in->st_->sink = &sink;
+    in->st_->max_queued = max_queued;
     in->st_->ex = impl_->ex;
     in->subject_ = subject;
     auto* closure = new std::shared_ptr<inbox::state>(in->st_);
@@ -674,6 +682,11 @@ std::vector<message> client::inbox::drain(std::size_t max) {
 std::size_t client::inbox::queued() const {
     std::lock_guard l(st_->m);
     return st_->queue.size();
+}
+
+std::uint64_t client::inbox::dropped() const {
+    std::lock_guard l(st_->m);
+    return st_->dropped;
 }
 
 // ---- the pull consumer ----

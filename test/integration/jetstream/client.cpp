@@ -115,7 +115,7 @@ BOOST_AUTO_TEST_CASE(publish_checks_the_expected_sequence_and_deduplicates) {
         co_await ensure(c, cfg);
         const auto subject = name + ".a";
         auto pub = [&](std::string data, std::string id, std::optional<std::uint64_t> expect) {
-            const js::publish_options po{std::move(id), expect};
+            const js::publish_options po{std::move(id), expect, {}};
             return js::async_publish(c, subject, std::move(data), po, asio::as_tuple(asio::use_awaitable));
         };
         auto [e1, a1, x1] = co_await pub("one", "id-1", 0);
@@ -198,7 +198,7 @@ BOOST_AUTO_TEST_CASE(pull_consumer_fetches_in_order_acks_and_redelivers) {
         std::optional<std::uint64_t> last = 0;
         for (int i = 1; i <= 20; ++i) {
             std::string subj = name + ".s", data = std::to_string(i);
-            const js::publish_options po{"m" + std::to_string(i), last};
+            const js::publish_options po{"m" + std::to_string(i), last, {}};
             auto [ec, a, e] = co_await js::async_publish(c, std::move(subj), std::move(data), po, asio::as_tuple(asio::use_awaitable));
             BOOST_REQUIRE_MESSAGE(!ec, ec.message() << " " << e.description);
             last = a.seq;

@@ -108,8 +108,15 @@ PY
 }
 LOG_FROM=$(log_size "$WORK/primary.log")
 req_pub 'not json'
+sleep 1.1  # refusals are logged at most once a second
 req_pub '{"repair":{"stream":"h","from":0,"to":3}}'
-wait_for 10 "the primary refused the nonsense" log_has "$WORK/primary.log" repair_request_refused
+wait_for 10 "the primary refused a request that is not JSON" log_has "$WORK/primary.log" repair_request_refused
+wait_for 10 "the primary refused seq 0" log_has "$WORK/primary.log" repair_request_refused \
+  'error=a repair request needs seqs 1 <= "from" <= "to"'
+# The secondaries' consumers have no ack-pending limit: behind a hole, the
+# stream's later messages (nak'd) never stop the copy at the log's end.
+out=$(req '$JS.API.CONSUMER.INFO.rtest.c1') || fail "CONSUMER.INFO: $out"
+json_is "$out" 'j["config"]["max_ack_pending"] == -1' || fail "consumer c1 has an ack-pending limit: $out"
 publish_one g '{"n":1}'
 publish_one g '{"n":2}'
 wait_drained 30

@@ -174,6 +174,8 @@ BOOST_AUTO_TEST_CASE(repair_requests_round_trip_and_refuse_nonsense) {
     BOOST_TEST(out->from == 5u);
     BOOST_TEST(out->to == 9u);
     BOOST_TEST(envelope::repair_subject("steadfast") == "_steadfast.repair.steadfast");
+    BOOST_TEST(!envelope::decode_repair_request(envelope::encode(envelope::repair_request{"a", std::string(129, 'c'), 1, 2}), why));
+    BOOST_TEST(why.find("128") != std::string::npos);
     for (const char* bad : {"", "[1]", R"({"repair":1})", R"({"repair":{"stream":"a b","from":1,"to":2}})",
                             R"({"repair":{"stream":"a","from":0,"to":2}})", R"({"repair":{"stream":"a","from":3,"to":2}})",
                             R"({"repair":{"stream":"a","from":-1,"to":2}})", R"({"repair":{"stream":"a","to":2}})"}) {

@@ -203,6 +203,8 @@ public:
         /// Moves out what arrived (up to `max`).
         std::vector<message> drain(std::size_t max);
         std::size_t queued() const;
+        /// Messages dropped because `max_queued` were waiting already.
+        std::uint64_t dropped() const;
 
     private:
         friend class client;
@@ -214,7 +216,10 @@ public:
     std::unique_ptr<inbox> subscribe_inbox(inbox_sink& sink);
     /// The same on a subject of the caller's (no reply inbox): what is
     /// published to `subject` is handed to `sink`.
-    std::unique_ptr<inbox> subscribe(const std::string& subject, inbox_sink& sink);
+    /// At most `max_queued` wait to be drained; more are dropped and counted
+    /// (a subject anyone may publish to cannot grow memory without end).
+    std::unique_ptr<inbox> subscribe(const std::string& subject, inbox_sink& sink,
+                                     std::size_t max_queued = SIZE_MAX);
 
 private:
     void start_request(std::string subject, std::string data, std::vector<header> headers, request_handler h);
@@ -293,7 +298,10 @@ auto async_ensure_stream(client& c, const stream_config& cfg, CompletionToken&& 
 /// with explicit acks over the whole stream.
 struct consumer_config {
     std::string stream, durable;
-    std::size_t max_ack_pending = 20'000;
+    // No limit (-1): a secondary that naks a stream's later messages while it
+    // waits for a hole to be resent keeps receiving, so the resent copy at
+    // the end of the log reaches it.
+    std::int64_t max_ack_pending = -1;
     // A delivery not acknowledged in this time (its secondary was killed
     // before its commit) comes again; the stream's later messages wait for it.
     std::chrono::seconds ack_wait{5};
