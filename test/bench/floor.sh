@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# What one hop costs on this machine, for the 16-stream /publish goal: each
+# side alone under 16 concurrent clients, one message a request, in one run.
+#  1. the secondary alone: wrk -t16 -c16 posting envelopes (each connection its
+#     own stream), fsync: requests applied a second, and its CPU per request;
+#  2. the primary's intake alone (no secondary: nothing is delivered):
+#     wrk -t2 -c16 on /publish over 16 streams, fsync, then --sync off.
+#   bash test/bench/floor.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bash .ci/setup --bench
+cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DSTEADFAST_BUILD_APPS=ON -DSTEADFAST_BUILD_TESTS=OFF >/dev/null
+cmake --build build/bench -j "$(nproc)" --target steadfast-primary steadfast-secondary >/dev/null
+BIN=build/bench/apps
+WORK=$(mktemp -d /tmp/steadfast-floor.XXXXXX)
+PIDS=()
+trap 'for p in "${PIDS[@]:-}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_up() { until curl -fs -o /dev/null "$1"; do sleep 0.01; done; }
+cpu() { awk '{print ($14+$15)/100}' "/proc/$1/stat"; }
+rate() { awk '/Requests\/sec/ {print int($2)}' "$1"; }
+total() { awk '/requests in/ {print $1}' "$1"; }
+
+echo "== 1. the secondary alone, wrk -t16 -c16, one message a request, fsync"
+S=$(port)
+"$BIN/steadfast-secondary" --listen "127.0.0.1:$S" --data "$WORK/s" --sync full 2>/dev/null &
+SP=$!; PIDS+=($SP); wait_up "http://127.0.0.1:$S/health"
+c0=$(cpu $SP)
+wrk -t16 -c16 -d5s -s test/bench/sec16.lua "http://127.0.0.1:$S" >"$WORK/w1"
+applied=$(curl -fs "http://127.0.0.1:$S/metrics" | awk '/^steadfast_secondary_applied_total /{print int($2)}')
+echo "requests: $(rate "$WORK/w1")/s, applied $applied in 5 s ($((applied / 5))/s), secondary CPU $(python3 -c "print(round(($(cpu $SP)-$c0)/max($(total "$WORK/w1"),1)*1e6))") us a request"
+
+for sync in full off; do
+  echo "== 2. the primary's intake alone, wrk -t2 -c16 on /publish over 16 streams, --sync $sync"
+  P=$(port)
+  "$BIN/steadfast-primary" --secondary "http://127.0.0.1:1" --data "$WORK/p-$sync" --listen "127.0.0.1:$P" --sync $sync 2>/dev/null &
+  PP=$!; PIDS+=($PP); wait_up "http://127.0.0.1:$P/health"
+  c0=$(cpu $PP)
+  wrk -t2 -c16 -d5s -s test/bench/publish16.lua "http://127.0.0.1:$P" >"$WORK/w2"
+  echo "acknowledged: $(rate "$WORK/w2")/s, primary CPU $(python3 -c "print(round(($(cpu $PP)-$c0)/max($(total "$WORK/w2"),1)*1e6))") us a publish"
+  kill -9 $PP
+done

@@ -1,0 +1,12 @@
+-- wrk script of test/bench/floor.sh: POST /api/messages straight to a
+-- secondary, one message a request, each thread (one connection) its own
+-- stream with its own seqs.
+local threads = 0
+function setup(thread) thread:set("tid", threads); threads = threads + 1 end
+local n = 0
+request = function()
+  n = n + 1
+  local body = '{"id":"w' .. tid .. '-' .. n .. '","stream":"t' .. tid .. '","seq":' .. n ..
+               ',"payload":{"n":1,"pad":"abcdefghijklmnopqrstuvwxyz"}}'
+  return wrk.format("POST", "/api/messages", {["Content-Type"]="application/json"}, body)
+end
