@@ -192,11 +192,22 @@ bool starts_with_bom(std::string_view text) { return text.substr(0, 3) == "\xEF\
 // Valid JSON (one value), or the parser's complaint. simdjson (Debian's
 // libsimdjson-dev) checks a batch ten times faster than nlohmann's accept();
 // what it refuses is asked of nlohmann, the reference: simdjson refuses some
-// valid JSON (numbers beyond a double's range, nesting deeper than 1,024), and
+// valid JSON (integers beyond 64 bits, nesting deeper than 1,024), and
 // nlohmann's message names the position. The fuzz target checks that simdjson
-// never accepts what nlohmann refuses.
+// never accepts what nlohmann refuses. A NUL byte is never valid JSON, but
+// nlohmann's lexer takes it for the end of the input ("1\0junk" passed): it
+// is refused first, so that what the primary accepts the secondary does too.
 std::optional<json_error> validate(std::string_view text, std::size_t max_depth) {
-    thread_local simdjson::dom::parser fast;
+    if (const auto nul = text.find('\0'); nul != std::string_view::npos)
+        return json_error{"a NUL byte at position " + std::to_string(nul) + " (not allowed in JSON text)", false};
+    // The parser keeps buffers of up to about 13 times the largest text it
+    // parsed (2-3 times for text that is mostly strings): the one kept per
+    // thread is for texts up to the default body limit (1 MiB); a larger one
+    // (a raised --max-body, a large JetStream message) gets its own, freed
+    // after it. (Fresh buffers for every batch would cost their page faults.)
+    thread_local simdjson::dom::parser kept;
+    std::optional<simdjson::dom::parser> own;
+    simdjson::dom::parser& fast = text.size() <= limits{}.max_body_bytes ? kept : own.emplace();
     if (!fast.parse(text.data(), text.size(), true).error()) return std::nullopt;
     if (json::accept(text)) return std::nullopt;
     auto parsed = parse_json(text, max_depth);

@@ -102,6 +102,13 @@ BOOST_AUTO_TEST_CASE(valid_json_the_fast_validator_refuses_is_still_valid) {
         BOOST_TEST(std::get<envelope::message>(std::get<envelope::decoded>(r)).payload == payload);
         BOOST_TEST(std::holds_alternative<std::string_view>(envelope::check_payload(payload, 100)), payload);
     }
+    // A NUL byte: nlohmann's lexer takes it for the end of the input, so
+    // "1\0junk" passed at the primary and was refused by the secondary.
+    const std::string nul("1\0junk", 6);
+    BOOST_TEST(std::holds_alternative<envelope::payload_error>(envelope::check_payload(nul, 100)));
+    BOOST_TEST(error_of(R"({"id":"i","stream":"s","seq":1,"payload":)" + nul + "}").find("NUL byte") != std::string::npos);
+    BOOST_TEST(error_of(std::string(R"({"id":"i","stream":"s","seq":1,"payload":"a)") + '\0' + "\"}").find("NUL") !=
+               std::string::npos);
     // And what both refuse is refused with nlohmann's words.
     for (const char* bad : {"[1,]", "{\"a\" 1}", "\"\xff\"", "01", "[\"\\ud800\"]", "\"\x01\"", "1e400"}) {
         const auto e = error_of(std::string(R"({"id":"i","stream":"s","seq":1,"payload":)") + bad + "}");
