@@ -51,6 +51,9 @@ expect 400 -X POST "${AUTH[@]}" "${CT[@]}" --data-binary @"$WORK/d64" "$P?stream
 expect 400 -X POST "${AUTH[@]}" "${CT[@]}" --data-binary @"$WORK/o64" "$P?stream=deep"
 expect 400 -X POST "${AUTH[@]}" "${CT[@]}" --data-binary @"$WORK/d65" "$P?stream=deep"
 expect 400 -X POST "${AUTH[@]}" "${CT[@]}" --data-binary @"$WORK/d100000" "$P?stream=deep"
+# A NUL byte is never JSON (a parser that stops at it once let "1\0junk" in, which the secondary refused).
+printf '1\0junk' >"$WORK/nul"
+expect 400 -X POST "${AUTH[@]}" "${CT[@]}" --data-binary @"$WORK/nul" "$P?stream=deep"
 publish_file deep "$WORK/d62"
 publish_file deep "$WORK/d63"
 publish_file deep "$WORK/o63"
