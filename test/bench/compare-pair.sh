@@ -8,11 +8,8 @@
 # 3. /publish, one stream, 16 publishers (wrk -t2 -c16, 4 s), fsync on both sides.
 set -euo pipefail
 A="${1:?usage: compare-pair.sh OLD_BIN_DIR NEW_BIN_DIR [rounds]}"; B="${2:?}"; ROUNDS="${3:-2}"
-WORK=$(mktemp -d /tmp/steadfast-compare.XXXXXX)
-PIDS=()
-trap 'for p in "${PIDS[@]:-}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_up() { until curl -fs -o /dev/null "$1"; do sleep 0.01; done; }
+A=$(realpath "$A"); B=$(realpath "$B")  # lib.sh changes to the repository
+BENCH_NAME=compare source "$(dirname "$0")/lib.sh"
 ts() { python3 -c 'import sys,json,datetime
 for l in open(sys.argv[1]):
     try: j=json.loads(l)

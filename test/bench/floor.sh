@@ -6,17 +6,8 @@
 #  2. the primary's intake alone (no secondary: nothing is delivered):
 #     wrk -t2 -c16 on /publish over 16 streams, fsync, then --sync off.
 #   bash test/bench/floor.sh
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-bash .ci/setup --bench
-cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DSTEADFAST_BUILD_APPS=ON -DSTEADFAST_BUILD_TESTS=OFF >/dev/null
-cmake --build build/bench -j "$(nproc)" --target steadfast-primary steadfast-secondary >/dev/null
-BIN=build/bench/apps
-WORK=$(mktemp -d /tmp/steadfast-floor.XXXXXX)
-PIDS=()
-trap 'for p in "${PIDS[@]:-}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_up() { until curl -fs -o /dev/null "$1"; do sleep 0.01; done; }
+BENCH_NAME=floor source "$(dirname "$0")/lib.sh"
+build_apps
 cpu() { awk '{print ($14+$15)/100}' "/proc/$1/stat"; }
 rate() { awk '/Requests\/sec/ {print int($2)}' "$1"; }
 total() { awk '/requests in/ {print $1}' "$1"; }

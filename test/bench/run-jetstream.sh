@@ -9,19 +9,11 @@
 #  3. the time from a kill -9 of the stream's leader node to the next publish
 #     JetStream acknowledges (a publisher sending all the while), 3 rounds.
 #   bash test/bench/run-jetstream.sh [messages]      (default 200000)
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-bash .ci/setup --bench
-cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DSTEADFAST_BUILD_APPS=ON >/dev/null
-cmake --build build/bench -j "$(nproc)" --target steadfast-primary steadfast-secondary >/dev/null
-BIN=build/bench/apps
-CLUSTER=test/integration/jetstream/cluster.sh
 N=${1:-200000}
-WORK=$(mktemp -d /tmp/steadfast-bench-js.XXXXXX)
-PIDS=()
-trap 'exec 2>/dev/null; for p in "${PIDS[@]:-}"; do kill -9 "$p" || true; done; bash "$CLUSTER" stop "$WORK/nats" >/dev/null; rm -rf "$WORK"' EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_up() { until curl -fs -o /dev/null "$1"; do sleep 0.01; done; }
+BENCH_NAME=bench-js source "$(dirname "$0")/lib.sh"
+build_apps
+CLUSTER=test/integration/jetstream/cluster.sh
+trap 'exec 2>/dev/null; bash "$CLUSTER" stop "$WORK/nats" >/dev/null; bench_cleanup' EXIT
 now() { date +%s.%N; }
 metric() { { curl -fs --max-time 2 "$1" 2>/dev/null || true; } | awk -v m="$2" '$1==m {printf "%d", $2; f=1} END {if (!f) printf "0"}'; }
 wait_applied() {  # wait_applied METRICS_URL N: until the secondary applied N; prints the time

@@ -10,17 +10,8 @@
 #     message applied, with a 30 s backoff cap;
 #  5. the primary's resident memory with 1,000,000 messages waiting.
 #   bash test/bench/run-pair.sh
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-bash .ci/setup --bench
-cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DSTEADFAST_BUILD_APPS=ON -DSTEADFAST_BUILD_TESTS=OFF >/dev/null
-cmake --build build/bench -j "$(nproc)" --target steadfast-primary steadfast-secondary >/dev/null
-BIN=build/bench/apps
-WORK=$(mktemp -d /tmp/steadfast-bench.XXXXXX)
-PIDS=()
-trap 'for p in "${PIDS[@]:-}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_up() { until curl -fs -o /dev/null "$1"; do sleep 0.01; done; }
+source "$(dirname "$0")/lib.sh"
+build_apps
 secondary() {  # secondary NAME PORT flags...
   local name=$1 p=$2; shift 2
   "$BIN/steadfast-secondary" --listen "127.0.0.1:$p" --data "$WORK/$name" "$@" 2>"$WORK/$name.log" &

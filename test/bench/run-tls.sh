@@ -8,18 +8,10 @@
 #     primary, primary to the secondary), acknowledged rate.
 # Alternating plain and TLS, two rounds. Certificates: a throwaway CA.
 #   bash test/bench/run-tls.sh
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-bash .ci/setup --bench
-cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DSTEADFAST_BUILD_APPS=ON -DSTEADFAST_BUILD_TESTS=OFF >/dev/null
-cmake --build build/bench -j "$(nproc)" --target steadfast-primary steadfast-secondary >/dev/null
-BIN=${BIN:-build/bench/apps}
-WORK=$(mktemp -d /tmp/steadfast-tls-bench.XXXXXX)
-PIDS=()
-trap 'for p in "${PIDS[@]:-}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
+BENCH_NAME=tls-bench source "$(dirname "$0")/lib.sh"
+build_apps
 bash test/tls/make-certs.sh "$WORK/certs"
 C="$WORK/certs"
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 up() { until curl -fs -o /dev/null --cacert "$C/ca.pem" "$1"; do sleep 0.01; done; }
 ts() { python3 -c 'import sys,json,datetime
 for l in open(sys.argv[1]):

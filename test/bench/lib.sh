@@ -1,0 +1,20 @@
+# What the pair's benchmark scripts share (sourced): a work folder removed at
+# exit with the processes in PIDS killed (bench_cleanup; a script with more to
+# stop sets its own trap and calls it), free ports, and waiting for an app.
+#   BENCH_NAME   names the work folder (/tmp/steadfast-$BENCH_NAME.XXXXXX)
+#   build_apps   installs what is missing and builds both apps in Release
+#                (build/bench); BIN is their folder
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+build_apps() {
+  bash .ci/setup --bench
+  cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DSTEADFAST_BUILD_APPS=ON -DSTEADFAST_BUILD_TESTS=OFF >/dev/null
+  cmake --build build/bench -j "$(nproc)" --target steadfast-primary steadfast-secondary >/dev/null
+  BIN=${BIN:-build/bench/apps}
+}
+WORK=$(mktemp -d "/tmp/steadfast-${BENCH_NAME:-bench}.XXXXXX")
+PIDS=()
+bench_cleanup() { for p in "${PIDS[@]:-}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
+trap bench_cleanup EXIT
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_up() { until curl -fs -o /dev/null "$1"; do sleep 0.01; done; }
