@@ -16,3 +16,10 @@ start_source() {  # start_source N PORT: secondary N consuming with its own dura
 }
 applied_on() { "$BIN/steadfast-secondary" dump --data "$WORK/s$1" | wc -l; }  # applied_on N
 applied_all() { [ "$(applied_on "$1")" -ge "$2" ]; }                       # applied_all N COUNT
+applied_on_both() {  # applied_on_both COUNT STREAM WHAT: both secondaries applied COUNT; STREAM verified on each
+  local n
+  for n in 1 2; do
+    wait_for 30 "secondary $n $3" applied_all "$n" "$1"
+    SDATA="$WORK/s$n" verify "$2"
+  done
+}

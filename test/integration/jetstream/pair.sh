@@ -77,10 +77,8 @@ wait_for 30 "the second primary blocks stream s1 (conflict)" log_has "$WORK/prim
 # The first primary goes on writing s1, and both secondaries get it, with none of the second's.
 publish_streams 10 s1
 wait_drained 30
+applied_on_both $((all + 10)) s1 "applied the first primary's new messages" >/dev/null
 for n in 1 2; do
-  wait_for 30 "secondary $n applied the first primary's new messages" applied_all "$n" $((all + 10))
-  SDATA="$WORK/s$n"
-  verify s1 >/dev/null
   if "$BIN/steadfast-secondary" dump --data "$WORK/s$n" | grep -q second_primary; then
     fail "a message of the second primary was applied on secondary $n"
   fi
@@ -104,10 +102,8 @@ echo "the primary of epoch 0 was demoted (exit 3) when the primary of epoch 1 wr
 PPORT=$P3PORT  # the publish helpers and wait_drained now talk to the new primary
 publish_streams 10 s9
 wait_drained 30
+applied_on_both $((all + 20)) s9 "applied the new primary's messages" >/dev/null
 for n in 1 2; do
-  wait_for 30 "secondary $n applied the new primary's messages" applied_all "$n" $((all + 20))
-  SDATA="$WORK/s$n"
-  verify s9 >/dev/null
   log_has "$WORK/secondary$n.log" epoch_fence epoch=1 || fail "secondary $n did not raise its fence to epoch 1"
 done
 stop "$P3PID"

@@ -68,10 +68,7 @@ log_has "$WORK/primary.log" repair stream=h from_seq="$hole_from" to_seq="$hole_
 log_has "$WORK/primary.log" repaired stream=h || fail "the primary did not finish the repair"
 [ "$(metric "$PPORT" steadfast_primary_jetstream_repairs_total)" -ge 1 ] || fail "no repair counted by the primary"
 [ "$(metric "$S1PORT" steadfast_secondary_jetstream_repair_requests_total)" -ge 1 ] || fail "no request counted by secondary 1"
-for n in 1 2; do
-  wait_for 30 "secondary $n applied all 30" applied_all "$n" 30
-  SDATA="$WORK/s$n" verify h
-done
+applied_on_both 30 h "applied all 30"
 curl -fs "http://127.0.0.1:$S1PORT/health" >/dev/null || fail "secondary 1 is not healthy after the repair"
 # The copy went to rtest.$repair.h; the stream's own subject still ends with
 # its last message (what the next publish expects, and a restart reads).
@@ -85,10 +82,7 @@ for i in $(seq 31 33); do publish_one h "{\"n\":$i,\"text\":\"h-$i\"}"; done
 stop "$PPID_" 15
 start_primary "${JS[@]}" --js-replicas 3 --batch-max 4
 for i in $(seq 34 36); do publish_one h "{\"n\":$i,\"text\":\"h-$i\"}"; done
-for n in 1 2; do
-  wait_for 30 "secondary $n applied all 36" applied_all "$n" 36
-  SDATA="$WORK/s$n" verify h >/dev/null
-done
+applied_on_both 36 h "applied all 36" >/dev/null
 ! log_has "$WORK/primary.log" rewind || fail "the primary rewound stream h after the repair"
 ! log_has "$WORK/primary.log" blocked || fail "the primary blocked a stream after the repair"
 echo "the hole was repaired on secondary 1; secondary 2 unchanged; both verified; the stream went on"
@@ -127,10 +121,7 @@ req_pub '{"repair":{"stream":"g","from":5,"to":6,"consumer":"x"}}'
 wait_for 10 "the primary found nothing to repair" log_has "$WORK/primary.log" repair_not_needed stream=g
 publish_one g '{"n":3}'
 wait_drained 30
-for n in 1 2; do
-  wait_for 30 "secondary $n applied g too" applied_all "$n" 39
-  SDATA="$WORK/s$n" verify g >/dev/null
-done
+applied_on_both 39 g "applied g too" >/dev/null
 
 # 5. Beyond retention: the primary again with --retain 1s purges what was
 #    acknowledged; a hole there cannot be resent: it says so, and the stream
@@ -144,8 +135,5 @@ LOG_FROM=$(log_size "$WORK/primary.log")
 req_pub '{"repair":{"stream":"h","from":2,"to":3,"consumer":"c9"}}'
 wait_for 10 "the primary reported the hole beyond retention" log_has "$WORK/primary.log" repair_impossible stream=h
 publish_one h '{"n":38,"text":"h-38"}'
-for n in 1 2; do
-  wait_for 30 "secondary $n applied h after the refusal" applied_all "$n" 41
-  SDATA="$WORK/s$n" verify h >/dev/null
-done
+applied_on_both 41 h "applied h after the refusal" >/dev/null
 echo "PASS: a hole in the log repaired from retention; requests checked"
