@@ -18,6 +18,7 @@ S=$(port)
 SP=$!; PIDS+=($SP); wait_up "http://127.0.0.1:$S/health"
 c0=$(cpu $SP)
 wrk -t16 -c16 -d5s -s test/bench/sec16.lua "http://127.0.0.1:$S" >"$WORK/w1"
+if grep -q Non-2xx "$WORK/w1"; then echo "the secondary refused some of wrk's requests: $(grep Non-2xx "$WORK/w1")" >&2; exit 1; fi
 applied=$(curl -fs "http://127.0.0.1:$S/metrics" | awk '/^steadfast_secondary_applied_total /{print int($2)}')
 echo "requests: $(rate "$WORK/w1")/s, applied $applied in 5 s ($((applied / 5))/s), secondary CPU $(python3 -c "print(round(($(cpu $SP)-$c0)/max($(total "$WORK/w1"),1)*1e6))") us a request"
 
