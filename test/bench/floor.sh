@@ -4,7 +4,9 @@
 #  1. the secondary alone: wrk -t16 -c16 posting envelopes (each connection its
 #     own stream), fsync: requests applied a second, and its CPU per request;
 #  2. the primary's intake alone (no secondary: nothing is delivered):
-#     wrk -t2 -c16 on /publish over 16 streams, fsync, then --sync off.
+#     wrk -t2 -c16 on /publish over 16 streams, fsync, then --sync off;
+#  3. the ceiling of the load generator and the HTTP server on this machine:
+#     wrk -t2 -c16 on the primary's GET /health (no storage, no JSON input).
 #   bash test/bench/floor.sh
 BENCH_NAME=floor source "$(dirname "$0")/lib.sh"
 build_apps
@@ -32,3 +34,12 @@ for sync in full off; do
   echo "acknowledged: $(rate "$WORK/w2")/s, primary CPU $(python3 -c "print(round(($(cpu $PP)-$c0)/max($(total "$WORK/w2"),1)*1e6))") us a publish"
   kill -9 $PP
 done
+
+echo "== 3. the ceiling: wrk -t2 -c16 on the primary's GET /health (nothing stored)"
+P=$(port)
+"$BIN/steadfast-primary" --secondary "http://127.0.0.1:1" --data "$WORK/p-health" --listen "127.0.0.1:$P" 2>/dev/null &
+PP=$!; PIDS+=($PP); wait_up "http://127.0.0.1:$P/health"
+c0=$(cpu $PP)
+wrk -t2 -c16 -d5s "http://127.0.0.1:$P/health" >"$WORK/w3"
+echo "answered: $(rate "$WORK/w3")/s, primary CPU $(python3 -c "print(round(($(cpu $PP)-$c0)/max($(total "$WORK/w3"),1)*1e6))") us a request"
+kill -9 $PP
