@@ -21,25 +21,27 @@ SP=$!; PIDS+=($SP); wait_up "http://127.0.0.1:$S/health"
 c0=$(cpu $SP)
 wrk -t16 -c16 -d5s -s test/bench/sec16.lua "http://127.0.0.1:$S" >"$WORK/w1"
 if grep -q Non-2xx "$WORK/w1"; then echo "the secondary refused some of wrk's requests: $(grep Non-2xx "$WORK/w1")" >&2; exit 1; fi
-applied=$(curl -fs "http://127.0.0.1:$S/metrics" | awk '/^steadfast_secondary_applied_total /{print int($2)}')
+applied=$(metric "http://127.0.0.1:$S/metrics" steadfast_secondary_applied_total)
 echo "requests: $(rate "$WORK/w1")/s, applied $applied in 5 s ($((applied / 5))/s), secondary CPU $(python3 -c "print(round(($(cpu $SP)-$c0)/max($(total "$WORK/w1"),1)*1e6))") us a request"
 
-for sync in full off; do
-  echo "== 2. the primary's intake alone, wrk -t2 -c16 on /publish over 16 streams, --sync $sync"
+# primary_under_wrk WHAT UNIT SYNC PATH [wrk options]: a primary with no
+# reachable secondary, wrk -t2 -c16 for 5 s on PATH; its rate and the
+# primary's CPU a request.
+primary_under_wrk() {
+  local what=$1 unit=$2 sync=$3 path=$4 P PP c0; shift 4
   P=$(port)
-  "$BIN/steadfast-primary" --secondary "http://127.0.0.1:1" --data "$WORK/p-$sync" --listen "127.0.0.1:$P" --sync $sync 2>/dev/null &
+  "$BIN/steadfast-primary" --secondary "http://127.0.0.1:1" --data "$WORK/p-$sync-${path//[^a-z]/}" \
+    --listen "127.0.0.1:$P" --sync "$sync" 2>/dev/null &
   PP=$!; PIDS+=($PP); wait_up "http://127.0.0.1:$P/health"
   c0=$(cpu $PP)
-  wrk -t2 -c16 -d5s -s test/bench/publish16.lua "http://127.0.0.1:$P" >"$WORK/w2"
-  echo "acknowledged: $(rate "$WORK/w2")/s, primary CPU $(python3 -c "print(round(($(cpu $PP)-$c0)/max($(total "$WORK/w2"),1)*1e6))") us a publish"
+  wrk -t2 -c16 -d5s "$@" "http://127.0.0.1:$P$path" >"$WORK/w2"
+  echo "$what: $(rate "$WORK/w2")/s, primary CPU $(python3 -c "print(round(($(cpu $PP)-$c0)/max($(total "$WORK/w2"),1)*1e6))") us $unit"
   kill -9 $PP
+}
+for sync in full off; do
+  echo "== 2. the primary's intake alone, wrk -t2 -c16 on /publish over 16 streams, --sync $sync"
+  primary_under_wrk acknowledged "a publish" "$sync" / -s test/bench/publish16.lua
 done
 
 echo "== 3. the ceiling: wrk -t2 -c16 on the primary's GET /health (nothing stored)"
-P=$(port)
-"$BIN/steadfast-primary" --secondary "http://127.0.0.1:1" --data "$WORK/p-health" --listen "127.0.0.1:$P" 2>/dev/null &
-PP=$!; PIDS+=($PP); wait_up "http://127.0.0.1:$P/health"
-c0=$(cpu $PP)
-wrk -t2 -c16 -d5s "http://127.0.0.1:$P/health" >"$WORK/w3"
-echo "answered: $(rate "$WORK/w3")/s, primary CPU $(python3 -c "print(round(($(cpu $PP)-$c0)/max($(total "$WORK/w3"),1)*1e6))") us a request"
-kill -9 $PP
+primary_under_wrk answered "a request" full /health

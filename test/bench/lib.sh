@@ -17,4 +17,6 @@ PIDS=()
 bench_cleanup() { for p in "${PIDS[@]:-}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
 trap bench_cleanup EXIT
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# metric METRICS_URL NAME: an unlabelled metric's value as an integer (0 when absent or unreachable)
+metric() { { curl -fs --max-time 2 "$1" 2>/dev/null || true; } | awk -v m="$2" '$1==m {printf "%d", $2; f=1} END {if (!f) printf "0"}'; }
 wait_up() { until curl -fs -o /dev/null "$1"; do sleep 0.01; done; }

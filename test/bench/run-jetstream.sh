@@ -15,7 +15,6 @@ build_apps
 CLUSTER=test/integration/jetstream/cluster.sh
 trap 'exec 2>/dev/null; bash "$CLUSTER" stop "$WORK/nats" >/dev/null; bench_cleanup' EXIT
 now() { date +%s.%N; }
-metric() { { curl -fs --max-time 2 "$1" 2>/dev/null || true; } | awk -v m="$2" '$1==m {printf "%d", $2; f=1} END {if (!f) printf "0"}'; }
 wait_applied() {  # wait_applied METRICS_URL N: until the secondary applied N; prints the time
   until [ "$(metric "$1" steadfast_secondary_applied_total)" -ge "$2" ]; do sleep 0.02; done
   now

@@ -28,7 +28,7 @@ for i in range(1,n+1): w("{\"n\":%d,\"pad\":\"abcdefghijklmnopqrstuvwxyz\"}\n" %
 
 echo "== 1. like-for-like, --sync off, one message per request, one in flight"
 S1=$(port); secondary s1 "$S1" --sync off
-applied_s1() { curl -fs "http://127.0.0.1:$S1/metrics" | awk '/^steadfast_secondary_applied_total /{print int($2)}'; }
+applied_s1() { metric "http://127.0.0.1:$S1/metrics" steadfast_secondary_applied_total; }
 N1=50000
 lines $N1 >"$WORK/in1"
 "$BIN/steadfast-primary" --secondary "http://127.0.0.1:$S1" --data "$WORK/p1" --sync off --stdin --exit-when-drained \
@@ -134,7 +134,7 @@ lines $N5 >"$WORK/in5"
 PP=$!; PIDS+=($PP)
 wait_up "http://127.0.0.1:$P5/health"
 for mark in 250000 500000 750000 1000000; do
-  until [ "$(curl -fs "http://127.0.0.1:$P5/metrics" | awk '/^steadfast_primary_outbox_depth /{print int($2)}')" -ge $mark ] 2>/dev/null; do sleep 0.05; done
+  until [ "$(metric "http://127.0.0.1:$P5/metrics" steadfast_primary_outbox_depth)" -ge $mark ]; do sleep 0.05; done
   sleep 0.5
   echo "outbox $mark: RSS $(awk '/VmRSS/ {print int($2/1024)}' /proc/$PP/status) MiB"
 done
