@@ -109,4 +109,29 @@ decision decide_log(const log_head& h, std::uint64_t own_epoch, const outbox_fac
     return make(verdict::ack, h.seq, 0, {}, {});
 }
 
+std::vector<part_fate> split_answer(const std::vector<std::string_view>& streams, bool answered, unsigned status,
+                                    std::string_view body) {
+    std::vector<part_fate> fates(streams.size(), part_fate::answer);
+    if (streams.size() < 2 || !answered) return fates;
+    if (status == 400 || status == 413 || status == 422) {
+        fates.assign(streams.size(), part_fate::resend_alone);
+        return fates;
+    }
+    if (status != 409) return fates;
+    const auto r = envelope::decode_rejection(body);
+    using rk = envelope::rejection::kind;
+    if (r.what != rk::conflict && r.what != rk::gap) return fates;
+    bool named = false;
+    for (std::size_t i = 0; i < streams.size(); ++i) {
+        // Each stream has one batch in flight: at most one part is named.
+        if (streams[i] == r.stream && !named) {
+            named = true;
+        } else {
+            fates[i] = part_fate::resend;
+        }
+    }
+    if (!named) fates.assign(streams.size(), part_fate::answer);
+    return fates;
+}
+
 }  // namespace steadfast::primary

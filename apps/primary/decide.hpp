@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace steadfast::primary {
 
@@ -123,5 +125,22 @@ decision decide_rewind(std::uint64_t expected, std::uint64_t oldest, std::uint64
 /// - beyond retention: block, with what is missing (the caller reports it;
 ///   the stream itself goes on for the other secondaries).
 decision decide_repair(std::uint64_t from, std::uint64_t acked, std::uint64_t oldest, std::uint64_t next_seq);
+
+/// Several streams' batches sent as one request (combiner.hpp): what its
+/// answer means for each part, so that each stream gets the answer it would
+/// have had alone. The secondary applies such a request atomically: nothing
+/// of it on a 409 or a 4xx.
+enum class part_fate {
+    answer,        // this part's answer is the request's: decide() it
+    resend,        // nothing of it was applied, through no fault of its own: send it again
+    resend_alone,  // a 400, 413 or 422 names no stream: send it by itself to learn its own answer
+};
+/// `streams`: the parts' streams, in the request's order. `answered`: false
+/// when no answer came (a transport or TLS failure: every part gets it).
+/// A 409 conflict or gap is the named stream's (the others are resent); a
+/// stale epoch, every other status, and a 409 naming none of them are
+/// everyone's.
+std::vector<part_fate> split_answer(const std::vector<std::string_view>& streams, bool answered, unsigned status,
+                                    std::string_view body);
 
 }  // namespace steadfast::primary

@@ -86,11 +86,14 @@ void node::retire(const std::string& stream) {
         st.acked_max = acked_max;
         st.pending = pending;
         start_processor(stream);
-    } else if (auto t = trims_.find(stream); t != trims_.end()) {
-        // A last mark of what was acknowledged; then nothing of the stream
-        // stays in memory.
-        if (!t->second->scheduled) trim(stream, t->second);
-        trims_.erase(t);
+    } else {
+        if (combined_) combined_->forget(stream);
+        if (auto t = trims_.find(stream); t != trims_.end()) {
+            // A last mark of what was acknowledged; then nothing of the stream
+            // stays in memory.
+            if (!t->second->scheduled) trim(stream, t->second);
+            trims_.erase(t);
+        }
     }
     ++retired_since_trim_;
     streams_gauge_.Set(static_cast<double>(streams_.size()));
@@ -122,26 +125,25 @@ asio::awaitable<void> node::wait_until(std::chrono::steady_clock::time_point dea
     co_await until_woken->async_wait_until(true, asio::as_tuple(asio::use_awaitable));
 }
 
-// One envelope, or a batch of them: the body of an HTTP request and the data
-// of a JetStream message alike.
-std::string node::encode_body(const std::string& stream, const std::vector<pending_message>& batch) const {
-    std::string body;
-    if (batch.size() == 1) {
-        const auto& m = batch[0];
-        body.reserve(envelope::encoded_size(m.id, stream, m.seq, o_.epoch, m.payload.size()));
-        envelope::encode_to(body, m.id, stream, m.seq, o_.epoch, m.payload);
-        return body;
-    }
-    std::size_t n = envelope::batch_prefix.size() + envelope::batch_suffix.size();
+// A batch's envelopes, comma-joined: one stream's part of a request.
+std::string node::encode_list(const std::string& stream, const std::vector<pending_message>& batch) const {
+    std::size_t n = 0;
     for (const auto& m : batch) n += envelope::encoded_size(m.id, stream, m.seq, o_.epoch, m.payload.size()) + 1;
-    body.reserve(n);
-    body += envelope::batch_prefix;
+    std::string list;
+    list.reserve(n);
     for (std::size_t i = 0; i < batch.size(); ++i) {
-        if (i) body += ',';
-        envelope::encode_to(body, batch[i].id, stream, batch[i].seq, o_.epoch, batch[i].payload);
+        if (i) list += ',';
+        envelope::encode_to(list, batch[i].id, stream, batch[i].seq, o_.epoch, batch[i].payload);
     }
-    body += envelope::batch_suffix;
-    return body;
+    return list;
+}
+
+// One envelope, or a batch of them: the data of a JetStream message (and, put
+// together by the combiner, the body of an HTTP request).
+std::string node::encode_body(const std::string& stream, const std::vector<pending_message>& batch) const {
+    std::string list = encode_list(stream, batch);
+    if (batch.size() == 1) return list;
+    return envelope::encode_body({list}, batch.size());
 }
 
 // The Idempotency-Key (HTTP) and Nats-Msg-Id (JetStream) of a request: the
@@ -151,20 +153,27 @@ std::string node::batch_key(const std::vector<pending_message>& batch) {
     return batch.front().id + ".." + std::to_string(batch.back().seq);
 }
 
-http::request node::make_request(const std::string& stream, const std::vector<pending_message>& batch) const {
-    http::request req{"POST", "/api/messages", {{"Content-Type", "application/json"}}, encode_body(stream, batch)};
-    req.set("Idempotency-Key", batch_key(batch));
+http::request node::make_request(std::string body, std::string key) const {
+    http::request req{"POST", "/api/messages", {{"Content-Type", "application/json"}}, std::move(body)};
+    req.set("Idempotency-Key", std::move(key));
     if (!tokens_.empty()) req.set("Authorization", "Bearer " + tokens_.front());
     return req;
 }
 
-// One batch over HTTP, retried quickly; what the answer means (decide()).
+// One batch over HTTP (sharing a request with other streams' batches when
+// several are ready at once), retried quickly; what the answer means (decide()).
 asio::awaitable<decision> node::send_http(const std::string& stream, const std::vector<pending_message>& batch,
                                           const retry_policy& quick, std::chrono::nanoseconds& server_wait) {
-    const http::request req = make_request(stream, batch);
+    const std::string list = encode_list(stream, batch), key = batch_key(batch);
+    // What the classifier looks at: a POST with an Idempotency-Key (the
+    // secondary deduplicates), so a send cut short may be repeated.
+    http::request shape{"POST", "/api/messages", {}, {}};
+    shape.set("Idempotency-Key", key);
     // Named first: g++ 12 mishandles non-trivial temporaries inside a co_await expression.
-    auto attempt = classified([this, &req](const attempt_context&) { return link_->send(req); },
-                              http::make_classifier(req));
+    auto attempt = classified([this, &stream, &list, &key, n = batch.size()](const attempt_context&) {
+                                  return combined_->send(stream, list, n, key);
+                              },
+                              http::make_classifier(shape));
     auto r = co_await steadfast::retry(quick, std::move(attempt));
 
     delivery_outcome outcome;

@@ -125,6 +125,13 @@ node::node(const options& o, app::database& db)
         repair_sub_ = js_->subscribe(envelope::repair_subject(o.js_stream), repair_watch_, 1000);
     } else {
         link_.emplace(ioc_.get_executor(), link_options(o), o.connections);
+        // --batch-max and --batch-bytes bound each request, shared by streams or not.
+        combiner::limits cl;
+        cl.body_bytes = std::min(o.batch_bytes, envelope::limits{}.max_body_bytes);
+        cl.messages = std::min(o.batch_max, envelope::limits{}.max_batch);
+        combined_.emplace(ioc_.get_executor(), *link_, cl,
+                          [this](std::string body, std::string key) { return make_request(std::move(body), std::move(key)); },
+                          stop_);
         probe_client_.emplace(ioc_.get_executor(), secondary_options(o));
     }
     probe_options po;

@@ -13,6 +13,7 @@
 #include "../common/log.hpp"
 #include "../common/metrics.hpp"
 #include "../common/sqlite.hpp"
+#include "combiner.hpp"
 #include "decide.hpp"
 #include "outbox.hpp"
 
@@ -141,7 +142,8 @@ private:
     boost::asio::awaitable<void> wait_until(std::chrono::steady_clock::time_point deadline, cond c);
     boost::asio::awaitable<bool> probe();
     boost::asio::awaitable<void> outbox_failed(const std::string& stream, const std::string& error);
-    http::request make_request(const std::string& stream, const std::vector<pending_message>& batch) const;
+    http::request make_request(std::string body, std::string key) const;
+    std::string encode_list(const std::string& stream, const std::vector<pending_message>& batch) const;
     std::string encode_body(const std::string& stream, const std::vector<pending_message>& batch) const;
     static std::string batch_key(const std::vector<pending_message>& batch);
     boost::asio::awaitable<decision> send_http(const std::string& stream, const std::vector<pending_message>& batch,
@@ -205,6 +207,7 @@ private:
     backoff ladder_;
     std::size_t ladder_steps_;
     std::optional<http::client_pool> link_;        // an http(s):// secondary
+    std::optional<combiner> combined_;             // streams' batches sharing link_'s requests
     std::optional<http::client> probe_client_;
     std::unique_ptr<jetstream::client> js_;        // a nats:// secondary
     std::string js_problem_;  // why the last JetStream check failed ("" when it passed), logged once

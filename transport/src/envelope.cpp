@@ -384,6 +384,21 @@ std::string encode(const batch& b) {
     return out;
 }
 
+std::string encode_body(const std::vector<std::string_view>& lists, std::size_t count) {
+    if (count == 1 && lists.size() == 1) return std::string(lists.front());
+    std::size_t n = batch_prefix.size() + batch_suffix.size() + lists.size();
+    for (auto l : lists) n += l.size();
+    std::string out;
+    out.reserve(n);
+    out += batch_prefix;
+    for (std::size_t i = 0; i < lists.size(); ++i) {
+        if (i) out += ',';
+        out += lists[i];
+    }
+    out += batch_suffix;
+    return out;
+}
+
 std::variant<std::string_view, payload_error> check_payload(std::string_view body, std::size_t overhead,
                                                             const limits& l) {
     while (!body.empty() && is_ws(body.front())) body.remove_prefix(1);

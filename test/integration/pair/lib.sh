@@ -316,15 +316,19 @@ json_is() { python3 -c 'import sys,json; j=json.loads(sys.argv[1]); sys.exit(0 i
 #                                      starting at seq 1 of that stream is forwarded, applied, and then
 #                                      answered 409 gap with an expected seq 100 past the batch's end
 # GET /health is 200 (forwarded by the proxy); GET /stats is the fake's JSON counters:
-#   requests{stream}, applied[[stream,seq,id,tombstone]], max_inflight, max_inflight_stream{stream},
-#   batches{stream}[[first,last,status]], fake_gap{stream:last}
+#   requests{stream} (by a request's first stream), applied[[stream,seq,id,tombstone]], max_inflight
+#   (requests), max_inflight_stream{stream} (requests carrying the stream), max_streams_inflight (streams in
+#   the requests in flight), max_streams_per_request, batches{stream}[[first,last,status]] (each stream's part
+#   of a request), fake_gap{stream:last}
 cat >"$WORK/fake.py" <<'PY'
 import http.client, json, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 port, mode, args = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
 lock = threading.Lock()
-st = {"requests": {}, "applied": [], "max_inflight": 0, "max_inflight_stream": {}, "batches": {}, "fake_gap": {}}
-inflight = {"": 0}
+st = {"requests": {}, "applied": [], "max_inflight": 0, "max_inflight_stream": {}, "batches": {}, "fake_gap": {},
+      "max_streams_inflight": 0, "max_streams_per_request": 0}
+inflight = {}  # stream: requests in flight carrying it
+requests_inflight = [0]
 def log(*a):
     print(*a, flush=True)
 class H(BaseHTTPRequestHandler):
@@ -365,19 +369,28 @@ class H(BaseHTTPRequestHandler):
             stream = msgs[0]["stream"]
         except Exception:
             msgs, stream = [], ""
+        parts = {}  # stream: [first seq, last seq], in the request's order
+        for m in msgs:
+            k = m.get("stream", "") if isinstance(m, dict) else ""
+            parts.setdefault(k, [m.get("seq") if isinstance(m, dict) else None, None])[1] = m.get("seq") if isinstance(m, dict) else None
         with lock:
             st["requests"][stream] = st["requests"].get(stream, 0) + 1
-            inflight[""] += 1; inflight[stream] = inflight.get(stream, 0) + 1
-            st["max_inflight"] = max(st["max_inflight"], inflight[""])
-            st["max_inflight_stream"][stream] = max(st["max_inflight_stream"].get(stream, 0), inflight[stream])
+            requests_inflight[0] += 1
+            st["max_inflight"] = max(st["max_inflight"], requests_inflight[0])
+            st["max_streams_per_request"] = max(st["max_streams_per_request"], len(parts))
+            for k in parts or [stream]:
+                inflight[k] = inflight.get(k, 0) + 1
+                st["max_inflight_stream"][k] = max(st["max_inflight_stream"].get(k, 0), inflight[k])
+            st["max_streams_inflight"] = max(st["max_streams_inflight"], sum(1 for v in inflight.values() if v > 0))
         try:
             code, data = self.handle_post(body, msgs, stream)
         finally:
             with lock:
-                inflight[""] -= 1; inflight[stream] -= 1
+                requests_inflight[0] -= 1
+                for k in parts or [stream]: inflight[k] -= 1
         with lock:
-            if msgs:
-                st["batches"].setdefault(stream, []).append([msgs[0].get("seq"), msgs[-1].get("seq"), code])
+            for k, (first, last) in parts.items():
+                st["batches"].setdefault(k, []).append([first, last, code])
         log(mode, stream, [m.get("seq") for m in msgs][:3], "...", code, data[:120])
         self.answer(code, data, [("Retry-After", "1")] if code == 503 else ())
     def handle_post(self, body, msgs, stream):

@@ -2,7 +2,7 @@
 # (v2) Streams deliver concurrently and independently.
 # 1. 16 streams, 16 concurrent publishers (one per stream, 150 messages each), through a proxy that watches the
 #    requests: everything applied in order, exactly once, byte-identical; several streams in flight at once,
-#    never two requests of one stream.
+#    never two requests of one stream; streams' batches share requests (several streams in one).
 # 2. Stream s7 conflicts at the secondary (another writer applied a different id at seq 1): s7 is blocked
 #    (status, metric, log; nothing acknowledged, nothing dead-lettered, no more requests) while the other 15
 #    streams deliver everything.
@@ -23,9 +23,12 @@ echo "drained after $(( $(now_ms) - t0 )) ms"
 for s in "${STREAMS[@]}"; do verify "$s"; done
 per_stream=$(fake_stats "$XPORT" 'max(j["max_inflight_stream"].values())')
 overall=$(fake_stats "$XPORT" 'j["max_inflight"]')
-echo "requests in flight at once: at most $overall overall, at most $per_stream per stream"
+streams_at_once=$(fake_stats "$XPORT" 'j["max_streams_inflight"]')
+shared=$(fake_stats "$XPORT" 'j["max_streams_per_request"]')
+echo "in flight at once: at most $overall requests, $streams_at_once streams, $per_stream per stream; up to $shared streams in one request"
 [ "$per_stream" = 1 ] || fail "a stream had $per_stream requests in flight at once (one at most)"
-[ "$overall" -ge 4 ] || fail "at most $overall requests were in flight at once: streams do not deliver concurrently"
+[ "$streams_at_once" -ge 4 ] || fail "at most $streams_at_once streams were in flight at once: streams do not deliver concurrently"
+[ "$shared" -ge 2 ] || fail "no request carried more than one stream: streams' batches do not share requests"
 [ "$(dead_letters)" = 0 ] || fail "dead letters: $(status_json)"
 [ "$(blocked)" = "{}" ] || fail "streams blocked: $(status_json)"
 

@@ -3,6 +3,10 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+#include <string_view>
+#include <vector>
+
 using namespace steadfast;
 using namespace steadfast::primary;
 
@@ -181,6 +185,38 @@ BOOST_AUTO_TEST_CASE(a_hole_in_the_log_is_resent_from_retention) {
     BOOST_TEST((d.what == verdict::ack));
     BOOST_TEST(d.upto == 10u);
     BOOST_TEST((decide_repair(0, 10, 1, 11).what == verdict::ack));
+}
+
+// Several streams' batches in one request (the combiner): each part's share
+// of the answer.
+BOOST_AUTO_TEST_CASE(a_shared_request_gives_each_stream_its_own_answer) {
+    const std::vector<std::string_view> parts{"a", "b", "c"};
+    using f = part_fate;
+    auto all = [](const std::vector<part_fate>& v, part_fate x) {
+        return std::all_of(v.begin(), v.end(), [x](part_fate y) { return y == x; });
+    };
+    // Success, 5xx, auth, and no answer at all: everyone's.
+    BOOST_TEST(all(split_answer(parts, true, 200, "{}"), f::answer));
+    BOOST_TEST(all(split_answer(parts, true, 503, "busy"), f::answer));
+    BOOST_TEST(all(split_answer(parts, true, 401, ""), f::answer));
+    BOOST_TEST(all(split_answer(parts, false, 0, ""), f::answer));
+    // A conflict or a gap is the named stream's; nothing of the others was
+    // applied (the request is atomic): they go again.
+    auto c = split_answer(parts, true, 409, R"({"error":"conflict","stream":"b","seq":7})");
+    BOOST_TEST((c == std::vector<part_fate>{f::resend, f::answer, f::resend}));
+    auto g = split_answer(parts, true, 409, R"({"error":"gap","stream":"c","expected":3})");
+    BOOST_TEST((g == std::vector<part_fate>{f::resend, f::resend, f::answer}));
+    // A stale epoch concerns the whole primary; a 409 naming no part (or not
+    // one of ours) is passed on to all.
+    BOOST_TEST(all(split_answer(parts, true, 409, R"({"error":"stale_epoch","epoch":9})"), f::answer));
+    BOOST_TEST(all(split_answer(parts, true, 409, R"({"error":"gap","stream":"z","expected":3})"), f::answer));
+    BOOST_TEST(all(split_answer(parts, true, 409, "not json"), f::answer));
+    // 400, 413, 422 name no stream: each part alone finds out whose it is.
+    for (unsigned s : {400u, 413u, 422u}) BOOST_TEST(all(split_answer(parts, true, s, "{}"), f::resend_alone));
+    // A request of one part is that part's, whatever the answer.
+    const std::vector<std::string_view> one{"a"};
+    BOOST_TEST(all(split_answer(one, true, 400, "{}"), f::answer));
+    BOOST_TEST(all(split_answer(one, true, 409, R"({"error":"gap","stream":"z","expected":3})"), f::answer));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

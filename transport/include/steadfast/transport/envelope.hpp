@@ -76,6 +76,10 @@ std::string encode(const batch& b);
 /// The batch wrapper around already-encoded envelopes: prefix + e1 + "," + e2 ... + suffix.
 inline constexpr std::string_view batch_prefix = "{\"messages\":[";
 inline constexpr std::string_view batch_suffix = "]}";
+/// A request body from already-encoded envelopes: `lists` are comma-joined
+/// runs of them (one run per stream's batch), `count` envelopes in all. The
+/// envelope itself when there is one, else a batch of them all.
+std::string encode_body(const std::vector<std::string_view>& lists, std::size_t count);
 
 /// Streams are names: 1 to max_stream_bytes of [A-Za-z0-9._-].
 bool valid_stream_name(std::string_view s, const limits& l = {});

@@ -1,0 +1,196 @@
+#include "combiner.hpp"
+
+#include "decide.hpp"
+
+#include <steadfast/transport/envelope.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <optional>
+
+namespace asio = boost::asio;
+
+namespace steadfast::primary {
+
+struct combiner::part {
+    std::string_view stream, list, key;  // the sender's, alive until its send returns
+    std::size_t count = 0;
+    bool alone = false;      // a 400, 413 or 422 of a shared request: by itself next time
+    bool queued = false;     // in queue_ (not taken by a sender yet)
+    bool abandoned = false;  // its send returned (stop): never read again
+    std::optional<http::outcome> result;
+    std::shared_ptr<flag> done;
+};
+
+combiner::combiner(asio::any_io_executor ex, http::client_pool& pool, limits l, request_maker make, cond stop)
+    : ex_(std::move(ex)), pool_(pool), limits_(l), make_(std::move(make)), stop_(std::move(stop)) {}
+
+asio::awaitable<http::outcome> combiner::send(std::string_view stream, std::string_view list, std::size_t count,
+                                              std::string_view key) {
+    const bool shares = proven_.find(stream) != proven_.end();
+    if (senders_ < pool_.size() && (!shares || (senders_ == 0 && queue_.empty()))) {
+        // By itself, at once, from here: nothing is in flight, or the stream
+        // has yet to prove itself (below). What queues meanwhile goes next.
+        ++senders_;
+        const http::request req = make_(count == 1 ? std::string(list) : envelope::encode_body({list}, count), std::string(key));
+        ++requests_;
+        ++parts_;
+        const auto t0 = std::chrono::steady_clock::now();
+        auto out = co_await pool_.send(req);
+        judge(stream, out, std::chrono::steady_clock::now() - t0);
+        --senders_;
+        kick(false);
+        co_return out;
+    }
+    auto p = std::make_shared<part>();
+    p->stream = stream;
+    p->list = list;
+    p->key = key;
+    p->count = count;
+    p->alone = !shares;
+    p->done = make_flag(ex_, "sent");
+    p->queued = true;
+    queued_bytes_ += p->list.size() + 1;
+    queued_messages_ += p->count;
+    queue_.push_back(p);
+    kick(false);
+    while (!p->result && !stop_.value()) {
+        // Named: g++ 12 mishandles non-trivial temporaries in a co_await expression.
+        const cond woken = cond(p->done) || stop_ ||
+                           cond(make_deadline(ex_, "patience", std::chrono::steady_clock::now() + limits_.patience));
+        auto [ec] = co_await woken->async_wait_until(true, asio::as_tuple(asio::use_awaitable));
+        if (ec) break;  // cancelled
+        // Waited a whole `patience` in the queue: the request in flight is
+        // slow; another one may start.
+        if (!p->result && p->queued) kick(true);
+    }
+    if (p->result) co_return std::move(*p->result);
+    p->abandoned = true;
+    if (p->queued) {
+        p->queued = false;
+        queue_.erase(std::find(queue_.begin(), queue_.end(), p));
+        queued_bytes_ -= p->list.size() + 1;
+        queued_messages_ -= p->count;
+    }
+    co_return http::outcome{http::transport_error{asio::error::operation_aborted}};
+}
+
+// A stream shares requests once a request of its own went through healthily
+// (a 2xx within `slow`), and stops sharing when one it took part in failed or
+// was slow, until it has proved itself again by itself: so a stream that the
+// secondary refuses or answers slowly (as a fake or a proxy in front of it may
+// do for some streams) holds up the others at most once.
+void combiner::judge(std::string_view stream, const http::outcome& out, std::chrono::steady_clock::duration took,
+                     bool resent) {
+    const bool healthy = !resent && out.has_response() && out.res().status / 100 == 2 && took < limits_.slow;
+    if (healthy) {
+        if (proven_.find(stream) == proven_.end()) proven_.emplace(stream);
+    } else if (auto it = proven_.find(stream); it != proven_.end()) {
+        proven_.erase(it);
+    }
+}
+
+void combiner::forget(std::string_view stream) {
+    if (auto it = proven_.find(stream); it != proven_.end()) proven_.erase(it);
+}
+
+// Starts a sender if the queue has work none is about to take: when none is
+// running, when the queue holds a full request, or when a send has waited a
+// whole `patience` (`waited`); never more than the pool's connections.
+void combiner::kick(bool waited) {
+    if (queue_.empty() || senders_ >= pool_.size()) return;
+    const bool full = queued_bytes_ + envelope::batch_prefix.size() + envelope::batch_suffix.size() >= limits_.body_bytes ||
+                      queued_messages_ >= limits_.messages;
+    if (senders_ > 0 && !full && !waited) return;
+    ++senders_;
+    asio::co_spawn(ex_, sender(), [this](std::exception_ptr) { --senders_; });
+}
+
+// The parts of the next request: from the front of the queue, within the
+// limits (the first always: it fits alone); a part to be sent alone goes by
+// itself.
+std::deque<combiner::part_ptr> combiner::take() {
+    std::deque<part_ptr> group;
+    std::size_t bytes = envelope::batch_prefix.size() + envelope::batch_suffix.size(), messages = 0;
+    for (auto it = queue_.begin(); it != queue_.end();) {
+        part& p = **it;
+        const bool fits = group.empty() || (!p.alone && !group.front()->alone && bytes + p.list.size() + 1 <= limits_.body_bytes &&
+                                            messages + p.count <= limits_.messages);
+        if (!fits) {
+            if (group.front()->alone) break;
+            ++it;  // a later, smaller part may still fit
+            continue;
+        }
+        bytes += p.list.size() + 1;
+        messages += p.count;
+        p.queued = false;
+        queued_bytes_ -= p.list.size() + 1;
+        queued_messages_ -= p.count;
+        group.push_back(std::move(*it));
+        it = queue_.erase(it);
+    }
+    return group;
+}
+
+asio::awaitable<void> combiner::sender() {
+    while (!queue_.empty() && !stop_.value()) {
+        auto group = take();
+        // The streams are copied: a part's own strings may go (its send
+        // abandoned at a stop) while the request is in flight.
+        std::vector<std::string_view> lists;
+        std::vector<std::string> names;
+        std::size_t count = 0;
+        for (const auto& p : group) {
+            lists.push_back(p->list);
+            names.emplace_back(p->stream);
+            count += p->count;
+        }
+        std::string key(group.front()->key);
+        if (group.size() > 1) key += "+" + std::to_string(group.size() - 1);
+        const http::request req = make_(envelope::encode_body(lists, count), std::move(key));
+        ++requests_;
+        parts_ += group.size();
+        const auto t0 = std::chrono::steady_clock::now();
+        const http::outcome out = co_await pool_.send(req);
+        const auto took = std::chrono::steady_clock::now() - t0;
+        const bool answered = out.has_response();
+        const std::vector<std::string_view> streams(names.begin(), names.end());
+        const auto fates = split_answer(streams, answered, answered ? out.res().status : 0,
+                                        answered ? std::string_view(out.res().body) : std::string_view{});
+        // Streams whose own answer this is are judged by it; so are those
+        // sent alone after a 400, 413 or 422 (it may be theirs). Those sent
+        // again because of another stream's 409 are not.
+        for (std::size_t i = 0; i < group.size(); ++i)
+            if (fates[i] != part_fate::resend) judge(names[i], out, took, fates[i] == part_fate::resend_alone);
+        // Parts sent again go back to the front, in their order, before
+        // anything queued meanwhile.
+        for (std::size_t i = group.size(); i-- > 0;) {
+            auto& p = group[i];
+            if (p->abandoned) continue;
+            if (fates[i] == part_fate::answer) {
+                if (answered && group.size() > 1 && out.res().status / 100 == 2) {
+                    http::response r;  // its status and headers: decide() reads no 2xx body
+                    r.status = out.res().status;
+                    r.headers = out.res().headers;
+                    p->result = http::outcome{std::move(r)};
+                } else {
+                    p->result = out;
+                }
+                p->done->set();
+                continue;
+            }
+            p->alone = p->alone || fates[i] == part_fate::resend_alone;
+            p->queued = true;
+            queued_bytes_ += p->list.size() + 1;
+            queued_messages_ += p->count;
+            queue_.push_front(p);
+        }
+    }
+}
+
+}  // namespace steadfast::primary

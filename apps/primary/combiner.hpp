@@ -1,0 +1,96 @@
+// Streams' batches share requests: what several streams have to send at the
+// same moment goes to the secondary as one batch (the contract's batch may
+// hold several streams, each contiguous), so that 16 busy streams cost the
+// secondary one request and one transaction, not 16.
+//
+// A stream's send waits in a queue while a request is in flight; the request
+// that follows takes everything queued, within the body and count limits. At
+// most `--connections` requests are in flight: another one starts when the
+// queue holds a full request, or when a send has waited longer than
+// `patience` (a slow or stuck request does not hold the other streams up for
+// longer than that). Each stream still has at most one batch in flight.
+//
+// A stream shares requests only once one of its own went through healthily,
+// and goes by itself again after a shared request failed or was slow (see
+// judge()), so that a stream the secondary refuses or answers slowly holds the
+// others up at most once.
+//
+// Each part gets the answer it would have had alone (split_answer() in
+// decide.hpp): a 409 naming a stream is that stream's, and the other parts,
+// of which nothing was applied, are sent again at once; a 400, 413 or 422
+// sends each part by itself to find whose it is; anything else is everyone's.
+#pragma once
+
+#include <steadfast/conditions.hpp>
+#include <steadfast/transport/pool.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+
+namespace steadfast::primary {
+
+class combiner {
+public:
+    struct limits {
+        std::size_t body_bytes = 1 << 20;  // a request's body at most
+        std::size_t messages = 10'000;     // envelopes in a request at most
+        std::chrono::milliseconds patience{20};
+        std::chrono::milliseconds slow{1000};  // a request slower than this is not healthy (judge())
+    };
+    /// Makes the request for a body (headers: type, token, Idempotency-Key `key`).
+    using request_maker = std::function<http::request(std::string body, std::string key)>;
+
+    /// Requests go through `pool` (which must outlive this), on executor `ex`.
+    /// `stop` ends the waits of every send (shutdown, demotion).
+    combiner(boost::asio::any_io_executor ex, http::client_pool& pool, limits l, request_maker make, cond stop);
+    combiner(const combiner&) = delete;
+    combiner& operator=(const combiner&) = delete;
+
+    /// Sends one stream's batch: `list` its envelopes, comma-joined, `count`
+    /// of them, `key` its Idempotency-Key; the strings must live until it
+    /// completes. With nothing in flight it goes at once, by itself. Completes
+    /// with the answer this batch would have had alone (of a 2xx shared with
+    /// other streams, the status and headers: the results are not split); on
+    /// stop or cancellation while it waits, with
+    /// transport_error{operation_aborted} (it may still be sent).
+    boost::asio::awaitable<http::outcome> send(std::string_view stream, std::string_view list, std::size_t count,
+                                               std::string_view key);
+
+    /// The stream has no processor any more: nothing of it is kept.
+    void forget(std::string_view stream);
+
+    /// Requests sent so far, and the parts they carried (for metrics).
+    std::uint64_t requests() const noexcept { return requests_; }
+    std::uint64_t parts() const noexcept { return parts_; }
+
+private:
+    struct part;
+    using part_ptr = std::shared_ptr<part>;
+    void kick(bool waited);
+    void judge(std::string_view stream, const http::outcome& out, std::chrono::steady_clock::duration took,
+               bool resent = false);
+    boost::asio::awaitable<void> sender();
+    std::deque<part_ptr> take();
+
+    boost::asio::any_io_executor ex_;
+    http::client_pool& pool_;
+    limits limits_;
+    request_maker make_;
+    cond stop_;
+    std::set<std::string, std::less<>> proven_;  // streams that share requests (judge())
+    std::deque<part_ptr> queue_;
+    std::size_t queued_bytes_ = 0, queued_messages_ = 0;
+    std::size_t senders_ = 0;
+    std::uint64_t requests_ = 0, parts_ = 0;
+};
+
+}  // namespace steadfast::primary
