@@ -78,8 +78,13 @@ poison_at() {  # poison_at STREAM COUNT BAD_INDEX STATUS
     if [ "$i" = "$3" ]; then publish_one "$1" "{\"poison\":$4}"; else publish_one "$1" "{\"n\":$i}"; fi
   done
 }
+# One stream after the other's dead letter, so that they are numbered x, y, z (3b relies on it): the
+# streams deliver independently, and y's poisoned first message would otherwise often come first.
+dead_letters_are() { json_is "$(status_json)" "j.get(\"dead_letter\") == $1"; }
 poison_at x 10 3 422
+wait_for 20 "x's dead letter" dead_letters_are 1
 poison_at y 5 1 400
+wait_for 20 "y's dead letter" dead_letters_are 2
 poison_at z 6 6 413
 wait_drained 30
 st=$(status_json); echo "status: $st"
