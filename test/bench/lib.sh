@@ -20,3 +20,21 @@ port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); 
 # metric METRICS_URL NAME: an unlabelled metric's value as an integer (0 when absent or unreachable)
 metric() { { curl -fs --max-time 2 "$1" 2>/dev/null || true; } | awk -v m="$2" '$1==m {printf "%d", $2; f=1} END {if (!f) printf "0"}'; }
 wait_up() { until curl -fs -o /dev/null "$1"; do sleep 0.01; done; }
+# wait_delivered PRIMARY_PORT: waits (up to 120 s) until the primary has
+# delivered all it published; prints "published delivered unix_time".
+wait_delivered() {
+  python3 - "$1" <<'PY'
+import sys, time, urllib.request
+url = f"http://127.0.0.1:{sys.argv[1]}/metrics"
+def get():
+    m = urllib.request.urlopen(url, timeout=2).read().decode()
+    v = {l.split()[0]: float(l.split()[1]) for l in m.splitlines() if l and not l.startswith("#")}
+    return int(v["steadfast_primary_published_total"]), int(v["steadfast_primary_delivered_total"])
+deadline = time.time() + 120
+while True:
+    p, d = get()
+    if p == d or time.time() > deadline: break
+    time.sleep(0.01)
+print(p, d, time.time())
+PY
+}

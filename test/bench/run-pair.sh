@@ -80,21 +80,7 @@ t0=$(date +%s.%N)
 wrk -t2 -c16 -d5s -s test/bench/publish16.lua "http://127.0.0.1:$P3" >"$WORK/wrk3"
 pub_rate=$(awk '/Requests\/sec/ {print int($2)}' "$WORK/wrk3")
 non2xx=$(awk '/Non-2xx/ {print $5}' "$WORK/wrk3"); non2xx=${non2xx:-0}
-read -r published delivered t2 < <(python3 - "$P3" <<'PY'
-import sys, time, urllib.request
-url = f"http://127.0.0.1:{sys.argv[1]}/metrics"
-def get():
-    m = urllib.request.urlopen(url, timeout=2).read().decode()
-    v = {l.split()[0]: float(l.split()[1]) for l in m.splitlines() if l and not l.startswith("#")}
-    return int(v["steadfast_primary_published_total"]), int(v["steadfast_primary_delivered_total"])
-deadline = time.time() + 120
-while True:
-    p, d = get()
-    if p == d or time.time() > deadline: break
-    time.sleep(0.01)
-print(p, d, time.time())
-PY
-)
+read -r published delivered t2 < <(wait_delivered "$P3")
 streams=$("$BIN/steadfast-primary" status --data "$WORK/p3" | python3 -c 'import sys,json; print(len(json.load(sys.stdin)["acked_seq"]))')
 echo "acknowledged: $pub_rate msg/s, non-2xx answers: $non2xx; delivered end to end: $(python3 -c "print(round($delivered/($t2-$t0)))") msg/s ($delivered of $published on $streams streams; goal >= 30000 both)"
 
