@@ -22,6 +22,8 @@ constexpr std::size_t max_gathered = std::size_t{4} << 20;
 // header, 64 KiB + 24 B), so a longer one would come back short, as
 // SQLITE_FULL. Gathered bytes go out in pieces of 124 KiB.
 constexpr std::size_t max_write = 0x1ffff & ~std::size_t{4095};
+// SQLite writes a WAL frame as its 24-byte header, then the page.
+constexpr int frame_header = 24;
 
 std::atomic<std::uint64_t> writes_asked{0}, writes_issued{0};
 sqlite3_vfs* base_vfs = nullptr;  // the platform's VFS, set once at registration
@@ -62,8 +64,17 @@ int x_close(sqlite3_file* f) {
     self(f)->gathered.~basic_string();
     return frc != SQLITE_OK ? frc : rc;
 }
+// A flush anywhere but at the sync fails with an I/O error whatever the
+// cause: SQLite then rolls the whole transaction back, which it might not do
+// for SQLITE_FULL (a statement rollback would leave it believing in frames of
+// earlier statements that were dropped with the failed flush).
+int flush_mid(sqlite3_file* f) {
+    const int rc = flush(f);
+    return rc == SQLITE_OK ? rc : SQLITE_IOERR_WRITE;
+}
+
 int x_read(sqlite3_file* f, void* out, int n, sqlite3_int64 off) {
-    if (const int rc = flush(f); rc != SQLITE_OK) return rc;
+    if (const int rc = flush_mid(f); rc != SQLITE_OK) return rc;
     return rm(f)->xRead(real(f), out, n, off);
 }
 int x_write(sqlite3_file* f, const void* data, int n, sqlite3_int64 off) {
@@ -73,20 +84,28 @@ int x_write(sqlite3_file* f, const void* data, int n, sqlite3_int64 off) {
     const auto* bytes = static_cast<const char*>(data);
     const auto len = static_cast<std::size_t>(n);
     const sqlite3_int64 end = p->at + static_cast<sqlite3_int64>(p->gathered.size());
-    if (!p->gathered.empty() && off >= p->at && off + n <= end) {
-        // A frame rewritten within this transaction's gathered frames.
+    if (n == frame_header && !p->gathered.empty() && off >= p->at && off < end) {
+        // A frame header inside what is gathered: SQLite went back (a
+        // ROLLBACK TO undid frames of this transaction) and writes anew from
+        // here. What follows is void: it must never reach the file (a commit
+        // frame written before stale bytes that then fail to be written
+        // would make a failed commit durable).
+        p->gathered.resize(static_cast<std::size_t>(off - p->at));
+    } else if (!p->gathered.empty() && off >= p->at && off + n <= end) {
+        // A page rewritten in place within this transaction's frames.
         std::memcpy(p->gathered.data() + (off - p->at), bytes, len);
         return SQLITE_OK;
     }
-    if (!p->gathered.empty() && off != end) {
-        if (const int rc = flush(f); rc != SQLITE_OK) return rc;
+    const sqlite3_int64 now_end = p->at + static_cast<sqlite3_int64>(p->gathered.size());
+    if (!p->gathered.empty() && off != now_end) {
+        if (const int rc = flush_mid(f); rc != SQLITE_OK) return rc;
     }
     if (p->gathered.empty()) p->at = off;
     p->gathered.append(bytes, len);
-    return p->gathered.size() >= max_gathered ? flush(f) : SQLITE_OK;
+    return p->gathered.size() >= max_gathered ? flush_mid(f) : SQLITE_OK;
 }
 int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
-    if (const int rc = flush(f); rc != SQLITE_OK) return rc;
+    if (const int rc = flush_mid(f); rc != SQLITE_OK) return rc;
     return rm(f)->xTruncate(real(f), size);
 }
 int x_sync(sqlite3_file* f, int flags) {
@@ -94,7 +113,7 @@ int x_sync(sqlite3_file* f, int flags) {
     return rm(f)->xSync(real(f), flags);
 }
 int x_file_size(sqlite3_file* f, sqlite3_int64* size) {
-    if (const int rc = flush(f); rc != SQLITE_OK) return rc;
+    if (const int rc = flush_mid(f); rc != SQLITE_OK) return rc;
     return rm(f)->xFileSize(real(f), size);
 }
 int x_lock(sqlite3_file* f, int l) { return rm(f)->xLock(real(f), l); }

@@ -17,9 +17,13 @@
 // told of a frame the file lacks, and the on-disk order is SQLite's own (all
 // frames, then the sync). A process killed mid-flush leaves a torn tail
 // without a commit frame, which recovery ignores as it ignores SQLite's own
-// torn writes. A failed flush (a full disk) is the failure of the call that
-// triggered it, the sync at commit, so the commit fails; the gathered frames
-// are dropped, since SQLite rewrites them at the same offsets if it retries.
+// torn writes. A failed flush (a full disk) at the sync fails the commit
+// (the caller rolls back: db_worker does); anywhere else it is an
+// SQLITE_IOERR_WRITE, which makes SQLite roll the whole transaction back.
+// Either way the gathered frames are dropped with the transaction. After a
+// ROLLBACK TO, the frames SQLite undid are cut from what is gathered, never
+// written. It assumes one writing connection per database (the apps' data
+// directory lock makes sure): gathered frames are not visible to another.
 // Other files (the database, its shared-memory index) pass straight through.
 #pragma once
 

@@ -1,8 +1,8 @@
 // The VFS that writes a commit's WAL frames at once (apps/common/wal_vfs.hpp),
 // on real files: fewer writes, nothing lost or changed (also for a reader in
-// another connection and after reopening), and a write that fails (a file
-// size limit, as a full disk) fails its commit without harming what was
-// committed before or after.
+// another connection and after reopening), a write that fails (a file size
+// limit, as a full disk) fails its commit without harming what was committed
+// before or after, and frames undone by ROLLBACK TO are never written.
 #include <common/sqlite.hpp>
 #include <common/wal_vfs.hpp>
 
@@ -12,10 +12,14 @@
 #include <sys/resource.h>
 
 #include <csignal>
+#include <cstddef>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <random>
 #include <string>
+#include <vector>
 
 using namespace steadfast;
 
@@ -145,6 +149,41 @@ BOOST_FIXTURE_TEST_CASE(a_failed_write_fails_its_commit_and_nothing_else, fixtur
     auto q = db->prepare("SELECT count(*) FROM t WHERE v LIKE 'after%'");
     q.step();
     BOOST_TEST(q.column_int(0) == 200);
+}
+
+// At the file level, as SQLite writes a WAL: frames (a 24-byte header, then
+// the page), then, after a ROLLBACK TO, a header written again inside them.
+// What followed it was undone: it must never reach the file, or a commit
+// frame could be written before stale bytes whose write then fails.
+BOOST_FIXTURE_TEST_CASE(frames_undone_by_rollback_to_never_reach_the_file, fixture) {
+    sqlite3_vfs* vfs = sqlite3_vfs_find(app::coalescing_wal_vfs());
+    BOOST_REQUIRE(vfs != nullptr);
+    const std::string db_path = (dir / "raw.db").string(), wal_path = db_path + "-wal";
+    { std::ofstream(db_path).put('x'); }  // the Unix VFS takes a WAL file's mode from its database's
+    std::vector<std::max_align_t> mem(static_cast<std::size_t>(vfs->szOsFile) / sizeof(std::max_align_t) + 1);
+    auto* f = reinterpret_cast<sqlite3_file*>(mem.data());
+    int out = 0;
+    BOOST_REQUIRE(vfs->xOpen(vfs, wal_path.c_str(), f, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_WAL, &out) ==
+                  SQLITE_OK);
+    const std::string header(24, 'h'), page(4096, 'p'), again(4096, 'a');
+    constexpr sqlite3_int64 frame = 24 + 4096;
+    for (int i = 0; i < 3; ++i) {  // frames 0, 1, 2 after the 32-byte WAL header
+        BOOST_REQUIRE(f->pMethods->xWrite(f, header.data(), 24, 32 + i * frame) == SQLITE_OK);
+        BOOST_REQUIRE(f->pMethods->xWrite(f, page.data(), 4096, 32 + i * frame + 24) == SQLITE_OK);
+    }
+    // A page rewritten in place (not a rewind): kept with what follows.
+    BOOST_REQUIRE(f->pMethods->xWrite(f, again.data(), 4096, 32 + 2 * frame + 24) == SQLITE_OK);
+    // Back to frame 1: frame 2 is void.
+    BOOST_REQUIRE(f->pMethods->xWrite(f, header.data(), 24, 32 + frame) == SQLITE_OK);
+    BOOST_REQUIRE(f->pMethods->xWrite(f, again.data(), 4096, 32 + frame + 24) == SQLITE_OK);
+    BOOST_REQUIRE(f->pMethods->xSync(f, SQLITE_SYNC_NORMAL) == SQLITE_OK);
+    BOOST_REQUIRE(f->pMethods->xClose(f) == SQLITE_OK);
+    BOOST_TEST(std::filesystem::file_size(wal_path) == static_cast<std::uintmax_t>(32 + 2 * frame));
+    std::ifstream in(wal_path, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    BOOST_REQUIRE(bytes.size() == static_cast<std::size_t>(32 + 2 * frame));
+    BOOST_TEST(bytes.substr(32 + 24, 4096) == page);
+    BOOST_TEST(bytes.substr(32 + frame + 24, 4096) == again);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
