@@ -11,6 +11,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 
 namespace asio = boost::asio;
@@ -33,18 +34,23 @@ combiner::combiner(asio::any_io_executor ex, http::client_pool& pool, limits l, 
 asio::awaitable<http::outcome> combiner::send(std::string_view stream, std::string_view list, std::size_t count,
                                               std::string_view key) {
     const bool shares = proven_.find(stream) != proven_.end();
-    if (senders_ < pool_.size() && (!shares || (senders_ == 0 && queue_.empty()))) {
+    if (queue_.empty() && senders_ < pool_.size() && (senders_ == 0 || !shares)) {
         // By itself, at once, from here: nothing is in flight, or the stream
-        // has yet to prove itself (below). What queues meanwhile goes next.
+        // has yet to prove itself (judge()). Never ahead of queued parts.
         ++senders_;
+        struct release {  // the slot goes back whatever happens
+            combiner* c;
+            ~release() {
+                --c->senders_;
+                c->kick(false);  // what queued meanwhile: a sender takes it
+            }
+        } slot{this};
         const http::request req = make_(count == 1 ? std::string(list) : envelope::encode_body({list}, count), std::string(key));
         ++requests_;
         ++parts_;
         const auto t0 = std::chrono::steady_clock::now();
         auto out = co_await pool_.send(req);
         judge(stream, out, std::chrono::steady_clock::now() - t0);
-        --senders_;
-        kick(false);
         co_return out;
     }
     auto p = std::make_shared<part>();
@@ -54,10 +60,22 @@ asio::awaitable<http::outcome> combiner::send(std::string_view stream, std::stri
     p->count = count;
     p->alone = !shares;
     p->done = make_flag(ex_, "sent");
-    p->queued = true;
-    queued_bytes_ += p->list.size() + 1;
-    queued_messages_ += p->count;
-    queue_.push_back(p);
+    enqueue(p, false);
+    // However this ends (an answer, stop, cancellation, an exception, the
+    // frame destroyed at shutdown), a part that has no answer is taken out:
+    // its strings are about to go.
+    struct leave {
+        combiner* c;
+        part_ptr p;
+        ~leave() {
+            if (p->result) return;
+            p->abandoned = true;
+            if (p->queued) {
+                c->dequeued(*p);
+                c->queue_.erase(std::find(c->queue_.begin(), c->queue_.end(), p));
+            }
+        }
+    } on_leave{this, p};
     kick(false);
     while (!p->result && !stop_.value()) {
         // Named: g++ 12 mishandles non-trivial temporaries in a co_await expression.
@@ -70,13 +88,6 @@ asio::awaitable<http::outcome> combiner::send(std::string_view stream, std::stri
         if (!p->result && p->queued) kick(true);
     }
     if (p->result) co_return std::move(*p->result);
-    p->abandoned = true;
-    if (p->queued) {
-        p->queued = false;
-        queue_.erase(std::find(queue_.begin(), queue_.end(), p));
-        queued_bytes_ -= p->list.size() + 1;
-        queued_messages_ -= p->count;
-    }
     co_return http::outcome{http::transport_error{asio::error::operation_aborted}};
 }
 
@@ -84,7 +95,8 @@ asio::awaitable<http::outcome> combiner::send(std::string_view stream, std::stri
 // (a 2xx within `slow`), and stops sharing when one it took part in failed or
 // was slow, until it has proved itself again by itself: so a stream that the
 // secondary refuses or answers slowly (as a fake or a proxy in front of it may
-// do for some streams) holds up the others at most once.
+// do for some streams) holds up the others only in the shared request where
+// it showed itself.
 void combiner::judge(std::string_view stream, const http::outcome& out, std::chrono::steady_clock::duration took,
                      bool resent) {
     const bool healthy = !resent && out.has_response() && out.res().status / 100 == 2 && took < limits_.slow;
@@ -99,16 +111,40 @@ void combiner::forget(std::string_view stream) {
     if (auto it = proven_.find(stream); it != proven_.end()) proven_.erase(it);
 }
 
-// Starts a sender if the queue has work none is about to take: when none is
-// running, when the queue holds a full request, or when a send has waited a
-// whole `patience` (`waited`); never more than the pool's connections.
+void combiner::enqueue(const part_ptr& p, bool front) {
+    p->queued = true;
+    queued_bytes_ += p->list.size() + 1;
+    queued_messages_ += p->count;
+    if (p->alone) ++queued_alone_;
+    if (front)
+        queue_.push_front(p);
+    else
+        queue_.push_back(p);
+}
+
+void combiner::dequeued(part& p) {
+    p.queued = false;
+    queued_bytes_ -= p.list.size() + 1;
+    queued_messages_ -= p.count;
+    if (p.alone) --queued_alone_;
+}
+
+// Starts a sender if the queue has work that no running sender is about to
+// take: when none runs, when the queue holds a full request, when a part
+// must go by itself, or when a send has waited a whole `patience`
+// (`waited`); never more requests in flight than the pool's connections.
 void combiner::kick(bool waited) {
-    if (queue_.empty() || senders_ >= pool_.size()) return;
+    if (queue_.empty() || senders_ >= pool_.size() || stop_.value()) return;
     const bool full = queued_bytes_ + envelope::batch_prefix.size() + envelope::batch_suffix.size() >= limits_.body_bytes ||
                       queued_messages_ >= limits_.messages;
-    if (senders_ > 0 && !full && !waited) return;
+    if (runners_ > 0 && !full && !waited && queued_alone_ == 0) return;
     ++senders_;
-    asio::co_spawn(ex_, sender(), [this](std::exception_ptr) { --senders_; });
+    ++runners_;
+    asio::co_spawn(ex_, sender(), [this](std::exception_ptr) {
+        --runners_;
+        --senders_;
+        kick(false);
+    });
 }
 
 // The parts of the next request: from the front of the queue, within the
@@ -128,68 +164,93 @@ std::deque<combiner::part_ptr> combiner::take() {
         }
         bytes += p.list.size() + 1;
         messages += p.count;
-        p.queued = false;
-        queued_bytes_ -= p.list.size() + 1;
-        queued_messages_ -= p.count;
+        dequeued(p);
         group.push_back(std::move(*it));
         it = queue_.erase(it);
     }
     return group;
 }
 
+// The key of a shared request: the first part's, the number of parts and a
+// hash of all their keys, so that two requests with other parts never share
+// a key.
+std::string combiner::shared_key(const std::deque<part_ptr>& group) {
+    std::string key(group.front()->key);
+    if (group.size() == 1) return key;
+    std::uint64_t h = 14695981039346656037ull;  // FNV-1a over the keys, each followed by a 0 byte
+    for (const auto& p : group) {
+        for (unsigned char c : p->key) h = (h ^ c) * 1099511628211ull;
+        h = (h ^ 0u) * 1099511628211ull;
+    }
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+    return key + "+" + std::to_string(group.size() - 1) + "." + hex;
+}
+
 asio::awaitable<void> combiner::sender() {
     while (!queue_.empty() && !stop_.value()) {
         auto group = take();
-        // The streams are copied: a part's own strings may go (its send
-        // abandoned at a stop) while the request is in flight.
-        std::vector<std::string_view> lists;
-        std::vector<std::string> names;
-        std::size_t count = 0;
-        for (const auto& p : group) {
-            lists.push_back(p->list);
-            names.emplace_back(p->stream);
-            count += p->count;
-        }
-        std::string key(group.front()->key);
-        if (group.size() > 1) key += "+" + std::to_string(group.size() - 1);
-        const http::request req = make_(envelope::encode_body(lists, count), std::move(key));
-        ++requests_;
-        parts_ += group.size();
-        const auto t0 = std::chrono::steady_clock::now();
-        const http::outcome out = co_await pool_.send(req);
-        const auto took = std::chrono::steady_clock::now() - t0;
-        const bool answered = out.has_response();
-        const std::vector<std::string_view> streams(names.begin(), names.end());
-        const auto fates = split_answer(streams, answered, answered ? out.res().status : 0,
-                                        answered ? std::string_view(out.res().body) : std::string_view{});
-        // Streams whose own answer this is are judged by it; so are those
-        // sent alone after a 400, 413 or 422 (it may be theirs). Those sent
-        // again because of another stream's 409 are not.
-        for (std::size_t i = 0; i < group.size(); ++i)
-            if (fates[i] != part_fate::resend) judge(names[i], out, took, fates[i] == part_fate::resend_alone);
-        // Parts sent again go back to the front, in their order, before
-        // anything queued meanwhile.
-        for (std::size_t i = group.size(); i-- > 0;) {
-            auto& p = group[i];
-            if (p->abandoned) continue;
-            if (fates[i] == part_fate::answer) {
-                if (answered && group.size() > 1 && out.res().status / 100 == 2) {
-                    http::response r;  // its status and headers: decide() reads no 2xx body
-                    r.status = out.res().status;
-                    r.headers = out.res().headers;
-                    p->result = http::outcome{std::move(r)};
-                } else {
-                    p->result = out;
+        try {
+            co_await send_group(group);
+        } catch (const std::exception&) {
+            // (Out of memory.) Its parts are not left waiting for good.
+            for (auto& p : group)
+                if (!p->abandoned && !p->result && !p->queued) {
+                    p->result = http::outcome{http::transport_error{asio::error::no_memory}};
+                    p->done->set();
                 }
-                p->done->set();
-                continue;
-            }
-            p->alone = p->alone || fates[i] == part_fate::resend_alone;
-            p->queued = true;
-            queued_bytes_ += p->list.size() + 1;
-            queued_messages_ += p->count;
-            queue_.push_front(p);
         }
+    }
+}
+
+// One request for `group`, and each part's share of the answer.
+asio::awaitable<void> combiner::send_group(std::deque<part_ptr>& group) {
+    // The streams are copied: a part's own strings may go (its send
+    // abandoned at a stop) while the request is in flight.
+    std::vector<std::string_view> lists;
+    std::vector<std::string> names;
+    std::size_t count = 0;
+    for (const auto& p : group) {
+        lists.push_back(p->list);
+        names.emplace_back(p->stream);
+        count += p->count;
+    }
+    // Another sender, if what is left needs one (a part to go alone).
+    kick(false);
+    const http::request req = make_(envelope::encode_body(lists, count), shared_key(group));
+    ++requests_;
+    parts_ += group.size();
+    const auto t0 = std::chrono::steady_clock::now();
+    const http::outcome out = co_await pool_.send(req);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    const bool answered = out.has_response();
+    const std::vector<std::string_view> streams(names.begin(), names.end());
+    const auto fates = split_answer(streams, answered, answered ? out.res().status : 0,
+                                    answered ? std::string_view(out.res().body) : std::string_view{});
+    // Streams whose own answer this is are judged by it; so are those
+    // sent alone after a 400, 413 or 422 (it may be theirs). Those sent
+    // again because of another stream's 409 are not.
+    for (std::size_t i = 0; i < group.size(); ++i)
+        if (fates[i] != part_fate::resend) judge(names[i], out, took, fates[i] == part_fate::resend_alone);
+    // Parts sent again go back to the front, in their order, before
+    // anything queued meanwhile.
+    for (std::size_t i = group.size(); i-- > 0;) {
+        auto& p = group[i];
+        if (p->abandoned) continue;
+        if (fates[i] == part_fate::answer) {
+            if (answered && group.size() > 1 && out.res().status / 100 == 2) {
+                http::response r;  // its status and headers: decide() reads no 2xx body
+                r.status = out.res().status;
+                r.headers = out.res().headers;
+                p->result = http::outcome{std::move(r)};
+            } else {
+                p->result = out;
+            }
+            p->done->set();
+            continue;
+        }
+        p->alone = p->alone || fates[i] == part_fate::resend_alone;
+        enqueue(p, true);
     }
 }
 

@@ -12,8 +12,8 @@
 //
 // A stream shares requests only once one of its own went through healthily,
 // and goes by itself again after a shared request failed or was slow (see
-// judge()), so that a stream the secondary refuses or answers slowly holds the
-// others up at most once.
+// judge()), so that a stream the secondary refuses or answers slowly holds up
+// the others only in the shared request where it showed itself.
 //
 // Each part gets the answer it would have had alone (split_answer() in
 // decide.hpp): a 409 naming a stream is that stream's, and the other parts,
@@ -75,10 +75,14 @@ public:
 private:
     struct part;
     using part_ptr = std::shared_ptr<part>;
+    void enqueue(const part_ptr& p, bool front);
+    void dequeued(part& p);
+    static std::string shared_key(const std::deque<part_ptr>& group);
     void kick(bool waited);
     void judge(std::string_view stream, const http::outcome& out, std::chrono::steady_clock::duration took,
                bool resent = false);
     boost::asio::awaitable<void> sender();
+    boost::asio::awaitable<void> send_group(std::deque<part_ptr>& group);
     std::deque<part_ptr> take();
 
     boost::asio::any_io_executor ex_;
@@ -88,8 +92,9 @@ private:
     cond stop_;
     std::set<std::string, std::less<>> proven_;  // streams that share requests (judge())
     std::deque<part_ptr> queue_;
-    std::size_t queued_bytes_ = 0, queued_messages_ = 0;
-    std::size_t senders_ = 0;
+    std::size_t queued_bytes_ = 0, queued_messages_ = 0, queued_alone_ = 0;
+    std::size_t senders_ = 0;  // requests in flight (by sender coroutines or sends of their own)
+    std::size_t runners_ = 0;  // sender coroutines
     std::uint64_t requests_ = 0, parts_ = 0;
 };
 

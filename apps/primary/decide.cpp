@@ -120,17 +120,19 @@ std::vector<part_fate> split_answer(const std::vector<std::string_view>& streams
     if (status != 409) return fates;
     const auto r = envelope::decode_rejection(body);
     using rk = envelope::rejection::kind;
-    if (r.what != rk::conflict && r.what != rk::gap) return fates;
+    if (r.what == rk::stale_epoch) return fates;
     bool named = false;
     for (std::size_t i = 0; i < streams.size(); ++i) {
         // Each stream has one batch in flight: at most one part is named.
-        if (streams[i] == r.stream && !named) {
+        if ((r.what == rk::conflict || r.what == rk::gap) && streams[i] == r.stream && !named) {
             named = true;
         } else {
             fates[i] = part_fate::resend;
         }
     }
-    if (!named) fates.assign(streams.size(), part_fate::answer);
+    // A 409 naming none of them (not the secondary's: a proxy's?) would make
+    // each stream read another's expected seq: each finds out alone.
+    if (!named) fates.assign(streams.size(), part_fate::resend_alone);
     return fates;
 }
 

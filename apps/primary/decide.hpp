@@ -138,8 +138,8 @@ enum class part_fate {
 /// `streams`: the parts' streams, in the request's order. `answered`: false
 /// when no answer came (a transport or TLS failure: every part gets it).
 /// A 409 conflict or gap is the named stream's (the others are resent); a
-/// stale epoch, every other status, and a 409 naming none of them are
-/// everyone's.
+/// stale epoch and every other status are everyone's; a 409 naming none of
+/// them sends each part by itself.
 std::vector<part_fate> split_answer(const std::vector<std::string_view>& streams, bool answered, unsigned status,
                                     std::string_view body);
 

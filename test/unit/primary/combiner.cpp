@@ -1,0 +1,227 @@
+// The primary's request combiner (apps/primary/combiner.hpp) against a small
+// HTTP server on loopback that records what each request carried: streams'
+// batches share requests once each stream has proved itself, never two of a
+// stream in one request, and each stream gets its own answer (a 409 naming
+// one stream, a 400 of a shared request, a stop while waiting).
+#include <primary/combiner.hpp>
+
+#include <steadfast/transport/envelope.hpp>
+#include <steadfast/transport/server.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace std::chrono_literals;
+using namespace steadfast;
+namespace asio = boost::asio;
+
+namespace {
+// A secondary stand-in on its own thread: answers each POST after `delay`
+// with what `answer` says for the streams it carried (200 by default).
+struct fake_secondary {
+    using answer_fn = std::function<http::response(const std::vector<std::string>& streams)>;
+    asio::io_context ioc;
+    std::optional<http::server> srv;
+    std::uint16_t port = 0;
+    std::thread th;
+    std::mutex m;
+    std::vector<std::vector<std::string>> requests;  // the streams of each request, in order
+    answer_fn answer = [](const std::vector<std::string>&) { return http::response::json(200, "{}"); };
+    std::chrono::milliseconds delay{30};
+
+    fake_secondary() {
+        http::router r;
+        r.add("POST", "/api/messages", [this](http::request& q) -> asio::awaitable<http::response> {
+            std::vector<std::string> streams;
+            auto d = envelope::decode(q.body);
+            if (auto* one = std::get_if<envelope::decoded>(&d)) {
+                if (auto* m1 = std::get_if<envelope::message>(one)) streams.push_back(m1->stream);
+                if (auto* b = std::get_if<envelope::batch>(one))
+                    for (const auto& m1 : b->messages) streams.push_back(m1.stream);
+            }
+            {
+                std::lock_guard l(m);
+                requests.push_back(streams);
+            }
+            asio::steady_timer t(co_await asio::this_coro::executor, delay);
+            co_await t.async_wait(asio::use_awaitable);
+            std::lock_guard l(m);
+            co_return answer(streams);
+        });
+        srv.emplace(ioc.get_executor(), std::move(r));
+        port = srv->listen("127.0.0.1", 0).port();
+        srv->start();
+        th = std::thread([this] { ioc.run(); });
+    }
+    ~fake_secondary() {
+        asio::co_spawn(ioc, srv->shutdown(), [this](std::exception_ptr) { ioc.stop(); });
+        th.join();
+    }
+    std::vector<std::vector<std::string>> seen() {
+        std::lock_guard l(m);
+        return requests;
+    }
+    void forget() {
+        std::lock_guard l(m);
+        requests.clear();
+    }
+};
+
+// The primary's side: a pool of `connections` to the fake, a combiner, and
+// one message a stream sent at once from every stream.
+struct fixture {
+    fake_secondary sec;
+    asio::io_context ioc;
+    std::optional<http::client_pool> pool;
+    std::shared_ptr<flag> stop = make_flag(ioc.get_executor(), "stop");
+    std::optional<primary::combiner> comb;
+
+    explicit fixture(std::size_t connections = 2) {
+        http::client::options o;
+        o.port = std::to_string(sec.port);
+        pool.emplace(ioc.get_executor(), o, connections);
+        comb.emplace(ioc.get_executor(), *pool, primary::combiner::limits{},
+                     [](std::string body, std::string key) {
+                         http::request r{"POST", "/api/messages", {{"Content-Type", "application/json"}}, std::move(body)};
+                         r.set("Idempotency-Key", std::move(key));
+                         return r;
+                     },
+                     cond(stop));
+    }
+    // Sends one message on each of `streams` (seq `seq`), all at once; each
+    // stream's outcome.
+    std::map<std::string, http::outcome> send_all(const std::vector<std::string>& streams, std::uint64_t seq) {
+        std::map<std::string, http::outcome> got;
+        std::vector<std::string> lists, keys;
+        for (const auto& s : streams) {
+            std::string e;
+            envelope::encode_to(e, s + "-" + std::to_string(seq), s, seq, 1, "{\"n\":1}");
+            lists.push_back(std::move(e));
+            keys.push_back(s + "-" + std::to_string(seq));
+        }
+        for (std::size_t i = 0; i < streams.size(); ++i)
+            asio::co_spawn(ioc, comb->send(streams[i], lists[i], 1, keys[i]),
+                           [&got, s = streams[i]](std::exception_ptr e, http::outcome o) {
+                               BOOST_REQUIRE(!e);
+                               got.emplace(s, std::move(o));
+                           });
+        ioc.restart();
+        ioc.run_for(10s);
+        return got;
+    }
+};
+
+std::vector<std::string> names(int n) {
+    std::vector<std::string> v;
+    for (int i = 0; i < n; ++i) v.push_back("s" + std::to_string(i));
+    return v;
+}
+unsigned status_of(const http::outcome& o) { return o.has_response() ? o.res().status : 0; }
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(primary_combiner)
+
+BOOST_FIXTURE_TEST_CASE(proven_streams_share_requests_and_each_gets_its_answer, fixture) {
+    const auto streams = names(12);
+    // Round 1: no stream has proved itself: each goes by itself, two at a
+    // time (two connections).
+    auto first = send_all(streams, 1);
+    BOOST_TEST(first.size() == 12u);
+    for (const auto& [s, o] : first) BOOST_TEST(status_of(o) == 200u, s);
+    for (const auto& r : sec.seen()) BOOST_TEST(r.size() == 1u);
+    BOOST_TEST(sec.seen().size() == 12u);
+    // Round 2: all proved: while one request is in flight the others wait
+    // and go together.
+    sec.forget();
+    auto second = send_all(streams, 2);
+    BOOST_TEST(second.size() == 12u);
+    for (const auto& [s, o] : second) BOOST_TEST(status_of(o) == 200u, s);
+    const auto reqs = sec.seen();
+    BOOST_TEST(reqs.size() < 12u);
+    std::size_t widest = 0, carried = 0;
+    for (const auto& r : reqs) {
+        widest = std::max(widest, r.size());
+        carried += r.size();
+        BOOST_TEST(std::set<std::string>(r.begin(), r.end()).size() == r.size());  // one batch of a stream
+    }
+    BOOST_TEST(widest >= 2u);
+    BOOST_TEST(carried == 12u);
+    BOOST_TEST(comb->requests() == 12u + reqs.size());
+}
+
+BOOST_FIXTURE_TEST_CASE(a_409_is_the_named_streams_and_the_others_are_sent_again, fixture) {
+    const auto streams = names(6);
+    send_all(streams, 1);  // prove them
+    sec.forget();
+    // s3 has a gap whenever it shares a request (nothing of that request is
+    // applied); alone, it is applied.
+    sec.answer = [](const std::vector<std::string>& in) {
+        if (in.size() > 1 && std::find(in.begin(), in.end(), "s3") != in.end())
+            return http::response::json(409, envelope::encode(envelope::rejection{envelope::rejection::kind::gap, "s3", 0, 0, 9}));
+        return http::response::json(200, "{}");
+    };
+    auto got = send_all(streams, 2);
+    BOOST_TEST(got.size() == 6u);
+    BOOST_TEST(status_of(got["s3"]) == 409u);
+    for (const auto& s : streams)
+        if (s != "s3") BOOST_TEST(status_of(got[s]) == 200u, s);
+    const auto reqs = sec.seen();
+    bool shared_with_s3 = false;
+    for (const auto& r : reqs) shared_with_s3 = shared_with_s3 || (r.size() > 1 && std::count(r.begin(), r.end(), "s3"));
+    BOOST_TEST(shared_with_s3);  // it did share, and the others still got their 200
+}
+
+BOOST_FIXTURE_TEST_CASE(a_400_of_a_shared_request_is_found_out_part_by_part, fixture) {
+    const auto streams = names(6);
+    send_all(streams, 1);
+    sec.forget();
+    // Any request carrying s4 is refused (as a message the secondary cannot take).
+    sec.answer = [](const std::vector<std::string>& in) {
+        if (std::find(in.begin(), in.end(), "s4") != in.end()) return http::response::error(400, "bad message");
+        return http::response::json(200, "{}");
+    };
+    auto got = send_all(streams, 2);
+    BOOST_TEST(status_of(got["s4"]) == 400u);
+    for (const auto& s : streams)
+        if (s != "s4") BOOST_TEST(status_of(got[s]) == 200u, s);
+    // s4's answer came from a request of its own.
+    const auto reqs = sec.seen();
+    BOOST_TEST(std::count(reqs.begin(), reqs.end(), std::vector<std::string>{"s4"}) >= 1);
+}
+
+struct one_connection : fixture {
+    one_connection() : fixture(1) {}
+};
+
+BOOST_FIXTURE_TEST_CASE(a_stop_ends_the_waiting_sends, one_connection) {
+    const auto streams = names(6);
+    send_all(streams, 1);
+    sec.forget();
+    sec.delay = 300ms;
+    // s0 takes the one connection; the others wait for it and are stopped.
+    asio::steady_timer t(ioc, 100ms);
+    t.async_wait([this](boost::system::error_code) { stop->set(); });
+    auto got = send_all(streams, 2);
+    BOOST_TEST(got.size() == 6u);
+    BOOST_TEST(status_of(got["s0"]) == 200u);  // in flight: its answer still comes
+    for (const auto& s : streams)
+        if (s != "s0")
+            BOOST_TEST((!got[s].has_response() && got[s].error().ec == asio::error::operation_aborted), s);
+    BOOST_TEST(sec.seen().size() == 1u);  // nothing was sent after the stop
+}
+
+BOOST_AUTO_TEST_SUITE_END()
