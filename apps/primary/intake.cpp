@@ -117,6 +117,7 @@ http::router node::routes() {
             app::sync_counter(refused_, server_->get_stats().connections_rejected);
             app::sync_counter(tls_failures_, server_->get_stats().tls_handshake_failures);
         }
+        if (combined_) app::sync_counter(requests_, combined_->requests());
         refresh_stream_metrics();
         refresh_jetstream_metrics();
         http::response res;

@@ -70,6 +70,8 @@ node::node(const options& o, app::database& db)
       published_(counter(*registry_, "steadfast_primary_published_total", "Messages accepted into the outbox")),
       delivered_(counter(*registry_, "steadfast_primary_delivered_total", "Messages acknowledged by the secondary")),
       attempts_(counter(*registry_, "steadfast_primary_attempts_total", "Send attempts to the secondary")),
+      requests_(counter(*registry_, "steadfast_primary_requests_total",
+                        "HTTP requests sent to the secondary, each carrying one or more streams' batches")),
       retries_(counter(*registry_, "steadfast_primary_retries_total", "Send attempts that were retries")),
       dead_(counter(*registry_, "steadfast_primary_dead_letter_total", "Messages moved to the dead-letter table")),
       rewinds_(counter(*registry_, "steadfast_primary_rewinds_total",

@@ -29,6 +29,10 @@ echo "in flight at once: at most $overall requests, $streams_at_once streams, $p
 [ "$per_stream" = 1 ] || fail "a stream had $per_stream requests in flight at once (one at most)"
 [ "$streams_at_once" -ge 4 ] || fail "at most $streams_at_once streams were in flight at once: streams do not deliver concurrently"
 [ "$shared" -ge 2 ] || fail "no request carried more than one stream: streams' batches do not share requests"
+requests=$(metric "$PPORT" steadfast_primary_requests_total); attempts=$(metric "$PPORT" steadfast_primary_attempts_total)
+echo "the primary's metrics: $requests requests for $attempts stream batches"
+[ "$requests" -gt 0 ] && [ "$requests" -lt "$attempts" ] \
+  || fail "steadfast_primary_requests_total ($requests) must count requests, fewer than the batches sent ($attempts)"
 [ "$(dead_letters)" = 0 ] || fail "dead letters: $(status_json)"
 [ "$(blocked)" = "{}" ] || fail "streams blocked: $(status_json)"
 
