@@ -50,7 +50,9 @@ asio::awaitable<http::outcome> combiner::send(std::string_view stream, std::stri
         ++parts_;
         const auto t0 = std::chrono::steady_clock::now();
         auto out = co_await pool_.send(req);
-        judge(stream, out, std::chrono::steady_clock::now() - t0);
+        const auto took = std::chrono::steady_clock::now() - t0;
+        judge(stream, out, took);
+        timed(out, took);
         co_return out;
     }
     auto p = std::make_shared<part>();
@@ -92,19 +94,32 @@ asio::awaitable<http::outcome> combiner::send(std::string_view stream, std::stri
 }
 
 // A stream shares requests once a request of its own went through healthily
-// (a 2xx within `slow`), and stops sharing when one it took part in failed or
+// (a 2xx, not slow()), and stops sharing when one it took part in failed or
 // was slow, until it has proved itself again by itself: so a stream that the
 // secondary refuses or answers slowly (as a fake or a proxy in front of it may
 // do for some streams) holds up the others only in the shared request where
 // it showed itself.
 void combiner::judge(std::string_view stream, const http::outcome& out, std::chrono::steady_clock::duration took,
                      bool resent) {
-    const bool healthy = !resent && out.has_response() && out.res().status / 100 == 2 && took < limits_.slow;
+    const bool healthy = !resent && out.has_response() && out.res().status / 100 == 2 && took < slow();
     if (healthy) {
         if (proven_.find(stream) == proven_.end()) proven_.emplace(stream);
     } else if (auto it = proven_.find(stream); it != proven_.end()) {
         proven_.erase(it);
     }
+}
+
+// Slow: past four times the typical answered request, and never under
+// limits.slow. A stream the secondary (or something in front of it) answers
+// slowly is caught even when every request is fast, and a secondary that is
+// slow for everyone does not switch sharing off for good.
+std::chrono::steady_clock::duration combiner::slow() const {
+    return std::max<std::chrono::steady_clock::duration>(limits_.slow, 4 * typical_);
+}
+
+void combiner::timed(const http::outcome& out, std::chrono::steady_clock::duration took) {
+    if (!out.has_response() || out.res().status / 100 != 2) return;
+    typical_ = typical_ == std::chrono::steady_clock::duration{} ? took : typical_ + (took - typical_) / 16;
 }
 
 void combiner::forget(std::string_view stream) {
@@ -232,6 +247,7 @@ asio::awaitable<void> combiner::send_group(std::deque<part_ptr>& group) {
     // again because of another stream's 409 are not.
     for (std::size_t i = 0; i < group.size(); ++i)
         if (fates[i] != part_fate::resend) judge(names[i], out, took, fates[i] == part_fate::resend_alone);
+    timed(out, took);
     // Parts sent again go back to the front, in their order, before
     // anything queued meanwhile.
     for (std::size_t i = group.size(); i-- > 0;) {

@@ -44,7 +44,9 @@ public:
         std::size_t body_bytes = 1 << 20;  // a request's body at most
         std::size_t messages = 10'000;     // envelopes in a request at most
         std::chrono::milliseconds patience{20};
-        std::chrono::milliseconds slow{1000};  // a request slower than this is not healthy (judge())
+        // A request is slow (judge()) past four times the typical request
+        // (a moving average), and never under this.
+        std::chrono::milliseconds slow{100};
     };
     /// Makes the request for a body (headers: type, token, Idempotency-Key `key`).
     using request_maker = std::function<http::request(std::string body, std::string key)>;
@@ -81,6 +83,8 @@ private:
     void kick(bool waited);
     void judge(std::string_view stream, const http::outcome& out, std::chrono::steady_clock::duration took,
                bool resent = false);
+    void timed(const http::outcome& out, std::chrono::steady_clock::duration took);
+    std::chrono::steady_clock::duration slow() const;
     boost::asio::awaitable<void> sender();
     boost::asio::awaitable<void> send_group(std::deque<part_ptr>& group);
     std::deque<part_ptr> take();
@@ -95,6 +99,7 @@ private:
     std::size_t queued_bytes_ = 0, queued_messages_ = 0, queued_alone_ = 0;
     std::size_t senders_ = 0;  // requests in flight (by sender coroutines or sends of their own)
     std::size_t runners_ = 0;  // sender coroutines
+    std::chrono::steady_clock::duration typical_{};  // moving average of answered requests' durations
     std::uint64_t requests_ = 0, parts_ = 0;
 };
 

@@ -41,6 +41,11 @@ decision decide(const sent_batch& b, const delivery_outcome& o) {
         }
         return make(verdict::redeliver, 0, 0, "409 " + head(o.body), "http_409");
     }
+    if ((s == 400 || s == 413 || s == 422) && !envelope::is_error_answer(o.body)) {
+        // Not the secondary's refusal (a proxy's page, another service at a
+        // wrong address): the link is wrong, not the message.
+        return make(verdict::redeliver, 0, 0, std::to_string(s) + " " + head(o.body), "foreign_" + std::to_string(s));
+    }
     if (s == 400 || s == 413 || s == 422) {
         if (b.count() > 1) return make(verdict::isolate, 0, 0, std::to_string(s) + " " + head(o.body), {});
         return make(verdict::dead_letter, 0, 0, std::to_string(s) + " " + head(o.body), {});
@@ -114,7 +119,9 @@ std::vector<part_fate> split_answer(const std::vector<std::string_view>& streams
     std::vector<part_fate> fates(streams.size(), part_fate::answer);
     if (streams.size() < 2 || !answered) return fates;
     if (status == 400 || status == 413 || status == 422) {
-        fates.assign(streams.size(), part_fate::resend_alone);
+        // The secondary's own refusal is of some message: each part alone
+        // finds out whose. Anyone else's is everyone's (decide()).
+        if (envelope::is_error_answer(body)) fates.assign(streams.size(), part_fate::resend_alone);
         return fates;
     }
     if (status != 409) return fates;

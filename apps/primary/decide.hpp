@@ -60,7 +60,9 @@ struct decision {
 /// - 409 gap: expected inside the batch acks only what precedes it within the
 ///   batch; expected at or below the batch's first seq means the secondary is
 ///   behind what it acknowledged (restored from an older copy): rewind;
-/// - 400, 413, 422: isolate a batch, dead-letter a single message;
+/// - 400, 413, 422 with the secondary's {"error":..} body: isolate a batch,
+///   dead-letter a single message; without it (a proxy's page, another
+///   service at a wrong address): redeliver, link error "foreign_NNN";
 /// - every other answer and every transport failure: the link or the
 ///   secondary is wrong, not the message: redeliver (reported as a link error).
 decision decide(const sent_batch& b, const delivery_outcome& o);

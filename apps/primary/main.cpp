@@ -470,7 +470,9 @@ int main(int argc, char** argv) {
         if (vm.count("token-file") && o.token_file.empty())
             throw std::invalid_argument("--token-file is empty: give a file, or leave the flag out to run without tokens");
         o.sync = app::parse_sync(sync);
-        if (o.batch_max == 0) throw std::invalid_argument("--batch-max must be at least 1");
+        if (o.batch_max == 0 || o.batch_max > steadfast::envelope::limits{}.max_batch)
+            throw std::invalid_argument("--batch-max must be 1 to " + std::to_string(steadfast::envelope::limits{}.max_batch) +
+                                        " (a secondary takes at most that many messages a request)");
         if (o.batch_bytes < 1024) throw std::invalid_argument("--batch-bytes must be at least 1024");
         if (o.quick_retries == 0) throw std::invalid_argument("--quick-retries must be at least 1");
         if (o.connections == 0 || o.connections > 1024) throw std::invalid_argument("--connections must be 1 to 1024");

@@ -464,6 +464,14 @@ std::string encode(const rejection& r) {
     return "{\"error\":\"unknown\"}";
 }
 
+bool is_error_answer(std::string_view body) {
+    auto parsed = parse_json(body, 4);
+    auto* j = std::get_if<json>(&parsed);
+    if (!j || !j->is_object()) return false;
+    auto it = j->find("error");
+    return it != j->end() && it->is_string();
+}
+
 rejection decode_rejection(std::string_view body) {
     rejection r;
     auto parsed = parse_json(body, 4);

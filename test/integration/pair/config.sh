@@ -84,6 +84,7 @@ refused "--attempt-timeout must be from 10ms to 3600s" "${P[@]}" --attempt-timeo
 refused "--max-backoff-ms takes milliseconds" "${P[@]}" --max-backoff-ms 5s
 refused "--epoch must not be negative" "${P[@]}" --epoch -1
 refused "--batch-max must not be negative" env STEADFAST_BATCH_MAX=-1 "${P[@]}"
+refused "--batch-max must be 1 to 10000" "${P[@]}" --batch-max 10001   # more than a secondary takes
 refused "--data is empty" "$BIN/steadfast-primary" --secondary "http://127.0.0.1:$SPORT" --data ''
 refused "--listen is empty" "${P[@]}" --listen ''
 printf 'version = 1\n' >"$WORK/version.conf"

@@ -67,9 +67,17 @@ BOOST_AUTO_TEST_CASE(conflict_blocks_and_stale_epoch_demotes) {
 }
 
 BOOST_AUTO_TEST_CASE(only_400_413_422_reject_messages) {
+    const std::string refusal = R"({"error":"payload is not JSON"})";
     for (unsigned s : {400u, 413u, 422u}) {
-        BOOST_TEST((decide(batch, answer(s)).what == verdict::isolate));
-        BOOST_TEST((decide(sent_batch{5, 5}, answer(s)).what == verdict::dead_letter));
+        BOOST_TEST((decide(batch, answer(s, refusal)).what == verdict::isolate));
+        BOOST_TEST((decide(sent_batch{5, 5}, answer(s, refusal)).what == verdict::dead_letter));
+        // Without the secondary's {"error":..} (a proxy's page, another
+        // service at a wrong address): the link is wrong, not the message.
+        for (const char* foreign : {"<html>Bad Request</html>", "{}", "", R"({"error":7})"}) {
+            auto d = decide(sent_batch{5, 5}, answer(s, foreign));
+            BOOST_TEST((d.what == verdict::redeliver), s << " " << foreign);
+            BOOST_TEST(d.link_error == "foreign_" + std::to_string(s));
+        }
     }
     for (unsigned s : {401u, 403u, 404u, 405u, 415u, 418u, 429u, 500u, 502u, 503u, 504u, 599u}) {
         auto d = decide(sent_batch{5, 5}, answer(s));
@@ -212,11 +220,15 @@ BOOST_AUTO_TEST_CASE(a_shared_request_gives_each_stream_its_own_answer) {
     BOOST_TEST(all(split_answer(parts, true, 409, R"({"error":"stale_epoch","epoch":9})"), f::answer));
     BOOST_TEST(all(split_answer(parts, true, 409, R"({"error":"gap","stream":"z","expected":3})"), f::resend_alone));
     BOOST_TEST(all(split_answer(parts, true, 409, "not json"), f::resend_alone));
-    // 400, 413, 422 name no stream: each part alone finds out whose it is.
-    for (unsigned s : {400u, 413u, 422u}) BOOST_TEST(all(split_answer(parts, true, s, "{}"), f::resend_alone));
+    // The secondary's 400, 413, 422 name no stream: each part alone finds
+    // out whose it is. Anyone else's is everyone's (decide(): a link error).
+    for (unsigned s : {400u, 413u, 422u}) {
+        BOOST_TEST(all(split_answer(parts, true, s, R"({"error":"bad"})"), f::resend_alone));
+        BOOST_TEST(all(split_answer(parts, true, s, "<html>Bad Request</html>"), f::answer));
+    }
     // A request of one part is that part's, whatever the answer.
     const std::vector<std::string_view> one{"a"};
-    BOOST_TEST(all(split_answer(one, true, 400, "{}"), f::answer));
+    BOOST_TEST(all(split_answer(one, true, 400, R"({"error":"bad"})"), f::answer));
     BOOST_TEST(all(split_answer(one, true, 409, R"({"error":"gap","stream":"z","expected":3})"), f::answer));
 }
 

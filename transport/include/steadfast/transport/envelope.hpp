@@ -117,6 +117,10 @@ struct rejection {
 std::string encode(const rejection& r);
 /// Decodes a 409 body; kind::unknown when it is none of the three.
 rejection decode_rejection(std::string_view body);
+/// Whether a 4xx body is a secondary's own refusal, {"error":"..."}: a 400,
+/// 413 or 422 without it comes from something else (a proxy, another
+/// service at a wrong address), which says nothing of the message.
+bool is_error_answer(std::string_view body);
 
 // ---- the primary ----
 
