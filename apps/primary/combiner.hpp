@@ -17,8 +17,9 @@
 //
 // Each part gets the answer it would have had alone (split_answer() in
 // decide.hpp): a 409 naming a stream is that stream's, and the other parts,
-// of which nothing was applied, are sent again at once; a 400, 413 or 422
-// sends each part by itself to find whose it is; anything else is everyone's.
+// of which nothing was applied, are sent again at once; the secondary's 400,
+// 413 or 422 (or a 409 naming none of them) sends each part by itself to find
+// whose it is; anything else is everyone's.
 #pragma once
 
 #include <steadfast/conditions.hpp>
