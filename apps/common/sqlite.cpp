@@ -81,10 +81,12 @@ void configure_sqlite() {
     (void)configured;
 }
 
-// A connection to `path` with `flags` through `vfs` (nullptr: the default),
-// waiting up to 5 s on a busy database, or db_error naming the file.
-sqlite3* open_connection(const std::string& path, int flags, const char* vfs = nullptr) {
-    configure_sqlite();
+// A connection to `path` with `flags`, through the coalescing WAL VFS if
+// `gather_wal` (else the default), waiting up to 5 s on a busy database, or
+// db_error naming the file.
+sqlite3* open_connection(const std::string& path, int flags, bool gather_wal = false) {
+    configure_sqlite();  // before the VFS is looked up
+    const char* vfs = gather_wal ? coalescing_wal_vfs() : nullptr;
     sqlite3* db = nullptr;
     if (sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, vfs) != SQLITE_OK) {
         std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
@@ -160,9 +162,7 @@ database::database(const std::string& dir, const std::string& name, const std::s
     // With fsync, a commit's WAL frames reach the file in one write (wal_vfs.hpp
     // says why that is safe); without, SQLite's own writes are kept, since
     // nothing would flush gathered frames before readers are told of them.
-    configure_sqlite();  // before the VFS is looked up
-    db_ = open_connection(path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-                          sync == sync_mode::full ? coalescing_wal_vfs() : nullptr);
+    db_ = open_connection(path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, sync == sync_mode::full);
     try {
         exec("PRAGMA journal_mode=WAL");
         exec(sync == sync_mode::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=OFF");

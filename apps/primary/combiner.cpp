@@ -45,9 +45,8 @@ asio::awaitable<http::outcome> combiner::send(std::string_view stream, std::stri
                 c->kick(false);  // what queued meanwhile: a sender takes it
             }
         } slot{this};
-        const http::request req = make_(count == 1 ? std::string(list) : envelope::encode_body({list}, count), std::string(key));
+        const http::request req = make_(envelope::encode_body({list}, count), std::string(key));
         ++requests_;
-        ++parts_;
         const auto t0 = std::chrono::steady_clock::now();
         auto out = co_await pool_.send(req);
         const auto took = std::chrono::steady_clock::now() - t0;
@@ -234,7 +233,6 @@ asio::awaitable<void> combiner::send_group(std::deque<part_ptr>& group) {
     kick(false);
     const http::request req = make_(envelope::encode_body(lists, count), shared_key(group));
     ++requests_;
-    parts_ += group.size();
     const auto t0 = std::chrono::steady_clock::now();
     const http::outcome out = co_await pool_.send(req);
     const auto took = std::chrono::steady_clock::now() - t0;

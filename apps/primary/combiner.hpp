@@ -71,9 +71,8 @@ public:
     /// The stream has no processor any more: nothing of it is kept.
     void forget(std::string_view stream);
 
-    /// Requests sent so far, and the parts they carried (for metrics).
+    /// Requests sent so far (for metrics).
     std::uint64_t requests() const noexcept { return requests_; }
-    std::uint64_t parts() const noexcept { return parts_; }
 
 private:
     struct part;
@@ -101,7 +100,7 @@ private:
     std::size_t senders_ = 0;  // requests in flight (by sender coroutines or sends of their own)
     std::size_t runners_ = 0;  // sender coroutines
     std::chrono::steady_clock::duration typical_{};  // moving average of answered requests' durations
-    std::uint64_t requests_ = 0, parts_ = 0;
+    std::uint64_t requests_ = 0;
 };
 
 }  // namespace steadfast::primary

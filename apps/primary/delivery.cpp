@@ -142,9 +142,7 @@ std::string node::encode_list(const std::string& stream, const std::vector<pendi
 // One envelope, or a batch of them: the data of a JetStream message (and, put
 // together by the combiner, the body of an HTTP request).
 std::string node::encode_body(const std::string& stream, const std::vector<pending_message>& batch) const {
-    std::string list = encode_list(stream, batch);
-    if (batch.size() == 1) return list;
-    return envelope::encode_body({list}, batch.size());
+    return envelope::encode_body({encode_list(stream, batch)}, batch.size());
 }
 
 // The Idempotency-Key (HTTP) and Nats-Msg-Id (JetStream) of a request: the
