@@ -7,6 +7,7 @@
 set -euo pipefail
 BIN="${BIN:?set BIN to the folder with steadfast-primary and steadfast-secondary}"
 WORK="$(mktemp -d /tmp/steadfast-pair.XXXXXX)"
+PAIR_LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # The interpreter itself, once: a version manager's python3 shim can cost 0.4 s a call.
 PYTHON="$(python3 -c 'import sys; print(sys.executable)')"
 python3() { "$PYTHON" "$@"; }
@@ -17,9 +18,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-fail() { echo "FAIL: $*" >&2; echo "--- primary log" >&2; tail -20 "$WORK/primary.log" 2>/dev/null >&2 || true;
-         echo "--- secondary log" >&2; tail -20 "$WORK/secondary.log" 2>/dev/null >&2 || true
-         if [ -f "$WORK/fake.log" ]; then echo "--- fake/proxy log" >&2; tail -20 "$WORK/fake.log" >&2 || true; fi
+# fail MESSAGE: says why, with the end of every process's log (primary.log,
+# secondary.log, the JetStream tests' secondaryN.log, fake.log), and exits 1.
+fail() { echo "FAIL: $*" >&2
+         local f
+         for f in "$WORK"/*.log; do
+           [ -f "$f" ] || continue
+           echo "--- $(basename "$f")" >&2; tail -20 "$f" >&2 || true
+         done
          exit 1; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 SPORT=$(free_port); PPORT=$(free_port)
@@ -108,12 +114,8 @@ post_publish() {
 # bash: no newlines or other control characters but tabs)
 record_ack() { local s=${3//\\/\\\\}; s=${s//\"/\\\"}; printf '%s\t"%s"\n' "$2" "$s" >>"$1"; }
 publish() {  # publish N [stream]: N messages {"n":i}, one request each; records the acknowledgements
-  local n=$1 stream=${2:-default} i body
-  for ((i = 1; i <= n; i++)); do
-    body="{\"n\":$i}"
-    post_publish "$stream" "$body" || fail "publish $i on stream $stream was not acknowledged: $PUB_CODE $PUB_ANSWER"
-    record_ack "$WORK/acks.$stream" "$PUB_ANSWER" "$body"
-  done
+  local n=$1 stream=${2:-default} out
+  out=$(python3 "$PAIR_LIB_DIR/publish.py" "$PPORT" "$stream" "$n" "$WORK/acks.$stream" "$PUBLISH_TOKEN" 2>&1) || fail "$out"
 }
 publish_one() {  # publish_one STREAM BODY: one message with this exact body (one line, no control characters but tabs)
   post_publish "$1" "$2" || fail "publish of ${2:0:80} on stream $1 was not acknowledged: $PUB_CODE ${PUB_ANSWER:0:300}"
@@ -135,20 +137,12 @@ with open(acks, "a", encoding="utf-8") as f:
     f.write(text + "\t" + json.dumps(body.decode("utf-8")) + "\n")
 PY
 }
-publish_parallel() {  # publish_parallel N [stream]: N messages over 8 concurrent curl loops; any failure fails the test
-  local n=$1 stream=${2:-default} per=$(( $1 / 8 )) k p loops=() bad=0
-  for k in $(seq 0 7); do
-    ( for ((i = 1; i <= per; i++)); do
-        body="{\"k\":$k,\"i\":$i}"
-        post_publish "$stream" "$body" || { echo "FAIL: parallel publish k=$k i=$i on $stream: $PUB_CODE $PUB_ANSWER" >&2; exit 1; }
-        record_ack "$WORK/acks.p$k.$stream" "$PUB_ANSWER" "$body"
-      done ) &
-    loops+=($!)
-  done
-  for p in "${loops[@]}"; do wait "$p" || bad=1; done  # not a bare wait: the servers are children of this shell too
-  [ $bad = 0 ] || fail "some parallel publishes were not acknowledged"
-  cat "$WORK"/acks.p*."$stream" >>"$WORK/acks.$stream"
-  rm -f "$WORK"/acks.p*."$stream"
+publish_parallel() {  # publish_parallel N [stream]: N messages {"k":K,"i":i} from 8 concurrent publishers; any failure fails the test
+  local n=$1 stream=${2:-default} out
+  out=$(python3 "$PAIR_LIB_DIR/publish.py" "$PPORT" "$stream" "$n" "$WORK/acks.$stream" "$PUBLISH_TOKEN" --loops 8 2>&1) \
+    || fail "some parallel publishes were not acknowledged: $out"
+  cat "$WORK/acks.$stream".p* >>"$WORK/acks.$stream"
+  rm -f "$WORK/acks.$stream".p*
 }
 # publish_streams N STREAM...: one concurrent publisher per argument (python, keep-alive), N messages each (a
 # stream named twice gets two publishers), bodies that a re-serializing store would change (spaces, 1.50,
