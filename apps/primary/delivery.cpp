@@ -31,7 +31,8 @@ constexpr auto storage_pause = 1s;
 
 std::string_view hint_for(const std::string& link_error) {
     if (link_error == "auth") return "check --token-file against the secondary's";
-    if (link_error == "http_404" || link_error == "http_405" || link_error == "http_415" ||
+    // Answers a steadfast-secondary never gives (501: the method is unknown there).
+    if (link_error == "http_404" || link_error == "http_405" || link_error == "http_415" || link_error == "http_501" ||
         link_error.rfind("foreign_", 0) == 0)
         return "is --secondary the address of a steadfast-secondary? (its answer is not one a secondary gives)";
     if (link_error == "transport")

@@ -34,7 +34,7 @@ stop "$PPID_"
 
 # 2. Every other status, one stream each, forever (stream cNNN gets NNN), and a slow stream (2.5 s an answer),
 #    next to a healthy stream that must not be held up; then the real secondary takes the failing ones.
-STATUSES=(401 403 404 405 408 415 418 429 500 502 503 504)
+STATUSES=(401 403 404 405 408 415 418 429 500 501 502 503 504)
 FPORT=$(free_port); PPORT=$(free_port)
 start_fake "$FPORT" apply
 SECONDARY_URL="http://127.0.0.1:$FPORT"
@@ -57,6 +57,21 @@ done
 log_has "$WORK/primary.log" link_error || fail "no link_error log line"
 [ "$(metric "$PPORT" 'steadfast_primary_link_errors_total{reason="http_503"}')" -gt 0 ] \
   || fail 'steadfast_primary_link_errors_total{reason="http_503"} did not count the 503s'
+# The hint fits the answer: a status no steadfast-secondary gives points at the address, a 503 at the secondary.
+hint_of() {  # hint_of STREAM: the hint of the stream's first link_error line (from LOG_FROM)
+  python3 - "$LOG_FROM" "$WORK/primary.log" "$1" <<'PY'
+import json, sys
+f = open(sys.argv[2], "rb"); f.seek(int(sys.argv[1]))
+for line in f:
+    try: j = json.loads(line)
+    except ValueError: continue
+    if j.get("event") == "link_error" and j.get("stream") == sys.argv[3]: print(j.get("hint", "")); break
+PY
+}
+for c in 404 405 415 501; do
+  hint_of "c$c" | grep -q 'is --secondary the address of a steadfast-secondary' || fail "stream c$c (answered $c): hint \"$(hint_of "c$c")\""
+done
+hint_of c503 | grep -q 'the secondary is failing' || fail "stream c503: hint \"$(hint_of c503)\""
 stop "$PPID_"; kill "$FAKE_PID"
 SECONDARY_URL=""
 start_primary "${LADDER[@]}"

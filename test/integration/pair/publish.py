@@ -16,6 +16,12 @@ if token:
 errors = []
 
 def run(count, body_of, path, who=""):
+    try:
+        publish(count, body_of, path, who)
+    except BaseException as e:  # a thread's exception would otherwise only be printed
+        errors.append(f"the publisher{who} on stream {stream} failed: {e!r}")
+
+def publish(count, body_of, path, who):
     with open(path, "a", encoding="utf-8") as out:
         for i in range(1, count + 1):
             body = body_of(i)
