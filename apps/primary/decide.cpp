@@ -41,12 +41,11 @@ decision decide(const sent_batch& b, const delivery_outcome& o) {
         }
         return make(verdict::redeliver, 0, 0, "409 " + head(o.body), "http_409");
     }
-    if ((s == 400 || s == 413 || s == 422) && !envelope::is_error_answer(o.body)) {
+    if (s == 400 || s == 413 || s == 422) {
         // Not the secondary's refusal (a proxy's page, another service at a
         // wrong address): the link is wrong, not the message.
-        return make(verdict::redeliver, 0, 0, std::to_string(s) + " " + head(o.body), "foreign_" + std::to_string(s));
-    }
-    if (s == 400 || s == 413 || s == 422) {
+        if (!envelope::is_error_answer(o.body))
+            return make(verdict::redeliver, 0, 0, std::to_string(s) + " " + head(o.body), "foreign_" + std::to_string(s));
         if (b.count() > 1) return make(verdict::isolate, 0, 0, std::to_string(s) + " " + head(o.body), {});
         return make(verdict::dead_letter, 0, 0, std::to_string(s) + " " + head(o.body), {});
     }
