@@ -113,72 +113,27 @@ post_publish() {
 # record_ack FILE ANSWER BODY: BODY is written as a JSON string (enough for the bodies these scripts build in
 # bash: no newlines or other control characters but tabs)
 record_ack() { local s=${3//\\/\\\\}; s=${s//\"/\\\"}; printf '%s\t"%s"\n' "$2" "$s" >>"$1"; }
+# The publishers below run test/integration/pair/publish.py (one process, not a curl process a message), which
+# records each acknowledgement in $WORK/acks.STREAM as record_ack does.
+publish_py() { local out; out=$(python3 "$PAIR_LIB_DIR/publish.py" "$PPORT" "$PUBLISH_TOKEN" "$WORK" "$@" 2>&1) || fail "$out"; }
 publish() {  # publish N [stream]: N messages {"n":i}, one request each; records the acknowledgements
-  local n=$1 stream=${2:-default} out
-  out=$(python3 "$PAIR_LIB_DIR/publish.py" "$PPORT" "$stream" "$n" "$WORK/acks.$stream" "$PUBLISH_TOKEN" 2>&1) || fail "$out"
+  publish_py counted "$1" "${2:-default}"
 }
 publish_one() {  # publish_one STREAM BODY: one message with this exact body (one line, no control characters but tabs)
   post_publish "$1" "$2" || fail "publish of ${2:0:80} on stream $1 was not acknowledged: $PUB_CODE ${PUB_ANSWER:0:300}"
   record_ack "$WORK/acks.$1" "$PUB_ANSWER" "$2"
 }
 publish_file() {  # publish_file STREAM FILE: one message whose body is FILE's bytes (any size or content)
-  python3 - "$PPORT" "$1" "$2" "$WORK/acks.$1" "$PUBLISH_TOKEN" <<'PY' || fail "publish of $2 on stream $1 was not acknowledged"
-import http.client, json, sys
-port, stream, path, acks, token = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
-body = open(path, "rb").read()
-h = {"Content-Type": "application/json"}
-if token: h["Authorization"] = "Bearer " + token
-c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-c.request("POST", "/publish?stream=" + stream, body=body, headers=h)
-r = c.getresponse(); text = r.read().decode()
-if r.status != 202:
-    sys.exit(f"publish of {len(body)} bytes: HTTP {r.status} {text[:300]}")
-with open(acks, "a", encoding="utf-8") as f:
-    f.write(text + "\t" + json.dumps(body.decode("utf-8")) + "\n")
-PY
+  publish_py file "$2" "$1"
 }
 publish_parallel() {  # publish_parallel N [stream]: N messages {"k":K,"i":i} from 8 concurrent publishers; any failure fails the test
-  local n=$1 stream=${2:-default} out
-  out=$(python3 "$PAIR_LIB_DIR/publish.py" "$PPORT" "$stream" "$n" "$WORK/acks.$stream" "$PUBLISH_TOKEN" --loops 8 2>&1) \
-    || fail "some parallel publishes were not acknowledged: $out"
-  cat "$WORK/acks.$stream".p* >>"$WORK/acks.$stream"
-  rm -f "$WORK/acks.$stream".p*
+  publish_py parallel "$1" "${2:-default}"
 }
-# publish_streams N STREAM...: one concurrent publisher per argument (python, keep-alive), N messages each (a
+# publish_streams N STREAM...: one concurrent publisher per argument (keep-alive), N messages each (a
 # stream named twice gets two publishers), bodies that a re-serializing store would change (spaces, 1.50,
 # a 23-digit integer, é raw and escaped).
 publish_streams() {
-  local n=$1; shift
-  python3 - "$PPORT" "$WORK" "$n" "$PUBLISH_TOKEN" "$@" <<'PY' || fail "concurrent publishing failed"
-import http.client, json, sys, threading
-port, work, n, token, streams = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5:]
-errors = []
-lock = threading.Lock()
-files = {s: open(f"{work}/acks.{s}", "a", encoding="utf-8") for s in streams}
-def body(stream, k, i):
-    return '{"s": "%s", "k": %d, "i": %d, "big": 1234567890123456789%04d, "f": 1.50, "t": "caf\\u00e9 café"}' % (stream, k, i, i)
-def run(k, stream):
-    h = {"Content-Type": "application/json"}
-    if token: h["Authorization"] = "Bearer " + token
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    for i in range(1, n + 1):
-        b = body(stream, k, i)
-        try:
-            c.request("POST", "/publish?stream=" + stream, body=b.encode("utf-8"), headers=h)
-            r = c.getresponse(); text = r.read().decode()
-        except Exception as e:
-            errors.append(f"stream {stream} message {i}: {e!r}"); return
-        if r.status != 202:
-            errors.append(f"stream {stream} message {i}: HTTP {r.status} {text[:200]}"); return
-        with lock:
-            files[stream].write(text + "\t" + json.dumps(b) + "\n")
-threads = [threading.Thread(target=run, args=(k, s)) for k, s in enumerate(streams)]
-for t in threads: t.start()
-for t in threads: t.join()
-for f in files.values(): f.close()
-if errors:
-    sys.exit("not acknowledged: " + "; ".join(errors[:5]))
-PY
+  publish_py streams "$@"
 }
 acked_count() { [ -f "$WORK/acks.$1" ] && wc -l <"$WORK/acks.$1" || echo 0; }
 

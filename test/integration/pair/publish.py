@@ -1,54 +1,87 @@
-# The scenarios' publisher: N messages {"n":i} (or {"k":K,"i":i} with
-# --loops), one POST /publish each on a connection of its own (as curl made
-# them), recording each acknowledgement as "ANSWER<TAB>BODY as a JSON string"
-# in ACKS (with --loops: ACKS.pK per loop, K = 0..LOOPS-1, run concurrently).
-# In one process: a curl process per message cost about 40 ms of CPU each on a
-# loaded 2-core machine, and the scenarios publish about 2,000 messages.
-#   publish.py PORT STREAM N ACKS TOKEN [--loops LOOPS]
-# Exits 1 at the first message not acknowledged (202), saying which and why.
+# The scenarios' publishers, in one process (a curl process a message cost
+# about 40 ms of CPU each on a loaded 2-core machine, and the scenarios publish
+# thousands). Every 202 is recorded in WORK/acks.STREAM as one line, written
+# whole: "<the answer's JSON text> TAB <the exact body sent, as a JSON string>"
+# (what `verify` in lib.sh reads; the line order does not matter to it).
+#   publish.py PORT TOKEN WORK counted N STREAM     {"n":i}, i = 1..N, a connection each (as curl made them)
+#   publish.py PORT TOKEN WORK parallel N STREAM    the same from 8 concurrent publishers, {"k":K,"i":i}
+#   publish.py PORT TOKEN WORK streams N STREAM...  a publisher per STREAM (a stream named twice gets two),
+#                                                   concurrent, keep-alive, N bodies each that a
+#                                                   re-serializing store would change (spaces, 1.50, a
+#                                                   23-digit integer, é raw and escaped)
+#   publish.py PORT TOKEN WORK file PATH STREAM     one message: PATH's bytes (any size or content)
+# Exits 1 if any message was not acknowledged, saying which and why (a
+# publisher stops at its first failure; the others go on).
 import http.client, json, sys, threading
 
-port, stream, n, acks, token = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
-loops = int(sys.argv[7]) if len(sys.argv) > 7 and sys.argv[6] == "--loops" else 0
+port, token, work, kind = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 headers = {"Content-Type": "application/json"}
 if token:
     headers["Authorization"] = "Bearer " + token
 errors = []
+lock = threading.Lock()
+files = {}
 
-def run(count, body_of, path, who=""):
-    try:
-        publish(count, body_of, path, who)
-    except BaseException as e:  # a thread's exception would otherwise only be printed
-        errors.append(f"the publisher{who} on stream {stream} failed: {e!r}")
+def record(stream, answer, body):
+    line = answer + "\t" + json.dumps(body.decode("utf-8")) + "\n"
+    with lock:
+        if stream not in files:
+            files[stream] = open(f"{work}/acks.{stream}", "a", encoding="utf-8")
+        files[stream].write(line)
+        files[stream].flush()
 
-def publish(count, body_of, path, who):
-    with open(path, "a", encoding="utf-8") as out:
-        for i in range(1, count + 1):
-            body = body_of(i)
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-            try:
-                c.request("POST", "/publish?stream=" + stream, body=body.encode(), headers=headers)
-                r = c.getresponse()
-                status, text = r.status, r.read().decode("utf-8", "replace")
-            except Exception as e:
-                errors.append(f"publish {i}{who} on stream {stream} was not acknowledged: 000 {e!r}")
-                return
-            finally:
+def publish(stream, bodies, who, keep_alive, timeout):
+    c = None
+    for i, body in enumerate(bodies, 1):
+        if c is None:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+        try:
+            c.request("POST", "/publish?stream=" + stream, body=body, headers=headers)
+            r = c.getresponse()
+            status, text = r.status, r.read().decode("utf-8", "replace")
+        except Exception as e:
+            errors.append(f"publish {i}{who} on stream {stream} was not acknowledged: 000 {e!r}")
+            return
+        finally:
+            if not keep_alive:
                 c.close()
-            if status != 202:
-                errors.append(f"publish {i}{who} on stream {stream} was not acknowledged: {status} {text}")
-                return
-            out.write(text + "\t" + json.dumps(body) + "\n")
-            out.flush()
+                c = None
+        if status != 202:
+            errors.append(f"publish {i}{who} of {len(body)} bytes on stream {stream} was not acknowledged: {status} {text[:300]}")
+            return
+        record(stream, text, body)
 
-if loops:
-    per = n // loops
-    threads = [threading.Thread(target=run, args=(per, lambda i, k=k: '{"k":%d,"i":%d}' % (k, i), f"{acks}.p{k}", f" of publisher {k}"))
-               for k in range(loops)]
-    for t in threads: t.start()
-    for t in threads: t.join()
+def run(*args):
+    try:
+        publish(*args)
+    except BaseException as e:  # a thread's exception would otherwise only be printed
+        errors.append(f"the publisher{args[2]} on stream {args[0]} failed: {e!r}")
+
+def mixed(stream, k, n):
+    for i in range(1, n + 1):
+        yield ('{"s": "%s", "k": %d, "i": %d, "big": 1234567890123456789%04d, "f": 1.50, "t": "caf\\u00e9 café"}'
+               % (stream, k, i, i)).encode("utf-8")
+
+if kind == "counted":
+    n, stream = int(sys.argv[5]), sys.argv[6]
+    jobs = [(stream, (b'{"n":%d}' % i for i in range(1, n + 1)), "", False, 30)]
+elif kind == "parallel":
+    n, stream = int(sys.argv[5]), sys.argv[6]
+    jobs = [(stream, (b'{"k":%d,"i":%d}' % (k, i) for i in range(1, n // 8 + 1)), f" of publisher {k}", False, 30)
+            for k in range(8)]
+elif kind == "streams":
+    n, streams = int(sys.argv[5]), sys.argv[6:]
+    jobs = [(s, mixed(s, k, n), f" of publisher {k}", True, 60) for k, s in enumerate(streams)]
+elif kind == "file":
+    path, stream = sys.argv[5], sys.argv[6]
+    jobs = [(stream, [open(path, "rb").read()], "", False, 60)]
 else:
-    run(n, lambda i: '{"n":%d}' % i, acks)
+    sys.exit(f"publish.py: unknown kind {kind!r} (counted, parallel, streams, file)")
+
+threads = [threading.Thread(target=run, args=job) for job in jobs]
+for t in threads: t.start()
+for t in threads: t.join()
+for f in files.values(): f.close()
 if errors:
     print("; ".join(errors[:8]), file=sys.stderr)
     sys.exit(1)
