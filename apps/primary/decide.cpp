@@ -44,13 +44,21 @@ decision decide(const sent_batch& b, const delivery_outcome& o) {
     if (s == 400 || s == 413 || s == 422) {
         // Not the secondary's refusal (a proxy's page, another service at a
         // wrong address): the link is wrong, not the message.
-        if (!envelope::is_error_answer(o.body))
-            return make(verdict::redeliver, 0, 0, std::to_string(s) + " " + head(o.body), "foreign_" + std::to_string(s));
+        if (!envelope::is_error_answer(o.body)) {
+            auto d = make(verdict::redeliver, 0, 0, std::to_string(s) + " " + head(o.body), "foreign_" + std::to_string(s));
+            d.not_a_secondary = true;
+            return d;
+        }
         if (b.count() > 1) return make(verdict::isolate, 0, 0, std::to_string(s) + " " + head(o.body), {});
         return make(verdict::dead_letter, 0, 0, std::to_string(s) + " " + head(o.body), {});
     }
     std::string label = (s == 401 || s == 403) ? "auth" : "http_" + std::to_string(s);
-    return make(verdict::redeliver, 0, 0, std::to_string(s) + " " + head(o.body), std::move(label));
+    auto d = make(verdict::redeliver, 0, 0, std::to_string(s) + " " + head(o.body), std::move(label));
+    // A secondary serves POST /api/messages with JSON: an answer that says the
+    // route, the method or the type is unknown (or a method it never heard
+    // of) comes from something else.
+    d.not_a_secondary = s == 404 || s == 405 || s == 415 || s == 501;
+    return d;
 }
 
 decision decide_rewind(std::uint64_t expected, std::uint64_t oldest, std::uint64_t next_seq) {

@@ -52,6 +52,10 @@ struct decision {
     std::string reason;       // for the log and the dead letter; block: "conflict" or "beyond_retention"
     std::string link_error;   // redeliver: a metric label ("http_404", "auth", "transport", ...)
     std::string detail;       // block and rewind: what was seen, for the log
+    // redeliver: the answer is not one a steadfast-secondary gives (404, 405,
+    // 415, 501, or a 400/413/422 without its {"error":..} body): --secondary
+    // points at something else (a typo, another service, a proxy's page).
+    bool not_a_secondary = false;
 };
 
 /// The decision table (contract v2):
@@ -63,6 +67,9 @@ struct decision {
 /// - 400, 413, 422 with the secondary's {"error":..} body: isolate a batch,
 ///   dead-letter a single message; without it (a proxy's page, another
 ///   service at a wrong address): redeliver, link error "foreign_NNN";
+/// - 404, 405, 415 and 501 (routes, methods and a content type that every
+///   steadfast-secondary has): redeliver, marked `not_a_secondary` like the
+///   foreign answers above;
 /// - every other answer and every transport failure: the link or the
 ///   secondary is wrong, not the message: redeliver (reported as a link error).
 decision decide(const sent_batch& b, const delivery_outcome& o);

@@ -29,11 +29,10 @@ constexpr auto idle_grace = 5s;
 // How long to wait before trying again after the outbox itself failed.
 constexpr auto storage_pause = 1s;
 
-std::string_view hint_for(const std::string& link_error) {
+std::string_view hint_for(const decision& d) {
+    const std::string& link_error = d.link_error;
     if (link_error == "auth") return "check --token-file against the secondary's";
-    // Answers a steadfast-secondary never gives (501: the method is unknown there).
-    if (link_error == "http_404" || link_error == "http_405" || link_error == "http_415" || link_error == "http_501" ||
-        link_error.rfind("foreign_", 0) == 0)
+    if (d.not_a_secondary)
         return "is --secondary the address of a steadfast-secondary? (its answer is not one a secondary gives)";
     if (link_error == "transport")
         return "is the secondary running and reachable? (if it serves HTTPS, --secondary must be https://)";
@@ -614,7 +613,7 @@ asio::awaitable<bool> node::next_step(const std::string& stream, const pending_m
     }
     app::log(level::warn, "link_error", {{"stream", stream}, {"seq", head.seq}, {"reason", d.link_error},
                                          {"detail", d.reason.substr(0, 300)}, {"secondary", o_.secondary},
-                                         {"hint", hint_for(d.link_error)}, {"ladder_step", s.attempts},
+                                         {"hint", hint_for(d)}, {"ladder_step", s.attempts},
                                          {"next_attempt_in_ms", delay.count()}, {"pending", pending_total_}});
     co_return true;
 }

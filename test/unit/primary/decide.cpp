@@ -77,13 +77,18 @@ BOOST_AUTO_TEST_CASE(only_400_413_422_reject_messages) {
             auto d = decide(sent_batch{5, 5}, answer(s, foreign));
             BOOST_TEST((d.what == verdict::redeliver), s << " " << foreign);
             BOOST_TEST(d.link_error == "foreign_" + std::to_string(s));
+            BOOST_TEST(d.not_a_secondary);
         }
+        BOOST_TEST(!decide(sent_batch{5, 5}, answer(s, refusal)).not_a_secondary);
     }
-    for (unsigned s : {401u, 403u, 404u, 405u, 415u, 418u, 429u, 500u, 502u, 503u, 504u, 599u}) {
+    for (unsigned s : {401u, 403u, 404u, 405u, 415u, 418u, 429u, 500u, 501u, 502u, 503u, 504u, 599u}) {
         auto d = decide(sent_batch{5, 5}, answer(s));
         BOOST_TEST((d.what == verdict::redeliver), "status " << s);
         BOOST_TEST(d.link_error == (s == 401 || s == 403 ? std::string("auth") : "http_" + std::to_string(s)));
+        // Routes, methods and a type every secondary has: the address is wrong.
+        BOOST_TEST(d.not_a_secondary == (s == 404 || s == 405 || s == 415 || s == 501), "status " << s);
     }
+    BOOST_TEST(!decide(batch, answer(409, "<html>conflict</html>")).not_a_secondary);
 }
 
 BOOST_AUTO_TEST_CASE(transport_failures_and_stops) {
