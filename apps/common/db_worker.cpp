@@ -1,5 +1,7 @@
 #include "db_worker.hpp"
 
+#include <chrono>
+
 namespace steadfast::app {
 
 db_worker::db_worker(database& db) : db_(db), thread_([this] { loop(); }) {}
@@ -13,6 +15,11 @@ void db_worker::stop() {
     }
     cv_.notify_one();
     if (thread_.joinable()) thread_.join();
+}
+
+db_worker::stats db_worker::get_stats() const noexcept {
+    auto get = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+    return {get(commits_), get(jobs_), static_cast<double>(get(work_ns_)) / 1e9, static_cast<double>(get(commit_ns_)) / 1e9};
 }
 
 std::size_t db_worker::queued() const {
@@ -39,6 +46,9 @@ void db_worker::loop() {
         }
         std::vector<std::string> errors(group.size());
         std::string commit_error;
+        using clock = std::chrono::steady_clock;
+        const auto started = clock::now();
+        auto committing = started;
         try {
             db_.exec("BEGIN IMMEDIATE");
             for (std::size_t i = 0; i < group.size(); ++i) {
@@ -52,14 +62,23 @@ void db_worker::loop() {
                 }
                 db_.exec("RELEASE job");
             }
+            committing = clock::now();
             db_.exec("COMMIT");
             commits_.fetch_add(1, std::memory_order_relaxed);
+            jobs_.fetch_add(group.size(), std::memory_order_relaxed);
         } catch (const std::exception& e) {
             commit_error = e.what();
             try {
                 db_.exec("ROLLBACK");
             } catch (...) {
             }
+        }
+        {
+            const auto ended = clock::now();
+            auto ns = [](clock::duration d) { return static_cast<std::uint64_t>(std::chrono::nanoseconds(d).count()); };
+            if (committing == started) committing = ended;  // failed before COMMIT: all of it was work
+            work_ns_.fetch_add(ns(committing - started), std::memory_order_relaxed);
+            commit_ns_.fetch_add(ns(ended - committing), std::memory_order_relaxed);
         }
         for (std::size_t i = 0; i < group.size(); ++i) {
             const std::string& err = !commit_error.empty() ? commit_error : errors[i];

@@ -14,6 +14,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -87,8 +88,14 @@ public:
 
     /// Jobs waiting (for metrics and back-pressure).
     std::size_t queued() const;
-    /// Commits so far (for metrics and benchmarks).
-    std::uint64_t commits() const noexcept { return commits_.load(std::memory_order_relaxed); }
+    /// What the thread has done so far (for metrics and benchmarks): group
+    /// commits, the jobs they held, and the time spent running jobs and in
+    /// COMMIT (the WAL write and, with --sync full, the fsync).
+    struct stats {
+        std::uint64_t commits = 0, jobs = 0;
+        double work_seconds = 0, commit_seconds = 0;
+    };
+    stats get_stats() const noexcept;
 
 private:
     struct job {
@@ -103,7 +110,7 @@ private:
     std::condition_variable cv_;
     std::deque<job> queue_;
     bool stopping_ = false;
-    std::atomic<std::uint64_t> commits_{0};
+    std::atomic<std::uint64_t> commits_{0}, jobs_{0}, work_ns_{0}, commit_ns_{0};
     std::thread thread_;
 };
 

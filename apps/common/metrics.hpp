@@ -11,6 +11,8 @@
 
 #include <steadfast/version.hpp>
 
+#include "db_worker.hpp"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,6 +36,38 @@ inline void sync_counter(prometheus::Counter& c, std::uint64_t total) {
     const auto t = static_cast<double>(total);
     if (t > c.Value()) c.Increment(t - c.Value());
 }
+
+/// Brings a counter of seconds up to a total kept elsewhere.
+inline void sync_counter(prometheus::Counter& c, double total) {
+    if (total > c.Value()) c.Increment(total - c.Value());
+}
+
+/// The database thread's group commits (db_worker::stats), the same four
+/// series on both apps: steadfast_<app>_db_commits_total, _db_jobs_total
+/// (jobs per commit: how well group commit gathers), _db_work_seconds_total
+/// and _db_commit_seconds_total (the WAL write and fsync: over commits, the
+/// mean commit time, which tells a slow disk).
+class db_metrics {
+public:
+    db_metrics(prometheus::Registry& r, const std::string& app)
+        : commits_(counter(r, app, "commits_total", "Transactions committed by the database thread (each holds a group of jobs)")),
+          jobs_(counter(r, app, "jobs_total", "Jobs run in those transactions (a publish, a batch, a read, an acknowledgement mark, ...)")),
+          work_(counter(r, app, "work_seconds_total", "Time the database thread spent running jobs")),
+          commit_(counter(r, app, "commit_seconds_total", "Time the database thread spent committing (WAL write and fsync)")) {}
+    void sync(const db_worker::stats& s) {
+        sync_counter(commits_, s.commits);
+        sync_counter(jobs_, s.jobs);
+        sync_counter(work_, s.work_seconds);
+        sync_counter(commit_, s.commit_seconds);
+    }
+
+private:
+    static prometheus::Counter& counter(prometheus::Registry& r, const std::string& app, const std::string& name,
+                                        const std::string& help) {
+        return prometheus::BuildCounter().Name("steadfast_" + app + "_db_" + name).Help(help).Register(r).Add({});
+    }
+    prometheus::Counter &commits_, &jobs_, &work_, &commit_;
+};
 
 /// Request latency buckets from 100 us to 10 s.
 inline prometheus::Histogram::BucketBoundaries latency_buckets() {

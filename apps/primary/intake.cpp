@@ -118,6 +118,7 @@ http::router node::routes() {
             app::sync_counter(tls_failures_, server_->get_stats().tls_handshake_failures);
         }
         if (combined_) app::sync_counter(requests_, combined_->requests());
+        db_metrics_.sync(worker_.get_stats());
         refresh_stream_metrics();
         refresh_jetstream_metrics();
         http::response res;

@@ -112,7 +112,8 @@ node::node(const options& o, app::database& db)
       js_duplicates_(counter(*registry_, "steadfast_primary_jetstream_duplicates_total",
                              "Publishes JetStream had stored already (a retry after a lost acknowledgement)")),
       js_repairs_(counter(*registry_, "steadfast_primary_jetstream_repairs_total",
-                          "Holes in the log resent from retention at a secondary's request")) {
+                          "Holes in the log resent from retention at a secondary's request")),
+      db_metrics_(*registry_, "primary") {
     if (!o.token_file.empty()) tokens_ = app::read_token_file(o.token_file);
     if (o.jetstream()) {
         jetstream::options jo;

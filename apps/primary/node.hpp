@@ -230,6 +230,7 @@ private:
     prometheus::Gauge& oldest_age_;
     prometheus::Gauge& js_connected_;
     prometheus::Counter &js_disconnects_, &js_reconnects_, &js_duplicates_, &js_repairs_;
+    app::db_metrics db_metrics_;
     std::set<std::string> exposed_streams_;
     void refresh_stream_metrics();
     std::map<std::string, stream_state> streams_;

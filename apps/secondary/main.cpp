@@ -158,7 +158,9 @@ int serve(const options& o) {
     auto& js_blocked = prometheus::BuildGauge().Name("steadfast_secondary_jetstream_blocked_streams").Help("Streams not applying (conflict, gap)").Register(*registry).Add({});
     auto& js_redeliveries = prometheus::BuildCounter().Name("steadfast_secondary_jetstream_redeliveries_total").Help("Messages JetStream delivered again (not acknowledged in time, or nak'd)").Register(*registry).Add({});
     auto& js_repairs = prometheus::BuildCounter().Name("steadfast_secondary_jetstream_repair_requests_total").Help("Requests to the primary to resend a hole in the log").Register(*registry).Add({});
+    app::db_metrics db_metrics(*registry, "secondary");
     routes.add("GET", "/metrics", [&](http::request&) -> asio::awaitable<http::response> {
+        db_metrics.sync(worker.get_stats());
         if (server_ptr) {
             app::sync_counter(refused, server_ptr->get_stats().connections_rejected);
             app::sync_counter(tls_failures, server_ptr->get_stats().tls_handshake_failures);

@@ -36,6 +36,7 @@ primary_under_wrk() {
   c0=$(cpu $PP)
   wrk -t2 -c16 -d5s "$@" "http://127.0.0.1:$P$path" >"$WORK/w2"
   echo "$what: $(rate "$WORK/w2")/s, primary CPU $(python3 -c "print(round(($(cpu $PP)-$c0)/max($(total "$WORK/w2"),1)*1e6))") us $unit"
+  echo "  its database thread: $(db_stats "http://127.0.0.1:$P/metrics" primary)"
   kill -9 $PP
 }
 for sync in full off; do

@@ -19,6 +19,15 @@ trap bench_cleanup EXIT
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # metric METRICS_URL NAME: an unlabelled metric's value as an integer (0 when absent or unreachable)
 metric() { { curl -fs --max-time 2 "$1" 2>/dev/null || true; } | awk -v m="$2" '$1==m {printf "%d", $2; f=1} END {if (!f) printf "0"}'; }
+# db_stats METRICS_URL APP: the database thread's group commits so far, from
+# the steadfast_<APP>_db_* counters: commits, jobs a commit, mean commit time.
+db_stats() {
+  { curl -fs --max-time 2 "$1" 2>/dev/null || true; } | awk -v p="steadfast_$2_db_" '
+    index($1, p) == 1 { v[substr($1, length(p) + 1)] = $2 }
+    END { c = v["commits_total"] + 0; if (c == 0) { print "no commits"; exit }
+          printf "%d commits, %.1f jobs a commit, %.0f us a commit (%.0f us of jobs before it)\n",
+                 c, v["jobs_total"] / c, v["commit_seconds_total"] / c * 1e6, v["work_seconds_total"] / c * 1e6 }'
+}
 wait_up() { until curl -fs -o /dev/null "$1"; do sleep 0.01; done; }
 # wait_delivered PRIMARY_PORT: waits (up to 120 s) until the primary has
 # delivered all it published; prints "published delivered unix_time".

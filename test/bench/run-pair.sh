@@ -83,6 +83,8 @@ non2xx=$(awk '/Non-2xx/ {print $5}' "$WORK/wrk3"); non2xx=${non2xx:-0}
 read -r published delivered t2 < <(wait_delivered "$P3")
 streams=$("$BIN/steadfast-primary" status --data "$WORK/p3" | python3 -c 'import sys,json; print(len(json.load(sys.stdin)["acked_seq"]))')
 echo "acknowledged: $pub_rate msg/s, non-2xx answers: $non2xx; delivered end to end: $(python3 -c "print(round($delivered/($t2-$t0)))") msg/s ($delivered of $published on $streams streams; goal >= 30000 both)"
+echo "  primary's database thread: $(db_stats "http://127.0.0.1:$P3/metrics" primary)"
+echo "  secondary's database thread: $(db_stats "http://127.0.0.1:$S3/metrics" secondary)"
 
 echo "== 4. recovery with a 30 s backoff cap"
 for round in 1 2 3; do

@@ -1,0 +1,172 @@
+// The database thread (apps/common/db_worker.hpp) on a real database: jobs
+// queued while a group commits share the next transaction, each in its own
+// savepoint, so that a job that throws or asks for a rollback loses only its
+// own rows; a commit that fails (a full disk) fails every job of its group
+// and the thread goes on; and the
+// statistics behind the steadfast_*_db_* metrics count what happened.
+#include <common/db_worker.hpp>
+#include <common/sqlite.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <sys/resource.h>
+
+#include <csignal>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <future>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace steadfast;
+
+namespace {
+struct fixture {
+    std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                ("steadfast-dbworker-" + std::to_string(std::random_device{}()));
+    std::optional<app::database> db;
+    fixture() {
+        db.emplace(dir.string(), "t.db", "steadfast-test", app::sync_mode::full);
+        db->exec("CREATE TABLE t(n INTEGER PRIMARY KEY, v TEXT)");
+    }
+    ~fixture() {
+        db.reset();
+        std::filesystem::remove_all(dir);
+    }
+    std::vector<std::int64_t> rows() {
+        std::vector<std::int64_t> out;
+        auto q = db->prepare("SELECT n FROM t ORDER BY n");
+        while (q.step()) out.push_back(q.column_int(0));
+        return out;
+    }
+};
+
+// Holds the database thread in a job of its own until release() is called
+// (after the jobs that must form the next group are queued).
+struct hold {
+    std::promise<void> started, gate;
+    std::future<void> finished;
+    explicit hold(app::db_worker& w) {
+        auto f = std::make_shared<std::promise<void>>();
+        finished = f->get_future();
+        w.post([this](app::database&) {
+            started.set_value();
+            gate.get_future().wait();
+            return true;
+        }, [f](const std::string&) { f->set_value(); });
+        started.get_future().wait();
+    }
+    void release() {
+        gate.set_value();
+        finished.wait();
+    }
+};
+
+void insert(app::database& db, std::int64_t n) {
+    auto s = db.prepare("INSERT INTO t(n) VALUES(?)");
+    s.bind(1, n);
+    s.step();
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(app_db_worker)
+
+BOOST_FIXTURE_TEST_CASE(jobs_queued_during_a_commit_share_the_next_and_fail_alone, fixture) {
+    std::vector<std::string> results(5, "not run");
+    {
+        app::db_worker w(*db);
+        std::vector<std::future<void>> done;
+        auto post = [&](std::size_t i, std::function<bool(app::database&)> work) {
+            auto p = std::make_shared<std::promise<void>>();
+            done.push_back(p->get_future());
+            w.post(std::move(work), [&results, i, p](const std::string& err) {
+                results[i] = err;
+                p->set_value();
+            });
+        };
+        hold busy(w);  // the five below queue while it runs: one group after it
+        post(0, [](app::database& d) {
+            insert(d, 1);
+            return true;
+        });
+        post(1, [](app::database& d) {  // asks for its own rollback: row 2 is never kept
+            insert(d, 2);
+            return false;
+        });
+        post(2, [](app::database& d) {  // fails after writing: row 3 goes, row 1 stays
+            insert(d, 3);
+            insert(d, 1);  // UNIQUE constraint: throws db_error
+            return true;
+        });
+        post(3, [](app::database& d) {
+            insert(d, 4);
+            return true;
+        });
+        post(4, [](app::database&) -> bool { throw std::runtime_error("not a database error"); });
+        busy.release();
+        for (auto& f : done) f.wait();
+        const auto s = w.get_stats();
+        BOOST_TEST(s.commits == 2u);  // the holding job's, then the five's together
+        BOOST_TEST(s.jobs == 6u);
+        BOOST_TEST(s.work_seconds > 0.0);
+        BOOST_TEST(s.commit_seconds > 0.0);  // fsync'd (sync_mode::full)
+    }
+    BOOST_TEST(results[0] == "");
+    BOOST_TEST(results[1] == "");  // a rollback on request is no error
+    BOOST_TEST(results[2].find("UNIQUE") != std::string::npos, results[2]);
+    BOOST_TEST(results[3] == "");
+    BOOST_TEST(results[4] == "not a database error");
+    BOOST_TEST((rows() == std::vector<std::int64_t>{1, 4}));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_failed_commit_fails_its_whole_group_and_the_next_one_commits, fixture) {
+    app::db_worker w(*db);
+    auto run = [&](std::vector<std::int64_t> ns, std::size_t bytes) {
+        hold busy(w);  // all of them queue behind it: one group
+        std::vector<std::future<std::string>> done;
+        for (std::size_t i = 0; i < ns.size(); ++i) {
+            auto p = std::make_shared<std::promise<std::string>>();
+            done.push_back(p->get_future());
+            w.post(
+                [n = ns[i], bytes](app::database& d) {
+                    auto s = d.prepare("INSERT INTO t(n, v) VALUES(?, ?)");
+                    s.bind(1, n).bind(2, std::string(bytes, 'x'));
+                    s.step();
+                    return true;
+                },
+                [p](const std::string& err) { p->set_value(err); });
+        }
+        busy.release();
+        std::vector<std::string> out;
+        for (auto& f : done) out.push_back(f.get());
+        return out;
+    };
+    BOOST_TEST((run({1}, 10) == std::vector<std::string>{""}));
+    const auto before = w.get_stats();
+    // The WAL may grow 64 KiB at most (a full disk): the group's 1 MiB fails
+    // in the write its commit makes.
+    std::signal(SIGXFSZ, SIG_IGN);
+    rlimit old{};
+    BOOST_REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
+    rlimit small = old;
+    small.rlim_cur = static_cast<rlim_t>(std::filesystem::file_size(dir / "t.db-wal") + 65536);
+    BOOST_REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
+    const auto failed = run({2, 3}, 512 * 1024);
+    BOOST_REQUIRE(setrlimit(RLIMIT_FSIZE, &old) == 0);
+    BOOST_TEST(!failed[0].empty());
+    BOOST_TEST(failed[1] == failed[0]);  // the commit's error, for each job of the group
+    const auto after = w.get_stats();
+    BOOST_TEST(after.commits == before.commits + 1);  // the holding job's; the failed one is not counted
+    BOOST_TEST(after.jobs == before.jobs + 1);
+    BOOST_TEST(after.commit_seconds + after.work_seconds > before.commit_seconds + before.work_seconds);
+    // The thread goes on: the next group commits.
+    BOOST_TEST((run({4}, 10) == std::vector<std::string>{""}));
+    BOOST_TEST(w.get_stats().commits == before.commits + 3);
+    w.stop();
+    BOOST_TEST((rows() == std::vector<std::int64_t>{1, 4}));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
