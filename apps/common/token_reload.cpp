@@ -8,8 +8,9 @@
 
 namespace steadfast::app {
 
-token_reloader::token_reloader(boost::asio::any_io_executor ex, std::string path, std::vector<std::string>& tokens)
-    : signals_(ex, SIGHUP), path_(std::move(path)), tokens_(tokens) {
+token_reloader::token_reloader(boost::asio::any_io_executor ex, std::string path, std::vector<std::string>& tokens,
+                               std::function<void()> after)
+    : signals_(ex, SIGHUP), path_(std::move(path)), tokens_(tokens), after_(std::move(after)) {
     arm();
 }
 
@@ -23,7 +24,7 @@ void token_reloader::arm() {
     signals_.async_wait([this](const boost::system::error_code& ec, int) {
         if (ec) return;  // shutting down
         if (path_.empty()) {
-            log(level::warn, "sighup_ignored", {{"reason", "no --token-file to reload"}});
+            if (!after_) log(level::warn, "sighup_ignored", {{"reason", "no --token-file to reload"}});
         } else {
             try {
                 auto fresh = read_token_file(path_);
@@ -35,6 +36,7 @@ void token_reloader::arm() {
                     {{"error", e.what()}, {"tokens_in_use", tokens_.size()}, {"note", "the tokens in use stay"}});
             }
         }
+        if (after_) after_();
         arm();
     });
 }

@@ -47,9 +47,10 @@ std::string_view hint_for(const decision& d) {
 }
 }  // namespace
 
-void node::start_processor(const std::string& stream) {
+void node::start_processor(const std::string& stream, bool retry_at_once) {
     auto& s = streams_[stream];
     s.wake = make_flag(ioc_.get_executor(), "pending-" + stream, true);
+    s.retry_now = make_flag(ioc_.get_executor(), "retry-now-" + stream, retry_at_once);
     streams_gauge_.Set(static_cast<double>(streams_.size()));
     // Shutdown and demotion end it through stop_: its send stops (the retry's
     // stop-when) and so do its waits.
@@ -70,6 +71,16 @@ void node::start_processor(const std::string& stream) {
             t->async_wait([this, stream, t](const boost::system::error_code&) { retire(stream); });
         }
     });
+}
+
+void node::retry_now(const char* why) {
+    std::size_t waiting = 0;
+    for (auto& [name, st] : streams_)
+        if (st.retry_now && st.sched.next_at_ms > now_ms()) {
+            st.retry_now->set();
+            ++waiting;
+        }
+    app::log(level::info, "retry_now", {{"why", why}, {"streams_waiting", waiting}});
 }
 
 // The processor has ended: forget the stream, unless messages arrived in the
@@ -274,25 +285,29 @@ asio::awaitable<void> node::deliver(std::string stream) {
             st.sched = l.sched;
         }
         // Durable redelivery: not before the scheduled time, unless the
-        // secondary just came back (then at once).
-        if (st.sched.next_at_ms > now_ms() && !woken_by_recovery) {
+        // secondary just came back, or the operator asked (start, SIGHUP):
+        // then at once. The ladder's step is kept: another failure waits
+        // the next one.
+        if (st.sched.next_at_ms > now_ms() && !woken_by_recovery && !st.retry_now->value()) {
             const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(st.sched.next_at_ms - now_ms());
+            const cond asked = cond(st.retry_now);
             if (online_->value()) {
-                const cond lost = stop_ || !cond(online_);
+                const cond lost = stop_ || !cond(online_) || asked;
                 co_await wait_until(until, lost);
-                if (!online_->value() && !stop_->value()) {
-                    const cond back = stop_ || cond(online_);
+                if (!online_->value() && !stop_->value() && !st.retry_now->value()) {
+                    const cond back = stop_ || cond(online_) || asked;
                     co_await wait_until(std::chrono::steady_clock::time_point::max(), back);
                     woken_by_recovery = true;
                 }
             } else {
-                const cond back = stop_ || cond(online_);
+                const cond back = stop_ || cond(online_) || asked;
                 co_await wait_until(until, back);
                 woken_by_recovery = online_->value();
             }
-            if (!woken_by_recovery && st.sched.next_at_ms > now_ms()) continue;
+            if (!woken_by_recovery && !st.retry_now->value() && st.sched.next_at_ms > now_ms()) continue;
         }
         woken_by_recovery = false;
+        if (st.retry_now->value()) st.retry_now->clear();
 
         if (js_ && !st.js_last) {
             // JetStream: where does the log stand? (at start, after a wrong
@@ -385,6 +400,9 @@ asio::awaitable<void> node::deliver(std::string stream) {
                 acknowledge(stream, st, d.upto);
                 if (d.upto > st.rewound_to) st.rewound_to = UINT64_MAX;  // progress past a rewind
                 if (d.upto < batch.back().seq) forget_window(st);  // a partial ack: the rest is read again
+                if (st.sched.attempts > 0)  // the ladder's wait is over: say so (the last line was a link_error)
+                    app::log(level::info, "link_recovered", {{"stream", stream}, {"seq", d.upto}, {"ladder_steps", st.sched.attempts},
+                                                              {"pending", st.pending}});
                 st.sched = {};
                 break;
             }

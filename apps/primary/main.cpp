@@ -203,7 +203,9 @@ int node::run() {
     app::log(level::info, "started",
              {{"data", db_.path()}, {"pending", pending_total_}, {"secondary", o_.secondary}, {"epoch", o_.epoch},
               {"streams", streams_.size()}, {"connections", o_.connections}, {"dead_letter", out_.dead_letter_count()}});
-    for (auto& [name, s] : streams_) start_processor(name);
+    // A stream waiting for a ladder step tries once at once: a restart is how
+    // an operator says "the configuration is fixed" (the step is kept).
+    for (auto& [name, s] : streams_) start_processor(name, true);
     input_closed_ = !o_.from_stdin;
 
     std::optional<http::server> server;
@@ -223,7 +225,7 @@ int node::run() {
     shutdown_->subscribe(shutdown_sub, [this](bool v) {
         if (v && shutdown_->signal_number()) stop("signal " + std::to_string(shutdown_->signal_number()));
     });
-    app::token_reloader reload(ioc_.get_executor(), o_.token_file, tokens_);
+    app::token_reloader reload(ioc_.get_executor(), o_.token_file, tokens_, [this] { retry_now("SIGHUP"); });
     demoted_->subscribe(demoted_sub_, [this](bool v) {
         if (v) {
             app::log(level::error, "demoted", {{"epoch", o_.epoch},

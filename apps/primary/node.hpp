@@ -85,6 +85,10 @@ struct read_ahead {
 // nothing later).
 struct stream_state {
     std::shared_ptr<flag> wake;      // set when new messages were committed
+    // Set to end a wait for the ladder's next step at once: at start (a restart
+    // is the operator's "try again now") and on SIGHUP (after a fix of the
+    // configuration, of either side).
+    std::shared_ptr<flag> retry_now;
     std::uint64_t acked = 0;         // the send position: everything up to here is applied
     std::uint64_t acked_max = 0;     // the highest seq ever acknowledged (a rewind lowers only `acked`)
     std::uint64_t single_until = 0;  // send one message at a time up to this seq (isolating a reject)
@@ -137,7 +141,9 @@ private:
     std::optional<std::string> too_large_for_log(std::string_view stream, std::size_t payload_bytes) const;
 
     // delivery.cpp
-    void start_processor(const std::string& stream);
+    void start_processor(const std::string& stream, bool retry_at_once = false);
+    // SIGHUP: every stream waiting for a ladder step tries again now.
+    void retry_now(const char* why);
     boost::asio::awaitable<void> deliver(std::string stream);
     boost::asio::awaitable<void> wait_until(std::chrono::steady_clock::time_point deadline, cond c);
     boost::asio::awaitable<bool> probe();

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# A wrong token: 401; the primary reports the auth failure clearly and keeps the messages.
+# A wrong token: 401; the primary reports the auth failure clearly and keeps
+# the messages; once the token is fixed, SIGHUP or a restart delivers at once
+# rather than after the ladder's step.
 source "$(dirname "$0")/lib.sh"
 echo "right-token" >"$WORK/secondary.token"
 echo "wrong-token" >"$WORK/primary.token"
@@ -10,20 +12,40 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: applicat
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Authorization: Bearer wrong' -H 'Content-Type: application/json' \
   -d '{"id":"a","stream":"s","seq":1,"payload":1}' "http://127.0.0.1:$SPORT/api/messages")
 [ "$code" = 401 ] || fail "wrong token: expected 401, got $code"
-start_primary --token-file "$WORK/primary.token" --quick-retries 2 --ladder "1s"
+# The ladder's second step is an hour: only "try again now" can deliver
+# within the test after the configuration is fixed.
+start_primary --token-file "$WORK/primary.token" --quick-retries 2 --ladder "1s 1h"
 PUBLISH_TOKEN=wrong-token  # (v2) /publish wants the primary's own token
 publish 10
-sleep 2
-log_has "$WORK/primary.log" link_error || fail "the primary did not report the auth failure (event link_error)"
+wait_for 20 "the ladder's second step (1 h)" log_has "$WORK/primary.log" link_error ladder_step=2
 grep -q 'check --token-file' "$WORK/primary.log" || fail "the report does not say what to check"
 [ "$(metric "$PPORT" 'steadfast_primary_link_errors_total{reason="auth"}')" -gt 0 ] \
   || fail "steadfast_primary_link_errors_total{reason=\"auth\"} is not counting"
 [ "$(pending)" = 10 ] || fail "messages were not kept: pending $(pending)"
 grep -q '"event":"dead_letter"' "$WORK/primary.log" && fail "an auth failure must not dead-letter messages"
 [ "$(dead_letters)" = 0 ] || fail "an auth failure must not dead-letter messages: $(status_json)"
-# With the right token after a restart, everything goes through.
-kill9 "$PPID_"
-start_primary --token-file "$WORK/secondary.token"
+# The operator fixes the primary's token file and sends SIGHUP: the tokens are
+# reloaded and the stream waiting for its 1 h step tries again at once.
+echo "right-token" >"$WORK/primary.token"
 PUBLISH_TOKEN=right-token
-wait_drained 30
+kill -HUP "$PPID_"
+wait_drained 15
+log_has "$WORK/primary.log" retry_now why=SIGHUP streams_waiting=1 || fail "no retry_now event after SIGHUP"
+log_has "$WORK/primary.log" link_recovered ladder_steps=2 || fail "no link_recovered event once delivery resumed"
+verify
+# Wrong again, and this time a restart (kill -9) with the right file: the
+# restarted primary tries the waiting stream at once too (the step is kept in
+# the outbox, so without that it would wait the hour).
+echo "wrong-token" >"$WORK/primary.token"
+kill -HUP "$PPID_"
+PUBLISH_TOKEN=wrong-token
+LOG_FROM=$(log_size "$WORK/primary.log")
+publish 5
+wait_for 20 "the ladder's second step again" log_has "$WORK/primary.log" link_error ladder_step=2
+kill9 "$PPID_"
+echo "right-token" >"$WORK/primary.token"
+start_primary --token-file "$WORK/primary.token" --quick-retries 2 --ladder "1s 1h"
+PUBLISH_TOKEN=right-token
+wait_drained 15
+log_has "$WORK/primary.log" link_recovered ladder_steps=2 || fail "no link_recovered event after the restart"
 verify
