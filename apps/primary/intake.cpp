@@ -235,10 +235,12 @@ void node::read_stdin() {
     std::condition_variable cv;
     int in_flight = 0;
     const std::size_t overhead = envelope_overhead(o_.stream);
+    std::uint64_t group_first_line = 0;  // the input line of the group's first message
     auto flush = [&] {
         if (group.empty() || stdin_stop_) return;
         auto items = std::make_shared<std::vector<std::pair<std::string, std::string>>>(std::move(group));
         group.clear();
+        const std::uint64_t first_line = group_first_line;
         {
             std::unique_lock l(m);
             cv.wait(l, [&] { return in_flight < 4; });
@@ -247,17 +249,31 @@ void node::read_stdin() {
         asio::post(ioc_, [this] { ++publishing_; });  // runs before this group's completion
         auto result = std::make_shared<std::vector<published>>();
         worker_.post([this, items, result](app::database&) {
-            *result = out_.publish(*items, now_ms());
+            // Groups run in input order on this thread: once one failed (in
+            // its job or at its commit), every later one fails as well, so
+            // that what is stored is always a prefix of the input.
+            if (stdin_failed_) throw app::db_error("not stored: an earlier group of input lines was not");
+            try {
+                *result = out_.publish(*items, now_ms());
+            } catch (...) {
+                stdin_failed_ = true;
+                throw;
+            }
             return true;
-        }, [this, items, result, &m, &cv, &in_flight](const std::string& err) {
-            if (!err.empty()) stdin_stop_ = true;  // nothing of the group was stored: stop reading
-            asio::post(ioc_, [this, result, err, n = items->size()] {
+        }, [this, items, result, first_line, &m, &cv, &in_flight](const std::string& err) {
+            if (!err.empty()) {
+                stdin_failed_ = true;  // a failed commit: later groups must not be stored either
+                stdin_stop_ = true;    // and reading stops
+            }
+            asio::post(ioc_, [this, result, err, first_line] {
                 --publishing_;
                 if (!err.empty()) {
+                    if (stdin_failure_logged_) return;  // a later group: "nothing after it" said it
+                    stdin_failure_logged_ = true;
                     app::log(level::error, "storage_failed",
-                             {{"input", "stdin"}, {"lines_not_stored", n}, {"error", err},
-                              {"hint", "a group of input lines was not stored (groups committed before or "
-                                       "alongside it were); reading stopped, exiting non-zero"}});
+                             {{"input", "stdin"}, {"first_line_not_stored", first_line}, {"error", err},
+                              {"hint", "the input was stored up to the line before first_line_not_stored, and "
+                                       "nothing after it; reading stopped, exiting non-zero"}});
                     stop("storing standard input failed", exit_error);
                     return;
                 }
@@ -286,6 +302,7 @@ void node::read_stdin() {
             app::log(level::warn, "stdin_line_skipped", {{"line", line_no}, {"status", 413}, {"error", *big}});
             return;
         }
+        if (group.empty()) group_first_line = line_no;
         group.emplace_back(o_.stream, std::string(std::get<std::string_view>(checked)));
     };
     bool eof = false, read_failed = false;

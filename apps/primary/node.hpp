@@ -254,6 +254,10 @@ private:
     bool ready_ = false;  // /ready: the event loop runs and no shutdown has begun
     bool outbox_ok_ = true;  // false from a failed publish commit until a write succeeds again
     std::atomic<bool> stdin_stop_{false};
+    // A group of standard input was not stored: no later group may be (the
+    // input's order would break), so they fail too (database thread only).
+    bool stdin_failed_ = false;
+    bool stdin_failure_logged_ = false;  // (io thread)
     http::server* server_ = nullptr;
     int exit_code_ = exit_ok;
 };
