@@ -442,7 +442,7 @@ int main(int argc, char** argv) {
             ("attempt-timeout", po::value<std::string>()->default_value("10s"), "per-attempt timeout (the HTTP read timeout), e.g. 10s")
             ("max-backoff-ms", po::value<std::string>(), "the same as --max-backoff, in milliseconds (kept for old scripts)")
             ("attempt-timeout-ms", po::value<std::string>(), "the same as --attempt-timeout, in milliseconds (kept for old scripts)")
-            ("ladder", po::value(&o.ladder), "durable redelivery ladder, e.g. \"10s 30s 1m\" (default: RocketMQ's 16 steps); the last step repeats")
+            ("ladder", po::value(&o.ladder), "durable redelivery ladder: steps of at least 100ms separated by spaces or commas, e.g. \"10s 30s 1m\" (default: RocketMQ's 16 steps); the last step repeats")
             ("retain", po::value(&retain)->default_value("1h"), "keep acknowledged messages this long, to resend to a secondary restored from an older copy")
             ("max-connections", po::value(&o.max_connections)->default_value(256), "connections to --listen open at once; more are closed at once")
             ("max-streams", po::value(&o.max_streams)->default_value(10'000), "streams with pending messages at most; /publish to another one gets 429");
@@ -491,7 +491,21 @@ int main(int argc, char** argv) {
         } catch (const std::exception& e) {
             throw std::invalid_argument(std::string("--retain: ") + e.what());
         }
-        if (!o.ladder.empty()) (void)backoff::schedule(o.ladder);  // refuses a bad ladder with its message
+        if (vm.count("ladder")) {
+            // Refuses an empty or unparsable ladder with its message, and steps
+            // too short for the slow, durable retry (a 0s step is a busy loop
+            // writing a log line an attempt).
+            backoff ladder;
+            try {
+                ladder = backoff::schedule(o.ladder);
+            } catch (const std::exception& e) {
+                throw std::invalid_argument(std::string("--ladder: ") + e.what());
+            }
+            for (std::uint32_t i = 1; i <= ladder.steps(); ++i)
+                if (ladder.base_delay(i, {}) < std::chrono::milliseconds(100))
+                    throw std::invalid_argument("--ladder: step " + std::to_string(i) + " is shorter than 100ms; "
+                                                "the ladder is the slow retry after the quick ones");
+        }
         if (!envelope::valid_stream_name(o.stream))
             throw std::invalid_argument("--stream must be 1 to 128 characters of A-Z a-z 0-9 . _ -");
         if (o.jetstream()) {

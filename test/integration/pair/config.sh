@@ -87,6 +87,10 @@ refused "--batch-max must not be negative" env STEADFAST_BATCH_MAX=-1 "${P[@]}"
 refused "--batch-max must be 1 to 10000" "${P[@]}" --batch-max 10001   # more than a secondary takes
 refused "--data is empty" "$BIN/steadfast-primary" --secondary "http://127.0.0.1:$SPORT" --data ''
 refused "--listen is empty" "${P[@]}" --listen ''
+refused "--ladder: step 1 is shorter than 100ms" "${P[@]}" --ladder 0s   # a busy loop of attempts and log lines
+refused "--ladder: step 2 is shorter than 100ms" "${P[@]}" --ladder "1s,50ms"
+refused "has no steps" "${P[@]}" --ladder ''
+refused "--ladder" "${P[@]}" --ladder "1s fast"
 printf 'version = 1\n' >"$WORK/version.conf"
 refused "version" "${P[@]}" --config "$WORK/version.conf"
 printf 'config = /etc/other.conf\n' >"$WORK/nested.conf"
