@@ -108,7 +108,7 @@ http::router node::routes() {
             auto w = co_await worker_.run<bool>(ioc_.get_executor(), std::move(probe));
             if (std::holds_alternative<std::string>(w))
                 co_return http::response::json(503, "{\"status\":\"storage_failed\"}");
-            outbox_ok_ = true;
+            outbox_works();
         }
         co_return http::response::json(200, "{\"status\":\"ready\"}");
     });
@@ -141,14 +141,13 @@ http::router node::routes() {
         auto result = co_await worker_.run<std::vector<published>>(ioc_.get_executor(), std::move(job));
         --publishing_;
         if (auto* e = std::get_if<std::string>(&result)) {
-            outbox_ok_ = false;
-            app::log(level::error, "publish_failed", {{"stream", stream}, {"error", *e}});
+            publish_failed(stream, *e);
             auto res = http::response::error(503, "storage failure, nothing stored: " + *e);
             res.set("Retry-After", "1");
             check_drained();
             co_return res;
         }
-        outbox_ok_ = true;
+        outbox_works();
         const auto& p = std::get<0>(result).front();
         committed(p.stream, 1);
         co_return http::response::json(202, envelope::encode_published(p.id, p.stream, p.seq));
@@ -200,6 +199,30 @@ http::router node::routes() {
         co_return http::response::json(202, envelope::encode_requeued(n, rq.p.id, rq.p.stream, rq.p.seq));
     });
     return r;
+}
+
+void node::publish_failed(const std::string& stream, const std::string& error) {
+    outbox_ok_ = false;
+    ++failed_publishes_;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - failed_logged_at_ < std::chrono::seconds(1)) {
+        ++failed_unlogged_;  // counted in the next line (or in storage_recovered)
+        return;
+    }
+    app::log(level::error, "publish_failed",
+             {{"stream", stream}, {"error", error}, {"also_failed_since_last_line", failed_unlogged_},
+              {"note", "answered 503, nothing stored; at most one such line a second"}});
+    failed_unlogged_ = 0;
+    failed_logged_at_ = now;
+}
+
+// A write to the outbox succeeded: after failures, say that it works again.
+void node::outbox_works() {
+    if (!outbox_ok_)
+        app::log(level::info, "storage_recovered", {{"failed_publishes", failed_publishes_}});
+    outbox_ok_ = true;
+    failed_publishes_ = failed_unlogged_ = 0;
+    failed_logged_at_ = {};
 }
 
 // After a commit of `n` messages on `stream` (on the io thread).

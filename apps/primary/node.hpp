@@ -253,6 +253,12 @@ private:
     bool input_closed_ = false, stopping_ = false;
     bool ready_ = false;  // /ready: the event loop runs and no shutdown has begun
     bool outbox_ok_ = true;  // false from a failed publish commit until a write succeeds again
+    // Refused publishes while the outbox fails: logged at most once a second
+    // (a client retrying at once would write thousands of lines a second).
+    std::uint64_t failed_publishes_ = 0, failed_unlogged_ = 0;
+    std::chrono::steady_clock::time_point failed_logged_at_{};
+    void publish_failed(const std::string& stream, const std::string& error);
+    void outbox_works();
     std::atomic<bool> stdin_stop_{false};
     // A group of standard input was not stored: no later group may be (the
     // input's order would break), so they fail too (database thread only).
