@@ -65,6 +65,16 @@ void rename_legacy(po::parsed_options& parsed, const legacy_ms_flags& legacy) {
 }
 }  // namespace
 
+po::parsed_options parse_command_line(int argc, char** argv, const po::options_description& d) {
+    auto parsed = po::command_line_parser(argc, argv).options(d).run();
+    for (const auto& o : parsed.options)
+        if (o.string_key.empty() || o.position_key >= 0) {
+            const std::string word = o.original_tokens.empty() ? std::string() : o.original_tokens.front();
+            throw po::error("unexpected argument \"" + word + "\" (flags take the form --name value)");
+        }
+    return parsed;
+}
+
 void read_options(int argc, char** argv, const po::options_description& d, po::variables_map& vm,
                   const legacy_ms_flags& legacy) {
     // What the environment and files may set: every flag that carries a
@@ -77,7 +87,7 @@ void read_options(int argc, char** argv, const po::options_description& d, po::v
         settable.add(o);
         known.insert(n);
     }
-    auto cmd = po::parse_command_line(argc, argv, d);
+    auto cmd = parse_command_line(argc, argv, d);
     refuse_negative_counts(cmd, d, "");
     rename_legacy(cmd, legacy);
     po::store(cmd, vm);

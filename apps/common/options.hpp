@@ -35,6 +35,12 @@ using legacy_ms_flags = std::map<std::string, std::string>;
 void read_options(int argc, char** argv, const boost::program_options::options_description& d,
                   boost::program_options::variables_map& vm, const legacy_ms_flags& legacy = {});
 
+/// The command line parsed against `d`, refusing a word that is no flag's
+/// value (Boost.Program_options drops such words silently: `dead-letters
+/// requeue --data D` listed the dead letters and exited 0). argv[0] is skipped.
+boost::program_options::parsed_options parse_command_line(int argc, char** argv,
+                                                          const boost::program_options::options_description& d);
+
 /// The log level of --log-level (debug, info, warn, error).
 level parse_level(const std::string& text);
 

@@ -67,6 +67,8 @@ std::optional<http::response> node::refuse_publish(const http::request& req, std
     if (auto r = app::refuse_unauthorized(req, tokens_)) return r;
     if (!http::is_json(req)) return http::response::error(415, "Content-Type must be application/json");
     stream = o_.stream;
+    if (http::query_param_count(req.target, "stream") > 1)
+        return http::response::error(400, "stream is given more than once; give it once");
     if (auto q = http::query_param(req.target, "stream")) stream = std::move(*q);
     if (!envelope::valid_stream_name(stream))
         return http::response::error(400, "stream must be 1 to 128 characters of A-Z a-z 0-9 . _ -");

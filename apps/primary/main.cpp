@@ -370,7 +370,7 @@ int read_only_command(int argc, char** argv, const std::string& name, int (*fn)(
     po::options_description d("steadfast-primary " + name);
     d.add_options()("data", po::value(&data)->required(), "data directory")("help", "this help");
     po::variables_map vm;
-    po::store(po::parse_command_line(argc - 1, argv + 1, d), vm);
+    po::store(app::parse_command_line(argc - 1, argv + 1, d), vm);
     if (vm.count("help")) {
         std::cout << "usage: steadfast-primary " << name << " --data DIR\n" << d;
         return 0;
@@ -405,7 +405,7 @@ int main(int argc, char** argv) {
                 ("requeue", po::value(&requeue), "publish dead letter N again at the end of its stream (the primary stopped)")
                 ("help", "this help");
             po::variables_map vm;
-            po::store(po::parse_command_line(argc - 1, argv + 1, d), vm);
+            po::store(app::parse_command_line(argc - 1, argv + 1, d), vm);
             if (vm.count("help")) {
                 std::cout << "usage: steadfast-primary dead-letters --data DIR [--requeue N]\n"
                              "  lists dead letters, one JSON line each; --requeue N publishes N's payload again as a\n"

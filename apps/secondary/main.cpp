@@ -321,7 +321,7 @@ int main(int argc, char** argv) {
             std::string data;
             d.add_options()("data", po::value(&data)->required(), "data directory")("help", "this help");
             po::variables_map vm;
-            po::store(po::parse_command_line(argc - 1, argv + 1, d), vm);
+            po::store(app::parse_command_line(argc - 1, argv + 1, d), vm);
             if (vm.count("help")) {
                 std::cout << "usage: steadfast-secondary dump --data DIR\n" << d;
                 return 0;

@@ -19,6 +19,11 @@ std::string_view path_of(std::string_view target) noexcept {
     return q == std::string_view::npos ? target : target.substr(0, q);
 }
 
+std::size_t query_param_count(std::string_view target, std::string_view name) {
+    if (auto u = urls::parse_origin_form(target)) return u->params().count(name);
+    return query_param(target, name) ? 1 : 0;  // not valid origin-form: refused by the caller's own check
+}
+
 std::optional<std::string> query_param(std::string_view target, std::string_view name) {
     auto u = urls::parse_origin_form(target);
     if (u) {

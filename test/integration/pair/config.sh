@@ -91,6 +91,11 @@ refused "--ladder: step 1 is shorter than 100ms" "${P[@]}" --ladder 0s   # a bus
 refused "--ladder: step 2 is shorter than 100ms" "${P[@]}" --ladder "1s,50ms"
 refused "has no steps" "${P[@]}" --ladder ''
 refused "--ladder" "${P[@]}" --ladder "1s fast"
+# A word that is no flag's value is refused, not dropped (a "requeue" that listed and exited 0).
+refused 'unexpected argument "stray"' "${P[@]}" stray
+refused 'unexpected argument "requeue"' "$BIN/steadfast-primary" dead-letters requeue --data "$WORK/p2"
+refused 'unexpected argument "extra"' "$BIN/steadfast-primary" status --data "$WORK/p2" extra
+refused 'unexpected argument "extra"' "$BIN/steadfast-secondary" dump --data "$WORK/s2" extra
 printf 'version = 1\n' >"$WORK/version.conf"
 refused "version" "${P[@]}" --config "$WORK/version.conf"
 printf 'config = /etc/other.conf\n' >"$WORK/nested.conf"

@@ -45,6 +45,9 @@ ans=$(curl -sS -m 30 -X POST "${AUTH[@]}" -H 'Content-Type: application/json; ch
   -w '\n%{http_code}' "$P?stream=ct")
 [ "${ans##*$'\n'}" = 202 ] || fail "Content-Type: application/json; charset=utf-8 must be accepted: $ans"
 record_ack "$WORK/acks.ct" "${ans%$'\n'*}" "$body"
+# A stream given twice is ambiguous: refused, nothing stored.
+expect 400 -X POST "${AUTH[@]}" "${CT[@]}" -d '{"a":1}' "$P?stream=a&stream=b"
+grep -q 'more than once' "$WORK/body" || fail "a repeated stream parameter: $(cat "$WORK/body")"
 
 # 3. Depth: 63 deep fits (64 with the envelope), 64 does not.
 expect 400 -X POST "${AUTH[@]}" "${CT[@]}" --data-binary @"$WORK/d64" "$P?stream=deep"

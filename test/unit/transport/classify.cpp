@@ -104,6 +104,9 @@ BOOST_AUTO_TEST_CASE(urls_and_query_parameters_are_decoded) {
     BOOST_TEST(*http::query_param("/publish?stream=a+b", "stream") == "a b");  // refused later by the name check
     BOOST_TEST(*http::query_param("/publish?stream=", "stream") == "");
     BOOST_TEST(!http::query_param("/publish?streams=a", "stream").has_value());
+    BOOST_TEST(http::query_param_count("/publish?stream=a&x=1&stream=b", "stream") == 2u);
+    BOOST_TEST(http::query_param_count("/publish?stream=%61", "stream") == 1u);
+    BOOST_TEST(http::query_param_count("/publish?streams=a", "stream") == 0u);
     // Not valid origin-form: the raw value, for the caller's check to refuse.
     BOOST_TEST(*http::query_param("/publish?stream=a b", "stream") == "a b");
 

@@ -50,6 +50,9 @@ std::string_view path_of(std::string_view target) noexcept;
 /// target that is not valid origin-form gives the raw value, for the
 /// caller's own check to refuse.
 std::optional<std::string> query_param(std::string_view target, std::string_view name);
+/// How many times a query parameter is given (a second value is ambiguous:
+/// callers refuse it rather than pick one).
+std::size_t query_param_count(std::string_view target, std::string_view name);
 /// Whether the Content-Type is application/json (parameters allowed).
 bool is_json(const request& r);
 
