@@ -35,8 +35,8 @@ decision decide(const sent_batch& b, const delivery_outcome& o) {
                     return make(verdict::ack, upto, 0, {}, {});
                 }
                 return make(verdict::rewind, r.expected - 1, 0, "rewind", {},
-                        "the secondary expects seq " + std::to_string(r.expected) + ", below " +
-                            std::to_string(b.first) + " that it had acknowledged");
+                        "the secondary expects seq " + std::to_string(r.expected) + ", though it had acknowledged up to " +
+                            std::to_string(b.first - 1));
             case rk::unknown: break;
         }
         return make(verdict::redeliver, 0, 0, "409 " + head(o.body), "http_409");

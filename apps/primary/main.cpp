@@ -228,7 +228,7 @@ int node::run() {
     app::token_reloader reload(ioc_.get_executor(), o_.token_file, tokens_, [this] { retry_now("SIGHUP"); });
     demoted_->subscribe(demoted_sub_, [this](bool v) {
         if (v) {
-            app::log(level::error, "demoted", {{"epoch", o_.epoch},
+            app::log(level::error, "demoted", {{"epoch", o_.epoch}, {"newer_epoch", demoted_->newest_seen()},
                                                {"reason", js_ ? "the JetStream log holds a newer epoch (another primary took over)"
                                                               : "the secondary has seen a newer epoch"}});
             stop("demoted", exit_demoted);

@@ -106,9 +106,12 @@ BOOST_AUTO_TEST_CASE(epoch_fence_turns_demoted) {
     demoted->observe(7);
     pump(ioc);
     BOOST_TEST(!demoted->value());
-    demoted->observe(8);
+    BOOST_TEST(demoted->newest_seen() == 7u);
+    demoted->observe(9);
+    demoted->observe(8);  // older than 9: the newest stays
     pump(ioc);
     BOOST_TEST(demoted->value());
+    BOOST_TEST(demoted->newest_seen() == 9u);
     BOOST_TEST(demoted->name() == "demoted");
 }
 
