@@ -596,7 +596,10 @@ void encode_dump_line(std::string& out, std::string_view stream, std::uint64_t s
     out += ",\"id\":\"";
     out += http::json_escape(id);
     out += "\",\"payload\":";
+    const std::size_t at = out.size();
     out += payload;
+    if (payload.find_first_of("\r\n") != std::string_view::npos)
+        std::replace_if(out.begin() + static_cast<std::ptrdiff_t>(at), out.end(), [](char c) { return c == '\r' || c == '\n'; }, ' ');
     out += "}\n";
 }
 

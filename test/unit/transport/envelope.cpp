@@ -169,6 +169,10 @@ BOOST_AUTO_TEST_CASE(answers_round_trip) {
     std::string line;
     envelope::encode_dump_line(line, "s", 2, "i\"d", "[1.0]");
     BOOST_TEST(line == "{\"stream\":\"s\",\"seq\":2,\"id\":\"i\\\"d\",\"payload\":[1.0]}\n");
+    // Line breaks between a payload's tokens print as spaces: one message a line.
+    line.clear();
+    envelope::encode_dump_line(line, "s", 3, "x", "{ \"a\" :\r\n\t[1,\n2] }");
+    BOOST_TEST(line == "{\"stream\":\"s\",\"seq\":3,\"id\":\"x\",\"payload\":{ \"a\" :  \t[1, 2] }}\n");
 }
 
 BOOST_AUTO_TEST_CASE(repair_requests_round_trip_and_refuse_nonsense) {

@@ -132,7 +132,10 @@ std::string encode_requeued(std::int64_t n, std::string_view id, std::string_vie
 std::string encode_tombstone(std::string_view id, std::string_view reason);
 /// Whether a payload is a tombstone made by encode_tombstone.
 bool is_tombstone(std::string_view payload) noexcept;
-/// One line of `steadfast-secondary dump` (with the trailing newline).
+/// One line of `steadfast-secondary dump` (with the trailing newline). The
+/// payload is printed as stored, except that a line break between its tokens
+/// (CR or LF: JSON whitespace, never inside a string) prints as a space, so
+/// that every message is one line.
 void encode_dump_line(std::string& out, std::string_view stream, std::uint64_t seq, std::string_view id,
                       std::string_view payload);
 
