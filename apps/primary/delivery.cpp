@@ -83,6 +83,54 @@ void node::retry_now(const char* why) {
     app::log(level::info, "retry_now", {{"why", why}, {"streams_waiting", waiting}});
 }
 
+// A secondary restored from an older copy says so only when it is sent
+// something (a 409 gap below what it had acknowledged), and a quiet stream
+// sends nothing: its lost messages would stay lost while every metric looks
+// healthy. So when the secondary comes back, each stream with acknowledged
+// messages and no processor resends its last acknowledged one (if still
+// retained): "duplicate" if the secondary has it; else the gap rewinds the
+// stream from retention, or blocks it beyond retention, as at any send.
+void node::recheck_streams() {
+    if (js_ || stopping_) return;
+    auto found = std::make_shared<std::map<std::string, stream_status>>();
+    worker_.post([this, found](app::database&) {
+        *found = out_.status();
+        return true;
+    }, [this, found](const std::string& err) {
+        asio::post(ioc_, [this, found, err] {
+            if (!err.empty()) {
+                app::log(level::error, "recheck_failed", {{"error", err}});
+                return;
+            }
+            if (stopping_) return;
+            std::size_t n = 0;
+            for (const auto& [name, s] : *found) {
+                if (s.acked_seq == 0 || blocked_.count(name)) continue;
+                if (auto it = streams_.find(name); it != streams_.end()) {
+                    // A processor with messages to send finds out at its next
+                    // send; an idle one (waiting to retire) is sent back one.
+                    auto& st = it->second;
+                    if (st.pending != 0 || st.acked == 0 || st.acked == UINT64_MAX) continue;
+                    st.acked -= 1;
+                    forget_window(st);
+                    st.wake->set();
+                } else {
+                    auto& st = streams_[name];
+                    st.acked = s.acked_seq - 1;  // sends the last acknowledged message again
+                    st.acked_max = s.acked_seq;  // which is not counted as delivered again
+                    st.pending = s.pending;
+                    start_processor(name);
+                }
+                ++n;
+            }
+            if (n > 0)
+                app::log(level::info, "recheck", {{"streams", n},
+                                                  {"why", "the secondary is back: each quiet stream resends its last "
+                                                          "acknowledged message, in case it was restored from an older copy"}});
+        });
+    });
+}
+
 // The processor has ended: forget the stream, unless messages arrived in the
 // meantime (then a new processor takes over).
 void node::retire(const std::string& stream) {

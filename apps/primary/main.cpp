@@ -151,6 +151,7 @@ node::node(const options& o, app::database& db)
         nlohmann::json fields{{"secondary", o_.secondary}};
         if (!v && !probe_error_.empty()) fields["error"] = probe_error_;
         app::log(v ? level::info : level::warn, v ? "secondary_online" : "secondary_offline", std::move(fields));
+        if (v) recheck_streams();
     });
     online_gauge_.Set(1);
 }
@@ -162,6 +163,15 @@ asio::awaitable<bool> node::probe() {
     const auto r = co_await http::health_check_report(*probe_client_);
     if (r.healthy) {
         probe_error_.clear();
+        if (!r.instance.empty() && r.instance != secondary_instance_) {
+            if (!secondary_instance_.empty()) {
+                // Restarted, perhaps on a restored data directory, perhaps too
+                // briefly for the probe to see it down.
+                app::log(level::info, "secondary_restarted", {{"secondary", o_.secondary}});
+                recheck_streams();
+            }
+            secondary_instance_ = r.instance;
+        }
         co_return true;
     }
     if (r.tls_failure && r.why != probe_error_)

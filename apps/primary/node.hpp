@@ -144,6 +144,11 @@ private:
     void start_processor(const std::string& stream, bool retry_at_once = false);
     // SIGHUP: every stream waiting for a ladder step tries again now.
     void retry_now(const char* why);
+    // The secondary is back after being unreachable: streams with nothing to
+    // send resend their last acknowledged message, to find out whether it was
+    // restored from an older copy (HTTP only).
+    void recheck_streams();
+    std::string secondary_instance_;  // the secondary's X-Steadfast-Instance, as last probed
     boost::asio::awaitable<void> deliver(std::string stream);
     boost::asio::awaitable<void> wait_until(std::chrono::steady_clock::time_point deadline, cond c);
     boost::asio::awaitable<bool> probe();

@@ -98,6 +98,15 @@ int serve(const options& o) {
     bool draining = false;  // a shutdown signal was received: /ready says 503
 
     std::mt19937_64 rng(std::random_device{}());
+    // This run of the process, on /health: a primary that sees it change
+    // rechecks its quiet streams (the data directory may have been restored).
+    const std::string instance = [] {
+        std::random_device rd;
+        static constexpr char hex[] = "0123456789abcdef";
+        std::string id;
+        for (int i = 0; i < 16; ++i) id += hex[rd() % 16];
+        return id;
+    }();
     std::uniform_real_distribution<double> coin(0.0, 1.0);
 
     http::router routes;
@@ -145,7 +154,9 @@ int serve(const options& o) {
             nlohmann::json j{{"status", status}, {"jetstream", source->health()}};
             co_return http::response::json(std::string_view(status) == "ok" ? 200 : 503, j.dump());
         }
-        co_return http::response::json(200, "{\"status\":\"ok\"}");
+        auto ok = http::response::json(200, "{\"status\":\"ok\"}");
+        ok.set("X-Steadfast-Instance", instance);  // a primary learns from a new value that this process restarted
+        co_return ok;
     });
     auto& refused = prometheus::BuildCounter().Name("steadfast_secondary_connections_rejected_total").Help("Connections closed at once: over --max-connections").Register(*registry).Add({});
     auto& accepted = prometheus::BuildCounter().Name("steadfast_secondary_connections_accepted_total").Help("Connections accepted (keep-alive reuses them)").Register(*registry).Add({});

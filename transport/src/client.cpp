@@ -211,6 +211,7 @@ asio::awaitable<health_report> health_check_report(client& c, std::string target
     if (o.has_response()) {
         r.healthy = o.res().status == 200;
         if (!r.healthy) r.why = "HTTP " + std::to_string(o.res().status);
+        if (auto id = o.res().get("X-Steadfast-Instance")) r.instance = std::string(*id);
     } else {
         const auto& e = o.error();
         r.tls_failure = is_tls_error(e.ec);

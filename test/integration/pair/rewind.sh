@@ -59,4 +59,26 @@ dump | grep '"stream":"q"' | python3 -c 'import json,sys; s=[json.loads(l)["seq"
 publish 5 r
 r_done() { [ "$(status_get 'j["acked_seq"].get("r")')" = 75 ]; }
 wait_for 30 "stream r delivered next to the blocked q" r_done
-echo "rewind: resent within retention, blocked beyond it"
+
+# 3. Restored during a quiet period: nothing is published afterwards, yet the
+# primary finds out that the secondary restarted (a new X-Steadfast-Instance on
+# /health, however brief the restart), each quiet stream resends its last
+# acknowledged message, and the gap rewinds it.
+stop "$PPID_"
+LOG_FROM=$(log_size "$WORK/primary.log")
+start_primary --retain 90s
+quiet_acked() { [ "$(status_get 'j["acked_seq"].get("quiet")')" = "$1" ]; }   # (q stays blocked: not drained)
+publish 10 quiet
+wait_for 30 "quiet's first 10 delivered" quiet_acked 10
+take_copy
+publish 10 quiet
+wait_for 30 "quiet's next 10 delivered" quiet_acked 20
+LOG_FROM=$(log_size "$WORK/primary.log")
+restore_old_copy
+quiet_whole() { [ "$(dump | grep -c '"stream":"quiet"')" = 20 ]; }
+wait_for 30 "the restored secondary brought back to 20 messages of quiet without a publish" quiet_whole
+log_has "$WORK/primary.log" secondary_restarted || fail "no secondary_restarted logged"
+log_has "$WORK/primary.log" rewind stream=quiet || fail "no rewind of quiet logged"
+verify quiet
+[ "$(status_get 'j.get("blocked", {}).get("r")')" = None ] || fail "the recheck blocked r: $(status_json)"
+echo "rewind: resent within retention, blocked beyond it, and found after a quiet restore"

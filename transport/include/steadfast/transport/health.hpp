@@ -25,6 +25,10 @@ struct health_report {
     bool healthy = false;
     bool tls_failure = false;
     std::string why;
+    // The peer's X-Steadfast-Instance header (a steadfast-secondary's id for
+    // this run of the process; empty when absent): a new value means that it
+    // restarted, however briefly it was down.
+    std::string instance;
 };
 boost::asio::awaitable<health_report> health_check_report(client& c, std::string target = "/health");
 
