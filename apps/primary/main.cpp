@@ -135,7 +135,13 @@ node::node(const options& o, app::database& db)
         combined_.emplace(ioc_.get_executor(), *link_, cl,
                           [this](std::string body, std::string key) { return make_request(std::move(body), std::move(key)); },
                           stop_);
-        probe_client_.emplace(ioc_.get_executor(), secondary_options(o));
+        // Its own timeouts end a check before the probe's 1 s does, so that a
+        // secondary that accepts and never answers is reported as a timeout
+        // ("read: The socket was closed due to a timeout"), not as a
+        // cancelled read.
+        auto probing = secondary_options(o);
+        probing.connect_timeout = probing.read_timeout = probing.write_timeout = 900ms;
+        probe_client_.emplace(ioc_.get_executor(), probing);
     }
     probe_options po;
     po.interval = 1s;
