@@ -448,9 +448,20 @@ asio::awaitable<void> node::deliver(std::string stream) {
                 acknowledge(stream, st, d.upto);
                 if (d.upto > st.rewound_to) st.rewound_to = UINT64_MAX;  // progress past a rewind
                 if (d.upto < batch.back().seq) forget_window(st);  // a partial ack: the rest is read again
-                if (st.sched.attempts > 0)  // the ladder's wait is over: say so (the last line was a link_error)
+                if (st.sched.attempts > 0) {
+                    // The ladder's wait is over: say so (the last line was a
+                    // link_error), and drop the schedule now, before the next
+                    // read of the window could load it again (the
+                    // acknowledgement mark that also drops it comes later).
                     app::log(level::info, "link_recovered", {{"stream", stream}, {"seq", d.upto}, {"ladder_steps", st.sched.attempts},
                                                               {"pending", st.pending}});
+                    worker_.post([this, stream](app::database&) {
+                        out_.clear_schedule(stream);
+                        return true;
+                    }, [stream](const std::string& err) {
+                        if (!err.empty()) app::log(level::error, "schedule_failed", {{"stream", stream}, {"error", err}});
+                    });
+                }
                 st.sched = {};
                 break;
             }

@@ -228,6 +228,12 @@ void outbox::dead_letter(const std::string& stream, const pending_message& m, co
     c.step();
 }
 
+void outbox::clear_schedule(const std::string& stream) {
+    auto& c = stmt(del_sched_, "DELETE FROM schedule WHERE stream=?");
+    c.bind(1, stream);
+    c.step();
+}
+
 schedule outbox::get_schedule(const std::string& stream) {
     auto& g = stmt(get_sched_, "SELECT attempts, next_at_ms FROM schedule WHERE stream=?");
     g.bind(1, stream);

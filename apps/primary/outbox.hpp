@@ -92,6 +92,8 @@ public:
     void dead_letter(const std::string& stream, const pending_message& m, const std::string& reason, std::int64_t now_ms);
     schedule get_schedule(const std::string& stream);
     void set_schedule(const std::string& stream, const schedule& s);
+    /// The stream delivers again: its ladder starts from the first step next time.
+    void clear_schedule(const std::string& stream);
     void set_blocked(const std::string& stream, const std::string& reason, std::int64_t now_ms);
     /// Forgets every block (at start: a restart tries blocked streams again).
     void clear_blocked();
