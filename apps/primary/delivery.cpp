@@ -91,13 +91,15 @@ void node::retry_now(const char* why) {
 // retained): "duplicate" if the secondary has it; else the gap rewinds the
 // stream from retention, or blocks it beyond retention, as at any send.
 void node::recheck_streams() {
-    if (js_ || stopping_) return;
+    if (js_ || stopping_ || rechecking_) return;  // the probe may see both a return and a restart at once
+    rechecking_ = true;
     auto found = std::make_shared<std::map<std::string, stream_status>>();
     worker_.post([this, found](app::database&) {
         *found = out_.status();
         return true;
     }, [this, found](const std::string& err) {
         asio::post(ioc_, [this, found, err] {
+            rechecking_ = false;
             if (!err.empty()) {
                 app::log(level::error, "recheck_failed", {{"error", err}});
                 return;
@@ -110,7 +112,8 @@ void node::recheck_streams() {
                     // A processor with messages to send finds out at its next
                     // send; an idle one (waiting to retire) is sent back one.
                     auto& st = it->second;
-                    if (st.pending != 0 || st.acked == 0 || st.acked == UINT64_MAX) continue;
+                    // (Not again while a recheck's resend is on its way: acked < acked_max.)
+                    if (st.pending != 0 || st.acked == 0 || st.acked == UINT64_MAX || st.acked != st.acked_max) continue;
                     st.acked -= 1;
                     forget_window(st);
                     st.wake->set();

@@ -149,6 +149,7 @@ private:
     // restored from an older copy (HTTP only).
     void recheck_streams();
     std::string secondary_instance_;  // the secondary's X-Steadfast-Instance, as last probed
+    bool rechecking_ = false;         // a recheck's read of the outbox is under way
     boost::asio::awaitable<void> deliver(std::string stream);
     boost::asio::awaitable<void> wait_until(std::chrono::steady_clock::time_point deadline, cond c);
     boost::asio::awaitable<bool> probe();
