@@ -134,13 +134,25 @@ http::router node::routes() {
         auto checked = envelope::check_payload(req.body, envelope_overhead(stream));
         if (auto* e = std::get_if<envelope::payload_error>(&checked)) co_return http::response::error(e->status, e->what);
         if (auto big = too_large_for_log(stream, std::get<std::string_view>(checked).size())) co_return http::response::error(413, *big);
+        // A publisher's Idempotency-Key: the same key again finds the first
+        // message instead of storing a second (outbox::publish_once).
+        std::string key;
+        if (auto k = req.get("Idempotency-Key")) {
+            if (k->empty() || k->size() > 255 ||
+                std::any_of(k->begin(), k->end(), [](char c) { return c < 0x21 || c > 0x7e; }))
+                co_return http::response::error(400, "Idempotency-Key must be 1 to 255 visible ASCII characters");
+            key = std::string(*k);
+        }
         ++publishing_;
         auto items = std::make_shared<std::vector<std::pair<std::string, std::string>>>();
         items->emplace_back(stream, std::string(std::get<std::string_view>(checked)));
         // Job lambdas are named before the co_await: g++ 12 released a
         // shared_ptr captured by a lambda temporary inside co_await twice (ASan).
-        auto job = [this, items](app::database&, bool&) { return out_.publish(*items, now_ms()); };
-        auto result = co_await worker_.run<std::vector<published>>(ioc_.get_executor(), std::move(job));
+        auto job = [this, items, key](app::database&, bool&) {
+            if (key.empty()) return keyed_publish{keyed_publish::status::stored, out_.publish(*items, now_ms()).front()};
+            return out_.publish_once(key, items->front().first, items->front().second, now_ms());
+        };
+        auto result = co_await worker_.run<keyed_publish>(ioc_.get_executor(), std::move(job));
         --publishing_;
         if (auto* e = std::get_if<std::string>(&result)) {
             publish_failed(stream, *e);
@@ -150,9 +162,16 @@ http::router node::routes() {
             co_return res;
         }
         outbox_works();
-        const auto& p = std::get<0>(result).front();
-        committed(p.stream, 1);
-        co_return http::response::json(202, envelope::encode_published(p.id, p.stream, p.seq));
+        const auto& [what, p] = std::get<0>(result);
+        if (what == keyed_publish::status::conflict)
+            co_return http::response::error(422, "Idempotency-Key was first used for another payload or stream (seq " +
+                                                     std::to_string(p.seq) + " of stream " + p.stream + ")");
+        auto res = http::response::json(202, envelope::encode_published(p.id, p.stream, p.seq));
+        if (what == keyed_publish::status::replayed)
+            res.set("Idempotent-Replayed", "true");  // the first publish's answer; nothing stored now
+        else
+            committed(p.stream, 1);
+        co_return res;
     });
     // Dead letters, for operators (the same token as /publish): the list, and
     // a requeue as a new message at the end of its stream.

@@ -64,6 +64,11 @@ outbox::outbox(app::database& db) : db_(db) {
         requeue_columns_ = true;
     }
     db.exec("CREATE TABLE IF NOT EXISTS blocked(stream TEXT PRIMARY KEY, reason TEXT NOT NULL, at_ms INTEGER NOT NULL)");
+    // Publishers' Idempotency-Keys (publish_once), with a digest of the
+    // stream and payload they were first used for; purged with --retain.
+    db.exec("CREATE TABLE IF NOT EXISTS publish_keys(key TEXT PRIMARY KEY, stream TEXT NOT NULL, seq INTEGER NOT NULL, "
+            "id TEXT NOT NULL, digest INTEGER NOT NULL, at_ms INTEGER NOT NULL) WITHOUT ROWID");
+    db.exec("CREATE INDEX IF NOT EXISTS publish_keys_at ON publish_keys(at_ms)");
     auto get = db.prepare("SELECT value FROM meta WHERE key='instance'");
     if (get.step()) {
         instance_ = std::string(get.column_text(0));
@@ -143,6 +148,45 @@ std::vector<published> outbox::publish(const std::vector<std::pair<std::string, 
     return out;
 }
 
+namespace {
+// FNV-1a, 64 bits: the same on every run and machine (a key outlives the process).
+std::int64_t digest(std::string_view stream, std::string_view payload) {
+    std::uint64_t h = 1469598103934665603ull;
+    auto mix = [&h](std::string_view bytes) {
+        for (unsigned char c : bytes) {
+            h ^= c;
+            h *= 1099511628211ull;
+        }
+    };
+    mix(stream);
+    mix(std::string_view("\0", 1));  // "ab"+"c" and "a"+"bc" differ
+    mix(payload);
+    return static_cast<std::int64_t>(h);
+}
+}  // namespace
+
+keyed_publish outbox::publish_once(const std::string& key, const std::string& stream, const std::string& payload,
+                                   std::int64_t now_ms) {
+    keyed_publish r;
+    const std::int64_t d = digest(stream, payload);
+    {
+        auto& g = stmt(get_key_, "SELECT stream, seq, id, digest FROM publish_keys WHERE key=?");
+        g.bind(1, key);
+        if (g.step()) {
+            r.p = {std::string(g.column_text(0)), static_cast<std::uint64_t>(g.column_int(1)), std::string(g.column_text(2))};
+            r.what = g.column_int(3) == d ? keyed_publish::status::replayed : keyed_publish::status::conflict;
+            g.reset();
+            return r;
+        }
+        g.reset();
+    }
+    r.p = publish({{stream, payload}}, now_ms).front();
+    auto& k = stmt(put_key_, "INSERT INTO publish_keys(key, stream, seq, id, digest, at_ms) VALUES(?,?,?,?,?,?)");
+    k.bind(1, key).bind(2, stream).bind(3, static_cast<std::int64_t>(r.p.seq)).bind(4, r.p.id).bind(5, d).bind(6, now_ms);
+    k.step();
+    return r;
+}
+
 std::vector<pending_message> outbox::pending(const std::string& stream, std::uint64_t after, std::size_t max_count,
                                              std::size_t max_bytes) {
     auto& s = stmt(select_, "SELECT seq, id, payload, at_ms FROM outbox WHERE stream=? AND seq>? ORDER BY seq LIMIT ?");
@@ -203,6 +247,9 @@ std::uint64_t outbox::purge(std::int64_t cutoff_ms) {
     auto& m = stmt(purge_done_, "DELETE FROM acks WHERE at_ms<=?");
     m.bind(1, cutoff_ms);
     m.step();
+    auto& k = stmt(purge_keys_, "DELETE FROM publish_keys WHERE at_ms<=?");
+    k.bind(1, cutoff_ms);
+    k.step();
     return n;
 }
 

@@ -33,6 +33,17 @@ struct published {
     std::string id;
 };
 
+/// What a publish under a publisher's Idempotency-Key found (outbox::publish_once).
+struct keyed_publish {
+    enum class status {
+        stored,    // the first time: stored as a new message
+        replayed,  // the same key, stream and payload again: nothing stored, the first message's answer
+        conflict,  // the same key with another stream or payload: refused
+    };
+    status what = status::stored;
+    published p;  // stored: the new message; replayed and conflict: the key's first message
+};
+
 struct pending_message {
     std::uint64_t seq = 0;
     std::string id;
@@ -77,6 +88,12 @@ public:
     /// Assigns seqs and ids and stores the messages (in the caller's transaction).
     std::vector<published> publish(const std::vector<std::pair<std::string, std::string>>& stream_payloads,
                                    std::int64_t now_ms);
+    /// publish() of one message, remembered under `key` (a publisher's
+    /// Idempotency-Key) until purge() drops it with the acknowledged messages
+    /// of --retain: a publisher that lost an answer may send again without a
+    /// second copy.
+    keyed_publish publish_once(const std::string& key, const std::string& stream, const std::string& payload,
+                               std::int64_t now_ms);
     /// Up to `max_count` messages / `max_bytes` of payload after `after_seq`, in
     /// seq order; acknowledged ones still retained are included (for a rewind).
     std::vector<pending_message> pending(const std::string& stream, std::uint64_t after_seq, std::size_t max_count,
@@ -115,7 +132,8 @@ private:
     std::string instance_;  // makes ids unique across data directories
     bool requeue_columns_ = false;  // dead_letter has requeued_seq (a database of this version)
     std::optional<app::statement> get_next_, put_stream_, insert_, select_, ack_, ack_move_, ack_mark_, get_sched_, put_sched_,
-        del_sched_, dl_insert_, tombstone_, purge_marks_, purge_, purge_done_, oldest_, put_blocked_, position_;
+        del_sched_, dl_insert_, tombstone_, purge_marks_, purge_, purge_done_, oldest_, put_blocked_, position_,
+        get_key_, put_key_, purge_keys_;
 };
 
 }  // namespace steadfast::primary
