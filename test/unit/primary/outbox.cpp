@@ -71,6 +71,29 @@ BOOST_FIXTURE_TEST_CASE(acknowledged_messages_are_kept_until_the_cutoff_passes_t
     BOOST_TEST(out->status().at("s").pending == 3u);
 }
 
+BOOST_FIXTURE_TEST_CASE(a_publish_key_finds_its_first_message_until_purged, fixture) {
+    using k = primary::keyed_publish::status;
+    auto a = out->publish_once("key-1", "s", "{\"a\":1}", 1'000);
+    BOOST_TEST((a.what == k::stored));
+    BOOST_TEST(a.p.seq == 1u);
+    auto again = out->publish_once("key-1", "s", "{\"a\":1}", 1'500);
+    BOOST_TEST((again.what == k::replayed));
+    BOOST_TEST(again.p.seq == 1u);
+    BOOST_TEST(again.p.id == a.p.id);
+    BOOST_TEST((out->publish_once("key-1", "s", "{\"a\":2}", 1'500).what == k::conflict));  // another payload
+    BOOST_TEST((out->publish_once("key-1", "t", "{\"a\":1}", 1'500).what == k::conflict));  // another stream
+    BOOST_TEST((out->publish_once("key-1", "s", "{\"a\": 1}", 1'500).what == k::conflict));  // bytes, not meaning
+    BOOST_TEST(kept("s") == range(1, 1));
+    open();  // kept across a restart
+    BOOST_TEST((out->publish_once("key-1", "s", "{\"a\":1}", 2'000).what == k::replayed));
+    BOOST_TEST(out->purge(999) == 0u);
+    BOOST_TEST((out->publish_once("key-1", "s", "{\"a\":1}", 2'000).what == k::replayed));
+    out->purge(1'000);  // the key was used at 1,000: forgotten at that cutoff
+    auto later = out->publish_once("key-1", "s", "{\"a\":1}", 3'000);
+    BOOST_TEST((later.what == k::stored));
+    BOOST_TEST(later.p.seq == 2u);
+}
+
 BOOST_FIXTURE_TEST_CASE(marks_within_a_second_merge_and_keep_the_latest_time, fixture) {
     publish("s", 10);
     out->acknowledge("s", 2, 10'000);
