@@ -8,6 +8,7 @@
 #include <common/sqlite.hpp>
 
 #include <boost/test/unit_test.hpp>
+#include <steadfast_test/scratch_dir.hpp>
 
 #include <sys/resource.h>
 
@@ -25,16 +26,12 @@ using namespace steadfast;
 
 namespace {
 struct fixture {
-    std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                ("steadfast-dbworker-" + std::to_string(std::random_device{}()));
+    test::scratch_dir scratch{"dbworker"};  // removed after the members below
+    const std::filesystem::path dir = scratch.path;
     std::optional<app::database> db;
     fixture() {
         db.emplace(dir.string(), "t.db", "steadfast-test", app::sync_mode::full);
         db->exec("CREATE TABLE t(n INTEGER PRIMARY KEY, v TEXT)");
-    }
-    ~fixture() {
-        db.reset();
-        std::filesystem::remove_all(dir);
     }
     std::vector<std::int64_t> rows() {
         std::vector<std::int64_t> out;

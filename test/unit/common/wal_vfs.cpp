@@ -7,6 +7,7 @@
 #include <common/wal_vfs.hpp>
 
 #include <boost/test/unit_test.hpp>
+#include <steadfast_test/scratch_dir.hpp>
 
 #include <sqlite3.h>
 #include <sys/resource.h>
@@ -25,16 +26,12 @@ using namespace steadfast;
 
 namespace {
 struct fixture {
-    std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                ("steadfast-walvfs-" + std::to_string(std::random_device{}()));
+    test::scratch_dir scratch{"walvfs"};  // removed after the members below
+    const std::filesystem::path dir = scratch.path;
     std::optional<app::database> db;
     fixture() {
         db.emplace(dir.string(), "t.db", "steadfast-test", app::sync_mode::full);
         db->exec("CREATE TABLE t(k TEXT NOT NULL, n INTEGER NOT NULL, v TEXT NOT NULL, PRIMARY KEY(k, n)) WITHOUT ROWID");
-    }
-    ~fixture() {
-        db.reset();
-        std::filesystem::remove_all(dir);
     }
     // One transaction: `per` rows on each of `keys` keys, from n = `from`.
     void put(int keys, int from, int per, const std::string& v) {

@@ -4,6 +4,7 @@
 #include <primary/outbox.hpp>
 
 #include <boost/test/unit_test.hpp>
+#include <steadfast_test/scratch_dir.hpp>
 
 #include <filesystem>
 #include <random>
@@ -12,16 +13,11 @@ using namespace steadfast;
 
 namespace {
 struct fixture {
-    std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                ("steadfast-outbox-" + std::to_string(std::random_device{}()));
+    test::scratch_dir scratch{"outbox"};  // removed after the members below
+    const std::filesystem::path dir = scratch.path;
     std::optional<app::database> db;
     std::optional<primary::outbox> out;
     fixture() { open(); }
-    ~fixture() {
-        out.reset();
-        db.reset();
-        std::filesystem::remove_all(dir);
-    }
     void open() {
         out.reset();
         db.reset();

@@ -2,6 +2,7 @@
 #include <secondary/store.hpp>
 
 #include <boost/test/unit_test.hpp>
+#include <steadfast_test/scratch_dir.hpp>
 
 #include <filesystem>
 #include <random>
@@ -10,16 +11,11 @@ using namespace steadfast;
 
 namespace {
 struct fixture {
-    std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                ("steadfast-store-" + std::to_string(std::random_device{}()));
+    test::scratch_dir scratch{"store"};  // removed after the members below
+    const std::filesystem::path dir = scratch.path;
     std::optional<app::database> db;
     std::optional<secondary::store> st;
     fixture() { open(); }
-    ~fixture() {
-        st.reset();
-        db.reset();
-        std::filesystem::remove_all(dir);
-    }
     void open() {
         st.reset();
         db.reset();
