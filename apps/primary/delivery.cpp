@@ -74,28 +74,46 @@ void node::start_processor(const std::string& stream, bool retry_at_once) {
 }
 
 void node::retry_now(const char* why) {
+    // Every stream: one that failed a moment ago has not written its ladder
+    // step yet (its wait is not known), and the flag only skips the next
+    // ladder wait; a stream that sends before one clears it.
     std::size_t waiting = 0;
-    for (auto& [name, st] : streams_)
-        if (st.retry_now && st.sched.next_at_ms > now_ms()) {
-            st.retry_now->set();
-            ++waiting;
-        }
+    for (auto& [name, st] : streams_) {
+        if (!st.retry_now) continue;
+        if (st.sched.next_at_ms > now_ms()) ++waiting;
+        st.retry_now->set();
+    }
     app::log(level::info, "retry_now", {{"why", why}, {"streams_waiting", waiting}});
 }
 
 // A secondary restored from an older copy says so only when it is sent
 // something (a 409 gap below what it had acknowledged), and a quiet stream
 // sends nothing: its lost messages would stay lost while every metric looks
-// healthy. So when the secondary comes back, each stream with acknowledged
-// messages and no processor resends its last acknowledged one (if still
-// retained): "duplicate" if the secondary has it; else the gap rewinds the
-// stream from retention, or blocks it beyond retention, as at any send.
+// healthy. So when the secondary is first seen, comes back or restarts, each
+// stream acknowledged within --retain that has nothing to send resends its
+// last acknowledged message: "duplicate" if the secondary has it; else the
+// gap rewinds the stream from retention, or blocks it beyond retention, as at
+// any send. At most one every 5 s (a later request waits for the next slot):
+// a secondary behind a balancer may show a new instance at every probe.
 void node::recheck_streams() {
-    if (js_ || stopping_ || rechecking_) return;  // the probe may see both a return and a restart at once
+    if (js_ || stopping_) return;
+    using clock = std::chrono::steady_clock;
+    constexpr auto every = 5s;
+    if (rechecking_ || recheck_timer_armed_) return;  // one under way or queued covers this one too
+    if (const auto since = clock::now() - last_recheck_; last_recheck_ != clock::time_point{} && since < every) {
+        recheck_timer_armed_ = true;
+        auto t = std::make_shared<asio::steady_timer>(ioc_, every - since);
+        t->async_wait([this, t](const boost::system::error_code&) {
+            recheck_timer_armed_ = false;
+            recheck_streams();
+        });
+        return;
+    }
     rechecking_ = true;
-    auto found = std::make_shared<std::map<std::string, stream_status>>();
+    last_recheck_ = clock::now();
+    auto found = std::make_shared<std::map<std::string, std::uint64_t>>();
     worker_.post([this, found](app::database&) {
-        *found = out_.status();
+        *found = out_.recently_acknowledged();
         return true;
     }, [this, found](const std::string& err) {
         asio::post(ioc_, [this, found, err] {
@@ -106,30 +124,31 @@ void node::recheck_streams() {
             }
             if (stopping_) return;
             std::size_t n = 0;
-            for (const auto& [name, s] : *found) {
-                if (s.acked_seq == 0 || blocked_.count(name)) continue;
+            for (const auto& [name, acked] : *found) {
+                if (acked == 0 || blocked_.count(name)) continue;
                 if (auto it = streams_.find(name); it != streams_.end()) {
                     // A processor with messages to send finds out at its next
-                    // send; an idle one (waiting to retire) is sent back one.
+                    // send; an idle one (waiting to retire) is sent back one
+                    // (not again while a recheck's resend is on its way:
+                    // acked < acked_max).
                     auto& st = it->second;
-                    // (Not again while a recheck's resend is on its way: acked < acked_max.)
                     if (st.pending != 0 || st.acked == 0 || st.acked == UINT64_MAX || st.acked != st.acked_max) continue;
                     st.acked -= 1;
                     forget_window(st);
                     st.wake->set();
                 } else {
                     auto& st = streams_[name];
-                    st.acked = s.acked_seq - 1;  // sends the last acknowledged message again
-                    st.acked_max = s.acked_seq;  // which is not counted as delivered again
-                    st.pending = s.pending;
+                    st.acked = acked - 1;   // sends the last acknowledged message again
+                    st.acked_max = acked;   // which is not counted as delivered again
                     start_processor(name);
                 }
                 ++n;
             }
             if (n > 0)
                 app::log(level::info, "recheck", {{"streams", n},
-                                                  {"why", "the secondary is back: each quiet stream resends its last "
-                                                          "acknowledged message, in case it was restored from an older copy"}});
+                                                  {"why", "the secondary was first seen, came back or restarted: each quiet stream "
+                                                          "resends its last acknowledged message, in case it was restored from an "
+                                                          "older copy"}});
         });
     });
 }

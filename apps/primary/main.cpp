@@ -170,13 +170,12 @@ asio::awaitable<bool> node::probe() {
     if (r.healthy) {
         probe_error_.clear();
         if (!r.instance.empty() && r.instance != secondary_instance_) {
-            if (!secondary_instance_.empty()) {
-                // Restarted, perhaps on a restored data directory, perhaps too
-                // briefly for the probe to see it down.
-                app::log(level::info, "secondary_restarted", {{"secondary", o_.secondary}});
-                recheck_streams();
-            }
+            // First seen (it may have been restored while this primary was
+            // down), or restarted, perhaps on a restored data directory,
+            // perhaps too briefly for the probe to see it down.
+            if (!secondary_instance_.empty()) app::log(level::info, "secondary_restarted", {{"secondary", o_.secondary}});
             secondary_instance_ = r.instance;
+            recheck_streams();
         }
         co_return true;
     }

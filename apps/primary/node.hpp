@@ -150,6 +150,8 @@ private:
     void recheck_streams();
     std::string secondary_instance_;  // the secondary's X-Steadfast-Instance, as last probed
     bool rechecking_ = false;         // a recheck's read of the outbox is under way
+    bool recheck_timer_armed_ = false;  // a recheck waits for its slot (at most one every 5 s)
+    std::chrono::steady_clock::time_point last_recheck_{};
     boost::asio::awaitable<void> deliver(std::string stream);
     boost::asio::awaitable<void> wait_until(std::chrono::steady_clock::time_point deadline, cond c);
     boost::asio::awaitable<bool> probe();

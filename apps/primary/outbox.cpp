@@ -253,6 +253,13 @@ std::uint64_t outbox::purge(std::int64_t cutoff_ms) {
     return n;
 }
 
+std::map<std::string, std::uint64_t> outbox::recently_acknowledged() {
+    std::map<std::string, std::uint64_t> out;
+    auto q = db_.prepare("SELECT stream, max(upto) FROM acks GROUP BY stream");
+    while (q.step()) out[std::string(q.column_text(0))] = static_cast<std::uint64_t>(q.column_int(1));
+    return out;
+}
+
 std::optional<std::uint64_t> outbox::oldest_seq(const std::string& stream) {
     auto& o = stmt(oldest_, "SELECT min(seq) FROM outbox WHERE stream=?");
     o.bind(1, stream);

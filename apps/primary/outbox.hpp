@@ -102,6 +102,10 @@ public:
     void acknowledge(const std::string& stream, std::uint64_t seq, std::int64_t now_ms);
     /// Deletes acknowledged messages acknowledged at or before `cutoff_ms`. Returns how many.
     std::uint64_t purge(std::int64_t cutoff_ms);
+    /// Each stream's last acknowledged seq, for streams acknowledged within
+    /// --retain (those with an acknowledgement mark: their last acknowledged
+    /// message is still kept). Reads only the marks, never the messages.
+    std::map<std::string, std::uint64_t> recently_acknowledged();
     /// The lowest seq of the stream still in the outbox (acknowledged or not).
     std::optional<std::uint64_t> oldest_seq(const std::string& stream);
     /// Moves a message to the dead-letter table; it stays in the outbox with a

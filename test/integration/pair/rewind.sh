@@ -22,9 +22,10 @@ wait_drained 30
 take_copy
 publish 30 r
 wait_drained 30
+"$BIN/steadfast-secondary" dump --data "$SDATA.old" | grep -c '"stream":"r"' | grep -qx 30 \
+  || fail "the copy to restore should hold 30 messages of r"
 restore_old_copy
-dump | grep -c '"stream":"r"' | grep -qx 30 || fail "the restored secondary should hold 30 messages of r"
-publish 10 r          # the secondary learns nothing until the primary sends
+publish 10 r          # (the primary may have rewound already: it rechecks a restarted secondary)
 wait_drained 30
 log_has "$WORK/primary.log" rewind || fail "no rewind log event"
 [ "$(metric "$PPORT" steadfast_primary_rewinds_total)" -ge 1 ] || fail "steadfast_primary_rewinds_total did not count the rewind"
@@ -81,4 +82,18 @@ log_has "$WORK/primary.log" secondary_restarted || fail "no secondary_restarted 
 log_has "$WORK/primary.log" rewind stream=quiet || fail "no rewind of quiet logged"
 verify quiet
 [ "$(status_get 'j.get("blocked", {}).get("r")')" = None ] || fail "the recheck blocked r: $(status_json)"
-echo "rewind: resent within retention, blocked beyond it, and found after a quiet restore"
+
+# 4. Restored while the primary was down: the restarted primary rechecks the
+# secondary when it first sees it.
+take_copy
+publish 10 quiet
+wait_for 30 "quiet's third 10 delivered" quiet_acked 30
+stop "$PPID_"
+restore_old_copy
+LOG_FROM=$(log_size "$WORK/primary.log")
+start_primary --retain 90s
+quiet_30() { [ "$(dump | grep -c '"stream":"quiet"')" = 30 ]; }
+wait_for 30 "the secondary restored while the primary was down brought back to 30 messages of quiet" quiet_30
+log_has "$WORK/primary.log" recheck || fail "no recheck logged by the restarted primary"
+verify quiet
+echo "rewind: resent within retention, blocked beyond it, and found after a quiet restore, also by a restarted primary"
