@@ -35,7 +35,7 @@ decision decide(const sent_batch& b, const delivery_outcome& o) {
                     return make(verdict::ack, upto, 0, {}, {});
                 }
                 return make(verdict::rewind, r.expected - 1, 0, "rewind", {},
-                        "the secondary expects seq " + std::to_string(r.expected) + ", though it had acknowledged up to " +
+                        "the secondary expects seq " + std::to_string(r.expected) + ", though it had acknowledged at least up to " +
                             std::to_string(b.first - 1));
             case rk::unknown: break;
         }

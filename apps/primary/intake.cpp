@@ -235,15 +235,19 @@ void node::publish_failed(const std::string& stream, const std::string& error) {
               {"note", "answered 503, nothing stored; at most one such line a second"}});
     failed_unlogged_ = 0;
     failed_logged_at_ = now;
+    failure_reported_ = true;
 }
 
-// A write to the outbox succeeded: after failures, say that it works again.
+// A write to the outbox succeeded: after a reported failure, say that it
+// works again (once: a disk that fails every other publish logs at most a
+// line of each a second, since the one-second window outlives recoveries).
 void node::outbox_works() {
-    if (!outbox_ok_)
+    if (failure_reported_) {
         app::log(level::info, "storage_recovered", {{"failed_publishes", failed_publishes_}});
+        failure_reported_ = false;
+        failed_publishes_ = failed_unlogged_ = 0;
+    }
     outbox_ok_ = true;
-    failed_publishes_ = failed_unlogged_ = 0;
-    failed_logged_at_ = {};
 }
 
 // After a commit of `n` messages on `stream` (on the io thread).

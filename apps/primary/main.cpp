@@ -457,7 +457,7 @@ int main(int argc, char** argv) {
             ("attempt-timeout", po::value<std::string>()->default_value("10s"), "per-attempt timeout (the HTTP read timeout), e.g. 10s")
             ("max-backoff-ms", po::value<std::string>(), "the same as --max-backoff, in milliseconds (kept for old scripts)")
             ("attempt-timeout-ms", po::value<std::string>(), "the same as --attempt-timeout, in milliseconds (kept for old scripts)")
-            ("ladder", po::value(&o.ladder), "durable redelivery ladder: steps of at least 100ms separated by spaces or commas, e.g. \"10s 30s 1m\" (default: RocketMQ's 16 steps); the last step repeats")
+            ("ladder", po::value(&o.ladder), "durable redelivery ladder: steps of at least 100ms (whole numbers with a unit: 500ms, 10s, 1m, 2h) separated by spaces or commas, e.g. \"10s 30s 1m\" (default: RocketMQ's 16 steps); the last step repeats")
             ("retain", po::value(&retain)->default_value("1h"), "keep acknowledged messages this long, to resend to a secondary restored from an older copy")
             ("max-connections", po::value(&o.max_connections)->default_value(256), "connections to --listen open at once; more are closed at once")
             ("max-streams", po::value(&o.max_streams)->default_value(10'000), "streams with pending messages at most; /publish to another one gets 429");

@@ -265,6 +265,7 @@ private:
     // (a client retrying at once would write thousands of lines a second).
     std::uint64_t failed_publishes_ = 0, failed_unlogged_ = 0;
     std::chrono::steady_clock::time_point failed_logged_at_{};
+    bool failure_reported_ = false;  // a publish_failed line since the last storage_recovered
     void publish_failed(const std::string& stream, const std::string& error);
     void outbox_works();
     std::atomic<bool> stdin_stop_{false};

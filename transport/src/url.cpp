@@ -21,7 +21,18 @@ std::string_view path_of(std::string_view target) noexcept {
 
 std::size_t query_param_count(std::string_view target, std::string_view name) {
     if (auto u = urls::parse_origin_form(target)) return u->params().count(name);
-    return query_param(target, name) ? 1 : 0;  // not valid origin-form: refused by the caller's own check
+    // Not valid origin-form: the raw pairs, undecoded (as query_param reads them).
+    std::size_t n = 0;
+    auto q = target.find('?');
+    if (q == std::string_view::npos) return 0;
+    std::string_view rest = target.substr(q + 1);
+    for (;;) {
+        const auto amp = rest.find('&');
+        const std::string_view pair = rest.substr(0, amp);
+        if (pair.substr(0, pair.find('=')) == name) ++n;
+        if (amp == std::string_view::npos) return n;
+        rest.remove_prefix(amp + 1);
+    }
 }
 
 std::optional<std::string> query_param(std::string_view target, std::string_view name) {

@@ -113,27 +113,34 @@ grep -Eiq 'stor(e|ing|age)[^"]*fail|storage_failed|fail[a-z]* to stor' "$WORK/st
 # failed one used to commit once its rollback freed space: lines 4001-5000
 # stored as seqs 1-1000, lines 1-4000 missing.) Needs mount(2): as root.
 if mkdir -p "$WORK/small" && mount -t tmpfs -o size=1600k tmpfs "$WORK/small" 2>/dev/null; then
+  umount "$WORK/small"
   cleanup_small() { umount "$WORK/small" 2>/dev/null || true; }
   trap 'cleanup_small; cleanup' EXIT
   python3 -c 'for i in range(1, 5001): print("{\"i\":%d,\"pad\":\"%s\"}" % (i, "z" * 400))' >"$WORK/in4"
-  rc=0
-  "$BIN/steadfast-primary" --secondary "http://127.0.0.1:1" --data "$WORK/small/p" --stdin --exit-when-drained \
-    <"$WORK/in4" 2>"$WORK/stdin4.log" || rc=$?
-  [ "$rc" != 0 ] || fail "--stdin on a full disk exited 0"
-  first=$(python3 -c 'import json,sys
+  # 1600k: the first group (4,000 lines, 1.7 MB) does not fit, the second would;
+  # 2600k: the first fits, the second does not.
+  for size in 1600k 2600k; do
+    mount -t tmpfs -o "size=$size" tmpfs "$WORK/small" || fail "mount a $size tmpfs"
+    rc=0
+    "$BIN/steadfast-primary" --secondary "http://127.0.0.1:1" --data "$WORK/small/p" --stdin --exit-when-drained \
+      <"$WORK/in4" 2>"$WORK/stdin4.log" || rc=$?
+    [ "$rc" != 0 ] || fail "--stdin on a full disk ($size) exited 0"
+    first=$(python3 -c 'import json,sys
 for l in open(sys.argv[1]):
     j = json.loads(l)
     if j.get("event") == "storage_failed": print(j.get("first_line_not_stored", "")); break' "$WORK/stdin4.log")
-  [ -n "$first" ] || fail "no storage_failed event naming the first line not stored: $(tail -3 "$WORK/stdin4.log")"
-  python3 - "$WORK/small/p/primary.db" "$first" <<'PY' || fail "what --stdin stored on a full disk is not a prefix of its input"
+    [ -n "$first" ] || fail "no storage_failed event naming the first line not stored ($size): $(tail -3 "$WORK/stdin4.log")"
+    python3 - "$WORK/small/p/primary.db" "$first" "$size" <<'PY' || fail "what --stdin stored on a full disk ($size) is not a prefix of its input"
 import json, sqlite3, sys
 rows = sqlite3.connect(sys.argv[1]).execute("SELECT seq, payload FROM outbox ORDER BY seq").fetchall()
 lines = [json.loads(p)["i"] for _, p in rows]
 assert lines == list(range(1, len(lines) + 1)), f"stored lines {lines[:3]}..{lines[-3:]}, not 1..{len(lines)}"
 assert int(sys.argv[2]) == len(lines) + 1, f"first_line_not_stored {sys.argv[2]}, but {len(lines)} lines are stored"
-print(f"full disk: lines 1-{len(lines)} stored of 5000, the log names line {sys.argv[2]} as the first not stored")
+assert sys.argv[3] != "2600k" or len(lines) > 0, "nothing stored on the larger disk: the test would test nothing"
+print(f"full disk ({sys.argv[3]}): lines 1-{len(lines)} stored of 5000, the log names line {sys.argv[2]} as the first not stored")
 PY
-  cleanup_small
+    cleanup_small
+  done
 else
   echo "skipped part 4: cannot mount a tmpfs here (not root, or no CAP_SYS_ADMIN)"
 fi
