@@ -284,8 +284,11 @@ void node::read_stdin() {
     int in_flight = 0;
     const std::size_t overhead = envelope_overhead(o_.stream);
     std::uint64_t group_first_line = 0;  // the input line of the group's first message
-    auto flush = [&] {
-        if (group.empty() || stdin_stop_) return;
+    // `last`: the flush after reading stopped, which stores what was read
+    // even at shutdown (the lines are gone from the pipe); after a storage
+    // failure the job refuses it on the database thread (stdin_failed_).
+    auto flush = [&](bool last = false) {
+        if (group.empty() || (stdin_stop_ && !last)) return;
         auto items = std::make_shared<std::vector<std::pair<std::string, std::string>>>(std::move(group));
         group.clear();
         const std::uint64_t first_line = group_first_line;
@@ -395,9 +398,18 @@ void node::read_stdin() {
         }
     }
     if (eof && !partial.empty()) take_line(partial);
-    flush();
+    flush(true);
     std::unique_lock l(m);
     cv.wait(l, [&] { return in_flight == 0; });
+    if (!eof && !read_failed) {
+        // Stopped before the end of the input (a signal, or a storage failure
+        // logged as storage_failed): say where to go on from. The event loop
+        // may have stopped already, so this is logged from here.
+        app::log(level::info, "input_stopped",
+                 {{"lines_read", line_no}, {"partial_line_not_read", !partial.empty()},
+                  {"hint", "every line up to lines_read was stored, unless storage_failed names an earlier first line "
+                           "not stored; feed the input again from the line after"}});
+    }
     asio::post(ioc_, [this, line_no, eof, read_failed] {
         app::log(level::info, "input_closed", {{"lines", line_no}, {"eof", eof}});
         if (read_failed) stop("reading standard input failed", exit_error);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SIGTERM to the primary while a big batch is in flight (a secondary that takes 500 ms to answer): the primary
-# exits 0 promptly; a restart delivers everything, exactly once.
+# exits 0 promptly; a restart delivers everything, exactly once. And SIGTERM to a --stdin primary while its
+# input still flows: every line it read is stored (they are gone from the pipe), and input_stopped says how many.
 source "$(dirname "$0")/lib.sh"
 start_secondary --delay-ms 500
 # Batches of 100 at 500 ms a request: delivering 800 messages takes 4 s or more,
@@ -22,3 +23,32 @@ wait_drained 60
 verify big
 dups=$(metric "$SPORT" steadfast_secondary_duplicates_total)
 echo "the secondary saw $dups duplicates (resent after the restart, not applied twice)"
+
+# --stdin, stopped mid-input.
+mkfifo "$WORK/fifo"
+python3 -c '
+import sys, time
+for i in range(1, 200001):
+    sys.stdout.write("{\"i\":%d}\n" % i)
+    if i % 5000 == 0:
+        sys.stdout.flush(); time.sleep(0.05)' >"$WORK/fifo" 2>/dev/null &
+FEED=$!; PIDS+=("$FEED")
+"$BIN/steadfast-primary" --secondary "http://127.0.0.1:1" --data "$WORK/pstdin" --stdin <"$WORK/fifo" 2>"$WORK/stdin.log" &
+SP=$!; PIDS+=("$SP")
+stdin_stored() { [ -f "$WORK/pstdin/primary.db" ] && [ "$("$BIN/steadfast-primary" status --data "$WORK/pstdin" 2>/dev/null |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["pending"] > 0)')" = True ]; }
+wait_for 20 "the --stdin primary storing its input" stdin_stored
+kill -TERM "$SP"
+wait_exit "$SP" 10
+[ "$EXIT_RC" = 0 ] || fail "--stdin primary: SIGTERM exit code $EXIT_RC"
+kill "$FEED" 2>/dev/null || true
+python3 - "$WORK/stdin.log" "$WORK/pstdin/primary.db" <<'PY' || fail "--stdin after SIGTERM: $(tail -3 "$WORK/stdin.log")"
+import json, sqlite3, sys
+read = [json.loads(l) for l in open(sys.argv[1]) if '"input_stopped"' in l]
+assert read, "no input_stopped event"
+n = read[0]["lines_read"]
+stored = [json.loads(p)["i"] for (p,) in sqlite3.connect(sys.argv[2]).execute("SELECT payload FROM outbox ORDER BY seq")]
+assert stored == list(range(1, n + 1)), f"{n} lines read, stored {len(stored)}: {stored[:2]}..{stored[-2:]}"
+assert 0 < n < 200000, f"lines_read {n}: the input should have been cut off mid-way"
+print(f"--stdin stopped by SIGTERM after {n} lines: all {n} stored, in order")
+PY
