@@ -90,7 +90,7 @@ refused "--listen is empty" "${P[@]}" --listen ''
 refused "--ladder: step 1 is shorter than 100ms" "${P[@]}" --ladder 0s   # a busy loop of attempts and log lines
 refused "--ladder: step 2 is shorter than 100ms" "${P[@]}" --ladder "1s,50ms"
 refused "has no steps" "${P[@]}" --ladder ''
-refused "--ladder" "${P[@]}" --ladder "1s fast"
+refused '--ladder: steadfast::backoff: duration "fast"' "${P[@]}" --ladder "1s fast"
 # A word that is no flag's value is refused, not dropped (a "requeue" that listed and exited 0).
 refused 'unexpected argument "stray"' "${P[@]}" stray
 refused 'unexpected argument "requeue"' "$BIN/steadfast-primary" dead-letters requeue --data "$WORK/p2"

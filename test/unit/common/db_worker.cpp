@@ -20,6 +20,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace steadfast;
@@ -76,11 +77,13 @@ BOOST_FIXTURE_TEST_CASE(jobs_queued_during_a_commit_share_the_next_and_fail_alon
     {
         app::db_worker w(*db);
         std::vector<std::future<void>> done;
+        std::vector<std::size_t> order;  // completions, in the order they came (the database thread's)
         auto post = [&](std::size_t i, std::function<bool(app::database&)> work) {
             auto p = std::make_shared<std::promise<void>>();
             done.push_back(p->get_future());
-            w.post(std::move(work), [&results, i, p](const std::string& err) {
+            w.post(std::move(work), [&results, &order, i, p](const std::string& err) {
                 results[i] = err;
+                order.push_back(i);
                 p->set_value();
             });
         };
@@ -105,6 +108,7 @@ BOOST_FIXTURE_TEST_CASE(jobs_queued_during_a_commit_share_the_next_and_fail_alon
         post(4, [](app::database&) -> bool { throw std::runtime_error("not a database error"); });
         busy.release();
         for (auto& f : done) f.wait();
+        BOOST_TEST((order == std::vector<std::size_t>{0, 1, 2, 3, 4}));  // in queue order (--stdin relies on it)
         const auto s = w.get_stats();
         BOOST_TEST(s.commits == 2u);  // the holding job's, then the five's together
         BOOST_TEST(s.jobs == 6u);
@@ -164,6 +168,24 @@ BOOST_FIXTURE_TEST_CASE(a_failed_commit_fails_its_whole_group_and_the_next_one_c
     BOOST_TEST(w.get_stats().commits == before.commits + 3);
     w.stop();
     BOOST_TEST((rows() == std::vector<std::int64_t>{1, 4}));
+}
+
+BOOST_FIXTURE_TEST_CASE(stop_finishes_the_queued_jobs_first, fixture) {
+    std::vector<std::string> results(3, "not run");
+    {
+        app::db_worker w(*db);
+        hold busy(w);
+        for (std::size_t i = 0; i < 3; ++i)
+            w.post([i](app::database& d) {
+                insert(d, static_cast<std::int64_t>(20 + i));
+                return true;
+            }, [&results, i](const std::string& err) { results[i] = err; });
+        std::thread stopper([&w] { w.stop(); });  // asked to stop with three jobs queued
+        busy.release();
+        stopper.join();
+    }
+    BOOST_TEST((results == std::vector<std::string>{"", "", ""}));
+    BOOST_TEST((rows() == std::vector<std::int64_t>{20, 21, 22}));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
