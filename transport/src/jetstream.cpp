@@ -430,15 +430,20 @@ struct client::impl : std::enable_shared_from_this<impl> {
         auto* self = static_cast<impl*>(closure);
         asio::post(self->ex, [up = self->up] { up->clear(); });
         self->fail_all(errc::closed);
-        // The last callback of the connection: let go of the impl (on the executor).
+        // The last callback of the connection: let go of the impl (on the
+        // executor). Posted before ~client is told that the callback is done:
+        // the caller may destroy the executor's io_context as soon as ~client
+        // returns (a post after that was undefined behaviour, UBSan in CI).
         std::shared_ptr<impl> keep;
         {
             std::lock_guard l(self->m);
             keep = std::move(self->keep_for_nats);
-            self->closed_called = true;
         }
-        self->closed_cv.notify_all();
         asio::post(self->ex, [keep = std::move(keep)] {});
+        // Last: nothing of `self` is touched once the lock is released.
+        std::lock_guard l(self->m);
+        self->closed_called = true;
+        self->closed_cv.notify_all();
     }
     static void on_error(natsConnection*, natsSubscription*, natsStatus err, void* closure) {
         auto* self = static_cast<impl*>(closure);
