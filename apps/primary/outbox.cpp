@@ -1,10 +1,11 @@
 #include "outbox.hpp"
 
+#include "../common/random_id.hpp"
+
 #include <steadfast/transport/envelope.hpp>
 
 #include <nlohmann/json.hpp>
 
-#include <random>
 
 namespace steadfast::primary {
 
@@ -73,9 +74,7 @@ outbox::outbox(app::database& db) : db_(db) {
     if (get.step()) {
         instance_ = std::string(get.column_text(0));
     } else {
-        std::random_device rd;
-        static constexpr char hex[] = "0123456789abcdef";
-        for (int i = 0; i < 12; ++i) instance_ += hex[rd() % 16];
+        instance_ = app::random_hex(12);
         auto put = db.prepare("INSERT INTO meta(key, value) VALUES('instance', ?)");
         put.bind(1, instance_);
         put.step();

@@ -2,6 +2,7 @@
 // stream, durably (SQLite, committed before the answer). Contract:
 // docs/contract.md.
 #include "../common/db_worker.hpp"
+#include "../common/random_id.hpp"
 #include "../common/options.hpp"
 #include "../common/log.hpp"
 #include "../common/metrics.hpp"
@@ -100,13 +101,7 @@ int serve(const options& o) {
     std::mt19937_64 rng(std::random_device{}());
     // This run of the process, on /health: a primary that sees it change
     // rechecks its quiet streams (the data directory may have been restored).
-    const std::string instance = [] {
-        std::random_device rd;
-        static constexpr char hex[] = "0123456789abcdef";
-        std::string id;
-        for (int i = 0; i < 16; ++i) id += hex[rd() % 16];
-        return id;
-    }();
+    const std::string instance = app::random_hex(16);
     std::uniform_real_distribution<double> coin(0.0, 1.0);
 
     http::router routes;

@@ -19,20 +19,33 @@ std::string_view path_of(std::string_view target) noexcept {
     return q == std::string_view::npos ? target : target.substr(0, q);
 }
 
-std::size_t query_param_count(std::string_view target, std::string_view name) {
-    if (auto u = urls::parse_origin_form(target)) return u->params().count(name);
-    // Not valid origin-form: the raw pairs, undecoded (as query_param reads them).
-    std::size_t n = 0;
+namespace {
+// The raw name=value pairs of a target that is not valid origin-form,
+// undecoded, in order: `fn(name, value)` until it returns true.
+template <class Fn>
+void for_each_raw_param(std::string_view target, Fn fn) {
     auto q = target.find('?');
-    if (q == std::string_view::npos) return 0;
+    if (q == std::string_view::npos) return;
     std::string_view rest = target.substr(q + 1);
-    for (;;) {
+    while (!rest.empty()) {
         const auto amp = rest.find('&');
         const std::string_view pair = rest.substr(0, amp);
-        if (pair.substr(0, pair.find('=')) == name) ++n;
-        if (amp == std::string_view::npos) return n;
+        const auto eq = pair.find('=');
+        if (fn(pair.substr(0, eq), eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1))) return;
+        if (amp == std::string_view::npos) return;
         rest.remove_prefix(amp + 1);
     }
+}
+}  // namespace
+
+std::size_t query_param_count(std::string_view target, std::string_view name) {
+    if (auto u = urls::parse_origin_form(target)) return u->params().count(name);
+    std::size_t n = 0;
+    for_each_raw_param(target, [&](std::string_view key, std::string_view) {
+        n += key == name;
+        return false;
+    });
+    return n;
 }
 
 std::optional<std::string> query_param(std::string_view target, std::string_view name) {
@@ -44,18 +57,12 @@ std::optional<std::string> query_param(std::string_view target, std::string_view
     }
     // Not a valid origin-form target: the raw value, undecoded, so that the
     // caller's own check refuses it rather than a default being used.
-    auto q = target.find('?');
-    if (q == std::string_view::npos) return std::nullopt;
-    std::string_view rest = target.substr(q + 1);
-    while (!rest.empty()) {
-        auto amp = rest.find('&');
-        std::string_view pair = rest.substr(0, amp);
-        auto eq = pair.find('=');
-        if (pair.substr(0, eq) == name) return std::string(eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1));
-        if (amp == std::string_view::npos) break;
-        rest = rest.substr(amp + 1);
-    }
-    return std::nullopt;
+    std::optional<std::string> found;
+    for_each_raw_param(target, [&](std::string_view key, std::string_view value) {
+        if (key == name) found.emplace(value);
+        return found.has_value();
+    });
+    return found;
 }
 
 client::options client::from_url(std::string_view url) {
