@@ -17,6 +17,8 @@
 
 #include <malloc.h>
 
+#include <algorithm>
+
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using steadfast::app::level;
@@ -585,7 +587,7 @@ void node::forget_window(stream_state& st) {
 // Reads the rows after the window on the database thread, into st.next, if
 // there may be any.
 void node::start_read_ahead(const std::string& stream, stream_state& st) {
-    if (!st.window_end || !(st.more_maybe || st.wake->value())) return;
+    if (!st.window_end || !st.more_maybe) return;
     if (!st.next) {
         st.next = std::make_shared<read_ahead>();
         st.next->done = make_flag(ioc_.get_executor(), "read-ahead-" + stream, true);
@@ -596,7 +598,9 @@ void node::start_read_ahead(const std::string& stream, stream_state& st) {
     ra->after = st.window_end;
     ra->rows.clear();
     ra->failed = false;
-    st.wake->clear();  // a commit from now on sets it again
+    // The read sees every commit answered before it ends; a later one joins
+    // the window in memory or sets more_maybe again.
+    st.more_maybe = false;
     worker_.post([this, stream, ra](app::database&) {
         ra->rows = read_window(stream, ra->after);
         return true;
@@ -614,12 +618,20 @@ void node::start_read_ahead(const std::string& stream, stream_state& st) {
 void node::take_read_ahead(stream_state& st) {
     auto& ra = st.next;
     if (!ra || !ra->done->value()) return;
-    if (!ra->failed && ra->gen == st.window_gen && ra->after == st.window_end && st.window_end) {
-        st.more_maybe = !ra->rows.empty();
-        if (!ra->rows.empty()) {
+    if (ra->gen == st.window_gen && st.window_end && (ra->failed || ra->after > st.window_end)) {
+        st.more_maybe = true;  // read again (a failure is reported by that read)
+    } else if (ra->gen == st.window_gen && st.window_end) {
+        // Commits answered while it ran joined the window in memory: the
+        // read holds them too (it saw every commit answered before it), and
+        // only the rows after them are new.
+        auto fresh = std::find_if(ra->rows.begin(), ra->rows.end(),
+                                  [&](const pending_message& m) { return m.seq > st.window_end; });
+        if (fresh != ra->rows.end() && fresh->seq == st.window_end + 1) {
+            st.more_maybe = true;  // rows the window lacked: there may be more
             st.window_end = ra->rows.back().seq;
-            st.window.insert(st.window.end(), std::make_move_iterator(ra->rows.begin()),
-                             std::make_move_iterator(ra->rows.end()));
+            st.window.insert(st.window.end(), std::make_move_iterator(fresh), std::make_move_iterator(ra->rows.end()));
+        } else if (fresh != ra->rows.end()) {
+            st.more_maybe = true;  // not contiguous (cannot happen): read again
         }
     }
     ra->rows.clear();

@@ -148,9 +148,10 @@ http::router node::routes() {
         items->emplace_back(stream, std::string(std::get<std::string_view>(checked)));
         // Job lambdas are named before the co_await: g++ 12 released a
         // shared_ptr captured by a lambda temporary inside co_await twice (ASan).
-        auto job = [this, items, key](app::database&, bool&) {
-            if (key.empty()) return keyed_publish{keyed_publish::status::stored, out_.publish(*items, now_ms()).front()};
-            return out_.publish_once(key, items->front().first, items->front().second, now_ms());
+        const std::int64_t at_ms = now_ms();
+        auto job = [this, items, key, at_ms](app::database&, bool&) {
+            if (key.empty()) return keyed_publish{keyed_publish::status::stored, out_.publish(*items, at_ms).front()};
+            return out_.publish_once(key, items->front().first, items->front().second, at_ms);
         };
         auto result = co_await worker_.run<keyed_publish>(ioc_.get_executor(), std::move(job));
         --publishing_;
@@ -167,10 +168,12 @@ http::router node::routes() {
             co_return http::response::error(422, "Idempotency-Key was first used for another payload or stream (seq " +
                                                      std::to_string(p.seq) + " of stream " + p.stream + ")");
         auto res = http::response::json(202, envelope::encode_published(p.id, p.stream, p.seq));
-        if (what == keyed_publish::status::replayed)
+        if (what == keyed_publish::status::replayed) {
             res.set("Idempotent-Replayed", "true");  // the first publish's answer; nothing stored now
-        else
-            committed(p.stream, 1);
+        } else {
+            pending_message m{p.seq, p.id, std::move(items->front().second), at_ms};  // as stored
+            committed(p.stream, 1, &m);
+        }
         co_return res;
     });
     // Dead letters, for operators (the same token as /publish): the list, and
@@ -251,7 +254,7 @@ void node::outbox_works() {
 }
 
 // After a commit of `n` messages on `stream` (on the io thread).
-void node::committed(const std::string& stream, std::size_t n) {
+void node::committed(const std::string& stream, std::size_t n, pending_message* one) {
     published_.Increment(static_cast<double>(n));
     pending_total_ += n;
     depth_.Set(static_cast<double>(pending_total_));
@@ -268,8 +271,19 @@ void node::committed(const std::string& stream, std::size_t n) {
         st.acked = st.acked_max = UINT64_MAX;
         start_processor(stream);
     } else {
-        it->second.pending += n;
-        it->second.wake->set();
+        auto& st = it->second;
+        st.pending += n;
+        // Joins the window if it continues it, within the bounds of a read
+        // (read_window: 1,000 rows, about 4 MiB); else it is read back.
+        constexpr std::size_t in_memory_rows = 1000, in_memory_payload = 4096;
+        if (one && st.window_end != 0 && one->seq == st.window_end + 1 && st.window.size() < in_memory_rows &&
+            one->payload.size() <= in_memory_payload) {
+            st.window_end = one->seq;
+            st.window.push_back(std::move(*one));
+        } else {
+            st.more_maybe = true;
+        }
+        st.wake->set();
     }
 }
 

@@ -101,7 +101,9 @@ struct stream_state {
     std::deque<pending_message> window;
     std::uint64_t window_end = 0;   // the seq the window (with the batch in flight) reaches
     std::uint64_t window_gen = 0;   // changes whenever the window is forgotten
-    bool more_maybe = false;        // the last read found rows: there may be more
+    // The outbox may hold rows after window_end that the window lacks (a read
+    // found rows, or a commit could not join the window in memory).
+    bool more_maybe = false;
     std::shared_ptr<read_ahead> next;  // the next rows, read while a batch is in flight
     schedule sched;
     // JetStream: the log's seq of this stream's last message, as this primary
@@ -134,7 +136,10 @@ private:
     // intake.cpp
     http::router routes();
     void read_stdin();
-    void committed(const std::string& stream, std::size_t n);
+    // `one`: the message itself, when a single one was committed (a
+    // publish): it joins the stream's window in memory when it continues it,
+    // so that delivery need not read it back from the outbox.
+    void committed(const std::string& stream, std::size_t n, pending_message* one = nullptr);
     std::size_t envelope_overhead(std::string_view stream) const;
     std::optional<http::response> refuse_publish(const http::request& req, std::string& stream) const;
     bool at_stream_cap(const std::string& stream) const;
