@@ -5,6 +5,7 @@
 // dead-letter, schedule the next ladder step, rewind, block or demote.
 // A processor exists while its stream has messages; an idle one retires.
 #include "node.hpp"
+#include "window.hpp"
 
 #include <steadfast/transport/classify.hpp>
 #include <steadfast/transport/envelope.hpp>
@@ -613,25 +614,20 @@ void node::start_read_ahead(const std::string& stream, stream_state& st) {
 }
 
 // Appends a finished read-ahead to the window, if it continues it (the
-// window was not forgotten meanwhile). A failed one is dropped: the next
-// read of the window tries again and reports the error.
+// window was not forgotten meanwhile), without the rows that joined the
+// window in memory while it ran (window::fresh_rows). A failed one is
+// dropped: the next read of the window tries again and reports the error.
 void node::take_read_ahead(stream_state& st) {
     auto& ra = st.next;
     if (!ra || !ra->done->value()) return;
-    if (ra->gen == st.window_gen && st.window_end && (ra->failed || ra->after > st.window_end)) {
-        st.more_maybe = true;  // read again (a failure is reported by that read)
-    } else if (ra->gen == st.window_gen && st.window_end) {
-        // Commits answered while it ran joined the window in memory: the
-        // read holds them too (it saw every commit answered before it), and
-        // only the rows after them are new.
-        auto fresh = std::find_if(ra->rows.begin(), ra->rows.end(),
-                                  [&](const pending_message& m) { return m.seq > st.window_end; });
-        if (fresh != ra->rows.end() && fresh->seq == st.window_end + 1) {
-            st.more_maybe = true;  // rows the window lacked: there may be more
+    if (ra->gen == st.window_gen && st.window_end) {
+        // A failed read is read again (and reported by that read).
+        const auto f = ra->failed ? window::fresh{ra->rows.size(), true} : window::fresh_rows(st.window_end, ra->after, ra->rows);
+        if (f.read_again) st.more_maybe = true;
+        if (f.from < ra->rows.size()) {
             st.window_end = ra->rows.back().seq;
-            st.window.insert(st.window.end(), std::make_move_iterator(fresh), std::make_move_iterator(ra->rows.end()));
-        } else if (fresh != ra->rows.end()) {
-            st.more_maybe = true;  // not contiguous (cannot happen): read again
+            const auto from = ra->rows.begin() + static_cast<std::ptrdiff_t>(f.from);
+            st.window.insert(st.window.end(), std::make_move_iterator(from), std::make_move_iterator(ra->rows.end()));
         }
     }
     ra->rows.clear();

@@ -5,6 +5,7 @@
 // ends the process with a non-zero code (stdin).
 #include "../common/token.hpp"
 #include "node.hpp"
+#include "window.hpp"
 
 #include <steadfast/transport/envelope.hpp>
 
@@ -273,11 +274,8 @@ void node::committed(const std::string& stream, std::size_t n, pending_message* 
     } else {
         auto& st = it->second;
         st.pending += n;
-        // Joins the window if it continues it, within the bounds of a read
-        // (read_window: 1,000 rows, about 4 MiB); else it is read back.
-        constexpr std::size_t in_memory_rows = 1000, in_memory_payload = 4096;
-        if (one && st.window_end != 0 && one->seq == st.window_end + 1 && st.window.size() < in_memory_rows &&
-            one->payload.size() <= in_memory_payload) {
+        // Joins the window if it continues it (window.hpp); else it is read back.
+        if (one && window::joins(st.window, st.window_end, *one)) {
             st.window_end = one->seq;
             st.window.push_back(std::move(*one));
         } else {

@@ -1,0 +1,88 @@
+// What joins a stream's send window (apps/primary/window.hpp): a commit in
+// memory, and the rows of a read that ran while commits joined.
+#include <primary/window.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <string>
+#include <vector>
+
+using namespace steadfast::primary;
+
+namespace {
+pending_message msg(std::uint64_t seq, std::size_t payload_bytes = 7) {
+    return {seq, "i-" + std::to_string(seq), std::string(payload_bytes, 'x'), 1};
+}
+std::vector<pending_message> rows(std::uint64_t first, std::uint64_t last) {
+    std::vector<pending_message> out;
+    for (auto s = first; s <= last; ++s) out.push_back(msg(s));
+    return out;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(primary_window)
+
+BOOST_AUTO_TEST_CASE(a_commit_joins_only_the_seq_after_the_end) {
+    const std::deque<pending_message> w{msg(4), msg(5)};
+    BOOST_TEST(window::joins(w, 5, msg(6)));
+    BOOST_TEST(!window::joins(w, 5, msg(7)));  // a hole: read back instead
+    BOOST_TEST(!window::joins(w, 5, msg(5)));  // already there
+    BOOST_TEST(!window::joins(w, 5, msg(4)));
+    BOOST_TEST(window::joins({}, 9, msg(10)));  // an empty window that knows where it stands
+}
+
+BOOST_AUTO_TEST_CASE(an_unknown_window_takes_nothing) {
+    BOOST_TEST(!window::joins({}, 0, msg(1)));  // end 0: forgotten or never read
+}
+
+BOOST_AUTO_TEST_CASE(the_bounds_of_a_read_hold_in_memory_too) {
+    BOOST_TEST(window::joins({}, 1, msg(2, window::in_memory_payload)));
+    BOOST_TEST(!window::joins({}, 1, msg(2, window::in_memory_payload + 1)));
+    std::deque<pending_message> full;
+    for (std::uint64_t s = 1; s <= window::in_memory_rows; ++s) full.push_back(msg(s));
+    BOOST_TEST(!window::joins(full, window::in_memory_rows, msg(window::in_memory_rows + 1)));
+    full.pop_front();
+    BOOST_TEST(window::joins(full, window::in_memory_rows, msg(window::in_memory_rows + 1)));
+}
+
+BOOST_AUTO_TEST_CASE(a_read_keeps_only_the_rows_past_what_joined_meanwhile) {
+    // Read after 10; seqs 11 and 12 joined in memory while it ran; 13 and 14 did not.
+    const auto r = rows(11, 14);
+    const auto f = window::fresh_rows(12, 10, r);
+    BOOST_TEST(f.from == 2u);
+    BOOST_TEST(r[f.from].seq == 13u);
+    BOOST_TEST(f.read_again);  // rows the window lacked: there may be more
+}
+
+BOOST_AUTO_TEST_CASE(a_read_of_what_all_joined_adds_nothing_and_reads_no_more) {
+    const auto r = rows(11, 14);
+    const auto f = window::fresh_rows(14, 10, r);
+    BOOST_TEST(f.from == r.size());
+    BOOST_TEST(!f.read_again);
+    const auto empty = window::fresh_rows(14, 14, {});
+    BOOST_TEST(empty.from == 0u);
+    BOOST_TEST(!empty.read_again);
+}
+
+BOOST_AUTO_TEST_CASE(a_read_with_nothing_joined_is_taken_whole) {
+    const auto r = rows(11, 14);
+    const auto f = window::fresh_rows(10, 10, r);
+    BOOST_TEST(f.from == 0u);
+    BOOST_TEST(f.read_again);
+}
+
+BOOST_AUTO_TEST_CASE(a_read_that_does_not_continue_the_window_is_read_again) {
+    // A hole between the window's end and the rows.
+    auto f = window::fresh_rows(10, 10, rows(12, 14));
+    BOOST_TEST(f.from == 3u);
+    BOOST_TEST(f.read_again);
+    // A read from past the window's end, or for a window not known.
+    f = window::fresh_rows(10, 11, rows(12, 14));
+    BOOST_TEST(f.from == 3u);
+    BOOST_TEST(f.read_again);
+    f = window::fresh_rows(0, 0, rows(1, 3));
+    BOOST_TEST(f.from == 3u);
+    BOOST_TEST(f.read_again);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
