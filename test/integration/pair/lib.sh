@@ -135,6 +135,10 @@ publish_parallel() {  # publish_parallel N [stream]: N messages {"k":K,"i":i} fr
 publish_streams() {
   publish_py streams "$@"
 }
+# publish_sized N STREAM...: the same, with every fourth body over 6 KB
+publish_sized() {
+  publish_py sized "$@"
+}
 acked_count() { [ -f "$WORK/acks.$1" ] && wc -l <"$WORK/acks.$1" || echo 0; }
 
 # status_json: the primary's status (read-only, works while it runs); status_get PYEXPR: a field of it, `j` is

@@ -9,6 +9,8 @@
 #                                                   concurrent, keep-alive, N bodies each that a
 #                                                   re-serializing store would change (spaces, 1.50, a
 #                                                   23-digit integer, é raw and escaped)
+#   publish.py PORT TOKEN WORK sized N STREAM...    as streams, with every fourth body over 6 KB (bigger than
+#                                                   what joins a send window in memory: read back instead)
 #   publish.py PORT TOKEN WORK file PATH STREAM     one message: PATH's bytes (any size or content)
 # Exits 1 if any message was not acknowledged, saying which and why (a
 # publisher stops at its first failure; the others go on).
@@ -57,10 +59,11 @@ def run(*args):
     except BaseException as e:  # a thread's exception would otherwise only be printed
         errors.append(f"the publisher{args[2]} on stream {args[0]} failed: {e!r}")
 
-def mixed(stream, k, n):
+def mixed(stream, k, n, pad=False):
     for i in range(1, n + 1):
-        yield ('{"s": "%s", "k": %d, "i": %d, "big": 1234567890123456789%04d, "f": 1.50, "t": "caf\\u00e9 café"}'
-               % (stream, k, i, i)).encode("utf-8")
+        extra = ', "pad": "%s"' % ("p" * 6000) if pad and i % 4 == 0 else ""
+        yield ('{"s": "%s", "k": %d, "i": %d, "big": 1234567890123456789%04d, "f": 1.50, "t": "caf\\u00e9 café"%s}'
+               % (stream, k, i, i, extra)).encode("utf-8")
 
 if kind == "counted":
     n, stream = int(sys.argv[5]), sys.argv[6]
@@ -69,14 +72,14 @@ elif kind == "parallel":
     n, stream = int(sys.argv[5]), sys.argv[6]
     jobs = [(stream, (b'{"k":%d,"i":%d}' % (k, i) for i in range(1, n // 8 + 1)), f" of publisher {k}", False, 30)
             for k in range(8)]
-elif kind == "streams":
+elif kind in ("streams", "sized"):
     n, streams = int(sys.argv[5]), sys.argv[6:]
-    jobs = [(s, mixed(s, k, n), f" of publisher {k}", True, 60) for k, s in enumerate(streams)]
+    jobs = [(s, mixed(s, k, n, kind == "sized"), f" of publisher {k}", True, 60) for k, s in enumerate(streams)]
 elif kind == "file":
     path, stream = sys.argv[5], sys.argv[6]
     jobs = [(stream, [open(path, "rb").read()], "", False, 60)]
 else:
-    sys.exit(f"publish.py: unknown kind {kind!r} (counted, parallel, streams, file)")
+    sys.exit(f"publish.py: unknown kind {kind!r} (counted, parallel, streams, sized, file)")
 
 threads = [threading.Thread(target=run, args=job) for job in jobs]
 for t in threads: t.start()

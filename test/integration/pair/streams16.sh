@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # (v2) Streams deliver concurrently and independently.
 # 1. 16 streams, 16 concurrent publishers (one per stream, 150 messages each), through a proxy that watches the
-#    requests: everything applied in order, exactly once, byte-identical; several streams in flight at once,
-#    never two requests of one stream; streams' batches share requests (several streams in one).
+#    requests: everything applied in order, exactly once, byte-identical, and each message sent once, in order
+#    (no resend, no gap); several streams in flight at once, never two requests of one stream; streams'
+#    batches share requests (several streams in one). Then one stream from 8 publishers with bodies too big
+#    to join the send window in memory among small ones: still sent once each, in order.
 # 2. Stream s7 conflicts at the secondary (another writer applied a different id at seq 1): s7 is blocked
 #    (status, metric, log; nothing acknowledged, nothing dead-lettered, no more requests) while the other 15
 #    streams deliver everything.
@@ -29,6 +31,25 @@ echo "in flight at once: at most $overall requests, $streams_at_once streams, $p
 [ "$per_stream" = 1 ] || fail "a stream had $per_stream requests in flight at once (one at most)"
 [ "$streams_at_once" -ge 4 ] || fail "at most $streams_at_once streams were in flight at once: streams do not deliver concurrently"
 [ "$shared" -ge 2 ] || fail "no request carried more than one stream: streams' batches do not share requests"
+# Each message went to the secondary once, in order: every stream's parts of requests, in the order the proxy
+# saw them, were answered 200 and continue each other from seq 1 to N (a message skipped by the send window
+# would show as a 409 and a resend, one sent twice as an overlap).
+sent_once() {  # sent_once N STREAM...: each STREAM's parts of requests were answered 200 and run from 1 to N
+  local n=$1; shift
+  local streams; streams=$(printf '"%s",' "$@")
+  local bad; bad=$(fake_stats "$XPORT" '[s for s, b in j["batches"].items() if s in ['"$streams"'] and
+        ([x[2] for x in b] != [200] * len(b) or [x[0] for x in b] != [1] + [x[1] + 1 for x in b[:-1]] or b[-1][1] != '"$n"')]')
+  [ "$bad" = "[]" ] || fail "streams not sent once each, in order: $bad: $(fake_stats "$XPORT" 'j["batches"]' | head -c 2000)"
+}
+sent_once "$N" "${STREAMS[@]}"
+[ "$(metric "$PPORT" steadfast_primary_rewinds_total)" = 0 ] || fail "rewinds in a run without faults"
+# 1b. One stream, 8 concurrent publishers, every fourth body too big to join the send window in memory (read
+# back from the outbox while the small ones join): still each message sent once, in order.
+publish_sized 100 m m m m m m m m
+wait_drained 60
+verify m
+sent_once 800 m
+[ "$(metric "$PPORT" steadfast_primary_rewinds_total)" = 0 ] || fail "rewinds in a run without faults"
 requests=$(metric "$PPORT" steadfast_primary_requests_total); attempts=$(metric "$PPORT" steadfast_primary_attempts_total)
 echo "the primary's metrics: $requests requests for $attempts stream batches"
 [ "$requests" -gt 0 ] && [ "$requests" -lt "$attempts" ] \
