@@ -328,6 +328,23 @@ asio::awaitable<void> node::deliver(std::string stream) {
         if (st.window.size() < o_.batch_max) take_read_ahead(st);
         if (st.window.empty()) {
             st.wake->clear();
+            if (st.window_end != 0 && !st.more_maybe && st.acked != UINT64_MAX && st.acked >= st.window_end) {
+                // Everything committed was sent and acknowledged, and the
+                // outbox holds nothing the window lacks (what was committed
+                // since either joined it or set more_maybe): no read. Wait a
+                // little for more, then retire.
+                check_drained();
+                const cond more_or_stop = cond(st.wake) || stop_;
+                co_await wait_until(std::chrono::steady_clock::now() + idle_grace, more_or_stop);
+                if (st.wake->value()) continue;
+                break;
+            }
+            // Nothing joins the window while it is read (a commit answered
+            // meanwhile is in the read), and a window forgotten meanwhile (a
+            // recheck lowers the position) is read again.
+            st.window_end = 0;
+            const std::uint64_t gen = st.window_gen;
+            outbox_reads_.Increment();
             const bool read_position = st.acked == UINT64_MAX;
             auto read = [this, &stream, from = st.acked, read_position](app::database&, bool&) {
                 loaded l;
@@ -341,6 +358,7 @@ asio::awaitable<void> node::deliver(std::string stream) {
                 co_await outbox_failed(stream, *e);
                 continue;
             }
+            if (st.window_gen != gen) continue;
             auto& l = std::get<loaded>(got);
             if (read_position) st.acked = st.acked_max = l.acked;
             st.window_end = l.batch.empty() ? l.acked : l.batch.back().seq;
@@ -602,6 +620,7 @@ void node::start_read_ahead(const std::string& stream, stream_state& st) {
     // The read sees every commit answered before it ends; a later one joins
     // the window in memory or sets more_maybe again.
     st.more_maybe = false;
+    outbox_reads_.Increment();
     worker_.post([this, stream, ra](app::database&) {
         ra->rows = read_window(stream, ra->after);
         return true;

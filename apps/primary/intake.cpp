@@ -274,8 +274,9 @@ void node::committed(const std::string& stream, std::size_t n, pending_message* 
     } else {
         auto& st = it->second;
         st.pending += n;
-        // Joins the window if it continues it (window.hpp); else it is read back.
-        if (one && window::joins(st.window, st.window_end, *one)) {
+        // Joins the window if it continues it (window.hpp); else it is read
+        // back. Not while the secondary is away: a backlog waits on disk.
+        if (one && online_->value() && window::joins(st.window, st.window_end, *one)) {
             st.window_end = one->seq;
             st.window.push_back(std::move(*one));
         } else {

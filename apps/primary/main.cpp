@@ -72,6 +72,9 @@ node::node(const options& o, app::database& db)
       attempts_(counter(*registry_, "steadfast_primary_attempts_total", "Send attempts to the secondary")),
       requests_(counter(*registry_, "steadfast_primary_requests_total",
                         "HTTP requests sent to the secondary, each carrying one or more streams' batches")),
+      outbox_reads_(counter(*registry_, "steadfast_primary_outbox_reads_total",
+                            "Reads of a stream's pending messages back from the outbox (a message that joined its "
+                            "stream's send window when committed is not read back)")),
       retries_(counter(*registry_, "steadfast_primary_retries_total", "Send attempts that were retries")),
       dead_(counter(*registry_, "steadfast_primary_dead_letter_total", "Messages moved to the dead-letter table")),
       rewinds_(counter(*registry_, "steadfast_primary_rewinds_total",

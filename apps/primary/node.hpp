@@ -239,7 +239,7 @@ private:
     watchable::subscription online_sub_, demoted_sub_;
     std::string probe_error_;  // why the last health check failed ("" when it passed)
     std::shared_ptr<prometheus::Registry> registry_;
-    prometheus::Counter &published_, &delivered_, &attempts_, &requests_, &retries_, &dead_, &rewinds_, &refused_, &redeliveries_,
+    prometheus::Counter &published_, &delivered_, &attempts_, &requests_, &outbox_reads_, &retries_, &dead_, &rewinds_, &refused_, &redeliveries_,
         &blocks_, &tls_failures_;
     prometheus::Family<prometheus::Counter>& link_errors_;
     prometheus::Gauge &depth_, &online_gauge_, &blocked_gauge_, &streams_gauge_;

@@ -13,9 +13,9 @@
 
 namespace steadfast::primary::window {
 
-/// What joins a window in memory at most: the bounds of a read of the outbox
-/// (node::read_window reads 1,000 rows, about 4 MiB): 1,000 rows of at most
-/// 4 KiB of payload. Bigger payloads are read back from the outbox.
+/// What joins a window in memory at most: 1,000 rows of at most 4 KiB of
+/// payload (4 MiB, as much as a read of the outbox holds by default:
+/// node::read_window). Bigger payloads are read back from the outbox.
 constexpr std::size_t in_memory_rows = 1000;
 constexpr std::size_t in_memory_payload = 4096;
 
@@ -27,7 +27,9 @@ bool joins(const std::deque<pending_message>& rows, std::uint64_t end, const pen
 /// Of `rows`, read from the outbox after seq `after`, those the window
 /// reaching `end` lacks. Commits answered while the read ran may have joined
 /// the window meanwhile (the read saw them too): only the rows past `end`
-/// are new, and only if they continue it.
+/// are new, and only if they continue it. When all of them had joined,
+/// nothing is read again even if the read was cut at its bound: a commit
+/// that did not join marked the window for reading (more_maybe) itself.
 struct fresh {
     std::size_t from = 0;   // rows[from..] continue the window (rows.size(): none)
     bool read_again = false;  // the outbox may hold rows the window still lacks

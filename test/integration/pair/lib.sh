@@ -135,7 +135,7 @@ publish_parallel() {  # publish_parallel N [stream]: N messages {"k":K,"i":i} fr
 publish_streams() {
   publish_py streams "$@"
 }
-# publish_sized N STREAM...: the same, with every fourth body over 6 KB
+# publish_sized N STREAM...: the same, with every fourth body over 6 KB and every third under an Idempotency-Key
 publish_sized() {
   publish_py sized "$@"
 }

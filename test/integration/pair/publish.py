@@ -11,6 +11,7 @@
 #                                                   23-digit integer, é raw and escaped)
 #   publish.py PORT TOKEN WORK sized N STREAM...    as streams, with every fourth body over 6 KB (bigger than
 #                                                   what joins a send window in memory: read back instead)
+#                                                   and every third under an Idempotency-Key of its own
 #   publish.py PORT TOKEN WORK file PATH STREAM     one message: PATH's bytes (any size or content)
 # Exits 1 if any message was not acknowledged, saying which and why (a
 # publisher stops at its first failure; the others go on).
@@ -35,10 +36,14 @@ def record(stream, answer, body):
 def publish(stream, bodies, who, keep_alive, timeout):
     c = None
     for i, body in enumerate(bodies, 1):
+        h = headers
+        if isinstance(body, tuple):  # (body, Idempotency-Key)
+            body, key = body
+            h = dict(headers, **{"Idempotency-Key": key})
         if c is None:
             c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
         try:
-            c.request("POST", "/publish?stream=" + stream, body=body, headers=headers)
+            c.request("POST", "/publish?stream=" + stream, body=body, headers=h)
             r = c.getresponse()
             status, text = r.status, r.read().decode("utf-8", "replace")
         except Exception as e:
@@ -59,11 +64,12 @@ def run(*args):
     except BaseException as e:  # a thread's exception would otherwise only be printed
         errors.append(f"the publisher{args[2]} on stream {args[0]} failed: {e!r}")
 
-def mixed(stream, k, n, pad=False):
+def mixed(stream, k, n, sized=False):
     for i in range(1, n + 1):
-        extra = ', "pad": "%s"' % ("p" * 6000) if pad and i % 4 == 0 else ""
-        yield ('{"s": "%s", "k": %d, "i": %d, "big": 1234567890123456789%04d, "f": 1.50, "t": "caf\\u00e9 café"%s}'
-               % (stream, k, i, i, extra)).encode("utf-8")
+        extra = ', "pad": "%s"' % ("p" * 6000) if sized and i % 4 == 0 else ""
+        body = ('{"s": "%s", "k": %d, "i": %d, "big": 1234567890123456789%04d, "f": 1.50, "t": "caf\\u00e9 café"%s}'
+                % (stream, k, i, i, extra)).encode("utf-8")
+        yield (body, "key-%s-%d-%d" % (stream, k, i)) if sized and i % 3 == 0 else body
 
 if kind == "counted":
     n, stream = int(sys.argv[5]), sys.argv[6]

@@ -43,6 +43,12 @@ sent_once() {  # sent_once N STREAM...: each STREAM's parts of requests were ans
 }
 sent_once "$N" "${STREAMS[@]}"
 [ "$(metric "$PPORT" steadfast_primary_rewinds_total)" = 0 ] || fail "rewinds in a run without faults"
+# Published messages join their stream's send window when committed: delivery reads the outbox about twice a
+# stream (its start, and what was committed while that first read ran), not once a batch (109 reads here when
+# nothing joined).
+reads=$(metric "$PPORT" steadfast_primary_outbox_reads_total)
+echo "delivery read the outbox $reads times for $((16 * N)) messages"
+[ "$reads" -le 64 ] || fail "delivery read the outbox $reads times for 16 streams: published messages do not join the send window"
 # 1b. One stream, 8 concurrent publishers, every fourth body too big to join the send window in memory (read
 # back from the outbox while the small ones join): still each message sent once, in order.
 publish_sized 100 m m m m m m m m
@@ -50,6 +56,7 @@ wait_drained 60
 verify m
 sent_once 800 m
 [ "$(metric "$PPORT" steadfast_primary_rewinds_total)" = 0 ] || fail "rewinds in a run without faults"
+echo "then $(( $(metric "$PPORT" steadfast_primary_outbox_reads_total) - reads )) times for stream m's 800"
 requests=$(metric "$PPORT" steadfast_primary_requests_total); attempts=$(metric "$PPORT" steadfast_primary_attempts_total)
 echo "the primary's metrics: $requests requests for $attempts stream batches"
 [ "$requests" -gt 0 ] && [ "$requests" -lt "$attempts" ] \

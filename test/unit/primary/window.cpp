@@ -64,6 +64,14 @@ BOOST_AUTO_TEST_CASE(a_read_of_what_all_joined_adds_nothing_and_reads_no_more) {
     BOOST_TEST(!empty.read_again);
 }
 
+BOOST_AUTO_TEST_CASE(a_read_cut_at_its_bound_whose_rows_all_joined_adds_nothing) {
+    // 1,000 rows after 10, all of which joined while the read ran.
+    const auto r = rows(11, 1010);
+    const auto f = window::fresh_rows(1010, 10, r);
+    BOOST_TEST(f.from == r.size());
+    BOOST_TEST(!f.read_again);
+}
+
 BOOST_AUTO_TEST_CASE(a_read_with_nothing_joined_is_taken_whole) {
     const auto r = rows(11, 14);
     const auto f = window::fresh_rows(10, 10, r);
