@@ -161,7 +161,10 @@ void node::recheck_streams() {
 void node::retire(const std::string& stream) {
     auto it = streams_.find(stream);
     if (it == streams_.end()) return;
-    const bool more = it->second.wake->value() && !stopping_ && !blocked_.count(stream);
+    // Also when it ended with messages pending (a failure, a failed read of
+    // the JetStream log): they stay in the outbox and need a processor.
+    const bool more = (it->second.wake->value() || it->second.pending > 0) && !stopping_ && !stop_->value() &&
+                      !blocked_.count(stream);
     const std::uint64_t pending = it->second.pending, acked = it->second.acked, acked_max = it->second.acked_max;
     streams_.erase(it);
     if (more) {
@@ -318,6 +321,7 @@ asio::awaitable<void> node::deliver(std::string stream) {
     if (js_) quick = std::move(quick).with_attempt_timeout(o_.attempt_timeout);
     const std::size_t body_limit = std::min(o_.batch_bytes, envelope::limits{}.max_body_bytes);
     bool woken_by_recovery = false;
+    bool retire_after_read = false;  // the window ran dry and its wait for more ended: one read, then retire
     while (!stop_->value()) {
         if (st.window.empty() && st.next && !st.next->done->value()) {
             // The read-ahead is still running: wait for it rather than read twice.
@@ -336,8 +340,15 @@ asio::awaitable<void> node::deliver(std::string stream) {
                 check_drained();
                 const cond more_or_stop = cond(st.wake) || stop_;
                 co_await wait_until(std::chrono::steady_clock::now() + idle_grace, more_or_stop);
-                if (st.wake->value()) continue;
-                break;
+                if (st.wake->value()) {
+                    retire_after_read = false;
+                    continue;
+                }
+                // Before retiring, one read: the stream ends only when the
+                // outbox says that nothing is left.
+                st.more_maybe = true;
+                retire_after_read = true;
+                continue;
             }
             // Nothing joins the window while it is read (a commit answered
             // meanwhile is in the read), and a window forgotten meanwhile (a
@@ -366,11 +377,16 @@ asio::awaitable<void> node::deliver(std::string stream) {
             if (l.batch.empty()) {
                 // Nothing to send: wait a little for more, then retire.
                 check_drained();
+                if (retire_after_read && !st.wake->value()) break;  // waited already
                 const cond more_or_stop = cond(st.wake) || stop_;
                 co_await wait_until(std::chrono::steady_clock::now() + idle_grace, more_or_stop);
-                if (st.wake->value()) continue;
+                if (st.wake->value()) {
+                    retire_after_read = false;
+                    continue;
+                }
                 break;
             }
+            retire_after_read = false;
             st.window.assign(std::make_move_iterator(l.batch.begin()), std::make_move_iterator(l.batch.end()));
             st.head_at_ms = st.window.front().at_ms;  // read from the acknowledged seq: the oldest pending
             st.sched = l.sched;

@@ -163,18 +163,20 @@ http::router node::routes() {
             check_drained();
             co_return res;
         }
-        outbox_works();
         const auto& [what, p] = std::get<0>(result);
+        if (what == keyed_publish::status::stored) {
+            // First, before anything that could throw: delivery must learn of
+            // every stored message.
+            pending_message m{p.seq, p.id, std::move(items->front().second), at_ms};  // as stored
+            committed(p.stream, 1, &m);
+        }
+        outbox_works();
         if (what == keyed_publish::status::conflict)
             co_return http::response::error(422, "Idempotency-Key was first used for another payload or stream (seq " +
                                                      std::to_string(p.seq) + " of stream " + p.stream + ")");
         auto res = http::response::json(202, envelope::encode_published(p.id, p.stream, p.seq));
-        if (what == keyed_publish::status::replayed) {
+        if (what == keyed_publish::status::replayed)
             res.set("Idempotent-Replayed", "true");  // the first publish's answer; nothing stored now
-        } else {
-            pending_message m{p.seq, p.id, std::move(items->front().second), at_ms};  // as stored
-            committed(p.stream, 1, &m);
-        }
         co_return res;
     });
     // Dead letters, for operators (the same token as /publish): the list, and
@@ -275,7 +277,8 @@ void node::committed(const std::string& stream, std::size_t n, pending_message* 
         auto& st = it->second;
         st.pending += n;
         // Joins the window if it continues it (window.hpp); else it is read
-        // back. Not while the secondary is away: a backlog waits on disk.
+        // back. Not while the secondary is away: what comes then is not
+        // added in memory to what a read already holds.
         if (one && online_->value() && window::joins(st.window, st.window_end, *one)) {
             st.window_end = one->seq;
             st.window.push_back(std::move(*one));
