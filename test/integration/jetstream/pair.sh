@@ -19,6 +19,11 @@ start_source 1 "$S1PORT"
 start_source 2 "$S2PORT"
 start_primary "${JS[@]}" --js-replicas 3 --batch-max 20 --attempt-timeout 2s
 wait_for 20 "the JetStream stream created with a leader" leader >/dev/null
+# Both consumers running before anything is published: a consumer whose first
+# create went out before the cluster had a leader waits out its 3 s attempt,
+# and would then catch up on all of phase 1 at once, with nothing left to make
+# progress on after the leader's kill below (4 of 8 runs failed so).
+for n in 1 2; do wait_for 30 "secondary $n consuming" log_has "$WORK/secondary$n.log" consuming; done
 
 # 1. Publishing on 8 streams at once; meanwhile the stream's leader node is
 #    killed and restarted, and secondary 2 is killed.
