@@ -213,6 +213,15 @@ asio::awaitable<void> node::wait_until(std::chrono::steady_clock::time_point dea
     co_await until_woken->async_wait_until(true, asio::as_tuple(asio::use_awaitable));
 }
 
+// A stream with nothing to send: says so to --exit-when-drained, then waits
+// up to idle_grace for a commit (or a stop). True when one came.
+asio::awaitable<bool> node::more_within_grace(stream_state& st) {
+    check_drained();
+    const cond more_or_stop = cond(st.wake) || stop_;  // named: g++ 12 and temporaries in co_await
+    co_await wait_until(std::chrono::steady_clock::now() + idle_grace, more_or_stop);
+    co_return st.wake->value();
+}
+
 // A batch's envelopes, comma-joined: one stream's part of a request.
 std::string node::encode_list(const std::string& stream, const std::vector<pending_message>& batch) const {
     std::size_t n = 0;
@@ -337,13 +346,7 @@ asio::awaitable<void> node::deliver(std::string stream) {
                 // outbox holds nothing the window lacks (what was committed
                 // since either joined it or set more_maybe): no read. Wait a
                 // little for more, then retire.
-                check_drained();
-                const cond more_or_stop = cond(st.wake) || stop_;
-                co_await wait_until(std::chrono::steady_clock::now() + idle_grace, more_or_stop);
-                if (st.wake->value()) {
-                    retire_after_read = false;
-                    continue;
-                }
+                if (co_await more_within_grace(st)) continue;
                 // Before retiring, one read: the stream ends only when the
                 // outbox says that nothing is left.
                 st.more_maybe = true;
@@ -376,11 +379,11 @@ asio::awaitable<void> node::deliver(std::string stream) {
             st.more_maybe = !l.batch.empty();
             if (l.batch.empty()) {
                 // Nothing to send: wait a little for more, then retire.
-                check_drained();
-                if (retire_after_read && !st.wake->value()) break;  // waited already
-                const cond more_or_stop = cond(st.wake) || stop_;
-                co_await wait_until(std::chrono::steady_clock::now() + idle_grace, more_or_stop);
-                if (st.wake->value()) {
+                if (retire_after_read && !st.wake->value()) {
+                    check_drained();
+                    break;  // waited already
+                }
+                if (co_await more_within_grace(st)) {
                     retire_after_read = false;
                     continue;
                 }

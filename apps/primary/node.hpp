@@ -160,6 +160,7 @@ private:
     std::chrono::steady_clock::time_point last_recheck_{};
     boost::asio::awaitable<void> deliver(std::string stream);
     boost::asio::awaitable<void> wait_until(std::chrono::steady_clock::time_point deadline, cond c);
+    boost::asio::awaitable<bool> more_within_grace(stream_state& st);
     boost::asio::awaitable<bool> probe();
     boost::asio::awaitable<void> outbox_failed(const std::string& stream, const std::string& error);
     http::request make_request(std::string body, std::string key) const;
