@@ -681,6 +681,7 @@ void node::acknowledge(const std::string& stream, stream_state& st, std::uint64_
     auto& t = trims_[stream];
     if (!t) t = std::make_shared<ack_trim>();
     if (upto > t->target.load(std::memory_order_relaxed)) t->target.store(upto, std::memory_order_relaxed);
+    t->last.store(upto, std::memory_order_relaxed);
     schedule_trim(stream);
     // Only messages never acknowledged before count (a rewind resends some).
     const std::uint64_t fresh = upto > st.acked_max ? upto - st.acked_max : 0;
@@ -711,7 +712,7 @@ void node::schedule_trim(const std::string& stream) {
 
 void node::trim(const std::string& stream, const std::shared_ptr<ack_trim>& t) {
     worker_.post([this, stream, t](app::database&) {
-        out_.acknowledge(stream, t->target.load(std::memory_order_relaxed), now_ms());
+        out_.acknowledge(stream, t->target.load(std::memory_order_relaxed), t->last.load(std::memory_order_relaxed), now_ms());
         return true;
     }, [stream](const std::string& err) {
         if (!err.empty()) app::log(level::error, "ack_failed", {{"stream", stream}, {"error", err}});
@@ -732,6 +733,11 @@ asio::awaitable<bool> node::next_step(const std::string& stream, const pending_m
         co_return false;
     }
     auto s = std::get<schedule>(got);
+    // A schedule left for another head (acknowledged since, or one a rewind
+    // went back past) is not this head's ladder; one of an older version
+    // (head_seq 0) is taken as this head's.
+    if (s.head_seq != 0 && s.head_seq != head.seq) s = {};
+    s.head_seq = head.seq;
     ++s.attempts;
     const auto step = std::min<std::uint32_t>(s.attempts, static_cast<std::uint32_t>(ladder_steps_));
     // Never earlier than the secondary asked (Retry-After), however short the

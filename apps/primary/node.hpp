@@ -119,7 +119,8 @@ struct stream_state {
 // at most every 10 ms per stream. Shared with the timer, so that it survives
 // the stream's state.
 struct ack_trim {
-    std::atomic<std::uint64_t> target{0};
+    std::atomic<std::uint64_t> target{0};  // the highest seq acknowledged
+    std::atomic<std::uint64_t> last{0};    // the latest acknowledgement's (lower while a rewind resends)
     bool scheduled = false;
 };
 

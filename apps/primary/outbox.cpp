@@ -47,7 +47,15 @@ outbox::outbox(app::database& db) : db_(db) {
         }
     }
     db.exec("CREATE TABLE IF NOT EXISTS schedule(stream TEXT PRIMARY KEY, attempts INTEGER NOT NULL, "
-            "next_at_ms INTEGER NOT NULL)");
+            "next_at_ms INTEGER NOT NULL, head_seq INTEGER NOT NULL DEFAULT 0)");
+    {
+        // A schedule of a version that did not record its head: such a row
+        // (head_seq 0) ends at the stream's next acknowledgement, as it did then.
+        auto cols = db.prepare("SELECT count(*) FROM pragma_table_info('schedule') WHERE name='head_seq'");
+        const bool has = cols.step() && cols.column_int(0) != 0;
+        cols.reset();
+        if (!has) db.exec("ALTER TABLE schedule ADD COLUMN head_seq INTEGER NOT NULL DEFAULT 0");
+    }
     db.exec("CREATE TABLE IF NOT EXISTS dead_letter(n INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL, "
             "seq INTEGER NOT NULL, id TEXT NOT NULL, payload TEXT NOT NULL, reason TEXT NOT NULL, at_ms INTEGER NOT NULL, "
             "requeued_seq INTEGER, requeued_ms INTEGER)");
@@ -203,7 +211,7 @@ std::vector<pending_message> outbox::pending(const std::string& stream, std::uin
     return out;
 }
 
-void outbox::acknowledge(const std::string& stream, std::uint64_t seq, std::int64_t now_ms) {
+void outbox::acknowledge(const std::string& stream, std::uint64_t seq, std::uint64_t head_acked, std::int64_t now_ms) {
     auto& a = stmt(ack_, "UPDATE streams SET acked_seq=?1 WHERE stream=?2 AND acked_seq<?1");
     a.bind(1, static_cast<std::int64_t>(seq)).bind(2, stream);
     a.step();
@@ -221,8 +229,10 @@ void outbox::acknowledge(const std::string& stream, std::uint64_t seq, std::int6
             i.step();
         }
     }
-    auto& c = stmt(del_sched_, "DELETE FROM schedule WHERE stream=?");
-    c.bind(1, stream);
+    // Only a schedule of a head this acknowledgement covers: one written
+    // since, for the next head, is that head's ladder.
+    auto& c = stmt(del_sched_acked_, "DELETE FROM schedule WHERE stream=? AND head_seq<=?");
+    c.bind(1, stream).bind(2, static_cast<std::int64_t>(head_acked));
     c.step();
 }
 
@@ -288,18 +298,19 @@ void outbox::clear_schedule(const std::string& stream) {
 }
 
 schedule outbox::get_schedule(const std::string& stream) {
-    auto& g = stmt(get_sched_, "SELECT attempts, next_at_ms FROM schedule WHERE stream=?");
+    auto& g = stmt(get_sched_, "SELECT attempts, next_at_ms, head_seq FROM schedule WHERE stream=?");
     g.bind(1, stream);
     schedule s;
-    if (g.step()) s = {static_cast<std::uint32_t>(g.column_int(0)), g.column_int(1)};
+    if (g.step()) s = {static_cast<std::uint32_t>(g.column_int(0)), g.column_int(1), static_cast<std::uint64_t>(g.column_int(2))};
     g.reset();
     return s;
 }
 
 void outbox::set_schedule(const std::string& stream, const schedule& s) {
-    auto& p = stmt(put_sched_, "INSERT INTO schedule(stream, attempts, next_at_ms) VALUES(?,?,?) "
-                               "ON CONFLICT(stream) DO UPDATE SET attempts=excluded.attempts, next_at_ms=excluded.next_at_ms");
-    p.bind(1, stream).bind(2, static_cast<std::int64_t>(s.attempts)).bind(3, s.next_at_ms);
+    auto& p = stmt(put_sched_, "INSERT INTO schedule(stream, attempts, next_at_ms, head_seq) VALUES(?,?,?,?) "
+                               "ON CONFLICT(stream) DO UPDATE SET attempts=excluded.attempts, next_at_ms=excluded.next_at_ms, "
+                               "head_seq=excluded.head_seq");
+    p.bind(1, stream).bind(2, static_cast<std::int64_t>(s.attempts)).bind(3, s.next_at_ms).bind(4, static_cast<std::int64_t>(s.head_seq));
     p.step();
 }
 

@@ -6,7 +6,7 @@
 //                                                   resend after a rewind
 //   acks(stream, upto, from_ms, at_ms)              when they were acknowledged: one
 //                                                   mark per stream and second
-//   schedule(stream, attempts, next_at_ms)          durable redelivery of a stream's head
+//   schedule(stream, attempts, next_at_ms, head_seq) durable redelivery of a stream's head
 //   dead_letter(..., requeued_seq, requeued_ms)     messages given up on, kept; a
 //                                                   requeue records its new seq
 //   blocked(stream, reason, at_ms)                  streams stopped for a conflict or
@@ -54,6 +54,7 @@ struct pending_message {
 struct schedule {
     std::uint32_t attempts = 0;   // ladder steps used on the head message
     std::int64_t next_at_ms = 0;  // not before this (0: now)
+    std::uint64_t head_seq = 0;   // the head message's seq (0: not recorded, by an older version)
 };
 
 struct stream_status {
@@ -98,8 +99,10 @@ public:
     /// seq order; acknowledged ones still retained are included (for a rewind).
     std::vector<pending_message> pending(const std::string& stream, std::uint64_t after_seq, std::size_t max_count,
                                          std::size_t max_bytes);
-    /// Marks messages up to `seq` acknowledged (kept until purge()) and clears the schedule.
-    void acknowledge(const std::string& stream, std::uint64_t seq, std::int64_t now_ms);
+    /// Marks messages up to `seq` acknowledged (kept until purge()), and ends
+    /// the schedule if its head is at or below `head_acked` (the last
+    /// acknowledgement's seq: below `seq` while a rewind resends).
+    void acknowledge(const std::string& stream, std::uint64_t seq, std::uint64_t head_acked, std::int64_t now_ms);
     /// Deletes acknowledged messages acknowledged at or before `cutoff_ms`. Returns how many.
     std::uint64_t purge(std::int64_t cutoff_ms);
     /// Each stream's last acknowledged seq, for streams acknowledged within
@@ -136,7 +139,7 @@ private:
     std::string instance_;  // makes ids unique across data directories
     bool requeue_columns_ = false;  // dead_letter has requeued_seq (a database of this version)
     std::optional<app::statement> get_next_, put_stream_, insert_, select_, ack_, ack_move_, ack_mark_, get_sched_, put_sched_,
-        del_sched_, dl_insert_, tombstone_, purge_marks_, purge_, purge_done_, oldest_, put_blocked_, position_,
+        del_sched_, del_sched_acked_, dl_insert_, tombstone_, purge_marks_, purge_, purge_done_, oldest_, put_blocked_, position_,
         get_key_, put_key_, purge_keys_;
 };
 

@@ -52,8 +52,8 @@ BOOST_AUTO_TEST_SUITE(primary_outbox)
 
 BOOST_FIXTURE_TEST_CASE(acknowledged_messages_are_kept_until_the_cutoff_passes_their_mark, fixture) {
     publish("s", 10);
-    out->acknowledge("s", 4, 1'000);
-    out->acknowledge("s", 7, 3'000);  // more than a second later: a mark of its own
+    out->acknowledge("s", 4, 4, 1'000);
+    out->acknowledge("s", 7, 7, 3'000);  // more than a second later: a mark of its own
     BOOST_TEST(marks() == 2);
     BOOST_TEST(out->purge(999) == 0u);
     BOOST_TEST(kept("s") == range(1, 10));
@@ -92,9 +92,9 @@ BOOST_FIXTURE_TEST_CASE(a_publish_key_finds_its_first_message_until_purged, fixt
 
 BOOST_FIXTURE_TEST_CASE(marks_within_a_second_merge_and_keep_the_latest_time, fixture) {
     publish("s", 10);
-    out->acknowledge("s", 2, 10'000);
-    out->acknowledge("s", 5, 10'400);
-    out->acknowledge("s", 8, 10'900);
+    out->acknowledge("s", 2, 2, 10'000);
+    out->acknowledge("s", 5, 5, 10'400);
+    out->acknowledge("s", 8, 8, 10'900);
     BOOST_TEST(marks() == 1);
     // Seq 8 was acknowledged at 10,900: nothing of the merged mark goes before that.
     BOOST_TEST(out->purge(10'899) == 0u);
@@ -105,7 +105,7 @@ BOOST_FIXTURE_TEST_CASE(a_stream_acknowledged_without_pause_still_ages_out, fixt
     // Acknowledgements every 10 ms for 5 s: marks are started at most a
     // second apart, so the oldest age out while newer ones come.
     publish("s", 500);
-    for (int i = 1; i <= 500; ++i) out->acknowledge("s", static_cast<std::uint64_t>(i), 10 * i);
+    for (int i = 1; i <= 500; ++i) out->acknowledge("s", static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(i), 10 * i);
     BOOST_TEST(marks() <= 6);
     BOOST_TEST(marks() >= 5);
     out->purge(2'500);
@@ -120,9 +120,9 @@ BOOST_FIXTURE_TEST_CASE(a_stream_acknowledged_without_pause_still_ages_out, fixt
 
 BOOST_FIXTURE_TEST_CASE(a_repeated_or_lower_acknowledgement_moves_nothing, fixture) {
     publish("s", 10);
-    out->acknowledge("s", 6, 1'000);
-    out->acknowledge("s", 3, 5'000);  // a resend after a rewind is acknowledged again
-    out->acknowledge("s", 6, 5'000);
+    out->acknowledge("s", 6, 6, 1'000);
+    out->acknowledge("s", 3, 3, 5'000);  // a resend after a rewind is acknowledged again
+    out->acknowledge("s", 6, 6, 5'000);
     BOOST_TEST(marks() == 1);
     BOOST_TEST(out->position("s").acked_seq == 6u);
     BOOST_TEST(out->purge(1'000) == 6u);
@@ -131,9 +131,9 @@ BOOST_FIXTURE_TEST_CASE(a_repeated_or_lower_acknowledgement_moves_nothing, fixtu
 BOOST_FIXTURE_TEST_CASE(streams_age_out_on_their_own_marks, fixture) {
     publish("a", 5);
     publish("b", 5);
-    out->acknowledge("a", 5, 1'000);
-    out->acknowledge("b", 2, 1'000);
-    out->acknowledge("b", 5, 9'000);
+    out->acknowledge("a", 5, 5, 1'000);
+    out->acknowledge("b", 2, 2, 1'000);
+    out->acknowledge("b", 5, 5, 9'000);
     BOOST_TEST(out->purge(5'000) == 7u);
     BOOST_TEST(kept("a").empty());
     BOOST_TEST(kept("b") == range(3, 5));
@@ -163,7 +163,7 @@ BOOST_FIXTURE_TEST_CASE(an_outbox_with_a_time_on_every_row_is_upgraded, fixture)
     BOOST_TEST(kept("s") == range(5, 6));
     // And the outbox goes on with marks.
     publish("s", 2);
-    out->acknowledge("s", 8, 9'000);
+    out->acknowledge("s", 8, 8, 9'000);
     BOOST_TEST(out->purge(9'000) == 4u);
     // Opened again: nothing to upgrade twice.
     open();
@@ -207,6 +207,43 @@ BOOST_FIXTURE_TEST_CASE(read_only_opens_change_nothing, fixture) {
     BOOST_REQUIRE(dl.size() == 1u);
     BOOST_TEST(!dl[0].requeued_seq.has_value());
     BOOST_TEST(primary::to_json(dl[0]) == R"({"at_ms":1,"id":"i","n":1,"reason":"r","seq":1,"stream":"s","payload":[1]})");
+}
+
+BOOST_FIXTURE_TEST_CASE(an_acknowledgement_ends_only_the_schedule_of_a_head_it_covers, fixture) {
+    publish("s", 6);
+    // Seq 3 acknowledged; seq 4, the next head, failed and took a ladder
+    // step before the acknowledgement of 3 reached the outbox.
+    out->set_schedule("s", {2, 50'000, 4});
+    out->acknowledge("s", 3, 3, 1'000);
+    auto kept_sched = out->get_schedule("s");
+    BOOST_TEST(kept_sched.attempts == 2u);
+    BOOST_TEST(kept_sched.next_at_ms == 50'000);
+    BOOST_TEST(kept_sched.head_seq == 4u);
+    // A rewind resends 1..2 below the highest acknowledgement (3): the
+    // schedule of head 4 is still not theirs.
+    out->acknowledge("s", 3, 2, 2'000);
+    BOOST_TEST(out->get_schedule("s").attempts == 2u);
+    // Seq 4 acknowledged: its schedule is over.
+    out->acknowledge("s", 4, 4, 3'000);
+    BOOST_TEST(out->get_schedule("s").attempts == 0u);
+    BOOST_TEST(out->get_schedule("s").head_seq == 0u);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_schedule_of_a_version_without_its_head_ends_at_the_next_acknowledgement, fixture) {
+    publish("s", 3);
+    out.reset();
+    db->exec("DROP TABLE schedule");
+    db->exec("CREATE TABLE schedule(stream TEXT PRIMARY KEY, attempts INTEGER NOT NULL, next_at_ms INTEGER NOT NULL)");
+    db->exec("INSERT INTO schedule(stream, attempts, next_at_ms) VALUES('s', 3, 70000)");
+    open();  // adds head_seq, 0 for the old row
+    const auto old = out->get_schedule("s");
+    BOOST_TEST(old.attempts == 3u);
+    BOOST_TEST(old.head_seq == 0u);
+    out->acknowledge("s", 1, 1, 1'000);
+    BOOST_TEST(out->get_schedule("s").attempts == 0u);
+    // The column is there for what comes next.
+    out->set_schedule("s", {1, 5'000, 2});
+    BOOST_TEST(out->get_schedule("s").head_seq == 2u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
