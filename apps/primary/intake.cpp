@@ -35,15 +35,36 @@ std::size_t node::envelope_overhead(std::string_view stream) const {
     return envelope::encoded_size(id, stream, UINT64_MAX, o_.epoch, 0);
 }
 
+bool node::has_pending(const std::string& stream) const {
+    if (auto it = streams_.find(stream); it != streams_.end() && it->second.pending > 0) return true;
+    auto b = blocked_.find(stream);
+    return b != blocked_.end() && b->second.pending > 0;
+}
+
 // Whether a publish to `stream` would exceed --max-streams: streams with
-// pending messages (idle processors in their grace period do not count).
+// pending messages (idle processors in their grace period do not count), and
+// streams that publishes under way are starting.
 bool node::at_stream_cap(const std::string& stream) const {
-    auto has_pending = [](const auto& kv) { return kv.second.pending > 0; };
-    if (auto it = streams_.find(stream); it != streams_.end() && it->second.pending > 0) return false;
-    if (auto b = blocked_.find(stream); b != blocked_.end() && b->second.pending > 0) return false;
-    const auto busy = static_cast<std::size_t>(std::count_if(streams_.begin(), streams_.end(), has_pending)) +
-                      static_cast<std::size_t>(std::count_if(blocked_.begin(), blocked_.end(), has_pending));
+    if (has_pending(stream) || admitting_.contains(stream)) return false;
+    auto pending = [](const auto& kv) { return kv.second.pending > 0; };
+    auto busy = static_cast<std::size_t>(std::count_if(streams_.begin(), streams_.end(), pending)) +
+                static_cast<std::size_t>(std::count_if(blocked_.begin(), blocked_.end(), pending));
+    for (const auto& [s, n] : admitting_)
+        if (!has_pending(s)) ++busy;
     return busy >= o_.max_streams;
+}
+
+node::stream_admission::stream_admission(node& n, const std::string& stream) : n_(n) {
+    if (n_.has_pending(stream)) return;
+    auto [it, fresh] = n_.admitting_.try_emplace(stream, 0);
+    ++it->second;
+    stream_ = &it->first;
+}
+
+node::stream_admission::~stream_admission() {
+    if (!stream_) return;
+    auto it = n_.admitting_.find(*stream_);
+    if (--it->second == 0) n_.admitting_.erase(it);
 }
 
 // The checks before a publish touches the outbox, in the contract's order:
@@ -132,6 +153,7 @@ http::router node::routes() {
     r.add("POST", "/publish", [this](http::request& req) -> asio::awaitable<http::response> {
         std::string stream;
         if (auto refused = refuse_publish(req, stream)) co_return std::move(*refused);
+        const stream_admission admitted(*this, stream);  // until the commit's outcome is known
         auto checked = envelope::check_payload(req.body, envelope_overhead(stream));
         if (auto* e = std::get_if<envelope::payload_error>(&checked)) co_return http::response::error(e->status, e->what);
         if (auto big = too_large_for_log(stream, std::get<std::string_view>(checked).size())) co_return http::response::error(413, *big);

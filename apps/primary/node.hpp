@@ -145,6 +145,21 @@ private:
     std::size_t envelope_overhead(std::string_view stream) const;
     std::optional<http::response> refuse_publish(const http::request& req, std::string& stream) const;
     bool at_stream_cap(const std::string& stream) const;
+    bool has_pending(const std::string& stream) const;
+    // A publish admitted to a stream with nothing pending holds its place
+    // under --max-streams until its commit has made the stream pending (or
+    // failed): concurrent publishes to new streams cannot all pass the cap.
+    class stream_admission {
+    public:
+        stream_admission(node& n, const std::string& stream);
+        ~stream_admission();
+        stream_admission(const stream_admission&) = delete;
+        stream_admission& operator=(const stream_admission&) = delete;
+
+    private:
+        node& n_;
+        const std::string* stream_ = nullptr;  // held: admitting_'s key
+    };
     std::optional<std::string> too_large_for_log(std::string_view stream, std::size_t payload_bytes) const;
 
     // delivery.cpp
@@ -265,6 +280,9 @@ private:
     std::map<std::string, blocked_stream> blocked_;
     std::uint64_t pending_total_ = 0;
     int publishing_ = 0;  // publishes between acceptance and commit (io thread only)
+    // Streams with nothing pending that publishes under way may start, and
+    // how many such publishes each (stream_admission).
+    std::map<std::string, std::size_t> admitting_;
     std::size_t retired_since_trim_ = 0;
     bool input_closed_ = false, stopping_ = false;
     bool ready_ = false;  // /ready: the event loop runs and no shutdown has begun

@@ -57,4 +57,40 @@ start_secondary --max-connections 4
 held "$SPORT" 4 || fail "the secondary's --max-connections"
 wait_drained 30
 verify d
+
+# 3. --max-streams against publishes to new streams at the same moment: 40
+# publishers, each to a stream of its own, released together with the
+# secondary down; exactly the cap's worth are accepted (a check that only
+# counted streams already pending let all of them through until the first
+# commits landed).
+stop "$SPID"
+stop "$PPID_"
+start_primary --max-streams 3
+python3 - "$PPORT" "$WORK/concurrent" <<'PY'
+import http.client, sys, threading
+port, out = int(sys.argv[1]), sys.argv[2]
+n = 40
+gate = threading.Barrier(n)
+codes = [None] * n
+def go(i):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    c.connect()
+    gate.wait()
+    c.request("POST", f"/publish?stream=new{i}", body=b'{"i":%d}' % i, headers={"Content-Type": "application/json"})
+    codes[i] = c.getresponse().status
+threads = [threading.Thread(target=go, args=(i,)) for i in range(n)]
+for t in threads: t.start()
+for t in threads: t.join()
+with open(out, "w") as f:
+    for i, code in enumerate(codes):
+        f.write(f"new{i} {code}\n")
+PY
+accepted=$(awk '$2 == 202' "$WORK/concurrent" | wc -l)
+refused_n=$(awk '$2 == 429' "$WORK/concurrent" | wc -l)
+[ "$accepted" = 3 ] && [ "$refused_n" = 37 ] \
+  || fail "40 new streams at once with --max-streams 3: $accepted accepted, $refused_n refused (want 3 and 37): $(tr '\n' ' ' <"$WORK/concurrent")"
+json_is "$(status_json)" 'len([s for s in j["next_seq"] if s.startswith("new")]) == 3 and j["pending"] == 3' \
+  || fail "the streams stored are not the 3 accepted: $(status_json)"
+start_secondary
+wait_drained 30
 echo "server limits: as documented"
