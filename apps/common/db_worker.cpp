@@ -57,6 +57,11 @@ void db_worker::loop() {
                     const bool keep = group[i].work(db_);
                     if (!keep) db_.exec("ROLLBACK TO job");
                 } catch (const std::exception& e) {
+                    // A full disk or an I/O error can make SQLite roll the
+                    // whole transaction back: every job of the group is
+                    // undone, and fails with this error (not with the
+                    // missing savepoint's).
+                    if (sqlite3_get_autocommit(db_.handle())) throw db_error(e.what());
                     errors[i] = e.what();
                     db_.exec("ROLLBACK TO job");
                 }

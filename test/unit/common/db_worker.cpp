@@ -170,6 +170,59 @@ BOOST_FIXTURE_TEST_CASE(a_failed_commit_fails_its_whole_group_and_the_next_one_c
     BOOST_TEST((rows() == std::vector<std::int64_t>{1, 4}));
 }
 
+// A write that fails inside a job, not at the commit (the page cache spills
+// to a WAL that cannot grow): SQLite rolls the whole transaction back, so the
+// jobs before it in the group are undone too. Each fails with that write's
+// error, not with the savepoint that went with the transaction.
+BOOST_FIXTURE_TEST_CASE(a_job_whose_failure_rolls_the_transaction_back_fails_its_whole_group, fixture) {
+    db.reset();
+    db.emplace(dir.string(), "t.db", "steadfast-test", app::sync_mode::off);  // SQLite's own writes, at once
+    db->exec("PRAGMA cache_size=-256");  // 256 KiB: a bigger transaction spills
+    app::db_worker w(*db);
+    std::vector<std::future<std::string>> done;
+    auto queue = [&](std::int64_t first, int rows, std::size_t bytes) {
+        auto p = std::make_shared<std::promise<std::string>>();
+        done.push_back(p->get_future());
+        w.post(
+            [first, rows, bytes](app::database& d) {
+                auto s = d.prepare("INSERT INTO t(n, v) VALUES(?, ?)");
+                for (int i = 0; i < rows; ++i) {
+                    s.reset();
+                    s.bind(1, first + i).bind(2, std::string(bytes, 'x'));
+                    s.step();
+                }
+                return true;
+            },
+            [p](const std::string& err) { p->set_value(err); });
+    };
+    std::signal(SIGXFSZ, SIG_IGN);
+    rlimit old{};
+    BOOST_REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
+    rlimit small = old;
+    small.rlim_cur = static_cast<rlim_t>(std::filesystem::file_size(dir / "t.db-wal") + 65536);
+    {
+        hold busy(w);
+        queue(1, 1, 10);           // fits
+        queue(100, 2048, 1024);    // 2 MiB: spills, and the spill fails
+        queue(10'000, 1, 10);      // after it, in the same group
+        BOOST_REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
+        busy.release();
+    }
+    std::vector<std::string> errors;
+    for (auto& f : done) errors.push_back(f.get());
+    BOOST_REQUIRE(setrlimit(RLIMIT_FSIZE, &old) == 0);
+    BOOST_TEST(!errors[0].empty());
+    BOOST_TEST(errors[0].find("savepoint") == std::string::npos, errors[0]);
+    BOOST_TEST(errors[1] == errors[0]);
+    BOOST_TEST(errors[2] == errors[0]);
+    // The thread goes on, and nothing of the failed group was kept.
+    done.clear();
+    queue(20'000, 1, 10);
+    BOOST_TEST(done[0].get().empty());
+    w.stop();
+    BOOST_TEST((rows() == std::vector<std::int64_t>{20'000}));
+}
+
 BOOST_FIXTURE_TEST_CASE(stop_finishes_the_queued_jobs_first, fixture) {
     std::vector<std::string> results(3, "not run");
     {
