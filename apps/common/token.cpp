@@ -10,7 +10,7 @@ namespace steadfast::app {
 
 std::vector<std::string> read_token_file(const std::string& path) {
     std::ifstream f(path);
-    if (!f) throw std::runtime_error("cannot read --token-file \"" + path + "\": " + std::strerror(errno));
+    if (!f) throw std::invalid_argument("cannot read --token-file \"" + path + "\": " + std::strerror(errno));
     std::vector<std::string> tokens;
     std::string line;
     for (int n = 1; std::getline(f, line); ++n) {
@@ -27,14 +27,14 @@ std::vector<std::string> read_token_file(const std::string& path) {
             if (c < 0x20 || c > 0x7e) {
                 char hex[8];
                 std::snprintf(hex, sizeof hex, "0x%02x", c);
-                throw std::runtime_error("--token-file \"" + path + "\" line " + std::to_string(n) + ": byte " + hex +
+                throw std::invalid_argument("--token-file \"" + path + "\" line " + std::to_string(n) + ": byte " + hex +
                                          " cannot be part of a bearer token (printable ASCII only; is the file "
                                          "UTF-16 or does it hold control characters?)");
             }
         tokens.push_back(line);
     }
-    if (f.bad()) throw std::runtime_error("cannot read --token-file \"" + path + "\": " + std::strerror(errno));
-    if (tokens.empty()) throw std::runtime_error("--token-file \"" + path + "\" holds no token (one a line)");
+    if (f.bad()) throw std::invalid_argument("cannot read --token-file \"" + path + "\": " + std::strerror(errno));
+    if (tokens.empty()) throw std::invalid_argument("--token-file \"" + path + "\" holds no token (one a line)");
     return tokens;
 }
 

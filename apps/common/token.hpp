@@ -15,8 +15,9 @@ namespace steadfast::app {
 /// Each token is printable ASCII: anything else is refused, naming the line. Any of them is accepted; the first is the one a
 /// client sends. Several tokens let a token be rotated without downtime: add
 /// the new one, reload (SIGHUP), move clients over, drop the old one, reload.
-/// Throws std::runtime_error naming the file when it cannot be read or holds
-/// no token.
+/// Throws std::invalid_argument (a bad configuration file: the apps exit 2 at
+/// start) naming the file when it cannot be read, holds no token or a byte
+/// that cannot be part of one.
 std::vector<std::string> read_token_file(const std::string& path);
 
 /// Compares without an early exit, so the time does not tell how much matched.

@@ -117,7 +117,7 @@ node::node(const options& o, app::database& db)
       js_repairs_(counter(*registry_, "steadfast_primary_jetstream_repairs_total",
                           "Holes in the log resent from retention at a secondary's request")),
       db_metrics_(*registry_, "primary") {
-    if (!o.token_file.empty()) tokens_ = app::read_token_file(o.token_file);
+    tokens_ = o.tokens;
     if (o.jetstream()) {
         jetstream::options jo;
         jo.servers = jetstream::parse_servers(o.secondary);
@@ -558,6 +558,8 @@ int main(int argc, char** argv) {
         app::init_log("primary", log_level);
         if (!o.from_stdin && o.listen.empty() && !o.exit_when_drained)
             app::log(level::warn, "no_input", {{"hint", "without --stdin or --listen only the existing outbox is delivered"}});
+        // A bad token file is refused before the data directory is touched.
+        if (!o.token_file.empty()) o.tokens = app::read_token_file(o.token_file);
         app::database db(o.data, "primary.db", "steadfast-primary", o.sync);
         node n(o, db);
         return n.run();

@@ -41,6 +41,7 @@ namespace steadfast::primary {
 
 struct options {
     std::string secondary, data, listen, token_file, stream = "default", ladder;
+    std::vector<std::string> tokens;  // token_file's, read when the flags are (SIGHUP reloads them)
     bool from_stdin = false, exit_when_drained = false;
     app::sync_mode sync = app::sync_mode::full;
     std::uint64_t epoch = 0;

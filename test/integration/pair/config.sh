@@ -91,6 +91,20 @@ refused "--ladder: step 1 is shorter than 100ms" "${P[@]}" --ladder 0s   # a bus
 refused "--ladder: step 2 is shorter than 100ms" "${P[@]}" --ladder "1s,50ms"
 refused "has no steps" "${P[@]}" --ladder ''
 refused '--ladder: steadfast::backoff: duration "fast"' "${P[@]}" --ladder "1s fast"
+# A --token-file that cannot serve is a bad file (exit 2, so that a unit
+# that does not restart on 2 is not restarted every 2 s), for both daemons.
+printf '' >"$WORK/empty.token"
+printf '# only a comment\n\n' >"$WORK/comment.token"
+printf 'caf\xc3\xa9\n' >"$WORK/utf8.token"
+S=("$BIN/steadfast-secondary" --listen "127.0.0.1:$(free_port)" --data "$WORK/s-tok")
+for app in P S; do
+  declare -n cmd=$app
+  refused "cannot read --token-file" "${cmd[@]}" --token-file "$WORK/missing.token"
+  refused "holds no token" "${cmd[@]}" --token-file "$WORK/empty.token"
+  refused "holds no token" "${cmd[@]}" --token-file "$WORK/comment.token"
+  refused "line 1: byte 0xc3" "${cmd[@]}" --token-file "$WORK/utf8.token"
+done
+unset -n cmd
 # A word that is no flag's value is refused, not dropped (a "requeue" that listed and exited 0).
 refused 'unexpected argument "stray"' "${P[@]}" stray
 refused 'unexpected argument "requeue"' "$BIN/steadfast-primary" dead-letters requeue --data "$WORK/p2"
