@@ -28,6 +28,16 @@ db_stats() {
           printf "%d commits, %.1f jobs a commit, %.0f us a commit (%.0f us of jobs before it)\n",
                  c, v["jobs_total"] / c, v["commit_seconds_total"] / c * 1e6, v["work_seconds_total"] / c * 1e6 }'
 }
+# cpu_s PID: the CPU time (user + system, all threads) a running process has used, in seconds
+cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
+# run_timed CPU_FILE COMMAND...: runs COMMAND, then writes the CPU time it used (seconds) to CPU_FILE
+run_timed() {
+  python3 -c 'import resource, subprocess, sys
+rc = subprocess.call(sys.argv[2:])
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+open(sys.argv[1], "w").write("%.2f\n" % (r.ru_utime + r.ru_stime))
+sys.exit(rc)' "$@"
+}
 wait_up() { until curl -fs -o /dev/null "$1"; do sleep 0.01; done; }
 # wait_delivered PRIMARY_PORT: waits (up to 120 s) until the primary has
 # delivered all it published; prints "published delivered unix_time".

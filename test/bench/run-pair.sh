@@ -5,7 +5,9 @@
 #  2. end to end with fsync on both sides: --stdin ingestion and delivery;
 #  3. /publish to 16 streams from 16 concurrent publishers (wrk -t2 -c16), fsync on
 #     both sides: acknowledged, and delivered end to end (publish start to the
-#     last message acknowledged by the secondary);
+#     last message acknowledged by the secondary), with the CPU a message cost;
+#     3b. the same with --sync off on both sides, for what the machine allows
+#     without any flush;
 #  4. recovery: time from a restarted secondary answering /health to the first
 #     message applied, with a 30 s backoff cap;
 #  5. the primary's resident memory with 1,000,000 messages waiting.
@@ -71,20 +73,42 @@ echo "ingestion: $(python3 -c "print(round($N2/($t1-$t0)))") msg/s committed; de
 applied=$("$BIN/steadfast-secondary" dump --data "$WORK/s2" | wc -l)
 echo "applied at the secondary: $applied of $N2"
 
-echo "== 3. /publish to 16 streams, 16 concurrent publishers, fsync on both sides"
-S3=$(port); P3=$(port); secondary s3 "$S3" --sync full
-"$BIN/steadfast-primary" --secondary "http://127.0.0.1:$S3" --data "$WORK/p3" --listen "127.0.0.1:$P3" --connections 8 \
-  2>"$WORK/p3.log" &
-PIDS+=($!); wait_up "http://127.0.0.1:$P3/health"
-t0=$(date +%s.%N)
-wrk -t2 -c16 -d5s -s test/bench/publish16.lua "http://127.0.0.1:$P3" >"$WORK/wrk3"
-pub_rate=$(awk '/Requests\/sec/ {print int($2)}' "$WORK/wrk3")
-non2xx=$(awk '/Non-2xx/ {print $5}' "$WORK/wrk3"); non2xx=${non2xx:-0}
-read -r published delivered t2 < <(wait_delivered "$P3")
-streams=$("$BIN/steadfast-primary" status --data "$WORK/p3" | python3 -c 'import sys,json; print(len(json.load(sys.stdin)["acked_seq"]))')
-echo "acknowledged: $pub_rate msg/s, non-2xx answers: $non2xx; delivered end to end: $(python3 -c "print(round($delivered/($t2-$t0)))") msg/s ($delivered of $published on $streams streams; goal >= 30000 both)"
-echo "  primary's database thread: $(db_stats "http://127.0.0.1:$P3/metrics" primary)"
-echo "  secondary's database thread: $(db_stats "http://127.0.0.1:$S3/metrics" secondary)"
+# sixteen NAME SYNC: 16 streams from 16 concurrent publishers for 5 s, both
+# apps with --sync SYNC; what was acknowledged and delivered, and what it cost.
+sixteen() {
+  local name=$1 sync=$2 S P SP PP c0p c0s t0 t2 pub_rate non2xx published delivered streams
+  S=$(port); P=$(port); secondary "s$name" "$S" --sync "$sync"
+  SP=${PIDS[-1]}
+  "$BIN/steadfast-primary" --secondary "http://127.0.0.1:$S" --data "$WORK/p$name" --listen "127.0.0.1:$P" \
+    --connections 8 --sync "$sync" 2>"$WORK/p$name.log" &
+  PP=$!; PIDS+=($PP); wait_up "http://127.0.0.1:$P/health"
+  c0p=$(cpu_s "$PP"); c0s=$(cpu_s "$SP")
+  t0=$(date +%s.%N)
+  run_timed "$WORK/wrk$name.cpu" wrk -t2 -c16 -d5s -s test/bench/publish16.lua "http://127.0.0.1:$P" >"$WORK/wrk$name"
+  pub_rate=$(awk '/Requests\/sec/ {print int($2)}' "$WORK/wrk$name")
+  non2xx=$(awk '/Non-2xx/ {print $5}' "$WORK/wrk$name"); non2xx=${non2xx:-0}
+  read -r published delivered t2 < <(wait_delivered "$P")
+  streams=$("$BIN/steadfast-primary" status --data "$WORK/p$name" | python3 -c 'import sys,json; print(len(json.load(sys.stdin)["acked_seq"]))')
+  echo "acknowledged: $pub_rate msg/s, non-2xx answers: $non2xx; delivered end to end: $(python3 -c "print(round($delivered/($t2-$t0)))") msg/s ($delivered of $published on $streams streams)"
+  # What the run cost in CPU (all three processes, publishing through the
+  # last delivery), and where that cost alone would stop: every core busy,
+  # nothing ever waiting. An upper bound for this build on this machine.
+  python3 - "$delivered" "$(cpu_s "$PP")" "$c0p" "$(cpu_s "$SP")" "$c0s" "$(cat "$WORK/wrk$name.cpu")" "$(nproc)" <<'PY'
+import sys
+n, p1, p0, s1, s0, w, cores = sys.argv[1:]
+n = max(int(n), 1); p = float(p1) - float(p0); s = float(s1) - float(s0); w = float(w)
+us = lambda c: c / n * 1e6
+total = us(p + s + w)
+print(f"  CPU a message: primary {us(p):.0f} us, secondary {us(s):.0f} us, wrk {us(w):.0f} us; "
+      f"{cores} cores at {total:.0f} us a message carry at most {int(cores) / total * 1e6:.0f} msg/s")
+PY
+  echo "  primary's database thread: $(db_stats "http://127.0.0.1:$P/metrics" primary)"
+  echo "  secondary's database thread: $(db_stats "http://127.0.0.1:$S/metrics" secondary)"
+}
+echo "== 3. /publish to 16 streams, 16 concurrent publishers, fsync on both sides (goal >= 30000 acknowledged and delivered)"
+sixteen 3 full
+echo "== 3b. the same with --sync off on both sides: the pipeline without any flush, on this machine"
+sixteen 3b off
 
 echo "== 4. recovery with a 30 s backoff cap"
 for round in 1 2 3; do
