@@ -44,7 +44,7 @@ bool node::has_pending(const std::string& stream) const {
 
 // Whether a publish to `stream` would exceed --max-streams: streams with
 // pending messages (idle processors in their grace period do not count), and
-// streams that publishes under way are starting.
+// streams that publishes under way are adding to (each counted once).
 bool node::at_stream_cap(const std::string& stream) const {
     if (has_pending(stream) || admitting_.contains(stream)) return false;
     auto pending = [](const auto& kv) { return kv.second.pending > 0; };
@@ -56,7 +56,8 @@ bool node::at_stream_cap(const std::string& stream) const {
 }
 
 node::stream_admission::stream_admission(node& n, const std::string& stream) : n_(n) {
-    if (n_.has_pending(stream)) return;
+    // Also for a stream with messages pending: they may all be acknowledged
+    // before this commit lands, and the stream must still hold its place.
     auto [it, fresh] = n_.admitting_.try_emplace(stream, 0);
     ++it->second;
     stream_ = &it->first;

@@ -147,9 +147,10 @@ private:
     std::optional<http::response> refuse_publish(const http::request& req, std::string& stream) const;
     bool at_stream_cap(const std::string& stream) const;
     bool has_pending(const std::string& stream) const;
-    // A publish admitted to a stream with nothing pending holds its place
-    // under --max-streams until its commit has made the stream pending (or
-    // failed): concurrent publishes to new streams cannot all pass the cap.
+    // A publish admitted to a stream holds the stream's place under
+    // --max-streams until its commit has made the stream pending (or failed):
+    // concurrent publishes to new streams cannot all pass the cap, nor one to
+    // a stream whose messages are all acknowledged meanwhile.
     class stream_admission {
     public:
         stream_admission(node& n, const std::string& stream);
@@ -281,8 +282,8 @@ private:
     std::map<std::string, blocked_stream> blocked_;
     std::uint64_t pending_total_ = 0;
     int publishing_ = 0;  // publishes between acceptance and commit (io thread only)
-    // Streams with nothing pending that publishes under way may start, and
-    // how many such publishes each (stream_admission).
+    // Streams that publishes under way are adding to, and how many
+    // publishes each (stream_admission).
     std::map<std::string, std::size_t> admitting_;
     std::size_t retired_since_trim_ = 0;
     bool input_closed_ = false, stopping_ = false;

@@ -70,7 +70,7 @@ python3 - "$PPORT" "$WORK/concurrent" <<'PY'
 import http.client, sys, threading
 port, out = int(sys.argv[1]), sys.argv[2]
 n = 40
-gate = threading.Barrier(n)
+gate = threading.Barrier(n, timeout=20)
 codes = [None] * n
 def go(i):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
@@ -93,4 +93,8 @@ json_is "$(status_json)" 'len([s for s in j["next_seq"] if s.startswith("new")])
   || fail "the streams stored are not the 3 accepted: $(status_json)"
 start_secondary
 wait_drained 30
+# Once delivered, the admitted streams hold no place: three more new ones are welcome.
+for s in later1 later2 later3; do publish 1 "$s"; done
+wait_drained 30
+for s in later1 later2 later3; do verify "$s"; done
 echo "server limits: as documented"
