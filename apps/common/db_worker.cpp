@@ -86,7 +86,8 @@ void db_worker::loop() {
             commit_ns_.fetch_add(ns(ended - committing), std::memory_order_relaxed);
         }
         for (std::size_t i = 0; i < group.size(); ++i) {
-            const std::string& err = !commit_error.empty() ? commit_error : errors[i];
+            // A job's own error first (it failed whatever came after).
+            const std::string& err = !errors[i].empty() ? errors[i] : commit_error;
             group[i].done(err.empty() ? std::string{} : err);
         }
     }

@@ -276,8 +276,13 @@ asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::del
                 else
                     out[i].a = st_.apply(std::get<envelope::decoded>(it.body), keep);
             } catch (...) {
-                db.exec("ROLLBACK TO js_message");
-                db.exec("RELEASE js_message");
+                // Unless SQLite rolled the whole transaction back (a full
+                // disk): then the savepoint went with it, and the error
+                // thrown is the one to report (db_worker fails the group).
+                if (!sqlite3_get_autocommit(db.handle())) {
+                    db.exec("ROLLBACK TO js_message");
+                    db.exec("RELEASE js_message");
+                }
                 throw;
             }
             if (!keep) db.exec("ROLLBACK TO js_message");

@@ -200,17 +200,21 @@ BOOST_FIXTURE_TEST_CASE(a_job_whose_failure_rolls_the_transaction_back_fails_its
     BOOST_REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
     rlimit small = old;
     small.rlim_cur = static_cast<rlim_t>(std::filesystem::file_size(dir / "t.db-wal") + 65536);
+    std::vector<std::string> errors;
     {
+        // The limit is lifted again however this block ends.
+        struct restore {
+            rlimit r;
+            ~restore() { setrlimit(RLIMIT_FSIZE, &r); }
+        } lifted{old};
         hold busy(w);
         queue(1, 1, 10);           // fits
         queue(100, 2048, 1024);    // 2 MiB: spills, and the spill fails
         queue(10'000, 1, 10);      // after it, in the same group
         BOOST_REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
         busy.release();
+        for (auto& f : done) errors.push_back(f.get());
     }
-    std::vector<std::string> errors;
-    for (auto& f : done) errors.push_back(f.get());
-    BOOST_REQUIRE(setrlimit(RLIMIT_FSIZE, &old) == 0);
     BOOST_TEST(!errors[0].empty());
     BOOST_TEST(errors[0].find("savepoint") == std::string::npos, errors[0]);
     BOOST_TEST(errors[1] == errors[0]);
