@@ -33,7 +33,7 @@ std::vector<std::string> read_token_file(const std::string& path) {
             }
         tokens.push_back(line);
     }
-    if (f.bad()) throw std::invalid_argument("cannot read --token-file \"" + path + "\": " + std::strerror(errno));
+    if (f.bad()) throw std::runtime_error("cannot read --token-file \"" + path + "\": " + std::strerror(errno));
     if (tokens.empty()) throw std::invalid_argument("--token-file \"" + path + "\" holds no token (one a line)");
     return tokens;
 }

@@ -16,8 +16,9 @@ namespace steadfast::app {
 /// client sends. Several tokens let a token be rotated without downtime: add
 /// the new one, reload (SIGHUP), move clients over, drop the old one, reload.
 /// Throws std::invalid_argument (a bad configuration file: the apps exit 2 at
-/// start) naming the file when it cannot be read, holds no token or a byte
-/// that cannot be part of one.
+/// start) naming the file when it cannot be opened, holds no token or a byte
+/// that cannot be part of one; std::runtime_error when reading it fails
+/// midway (an I/O error, perhaps passing).
 std::vector<std::string> read_token_file(const std::string& path);
 
 /// Compares without an early exit, so the time does not tell how much matched.

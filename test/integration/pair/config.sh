@@ -105,6 +105,7 @@ for app in P S; do
   refused "line 1: byte 0xc3" "${cmd[@]}" --token-file "$WORK/utf8.token"
 done
 unset -n cmd
+[ ! -e "$WORK/s-tok" ] || fail "a refused --token-file created the secondary's data directory"
 # A word that is no flag's value is refused, not dropped (a "requeue" that listed and exited 0).
 refused 'unexpected argument "stray"' "${P[@]}" stray
 refused 'unexpected argument "requeue"' "$BIN/steadfast-primary" dead-letters requeue --data "$WORK/p2"
