@@ -393,6 +393,10 @@ asio::awaitable<void> node::deliver(std::string stream) {
             st.window.assign(std::make_move_iterator(l.batch.begin()), std::make_move_iterator(l.batch.end()));
             st.head_at_ms = st.window.front().at_ms;  // read from the acknowledged seq: the oldest pending
             st.sched = l.sched;
+            // A schedule of another head (one above where a rewind went
+            // back to) is not this head's to wait for; an older version's
+            // (head_seq 0) is taken as this head's.
+            if (st.sched.head_seq != 0 && st.sched.head_seq != st.window.front().seq) st.sched = {};
         }
         // Durable redelivery: not before the scheduled time, unless the
         // secondary just came back, or the operator asked (start, SIGHUP):
