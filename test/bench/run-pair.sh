@@ -98,7 +98,7 @@ import sys
 n, p1, p0, s1, s0, w, cores = sys.argv[1:]
 n = max(int(n), 1); p = float(p1) - float(p0); s = float(s1) - float(s0); w = float(w)
 us = lambda c: c / n * 1e6
-total = us(p + s + w)
+total = max(us(p + s + w), 1e-9)
 print(f"  CPU a message: primary {us(p):.0f} us, secondary {us(s):.0f} us, wrk {us(w):.0f} us; "
       f"{cores} cores at {total:.0f} us a message carry at most {int(cores) / total * 1e6:.0f} msg/s")
 PY
