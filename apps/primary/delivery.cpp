@@ -392,11 +392,7 @@ asio::awaitable<void> node::deliver(std::string stream) {
             retire_after_read = false;
             st.window.assign(std::make_move_iterator(l.batch.begin()), std::make_move_iterator(l.batch.end()));
             st.head_at_ms = st.window.front().at_ms;  // read from the acknowledged seq: the oldest pending
-            st.sched = l.sched;
-            // A schedule of another head (one above where a rewind went
-            // back to) is not this head's to wait for; an older version's
-            // (head_seq 0) is taken as this head's.
-            if (st.sched.head_seq != 0 && st.sched.head_seq != st.window.front().seq) st.sched = {};
+            st.sched = l.sched.is_for(st.window.front().seq) ? l.sched : schedule{};
         }
         // Durable redelivery: not before the scheduled time, unless the
         // secondary just came back, or the operator asked (start, SIGHUP):
@@ -737,10 +733,7 @@ asio::awaitable<bool> node::next_step(const std::string& stream, const pending_m
         co_return false;
     }
     auto s = std::get<schedule>(got);
-    // A schedule left for another head (acknowledged since, or one a rewind
-    // went back past) is not this head's ladder; one of an older version
-    // (head_seq 0) is taken as this head's.
-    if (s.head_seq != 0 && s.head_seq != head.seq) s = {};
+    if (!s.is_for(head.seq)) s = {};
     s.head_seq = head.seq;
     ++s.attempts;
     const auto step = std::min<std::uint32_t>(s.attempts, static_cast<std::uint32_t>(ladder_steps_));

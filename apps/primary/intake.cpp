@@ -55,18 +55,15 @@ bool node::at_stream_cap(const std::string& stream) const {
     return busy >= o_.max_streams;
 }
 
-node::stream_admission::stream_admission(node& n, const std::string& stream) : n_(n) {
-    // Also for a stream with messages pending: they may all be acknowledged
-    // before this commit lands, and the stream must still hold its place.
-    auto [it, fresh] = n_.admitting_.try_emplace(stream, 0);
-    ++it->second;
-    stream_ = &it->first;
+// Also for a stream with messages pending: they may all be acknowledged
+// before this commit lands, and the stream must still hold its place.
+node::stream_admission::stream_admission(node& n, const std::string& stream)
+    : n_(n), held_(n.admitting_.try_emplace(stream, 0).first) {
+    ++held_->second;
 }
 
 node::stream_admission::~stream_admission() {
-    if (!stream_) return;
-    auto it = n_.admitting_.find(*stream_);
-    if (--it->second == 0) n_.admitting_.erase(it);
+    if (--held_->second == 0) n_.admitting_.erase(held_);
 }
 
 // The checks before a publish touches the outbox, in the contract's order:

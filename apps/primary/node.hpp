@@ -160,7 +160,7 @@ private:
 
     private:
         node& n_;
-        const std::string* stream_ = nullptr;  // held: admitting_'s key
+        std::map<std::string, std::size_t>::iterator held_;  // in admitting_, erased only by the last holder
     };
     std::optional<std::string> too_large_for_log(std::string_view stream, std::size_t payload_bytes) const;
 

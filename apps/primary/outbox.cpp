@@ -9,13 +9,23 @@
 
 namespace steadfast::primary {
 
+namespace {
+// Whether `table` has `column` (an outbox of an older version may lack it).
+// The statement is finalized on return: one left open would lock the schema
+// against the ALTER TABLE that may follow.
+bool has_column(app::database& db, std::string_view table, std::string_view column) {
+    auto q = db.prepare("SELECT count(*) FROM pragma_table_info(?) WHERE name=?");
+    q.bind(1, table).bind(2, column);
+    return q.step() && q.column_int(0) != 0;
+}
+}  // namespace
+
 outbox::outbox(app::database& db) : db_(db) {
     if (db.read_only()) {
         // status and dead-letters beside a running primary: read what is there.
         auto get = db.prepare("SELECT value FROM meta WHERE key='instance'");
         if (get.step()) instance_ = std::string(get.column_text(0));
-        auto cols = db.prepare("SELECT count(*) FROM pragma_table_info('dead_letter') WHERE name='requeued_seq'");
-        requeue_columns_ = cols.step() && cols.column_int(0) != 0;
+        requeue_columns_ = has_column(db, "dead_letter", "requeued_seq");
         return;
     }
     db.exec("CREATE TABLE IF NOT EXISTS streams(stream TEXT PRIMARY KEY, next_seq INTEGER NOT NULL, "
@@ -48,25 +58,15 @@ outbox::outbox(app::database& db) : db_(db) {
     }
     db.exec("CREATE TABLE IF NOT EXISTS schedule(stream TEXT PRIMARY KEY, attempts INTEGER NOT NULL, "
             "next_at_ms INTEGER NOT NULL, head_seq INTEGER NOT NULL DEFAULT 0)");
-    {
-        // A schedule of a version that did not record its head: such a row
-        // (head_seq 0) ends at the stream's next acknowledgement, as it did then.
-        auto cols = db.prepare("SELECT count(*) FROM pragma_table_info('schedule') WHERE name='head_seq'");
-        const bool has = cols.step() && cols.column_int(0) != 0;
-        cols.reset();
-        if (!has) db.exec("ALTER TABLE schedule ADD COLUMN head_seq INTEGER NOT NULL DEFAULT 0");
-    }
+    // A schedule of a version that did not record its head: such a row
+    // (head_seq 0) ends at the stream's next acknowledgement, as it did then.
+    if (!has_column(db, "schedule", "head_seq")) db.exec("ALTER TABLE schedule ADD COLUMN head_seq INTEGER NOT NULL DEFAULT 0");
     db.exec("CREATE TABLE IF NOT EXISTS dead_letter(n INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL, "
             "seq INTEGER NOT NULL, id TEXT NOT NULL, payload TEXT NOT NULL, reason TEXT NOT NULL, at_ms INTEGER NOT NULL, "
             "requeued_seq INTEGER, requeued_ms INTEGER)");
     {
         // Dead letters of a version without requeue: add its columns.
-        bool has = false;
-        {
-            auto cols = db.prepare("SELECT count(*) FROM pragma_table_info('dead_letter') WHERE name='requeued_seq'");
-            has = cols.step() && cols.column_int(0) != 0;
-        }
-        if (!has) {
+        if (!has_column(db, "dead_letter", "requeued_seq")) {
             db.exec("ALTER TABLE dead_letter ADD COLUMN requeued_seq INTEGER");
             db.exec("ALTER TABLE dead_letter ADD COLUMN requeued_ms INTEGER");
         }

@@ -10,7 +10,6 @@
 #   bash test/bench/floor.sh
 BENCH_NAME=floor source "$(dirname "$0")/lib.sh"
 build_apps
-cpu() { awk '{print ($14+$15)/100}' "/proc/$1/stat"; }
 rate() { awk '/Requests\/sec/ {print int($2)}' "$1"; }
 total() { awk '/requests in/ {print $1}' "$1"; }
 
@@ -18,11 +17,11 @@ echo "== 1. the secondary alone, wrk -t16 -c16, one message a request, fsync"
 S=$(port)
 "$BIN/steadfast-secondary" --listen "127.0.0.1:$S" --data "$WORK/s" --sync full 2>/dev/null &
 SP=$!; PIDS+=($SP); wait_up "http://127.0.0.1:$S/health"
-c0=$(cpu $SP)
+c0=$(cpu_s $SP)
 wrk -t16 -c16 -d5s -s test/bench/sec16.lua "http://127.0.0.1:$S" >"$WORK/w1"
 if grep -q Non-2xx "$WORK/w1"; then echo "the secondary refused some of wrk's requests: $(grep Non-2xx "$WORK/w1")" >&2; exit 1; fi
 applied=$(metric "http://127.0.0.1:$S/metrics" steadfast_secondary_applied_total)
-echo "requests: $(rate "$WORK/w1")/s, applied $applied in 5 s ($((applied / 5))/s), secondary CPU $(python3 -c "print(round(($(cpu $SP)-$c0)/max($(total "$WORK/w1"),1)*1e6))") us a request"
+echo "requests: $(rate "$WORK/w1")/s, applied $applied in 5 s ($((applied / 5))/s), secondary CPU $(python3 -c "print(round(($(cpu_s $SP)-$c0)/max($(total "$WORK/w1"),1)*1e6))") us a request"
 
 # primary_under_wrk WHAT UNIT SYNC PATH [wrk options]: a primary with no
 # reachable secondary, wrk -t2 -c16 for 5 s on PATH; its rate and the
@@ -33,9 +32,9 @@ primary_under_wrk() {
   "$BIN/steadfast-primary" --secondary "http://127.0.0.1:1" --data "$WORK/p-$sync-${path//[^a-z]/}" \
     --listen "127.0.0.1:$P" --sync "$sync" 2>/dev/null &
   PP=$!; PIDS+=($PP); wait_up "http://127.0.0.1:$P/health"
-  c0=$(cpu $PP)
+  c0=$(cpu_s $PP)
   wrk -t2 -c16 -d5s "$@" "http://127.0.0.1:$P$path" >"$WORK/w2"
-  echo "$what: $(rate "$WORK/w2")/s, primary CPU $(python3 -c "print(round(($(cpu $PP)-$c0)/max($(total "$WORK/w2"),1)*1e6))") us $unit"
+  echo "$what: $(rate "$WORK/w2")/s, primary CPU $(python3 -c "print(round(($(cpu_s $PP)-$c0)/max($(total "$WORK/w2"),1)*1e6))") us $unit"
   echo "  its database thread: $(db_stats "http://127.0.0.1:$P/metrics" primary)"
   kill -9 $PP
 }
