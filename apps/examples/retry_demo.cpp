@@ -34,10 +34,10 @@ steadfast::retry_hooks logging(const char* name) {
         .after_attempt =
             [name](const steadfast::attempt_context& c, const steadfast::classification& cl, const steadfast::decision& d) {
                 if (d.what == steadfast::decision::action::retry)
-                    std::printf("  [%s] attempt %u at %7.1f ms: %s -> retry in %.1f ms\n", name, c.number, ms(c.elapsed),
+                    std::printf("  [%s] attempt %llu at %7.1f ms: %s -> retry in %.1f ms\n", name, static_cast<unsigned long long>(c.number), ms(c.elapsed),
                                 cl.ec.message().c_str(), ms(d.delay));
                 else
-                    std::printf("  [%s] attempt %u at %7.1f ms: %s -> %s\n", name, c.number, ms(c.elapsed),
+                    std::printf("  [%s] attempt %llu at %7.1f ms: %s -> %s\n", name, static_cast<unsigned long long>(c.number), ms(c.elapsed),
                                 cl.ec ? cl.ec.message().c_str() : "ok", std::string(steadfast::to_string(d.reason)).c_str());
             },
         .on_give_up = {},
@@ -79,15 +79,16 @@ asio::awaitable<void> demo(asio::io_context& ioc, asio::cancellation_signal& can
                       .with_attempt_timeout(500ms)
                       .with_hooks(logging("connect"));
     auto r = co_await steadfast::retry(policy, connect_to(port));
-    std::printf("  => %s after %u attempts, %.1f ms\n\n", std::string(steadfast::to_string(r.reason())).c_str(),
-                r.attempts(), ms(r.elapsed()));
+    std::printf("  => %s after %llu attempts, %.1f ms\n\n", std::string(steadfast::to_string(r.reason())).c_str(),
+                static_cast<unsigned long long>(r.attempts()), ms(r.elapsed()));
 
     std::puts("2. a permanent error is not retried");
     auto invalid = [](const steadfast::attempt_context&) -> asio::awaitable<steadfast::attempt_result<int>> {
         co_return steadfast::attempt_result<int>::fail(asio::error::access_denied);
     };
     auto r2 = co_await steadfast::retry(policy.with_hooks(logging("permanent")), invalid);
-    std::printf("  => %s after %u attempt\n\n", std::string(steadfast::to_string(r2.reason())).c_str(), r2.attempts());
+    std::printf("  => %s after %llu attempt\n\n", std::string(steadfast::to_string(r2.reason())).c_str(),
+                static_cast<unsigned long long>(r2.attempts()));
 
     std::puts("3. ten operations against a dead port share a budget of 20 tokens (5 a retry)");
     auto budget = std::make_shared<steadfast::retry_budget>(steadfast::retry_budget::options{.capacity = 20, .retry_cost = 5});
@@ -97,12 +98,12 @@ asio::awaitable<void> demo(asio::io_context& ioc, asio::cancellation_signal& can
                       .with_budget(budget);
     const unsigned short dead = free_port(ioc);
     auto remaining = std::make_shared<int>(10);
-    auto attempts = std::make_shared<unsigned>(0);
+    auto attempts = std::make_shared<unsigned long long>(0);
     for (int i = 0; i < 10; ++i)
         steadfast::async_retry(ex, shared, connect_to(dead), [=](steadfast::retry_result<steadfast::error_code> res) {
             *attempts += res.attempts();
             if (--*remaining == 0)
-                std::printf("  => 10 operations made %u attempts in all (without a budget: 100); last stop: %s\n\n",
+                std::printf("  => 10 operations made %llu attempts in all (without a budget: 100); last stop: %s\n\n",
                             *attempts, std::string(steadfast::to_string(res.reason())).c_str());
         });
     asio::steady_timer wait(ex, 500ms);
@@ -112,8 +113,8 @@ asio::awaitable<void> demo(asio::io_context& ioc, asio::cancellation_signal& can
     auto hour = steadfast::retry_policy{}.with_backoff(steadfast::backoff::fixed(1h)).with_stop(steadfast::stop::never());
     steadfast::async_retry(ex, hour, connect_to(dead),
                            asio::bind_cancellation_slot(cancel.slot(), [](steadfast::retry_result<steadfast::error_code> res) {
-                               std::printf("  => %s after %u attempt, %.1f ms\n", std::string(steadfast::to_string(res.reason())).c_str(),
-                                           res.attempts(), ms(res.elapsed()));
+                               std::printf("  => %s after %llu attempt, %.1f ms\n", std::string(steadfast::to_string(res.reason())).c_str(),
+                                           static_cast<unsigned long long>(res.attempts()), ms(res.elapsed()));
                            }));
     asio::steady_timer soon(ex, 100ms);
     co_await soon.async_wait(asio::use_awaitable);

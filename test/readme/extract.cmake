@@ -1,6 +1,6 @@
-# Writes OUT: a prelude (what the README leaves to the reader: namespace
-# aliases and a log function) followed by the first C++ block under the
-# README's "## The smallest call site", exactly as shown there.
+# Writes OUT: the first C++ block under the README's "## The smallest call
+# site", exactly as shown there, with nothing before it: a newcomer pastes
+# it as it is, so it must compile as it is.
 #   cmake -DREADME=README.md -DOUT=call_site.cpp -P extract.cmake
 file(READ "${README}" text)
 string(FIND "${text}" "## The smallest call site" at)
@@ -17,14 +17,5 @@ string(SUBSTRING "${text}" ${open} -1 text)
 string(FIND "${text}" "```" close)
 string(SUBSTRING "${text}" 0 ${close} block)
 file(WRITE "${OUT}" "// Generated from README.md by test/readme/extract.cmake: do not edit.
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/awaitable.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/write.hpp>
-#include <string>
-namespace asio = boost::asio;
-using tcp = asio::ip::tcp;
-template <class... Args> void log(Args&&...) {}
 #line 1 \"README.md: The smallest call site\"
 ${block}")

@@ -223,6 +223,111 @@ BOOST_AUTO_TEST_CASE(a_timeout_is_a_retryable_attempt_timeout) {
     BOOST_TEST((fsm.summary().reason == stop_reason::success));
 }
 
+// Cancelled while the gate is closed (the gate wait was cancelled, and the
+// gate is still closed): the retry ends with `cancelled`, it does not wait on.
+BOOST_AUTO_TEST_CASE(cancellation_while_the_gate_is_closed_ends_it) {
+    auto open = std::make_shared<toggle>(false);
+    const auto p = retry_policy{}.with_attempt_when(open);
+    retry_fsm fsm(p);
+    BOOST_TEST((fsm.resume(at(0s)).what == act::wait_gate));
+    retry_event woken = at(1s);
+    woken.cancelled = true;
+    BOOST_TEST((fsm.resume(woken).what == act::done));
+    BOOST_TEST((fsm.summary().reason == stop_reason::cancelled));
+    BOOST_TEST(fsm.summary().attempts == 0u);
+    // Stop-when seen while the gate is closed ends it too, as `condition`.
+    auto stop_now = std::make_shared<toggle>(false);
+    const auto stopping = p.with_stop_when(stop_now);
+    retry_fsm fsm2(stopping);
+    BOOST_TEST((fsm2.resume(at(0s)).what == act::wait_gate));
+    fsm2.stop_seen();
+    BOOST_TEST((fsm2.resume(at(1s)).what == act::done));
+    BOOST_TEST((fsm2.summary().reason == stop_reason::condition));
+}
+
+// The give-up hook is for giving up: never called after a success, called
+// once with the summary otherwise.
+BOOST_AUTO_TEST_CASE(no_give_up_after_a_success) {
+    int give_ups = 0;
+    retry_summary last;
+    const auto p = retry_policy{}.with_backoff(backoff::fixed(1s)).with_stop(stop::max_attempts(3)).with_hooks(
+        {.on_give_up = [&](const retry_summary& s) {
+            ++give_ups;
+            last = s;
+        }});
+    {
+        retry_fsm fsm(p);
+        fsm.resume(at(0s));
+        BOOST_TEST((fsm.resume(succeeded(1ms)).what == act::done));
+        BOOST_TEST(give_ups == 0);
+    }
+    {
+        retry_fsm fsm(p);
+        fsm.resume(at(0s));
+        fsm.resume(failed(1ms));
+        fsm.resume(at(1s));
+        BOOST_TEST((fsm.resume(succeeded(1s)).what == act::done));  // after a retry
+        BOOST_TEST(give_ups == 0);
+    }
+    {
+        retry_fsm fsm(p);
+        fsm.resume(at(0s));
+        retry_event bad = at(1ms);
+        bad.outcome = classification::permanent(boost::asio::error::access_denied);
+        BOOST_TEST((fsm.resume(bad).what == act::done));
+        BOOST_TEST(give_ups == 1);
+        BOOST_TEST((last.reason == stop_reason::permanent));
+        BOOST_TEST(last.attempts == 1u);
+    }
+}
+
+// cancel(): user code inside resume() cancelled the operation. Whatever the
+// action was (an attempt, a sleep, a yield, a gate wait), it is not carried
+// out and the retry ends `cancelled`; once done, cancel() changes nothing.
+BOOST_AUTO_TEST_CASE(cancel_drops_the_action_just_decided) {
+    auto open = std::make_shared<toggle>(true);
+    int give_ups = 0;
+    const auto p = retry_policy{}.with_backoff(backoff::fixed(1s)).with_attempt_when(open).with_hooks(
+        {.on_give_up = [&](const retry_summary&) { ++give_ups; }});
+    {
+        retry_fsm fsm(p);  // an attempt decided, its before_attempt hook cancelled
+        BOOST_TEST((fsm.resume(at(0s)).what == act::attempt));
+        BOOST_TEST((fsm.cancel(0s).what == act::done));
+        BOOST_TEST((fsm.summary().reason == stop_reason::cancelled));
+        BOOST_TEST(fsm.summary().attempts == 1u);  // counted: the hook saw its number
+        BOOST_TEST((fsm.cancel(1s).what == act::done));
+        BOOST_TEST((fsm.resume(at(2s)).what == act::done));
+        BOOST_TEST(fsm.summary().elapsed.count() == 0);  // the first end stands
+    }
+    {
+        retry_fsm fsm(p);  // a sleep decided, the after_attempt hook or the backoff cancelled
+        fsm.resume(at(0s));
+        BOOST_TEST((fsm.resume(failed(1ms)).what == act::sleep));
+        BOOST_TEST((fsm.cancel(1ms).what == act::done));
+        BOOST_TEST((fsm.summary().reason == stop_reason::cancelled));
+        BOOST_TEST((fsm.summary().last_error == boost::asio::error::connection_refused));
+    }
+    {
+        retry_fsm fsm(p);  // a gate wait decided
+        fsm.resume(at(0s));
+        fsm.resume(failed(1ms));
+        open->set(false);
+        BOOST_TEST((fsm.resume(at(1s)).what == act::wait_gate));
+        BOOST_TEST((fsm.cancel(1s).what == act::done));
+        BOOST_TEST((fsm.summary().reason == stop_reason::cancelled));
+        open->set(true);
+    }
+    BOOST_TEST(give_ups == 3);
+    {
+        retry_fsm fsm(p);  // after a success: nothing changes, no give-up
+        fsm.resume(at(0s));
+        BOOST_TEST((fsm.resume(succeeded(1ms)).what == act::done));
+        BOOST_TEST((fsm.cancel(2ms).what == act::done));
+        BOOST_TEST((fsm.summary().reason == stop_reason::success));
+        BOOST_TEST(give_ups == 3);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(hooks_see_every_step_in_order) {
     std::vector<std::string> seen;
     const auto p = retry_policy{}

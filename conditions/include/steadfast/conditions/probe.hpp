@@ -19,6 +19,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -83,6 +84,11 @@ private:
     static boost::asio::awaitable<void> loop(std::shared_ptr<probe_condition> strong,
                                              std::shared_ptr<boost::asio::cancellation_signal> own) {
         namespace asio = boost::asio;
+        // The loop ends on its own stop (stopped(), below), never by a throw:
+        // a loop stopped before it ever suspended (its last owner let go
+        // before the first check) would otherwise throw from co_spawn's
+        // closing post, outside any handler: std::terminate.
+        co_await asio::this_coro::throw_if_cancelled(false);
         // Between checks only a weak reference: the probe's owners decide how long it lives.
         const std::weak_ptr<probe_condition> weak = strong;
         // One attempt with a timeout, through the engine: the check is cancelled

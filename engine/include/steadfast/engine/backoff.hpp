@@ -56,10 +56,10 @@ public:
     /// 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h.
     static backoff rocketmq_delay_levels();
     /// A user function of (retry index starting at 1, previous delay).
-    static backoff custom(std::function<nanoseconds(std::uint32_t, nanoseconds)> fn);
+    static backoff custom(std::function<nanoseconds(std::uint64_t, nanoseconds)> fn);
     /// The same, also given the outcome of the attempt that just failed (its
     /// error, exception or returned value: a reply that says how long to wait).
-    static backoff custom(std::function<nanoseconds(std::uint32_t, nanoseconds, const previous_outcome&)> fn);
+    static backoff custom(std::function<nanoseconds(std::uint64_t, nanoseconds, const previous_outcome&)> fn);
 
     /// Returns a copy with the given jitter.
     backoff with_jitter(jitter j) const;
@@ -67,14 +67,14 @@ public:
     /// The delay before retry `n` (1 = the wait after the first attempt).
     /// `previous` is the delay returned for n - 1 (ignored for n == 1);
     /// `draw` is called only when jitter needs a random number.
-    nanoseconds delay(std::uint32_t n, nanoseconds previous, const std::function<std::uint64_t()>& draw) const;
+    nanoseconds delay(std::uint64_t n, nanoseconds previous, const std::function<std::uint64_t()>& draw) const;
     /// Same, with the base delay first clamped to `max_base` (then jittered
     /// within it), for a policy whose max delay is below this backoff's cap;
     /// `outcome` (if any) is what a custom function sees of the failed attempt.
-    nanoseconds delay(std::uint32_t n, nanoseconds previous, const std::function<std::uint64_t()>& draw,
+    nanoseconds delay(std::uint64_t n, nanoseconds previous, const std::function<std::uint64_t()>& draw,
                       nanoseconds max_base, const previous_outcome* outcome = nullptr) const;
     /// Same without jitter (the deterministic base delay).
-    nanoseconds base_delay(std::uint32_t n, nanoseconds previous, const previous_outcome* outcome = nullptr) const;
+    nanoseconds base_delay(std::uint64_t n, nanoseconds previous, const previous_outcome* outcome = nullptr) const;
 
     jitter jitter_kind() const noexcept { return jitter_; }
     /// The number of steps of a schedule (0 for the other kinds).
@@ -93,7 +93,7 @@ private:
     nanoseconds cap_{};
     double multiplier_ = 2.0;
     std::shared_ptr<const std::vector<nanoseconds>> steps_;
-    std::shared_ptr<const std::function<nanoseconds(std::uint32_t, nanoseconds, const previous_outcome&)>> fn_;
+    std::shared_ptr<const std::function<nanoseconds(std::uint64_t, nanoseconds, const previous_outcome&)>> fn_;
 };
 
 /// Parses one duration such as "250ms", "30s", "2m", "1h", "1d". Throws

@@ -28,7 +28,7 @@ class watchable;  // an observable boolean state (steadfast/engine/watchable.hpp
 /// cancellation state: a per-attempt timeout, a stop-when condition or the
 /// caller's cancellation cancels the operations it awaits.
 struct attempt_context {
-    std::uint32_t number = 1;                  // 1 for the first attempt
+    std::uint64_t number = 1;                  // 1 for the first attempt
     nanoseconds elapsed{};                     // since the retry started
     std::optional<nanoseconds> time_left;      // until the stop condition's deadline
     std::optional<nanoseconds> timeout;        // this attempt's effective timeout
@@ -49,7 +49,7 @@ struct decision {
 /// Summary handed to the give-up hook and kept in the result.
 struct retry_summary {
     stop_reason reason = stop_reason::success;
-    std::uint32_t attempts = 0;
+    std::uint64_t attempts = 0;
     nanoseconds elapsed{};
     error_code last_error;
 };
@@ -72,6 +72,7 @@ enum class pushback_rule { stop, wait_it_out };
 class retry_state;
 namespace detail {
 class retry_fsm;
+struct retry_state_access;
 struct policy_data {
     backoff backoff_;
     stop_condition stop_ = stop::max_attempts(5);
@@ -158,17 +159,26 @@ public:
     /// `outcome` (if given) is what a custom backoff sees of the attempt.
     decision on_outcome(const classification& c, nanoseconds elapsed, const previous_outcome* outcome = nullptr);
 
-    std::uint32_t attempts() const noexcept { return attempts_; }
+    std::uint64_t attempts() const noexcept { return attempts_; }
 
 private:
     friend class detail::retry_fsm;
+    friend struct detail::retry_state_access;
     std::uint64_t draw();
     const detail::policy_data* p_;
-    std::uint32_t attempts_ = 0;
+    std::uint64_t attempts_ = 0;  // 64 bits: a retry-forever loop never wraps it
     std::uint32_t last_cost_ = 0;  // budget tokens the latest retry took
     nanoseconds previous_{};
     std::uint64_t rng_ = 0;
     bool seeded_ = false;
 };
+
+namespace detail {
+/// For tests: seeds the attempt count (the counter's range is tested
+/// without billions of real attempts).
+struct retry_state_access {
+    static void set_attempts(retry_state& s, std::uint64_t n) noexcept { s.attempts_ = n; }
+};
+}  // namespace detail
 
 }  // namespace steadfast

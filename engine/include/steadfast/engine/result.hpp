@@ -41,7 +41,7 @@ public:
     stop_reason reason() const noexcept { return summary_.reason; }
     /// The stop reason as an error code (steadfast::error), {} on success.
     error_code error() const noexcept { return to_error_code(summary_.reason); }
-    std::uint32_t attempts() const noexcept { return summary_.attempts; }
+    std::uint64_t attempts() const noexcept { return summary_.attempts; }
     std::chrono::nanoseconds elapsed() const noexcept { return summary_.elapsed; }
     /// The last attempt's error ({} when it succeeded).
     error_code last_error() const noexcept { return summary_.last_error; }

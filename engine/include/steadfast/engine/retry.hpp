@@ -103,6 +103,11 @@ boost::asio::awaitable<attempt_outcome<stored_t<Raw>>> guarded_attempt(Fn& fn, a
     } catch (...) {
         out.error = std::current_exception();
     }
+    // A cancelled attempt that ends without having suspended since (its own
+    // code set stop-when, say) must not make co_spawn's entry point throw
+    // from its closing post (Asio's throw_if_cancelled): that would escape
+    // to std::terminate.
+    co_await boost::asio::this_coro::throw_if_cancelled(false);
     co_return out;
 }
 
@@ -128,53 +133,81 @@ using retry_result_for = retry_result<detail::stored_t<detail::attempt_raw_t<A>>
 
 namespace detail {
 
+// Where stop-when turning true must reach, at any moment of the operation:
+// the FSM (remembered, so a condition true only briefly, even during a
+// zero-delay yield or before the first step, still stops the retry) and the
+// one wait in flight, if any: the backoff sleep or gate wait (its timer is
+// cancelled) or the watched attempt (its signal is emitted). The driver
+// subscribes once for the whole operation (see subscribe_stop) and points
+// `timer` or `attempt` at what it awaits.
+template <class T>
+struct stop_wake {
+    retry_fsm* fsm = nullptr;
+    T* timer = nullptr;
+    boost::asio::cancellation_signal* attempt = nullptr;
+
+    void operator()(bool v) const {
+        if (!v) return;
+        fsm->stop_seen();
+        if (timer) timer->cancel();
+        else if (attempt) attempt->emit(boost::asio::cancellation_type::all);
+    }
+};
+
+// Subscribes `w` to the policy's stop-when condition, if it has one.
+// (One pointer: the callback fits std::function's small buffer, so the
+// subscription allocates nothing.)
+template <class T>
+void subscribe_stop(stop_wake<T>& w, watchable::subscription& sub) {
+    if (watchable* c = w.fsm->stop_when()) c->subscribe(sub, [&w](bool v) { w(v); });
+}
+
 // Arms the watch (see detail/attempt_watch.hpp) for the attempt the FSM is
 // about to start, leasing one on first use: its timeout and its stop-when
-// condition emit on its signal, and so does the caller's cancellation,
-// through a forwarder on `caller` (the slot the driver's own cancellation
-// state hands to children).
-template <class Timer>
+// condition (through `wake`) emit on its signal, and so does the caller's
+// cancellation, through a forwarder on `caller` (the slot the driver's own
+// cancellation state hands to children).
+template <class Timer, class T>
 void arm_watch(retry_fsm& fsm, std::shared_ptr<attempt_watch<Timer>>& watch, const boost::asio::any_io_executor& ex,
-               watchable::subscription& sub, boost::asio::cancellation_slot caller) {
+               stop_wake<T>& wake, boost::asio::cancellation_slot caller) {
     if (!watch) watch = attempt_timeouts<Timer>::of(ex).lease(ex);
     attempt_watch<Timer>& w = *watch;
     const attempt_context& ctx = fsm.context();
     w.attempt = ctx.number;
     w.timed_out = false;
     if (ctx.timeout) w.service->add(w, saturating_deadline(Timer::clock_type::now(), *ctx.timeout), ctx.number);
-    if (watchable* c = fsm.stop_when())
-        c->subscribe(sub, [&fsm, sig = &w.signal](bool v) {
-            if (!v) return;
-            fsm.stop_seen();
-            sig->emit(boost::asio::cancellation_type::all);
-        });
+    wake.attempt = &w.signal;
     if (caller.is_connected())
         caller.assign([sig = &w.signal](boost::asio::cancellation_type type) { sig->emit(type); });
 }
 
-// After the attempt: its timeout and subscription go. Returns whether the
-// timeout fired first.
-template <class Timer>
-bool disarm_watch(attempt_watch<Timer>& w, watchable::subscription& sub) {
-    sub.reset();
+// After the attempt: its timeout and stop-when's way to it go. Returns
+// whether the timeout fired first.
+template <class Timer, class T>
+bool disarm_watch(attempt_watch<Timer>& w, stop_wake<T>& wake) {
+    wake.attempt = nullptr;
     w.attempt = 0;
     w.service->remove(w);
     return w.timed_out;
 }
 
-// Subscriptions that end a timer wait (a backoff sleep or a gate wait) early:
-// stop-when turning true (remembered in the FSM) and the gate opening.
-// (Two pointers each: the callbacks fit std::function's small buffer, so a
-// subscription allocates nothing.)
+// Clears the forwarder arm_watch put in the caller's slot, however the
+// attempt's wait ends (an exception included): left there, it would point
+// at a watch that may be gone when the caller's signal is emitted later.
+struct slot_clearer {
+    boost::asio::cancellation_slot slot;
+    ~slot_clearer() {
+        if (slot.is_connected()) slot.clear();
+    }
+};
+
+// A timer wait (a backoff sleep or a gate wait) ends early when stop-when
+// turns true (through `wake`) and, unless the action says otherwise, when the
+// gate opens.
 template <class Timer>
-void wake_on_conditions(retry_fsm& fsm, const retry_action& act, Timer& t, watchable::subscription& stop_sub,
+void wake_on_conditions(retry_fsm& fsm, const retry_action& act, Timer& t, stop_wake<Timer>& wake,
                         watchable::subscription& gate_sub) {
-    if (watchable* c = fsm.stop_when())
-        c->subscribe(stop_sub, [&fsm, &t](bool v) {
-            if (!v) return;
-            fsm.stop_seen();
-            t.cancel();
-        });
+    wake.timer = &t;
     if (watchable* g = fsm.gate(); g && act.wake_on_gate)
         g->subscribe(gate_sub, [&t](bool v) {
             if (v) t.cancel();
@@ -225,14 +258,15 @@ retry_result<R> make_result(const retry_fsm& fsm, std::optional<R>&& value) {
 // A backoff sleep or a gate wait. Returns whether it ran out (not woken).
 template <class Timer>
 boost::asio::awaitable<bool> timed_wait(retry_fsm& fsm, std::optional<Timer>& timer, retry_action act,
-                                        typename Timer::time_point start) {
+                                        typename Timer::time_point start, stop_wake<Timer>& wake) {
     namespace asio = boost::asio;
     if (!timer) timer.emplace(co_await asio::this_coro::executor);  // made on the first wait
     Timer& t = *timer;
     expire_for(t, act, start);
-    watchable::subscription stop_sub, gate_sub;
-    wake_on_conditions(fsm, act, t, stop_sub, gate_sub);
+    watchable::subscription gate_sub;
+    wake_on_conditions(fsm, act, t, wake, gate_sub);
     auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    wake.timer = nullptr;
     co_return !ec;
 }
 
@@ -246,7 +280,10 @@ boost::asio::awaitable<bool> timed_wait(retry_fsm& fsm, std::optional<Timer>& ti
 /// terminal by default, partial and total after reset_cancellation_state)
 /// ends the retry promptly with stop_reason::cancelled: the sleep or the
 /// attempt in flight is cancelled and awaited; a success that arrives after
-/// cancellation still reports cancelled, with the value kept. On a
+/// cancellation still reports cancelled, with the value kept; emitted from a
+/// hook, a custom backoff or the random source, it ends the retry before the
+/// step they belong to starts (nothing throws, and nothing of the retry stays
+/// in the caller's slot). On a
 /// multi-threaded io_context, run the calling coroutine on a strand, as for any
 /// per-operation cancellation: a timeout or stop-when cancels the attempt from
 /// the executor. `Timer` selects the clock, so tests run on
@@ -267,11 +304,17 @@ boost::asio::awaitable<retry_result_for<Attempt>> retry(retry_policy policy, Att
     std::optional<R> value;      // the latest attempt's
     std::optional<Timer> timer;  // made on the first wait: an instant success needs none
     std::shared_ptr<detail::attempt_watch<Timer>> watch;  // leased on the first watched attempt
-    watchable::subscription attempt_sub;                  // stop-when, while a watched attempt runs
+    detail::stop_wake<Timer> wake{&fsm};
+    watchable::subscription stop_sub;  // stop-when, for the whole operation
+    detail::subscribe_stop(wake, stop_sub);
     detail::retry_event ev;
     for (;;) {
         ev.cancelled = detail::is_cancelled(cs);
-        const detail::retry_action a = fsm.resume(ev);
+        detail::retry_action a = fsm.resume(ev);
+        // resume() may have run user code (hooks, a custom backoff, the
+        // random source) that cancelled this operation: then nothing starts.
+        // (The next co_await would throw: Asio's throw_if_cancelled.)
+        if (a.what != act::done && detail::is_cancelled(cs)) a = fsm.cancel(ev.elapsed);
         ev = {};
         if (a.what == act::done) break;
         if (a.what == act::attempt) {
@@ -281,15 +324,14 @@ boost::asio::awaitable<retry_result_for<Attempt>> retry(retry_policy policy, Att
                 // detail/attempt_watch.hpp), in a coroutine of its own; the
                 // caller's cancellation reaches it through the same signal.
                 // (Here rather than in a helper coroutine: a frame less.)
-                auto slot = cs.slot();
-                detail::arm_watch(fsm, watch, ex, attempt_sub, slot);
+                const detail::slot_clearer forwarder{cs.slot()};
+                detail::arm_watch(fsm, watch, ex, wake, forwarder.slot);
                 auto [e, o] = co_await asio::co_spawn(
                     ex, detail::guarded_attempt<raw_t>(parts::fn(attempt), fsm.context()),
                     asio::bind_cancellation_slot(watch->signal.slot(), asio::as_tuple(asio::use_awaitable)));
-                if (slot.is_connected()) slot.clear();
                 out = std::move(o);
                 if (e) out.error = e;
-                ev.timed_out = detail::disarm_watch(*watch, attempt_sub);
+                ev.timed_out = detail::disarm_watch(*watch, wake);
             } else {
                 // The fast path: the attempt runs inline in this frame.
                 try {
@@ -307,7 +349,7 @@ boost::asio::awaitable<retry_result_for<Attempt>> retry(retry_policy policy, Att
         } else if (a.what == act::yield) {
             co_await asio::post(ex, asio::use_awaitable);
         } else {
-            ev.expired = co_await detail::timed_wait(fsm, timer, a, start);
+            ev.expired = co_await detail::timed_wait(fsm, timer, a, start, wake);
         }
         ev.elapsed = std::chrono::duration_cast<nanoseconds>(clock::now() - start);
     }
@@ -344,7 +386,7 @@ class retry_op {
 public:
     struct data {
         data(const Executor& ex, retry_policy p, Attempt a)
-            : policy(std::move(p)), attempt(std::move(a)), fsm(policy), timer(ex) {}
+            : policy(std::move(p)), attempt(std::move(a)), fsm(policy), timer(ex), wake{&fsm} {}
         retry_policy policy;
         Attempt attempt;
         retry_fsm fsm;
@@ -352,7 +394,9 @@ public:
         timer_t timer;
         typename clock::time_point start = clock::time_point::min();  // min(): not started
         std::shared_ptr<attempt_watch<Timer>> watch;  // made on the first watched attempt
-        watchable::subscription stop_sub, gate_sub;
+        stop_wake<timer_t> wake;
+        watchable::subscription stop_sub;  // stop-when, from the initiation to the end
+        watchable::subscription gate_sub;  // the gate, during a timer wait
     };
     using data_alloc = typename std::allocator_traits<Alloc>::template rebind_alloc<data>;
 
@@ -388,7 +432,7 @@ public:
 
     template <class Self>
     void operator()(Self& self, error_code ec) {  // the timer: a gate wait or a backoff sleep
-        d_->stop_sub.reset();
+        d_->wake.timer = nullptr;
         d_->gate_sub.reset();
         retry_event ev = event(self);
         ev.expired = !ec;
@@ -400,7 +444,7 @@ public:
         data& d = *d_;
         if (e) out.error = e;
         retry_event ev = event(self);
-        if (d.fsm.watch_attempt()) ev.timed_out = disarm_watch(*d.watch, d.stop_sub);
+        if (d.fsm.watch_attempt()) ev.timed_out = disarm_watch(*d.watch, d.wake);
         outcome_event(ev, d.fsm, parts::classifier(d.attempt), out, d.value);
         step(self, ev);
     }
@@ -446,21 +490,24 @@ private:
     void step(Self& self, const retry_event& ev) {
         namespace asio = boost::asio;
         data& d = *d_;
-        const retry_action a = d.fsm.resume(ev);
+        retry_action a = d.fsm.resume(ev);
+        // resume() may have run user code (hooks, a custom backoff, the
+        // random source) that cancelled this operation: then nothing starts.
+        if (a.what != act::done && cancelled(self)) a = d.fsm.cancel(ev.elapsed);
         switch (a.what) {
             case act::done: return finish(self);
             case act::yield: return on_ex(self, [](auto&& h) { asio::post(std::move(h)); });
             case act::sleep:
             case act::wait_gate:
                 expire_for(d.timer, a, d.start);
-                wake_on_conditions(d.fsm, a, d.timer, d.stop_sub, d.gate_sub);
+                wake_on_conditions(d.fsm, a, d.timer, d.wake, d.gate_sub);
                 return on_ex(self, [&d](auto&& h) { d.timer.async_wait(std::move(h)); });
             case act::attempt: break;
         }
         auto attempt = asio::co_spawn(d.timer.get_executor(), guarded_attempt<raw_t>(parts::fn(d.attempt), d.fsm.context()),
                                       asio::deferred);
         if (!d.fsm.watch_attempt()) return on_ex(self, std::move(attempt));
-        arm_watch(d.fsm, d.watch, d.timer.get_executor(), d.stop_sub, self.get_cancellation_state().slot());
+        arm_watch(d.fsm, d.watch, d.timer.get_executor(), d.wake, self.get_cancellation_state().slot());
         on_ex(self, [&](auto&& h) { std::move(attempt)(asio::bind_cancellation_slot(d.watch->signal.slot(), std::move(h))); });
     }
 
@@ -498,6 +545,9 @@ struct initiate_retry {
         auto alloc = boost::asio::get_associated_allocator(h);
         using op = retry_op<Timer, Executor, Attempt, decltype(alloc)>;
         auto* d = op::make(alloc, ex, std::move(p), std::move(a));
+        // Stop-when is watched from here, not from the posted first step: a
+        // condition true only briefly before that step still stops the retry.
+        subscribe_stop(d->wake, d->stop_sub);
         boost::asio::async_compose<std::decay_t<Handler>, void(Result)>(op(d, alloc), h, ex);
     }
 };
@@ -514,7 +564,11 @@ struct initiate_retry {
 /// handler's associated allocator. Cancellation: terminal, partial and total,
 /// through the token's associated cancellation slot, passed on to the attempt
 /// in flight (whose coroutine lets all three through). Emit it on `ex`: the
-/// steps it races with run there. Between attempts the operation holds only
+/// steps it races with run there; emitted from a hook, a custom backoff or
+/// the random source, it ends the operation before the step they belong to
+/// starts. Conditions: stop-when is watched from this call on (a condition
+/// true only briefly before the first step still stops the retry), so call
+/// it where the conditions live (on `ex`, or before `ex` runs). Between attempts the operation holds only
 /// its state and a timer wait (no coroutine frame).
 template <class Timer = boost::asio::steady_timer, class Executor, class Attempt,
           class CompletionToken = boost::asio::default_completion_token_t<Executor>>

@@ -26,7 +26,7 @@ public:
     /// Checked after a retryable failure, before sleeping `next_delay`:
     /// `attempts` made so far, `elapsed` since the retry started.
     /// Returns the reason to stop, or nullopt to go on.
-    std::optional<stop_reason> check(std::uint32_t attempts, nanoseconds elapsed, nanoseconds next_delay) const;
+    std::optional<stop_reason> check(std::uint64_t attempts, nanoseconds elapsed, nanoseconds next_delay) const;
 
     /// The elapsed-time limit this condition enforces, if any.
     std::optional<nanoseconds> deadline() const;
@@ -45,7 +45,7 @@ private:
 struct stop {
     static stop_condition never();
     /// Gives up after `n` attempts in total (n >= 1; 1 means no retry).
-    static stop_condition max_attempts(std::uint32_t n);
+    static stop_condition max_attempts(std::uint64_t n);
     /// Gives up when the next attempt would start at or after `d` since the start (d > 0).
     static stop_condition max_elapsed(nanoseconds d);
 };

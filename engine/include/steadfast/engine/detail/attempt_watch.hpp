@@ -46,11 +46,11 @@ struct attempt_watch : std::enable_shared_from_this<attempt_watch<Timer>>,
 
     boost::asio::cancellation_signal signal;  // the attempt in flight's
     boost::asio::any_io_executor ex;          // the operation's: where the signal is emitted
-    std::uint32_t attempt = 0;                // the attempt in flight (0: none); on `ex` only
+    std::uint64_t attempt = 0;                // the attempt in flight (0: none); on `ex` only
     bool timed_out = false;                   // on `ex` only
     // Guarded by the service's mutex:
     time_point deadline{};
-    std::uint32_t timing = 0;  // the attempt the deadline is for
+    std::uint64_t timing = 0;  // the attempt the deadline is for
     attempt_timeouts<Timer>* service = nullptr;
 
     friend bool operator<(const attempt_watch& a, const attempt_watch& b) noexcept { return a.deadline < b.deadline; }
@@ -111,7 +111,7 @@ public:
 
     /// Attempt `n` of `w` times out at `deadline`: then its signal is emitted
     /// on its executor. A deadline at the clock's end never comes: nothing to do.
-    void add(watch& w, time_point deadline, std::uint32_t n) {
+    void add(watch& w, time_point deadline, std::uint64_t n) {
         std::lock_guard lock(mu_);
         unlink(w);
         if (deadline == time_point::max()) return;
@@ -169,7 +169,7 @@ private:
     void fire(time_point at) {
         struct emission {
             std::shared_ptr<watch> w;
-            std::uint32_t attempt;
+            std::uint64_t attempt;
             boost::asio::any_io_executor ex;
         };
         std::vector<emission> due;

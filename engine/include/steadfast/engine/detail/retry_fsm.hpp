@@ -58,6 +58,14 @@ public:
 
     /// The first call starts the operation (elapsed 0, nothing else set).
     retry_action resume(const retry_event& ev);
+    /// The caller's cancellation arrived while the last resume() ran user
+    /// code (a hook, a custom backoff, the random source): the action it
+    /// returned is not carried out (no sleep, gate wait or attempt starts) and
+    /// the operation ends with stop_reason::cancelled. An attempt whose
+    /// before_attempt hook cancelled is counted (the hook saw its number) but
+    /// never runs. The driver checks its cancellation state after every
+    /// resume() that did not return done.
+    retry_action cancel(nanoseconds elapsed);
 
     /// The attempt to start, after action::attempt.
     const attempt_context& context() const noexcept { return ctx_; }
@@ -74,8 +82,9 @@ public:
     /// The stop-when condition and the gate, for the driver's subscriptions.
     watchable* stop_when() const noexcept { return p().stop_when_.get(); }
     watchable* gate() const noexcept { return p().attempt_when_.get(); }
-    /// Called (from the stop-when subscription) when stop-when turns true: a
-    /// condition that is true only briefly still stops the retry.
+    /// Called (from the stop-when subscription, which the driver keeps for the
+    /// operation's whole life) when stop-when turns true: a condition that is
+    /// true only briefly, at any moment, still stops the retry.
     void stop_seen() noexcept { stop_fired_ = true; }
 
 private:

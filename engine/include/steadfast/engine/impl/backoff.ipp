@@ -91,19 +91,19 @@ backoff backoff::rocketmq() { return schedule("10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9
 
 backoff backoff::rocketmq_delay_levels() { return schedule("1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"); }
 
-backoff backoff::custom(std::function<nanoseconds(std::uint32_t, nanoseconds)> fn) {
+backoff backoff::custom(std::function<nanoseconds(std::uint64_t, nanoseconds)> fn) {
     if (!fn) invalid("a custom backoff needs a function");
-    return custom([fn = std::move(fn)](std::uint32_t n, nanoseconds previous, const previous_outcome&) {
+    return custom([fn = std::move(fn)](std::uint64_t n, nanoseconds previous, const previous_outcome&) {
         return fn(n, previous);
     });
 }
 
-backoff backoff::custom(std::function<nanoseconds(std::uint32_t, nanoseconds, const previous_outcome&)> fn) {
+backoff backoff::custom(std::function<nanoseconds(std::uint64_t, nanoseconds, const previous_outcome&)> fn) {
     if (!fn) invalid("a custom backoff needs a function");
     backoff b = fixed(nanoseconds(0));
     b.kind_ = kind::custom;
     b.cap_ = nanoseconds::max();
-    b.fn_ = std::make_shared<const std::function<nanoseconds(std::uint32_t, nanoseconds, const previous_outcome&)>>(
+    b.fn_ = std::make_shared<const std::function<nanoseconds(std::uint64_t, nanoseconds, const previous_outcome&)>>(
         std::move(fn));
     return b;
 }
@@ -114,7 +114,7 @@ backoff backoff::with_jitter(jitter j) const {
     return b;
 }
 
-nanoseconds backoff::base_delay(std::uint32_t n, nanoseconds previous, const previous_outcome* outcome) const {
+nanoseconds backoff::base_delay(std::uint64_t n, nanoseconds previous, const previous_outcome* outcome) const {
     if (n == 0) n = 1;
     switch (kind_) {
         case kind::fixed: return first_;
@@ -137,11 +137,11 @@ nanoseconds backoff::base_delay(std::uint32_t n, nanoseconds previous, const pre
     return first_;
 }
 
-nanoseconds backoff::delay(std::uint32_t n, nanoseconds previous, const std::function<std::uint64_t()>& draw) const {
+nanoseconds backoff::delay(std::uint64_t n, nanoseconds previous, const std::function<std::uint64_t()>& draw) const {
     return delay(n, previous, draw, cap_);
 }
 
-nanoseconds backoff::delay(std::uint32_t n, nanoseconds previous, const std::function<std::uint64_t()>& draw,
+nanoseconds backoff::delay(std::uint64_t n, nanoseconds previous, const std::function<std::uint64_t()>& draw,
                            nanoseconds max_base, const previous_outcome* outcome) const {
     // The base is clamped before jitter: clamping after would put most delays
     // exactly on the cap, and clients would retry in step again.

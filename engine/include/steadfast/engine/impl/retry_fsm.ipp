@@ -37,6 +37,11 @@ retry_action retry_fsm::resume(const retry_event& ev) {
     return {retry_action::type::done, {}};
 }
 
+retry_action retry_fsm::cancel(nanoseconds elapsed) {
+    if (at_ == phase::done) return {retry_action::type::done, {}};
+    return finish(stop_reason::cancelled, elapsed);
+}
+
 // Before each attempt, in this order: the caller's cancellation, stop-when,
 // the gate, the deadline.
 retry_action retry_fsm::next(const retry_event& ev) {

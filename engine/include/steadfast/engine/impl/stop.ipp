@@ -10,7 +10,7 @@ namespace steadfast {
 
 struct stop_condition::node {
     enum class kind { never, attempts, elapsed, any, all } k = kind::never;
-    std::uint32_t attempts = 0;
+    std::uint64_t attempts = 0;
     nanoseconds elapsed{};
     std::shared_ptr<const node> left, right;
 };
@@ -22,7 +22,7 @@ nanoseconds sat_add(nanoseconds a, nanoseconds b) noexcept {
     return a + b;
 }
 
-std::optional<stop_reason> eval(const stop_condition::node& n, std::uint32_t attempts, nanoseconds elapsed,
+std::optional<stop_reason> eval(const stop_condition::node& n, std::uint64_t attempts, nanoseconds elapsed,
                                 nanoseconds next_delay) {
     using kind = stop_condition::node::kind;
     switch (n.k) {
@@ -69,7 +69,7 @@ std::optional<nanoseconds> limit(const stop_condition::node& n) {
 
 stop_condition::stop_condition() : node_(stop::never().node_) {}
 
-std::optional<stop_reason> stop_condition::check(std::uint32_t attempts, nanoseconds elapsed,
+std::optional<stop_reason> stop_condition::check(std::uint64_t attempts, nanoseconds elapsed,
                                                  nanoseconds next_delay) const {
     return eval(*node_, attempts, elapsed, next_delay);
 }
@@ -97,7 +97,7 @@ stop_condition stop::never() {
     return stop_condition(n);
 }
 
-stop_condition stop::max_attempts(std::uint32_t count) {
+stop_condition stop::max_attempts(std::uint64_t count) {
     if (count == 0) throw std::invalid_argument("steadfast::stop::max_attempts: the attempt limit must be at least 1");
     auto n = std::make_shared<stop_condition::node>();
     n->k = stop_condition::node::kind::attempts;
