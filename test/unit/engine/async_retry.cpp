@@ -86,6 +86,32 @@ BOOST_AUTO_TEST_CASE(per_operation_cancellation_with_a_callback) {
     BOOST_TEST(std::chrono::duration_cast<std::chrono::minutes>(out->elapsed()).count() == 25);
 }
 
+namespace {
+struct closed_gate final : watchable {
+    closed_gate() : watchable("gate") {}
+    bool value() const override { return false; }
+};
+}  // namespace
+
+// Cancelled while waiting on a gate that never opens: `cancelled` at once,
+// with no attempt made (the gate wait does not go on).
+BOOST_AUTO_TEST_CASE(cancellation_while_the_gate_is_closed) {
+    virtual_time vt;
+    asio::io_context ioc;
+    asio::cancellation_signal sig;
+    std::optional<result_t> out;
+    auto gated = retry_policy{}.with_attempt_when(std::make_shared<closed_gate>()).with_stop(stop::never());
+    steadfast::async_retry<manual_timer>(ioc.get_executor(), gated, flaky(1),
+                                         asio::bind_cancellation_slot(sig.slot(), [&](result_t r) { out = std::move(r); }));
+    manual_timer t(ioc, 5min);
+    t.async_wait([&](error_code) { sig.emit(asio::cancellation_type::terminal); });
+    steadfast::run_virtual(ioc, manual_clock::time_point(10h));
+    BOOST_REQUIRE(out.has_value());
+    BOOST_TEST((out->reason() == stop_reason::cancelled));
+    BOOST_TEST(out->attempts() == 0u);
+    BOOST_TEST(std::chrono::duration_cast<std::chrono::minutes>(out->elapsed()).count() == 5);
+}
+
 BOOST_AUTO_TEST_CASE(io_context_stop_leaves_nothing_behind) {
     // Destroying a stopped io_context destroys the suspended retry: no leak
     // (checked by the ASan run), no callback after the fact.

@@ -183,6 +183,11 @@ BOOST_AUTO_TEST_CASE(a_log_behind_what_was_acknowledged_is_a_rewind_within_reten
 
 BOOST_AUTO_TEST_CASE(a_hole_in_the_log_is_resent_from_retention) {
     // Seqs 5..7 missing, 10 acknowledged, all retained: resend after 4.
+    // A hole that ends at the last acknowledged seq (only 10 missing) is a
+    // hole too: resend from 10.
+    auto edge = decide_repair(10, 10, 1, 11);
+    BOOST_TEST((edge.what == verdict::rewind));
+    BOOST_TEST(edge.upto == 9u);
     auto d = decide_repair(5, 10, 1, 11);
     BOOST_TEST((d.what == verdict::rewind));
     BOOST_TEST(d.upto == 4u);

@@ -246,4 +246,35 @@ BOOST_FIXTURE_TEST_CASE(a_schedule_of_a_version_without_its_head_ends_at_the_nex
     BOOST_TEST(out->get_schedule("s").head_seq == 2u);
 }
 
+// A read's byte limit never leaves it empty: one row larger than the limit
+// is returned alone (else a stream whose head is big stalls); a second row
+// joins only while the total stays within the limit (equal is within).
+BOOST_FIXTURE_TEST_CASE(a_read_returns_a_first_row_larger_than_its_byte_limit, fixture) {
+    const std::string big = "\"" + std::string(1000, 'x') + "\"";
+    out->publish({{"s", big}, {"s", big}, {"s", "1"}}, 0);
+    const auto one = out->pending("s", 0, 10, 100);
+    BOOST_REQUIRE(one.size() == 1u);
+    BOOST_TEST(one[0].seq == 1u);
+    BOOST_TEST(one[0].payload == big);
+    // What the read counts a row: its payload, its id and 64 bytes.
+    const std::size_t cost = big.size() + one[0].id.size() + 64;
+    BOOST_TEST(out->pending("s", 0, 10, 2 * cost).size() == 2u);
+    BOOST_TEST(out->pending("s", 0, 10, 2 * cost - 1).size() == 1u);
+    BOOST_TEST(out->pending("s", 1, 10, 1).size() == 1u);  // from after seq 1: the second big one alone
+    BOOST_TEST(out->pending("s", 0, 2, 1u << 20).size() == 2u);  // the count limit
+}
+
+// The oldest retained seq is the lowest one kept, per stream.
+BOOST_FIXTURE_TEST_CASE(the_oldest_retained_seq_is_the_lowest, fixture) {
+    BOOST_TEST(!out->oldest_seq("s").has_value());
+    publish("s", 5);
+    publish("t", 2);
+    BOOST_TEST(out->oldest_seq("s").value_or(0) == 1u);
+    BOOST_TEST(out->oldest_seq("t").value_or(0) == 1u);
+    BOOST_TEST(!out->oldest_seq("u").has_value());
+    out->acknowledge("s", 3, 3, 1'000);
+    BOOST_TEST(out->purge(1'000) == 3u);
+    BOOST_TEST(out->oldest_seq("s").value_or(0) == 4u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

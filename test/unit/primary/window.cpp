@@ -50,6 +50,7 @@ BOOST_AUTO_TEST_CASE(a_read_keeps_only_the_rows_past_what_joined_meanwhile) {
     const auto r = rows(11, 14);
     const auto f = window::fresh_rows(12, 10, r);
     BOOST_TEST(f.from == 2u);
+    BOOST_TEST_REQUIRE(f.from < r.size());  // (a wrong from must not read past the rows)
     BOOST_TEST(r[f.from].seq == 13u);
     BOOST_TEST(f.read_again);  // rows the window lacked: there may be more
 }

@@ -88,4 +88,35 @@ BOOST_FIXTURE_TEST_CASE(payload_text_is_stored_as_sent, fixture) {
     BOOST_TEST(q.column_text(0) == R"({"b":12345678901234567890123,"a":1.0})");
 }
 
+// A batch whose only problem is a gap (no conflict, no stale epoch) is
+// refused whole: the gap is answered, and the good message before it is
+// rolled back.
+BOOST_FIXTURE_TEST_CASE(a_batch_whose_only_problem_is_a_gap_is_refused_whole, fixture) {
+    auto r = apply(R"({"messages":[)" + one("t", 1, "t1") + "," + one("s", 5, "s5") + "]}");
+    BOOST_TEST(r.status == 409u);
+    BOOST_TEST(r.body == R"({"error":"gap","stream":"s","expected":1})");
+    BOOST_TEST(r.reject_reason == "gap");
+    BOOST_TEST(apply(one("t", 1, "t1")).body == R"({"status":"applied","seq":1})");  // t1 was rolled back
+    // The next seq after the last applied one is no gap; one more than that is.
+    BOOST_TEST(apply(one("t", 2, "t2")).status == 200u);
+    BOOST_TEST(apply(one("t", 4, "t4")).body == R"({"error":"gap","stream":"t","expected":3})");
+}
+
+// raise_fence only raises: 5 then 3 keeps 5, and epoch 4 is stale.
+BOOST_FIXTURE_TEST_CASE(the_fence_is_never_lowered, fixture) {
+    auto raise = [&](std::uint64_t e) {
+        db->exec("BEGIN");
+        st->raise_fence(e);
+        db->exec("COMMIT");
+    };
+    raise(5);
+    raise(3);
+    auto r = apply(one("s", 1, "a", 4));
+    BOOST_TEST(r.status == 409u);
+    BOOST_TEST(r.body == R"({"error":"stale_epoch","epoch":5})");
+    BOOST_TEST(apply(one("s", 1, "a", 5)).status == 200u);
+    open();  // and it is durable
+    BOOST_TEST(apply(one("s", 2, "b", 4)).body == R"({"error":"stale_epoch","epoch":5})");
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -27,6 +27,38 @@ BOOST_AUTO_TEST_CASE(statuses) {
     for (unsigned s : {301u, 400u, 401u, 403u, 404u, 409u, 413u, 415u, 422u, 501u, 505u}) BOOST_TEST((kind_of(s) == verdict::permanent), s);
 }
 
+// The edges of the table: 199 and 300 are not successes, 299 is.
+BOOST_AUTO_TEST_CASE(status_boundaries) {
+    BOOST_TEST((kind_of(299u) == verdict::success));
+    BOOST_TEST((kind_of(300u) == verdict::permanent));
+    BOOST_TEST((kind_of(199u) == verdict::permanent));
+    BOOST_TEST((kind_of(407u) == verdict::permanent));
+    BOOST_TEST((kind_of(505u) == verdict::permanent));
+    // 500 only when the options say so.
+    BOOST_TEST((http::classify(http::outcome{http::response::error(500, "x")}, {.retry_500 = false}).kind == verdict::permanent));
+}
+
+// Every transient network error, one by one: retryable unsent, and sent
+// only when the request may be repeated. (A connection the peer closed,
+// eof, is the commonest: a restarted server.)
+BOOST_AUTO_TEST_CASE(each_transient_error) {
+    namespace e = asio::error;
+    for (error_code ec : {error_code(e::connection_refused), error_code(e::connection_reset), error_code(e::connection_aborted),
+                          error_code(e::broken_pipe), error_code(e::timed_out), error_code(e::network_unreachable),
+                          error_code(e::host_unreachable), error_code(e::network_down), error_code(e::network_reset),
+                          error_code(e::eof), error_code(e::try_again), error_code(e::host_not_found_try_again),
+                          error_code(boost::beast::error::timeout), error_code(boost::beast::http::error::end_of_stream),
+                          error_code(boost::beast::http::error::partial_message)}) {
+        BOOST_TEST((kind_of(ec, false, false) == verdict::retryable), ec.message());
+        BOOST_TEST((kind_of(ec, true, true) == verdict::retryable), ec.message());
+        BOOST_TEST((kind_of(ec, true, false) == verdict::permanent), ec.message());
+    }
+    // Not transient: permanent even unsent.
+    for (error_code ec : {error_code(e::host_not_found), error_code(e::access_denied), error_code(e::no_data)})
+        BOOST_TEST((kind_of(ec, false, true) == verdict::permanent), ec.message());
+    BOOST_TEST((kind_of(e::operation_aborted, false, true) == verdict::cancelled));
+}
+
 BOOST_AUTO_TEST_CASE(transport_failures) {
     // Not sent: always retryable.
     BOOST_TEST((kind_of(asio::error::connection_refused, false, false) == verdict::retryable));

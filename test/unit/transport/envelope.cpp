@@ -76,6 +76,36 @@ BOOST_AUTO_TEST_CASE(size_and_depth_limits) {
     BOOST_TEST(error_of(R"({"id":"abcdef","stream":"s","seq":1,"payload":1})", l).find("longer than 4") != std::string::npos);
 }
 
+// The documented maxima are allowed, one more is not: a 128-byte stream
+// name and a batch of exactly max_batch messages pass.
+BOOST_AUTO_TEST_CASE(limits_at_their_exact_boundary) {
+    BOOST_TEST(envelope::valid_stream_name(std::string(128, 's')));
+    BOOST_TEST(!envelope::valid_stream_name(std::string(129, 's')));
+    BOOST_TEST(!envelope::valid_stream_name(""));
+    auto one = [](const std::string& stream) {
+        return R"({"id":"a","stream":")" + stream + R"(","seq":1,"payload":1})";
+    };
+    BOOST_TEST(error_of(one(std::string(128, 's'))).empty());
+    BOOST_TEST(error_of(one(std::string(129, 's'))).find("stream") != std::string::npos);
+    auto batch = [](int n) {
+        std::string b = R"({"messages":[)";
+        for (int i = 1; i <= n; ++i) {
+            if (i > 1) b += ',';
+            b += R"({"id":"m)" + std::to_string(i) + R"(","stream":"s","seq":)" + std::to_string(i) + R"(,"payload":1})";
+        }
+        return b + "]}";
+    };
+    envelope::limits l;
+    l.max_batch = 3;
+    BOOST_TEST(error_of(batch(3), l).empty());
+    BOOST_TEST(error_of(batch(4), l) == "a batch holds at most 3 messages");
+    auto d = envelope::decode(batch(3), l);
+    BOOST_REQUIRE(std::holds_alternative<envelope::decoded>(d));
+    // The default: 10,000 pass, 10,001 do not.
+    BOOST_TEST(error_of(batch(10'000)).empty());
+    BOOST_TEST(error_of(batch(10'001)) == "a batch holds at most 10000 messages");
+}
+
 BOOST_AUTO_TEST_CASE(payloads_travel_byte_for_byte) {
     // Number spelling, key order, escapes and inner whitespace are kept.
     const std::string payload = R"({"b":12345678901234567890123, "a":"\u00e9x\"\\","z":[1.0,2e5,-0.0],"k":{}})";
