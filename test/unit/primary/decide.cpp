@@ -51,6 +51,12 @@ BOOST_AUTO_TEST_CASE(a_gap_below_the_batch_is_a_rewind_within_retention) {
     BOOST_TEST(r.reason == "beyond_retention");
     r = decide_rewind(4, 0, 21);  // nothing retained at all
     BOOST_TEST((r.what == verdict::block));
+    // Nothing retained, and the secondary expects exactly the next seq to be
+    // assigned: nothing is missing, so it is a rewind (to where it is), not a block.
+    r = decide_rewind(21, 0, 21);
+    BOOST_TEST((r.what == verdict::rewind));
+    BOOST_TEST(r.upto == 20u);
+    BOOST_TEST((decide_rewind(20, 0, 21).what == verdict::block));  // seq 20 is missing
 }
 
 BOOST_AUTO_TEST_CASE(conflict_blocks_and_stale_epoch_demotes) {
@@ -144,6 +150,19 @@ BOOST_AUTO_TEST_CASE(the_log_continues_this_primarys_stream) {
     auto d = decide_log(h, 2, f);
     BOOST_TEST((d.what == verdict::ack));
     BOOST_TEST(d.upto == 25u);
+    // The log ends exactly at what was acknowledged (the usual state after a
+    // restart): go on after it, no rewind (a rewind is logged as a warning).
+    auto at_acked = h;
+    at_acked.seq = 10;
+    auto f10 = f;
+    f10.id_at_head = h.id;
+    d = decide_log(at_acked, 2, f10);
+    BOOST_TEST((d.what == verdict::ack));
+    BOOST_TEST(d.upto == 10u);
+    at_acked.seq = 9;  // one below: the log lost a message, resend it
+    d = decide_log(at_acked, 2, f10);
+    BOOST_TEST((d.what == verdict::rewind));
+    BOOST_TEST(d.upto == 9u);
     // Another id at that seq: a second writer; nothing is written.
     auto other = f;
     other.id_at_head = "id-of-someone-else";

@@ -260,8 +260,23 @@ BOOST_FIXTURE_TEST_CASE(a_read_returns_a_first_row_larger_than_its_byte_limit, f
     const std::size_t cost = big.size() + one[0].id.size() + 64;
     BOOST_TEST(out->pending("s", 0, 10, 2 * cost).size() == 2u);
     BOOST_TEST(out->pending("s", 0, 10, 2 * cost - 1).size() == 1u);
-    BOOST_TEST(out->pending("s", 1, 10, 1).size() == 1u);  // from after seq 1: the second big one alone
+    const auto after1 = out->pending("s", 1, 10, 1);  // from after seq 1: the second big one alone
+    BOOST_REQUIRE(after1.size() == 1u);
+    BOOST_TEST(after1[0].seq == 2u);
+    const auto after2 = out->pending("s", 2, 10, 1u << 20);
+    BOOST_REQUIRE(after2.size() == 1u);
+    BOOST_TEST(after2[0].seq == 3u);
+    BOOST_TEST(out->pending("s", 3, 10, 1u << 20).empty());
     BOOST_TEST(out->pending("s", 0, 2, 1u << 20).size() == 2u);  // the count limit
+}
+
+// An Idempotency-Key's digest keeps stream and payload apart: the same key
+// with ("ab", "c") and then ("a", "bc") is a conflict, not a replay.
+BOOST_FIXTURE_TEST_CASE(a_key_reused_across_a_stream_payload_split_is_a_conflict, fixture) {
+    using k = primary::keyed_publish::status;
+    BOOST_TEST((out->publish_once("key-split", "ab", "1", 1'000).what == k::stored));
+    BOOST_TEST((out->publish_once("key-split", "a", "b1", 1'000).what == k::conflict));
+    BOOST_TEST((out->publish_once("key-split", "ab", "1", 1'000).what == k::replayed));
 }
 
 // The oldest retained seq is the lowest one kept, per stream.

@@ -101,6 +101,13 @@ BOOST_AUTO_TEST_CASE(limits_at_their_exact_boundary) {
     BOOST_TEST(error_of(batch(4), l) == "a batch holds at most 3 messages");
     auto d = envelope::decode(batch(3), l);
     BOOST_REQUIRE(std::holds_alternative<envelope::decoded>(d));
+    // A body of exactly max_body_bytes passes; one byte more does not.
+    l = {};
+    const std::string exact = one("s");
+    l.max_body_bytes = exact.size();
+    BOOST_TEST(error_of(exact, l).empty());
+    l.max_body_bytes = exact.size() - 1;
+    BOOST_TEST(error_of(exact, l).find("over the limit") != std::string::npos);
     // The default: 10,000 pass, 10,001 do not.
     BOOST_TEST(error_of(batch(10'000)).empty());
     BOOST_TEST(error_of(batch(10'001)) == "a batch holds at most 10000 messages");
@@ -215,6 +222,11 @@ BOOST_AUTO_TEST_CASE(repair_requests_round_trip_and_refuse_nonsense) {
     BOOST_TEST(out->from == 5u);
     BOOST_TEST(out->to == 9u);
     BOOST_TEST(envelope::repair_subject("steadfast") == "_steadfast.repair.steadfast");
+    // A hole of one message: from == to.
+    auto single = envelope::decode_repair_request(envelope::encode(envelope::repair_request{"a", "c", 7, 7}), why);
+    BOOST_TEST_REQUIRE(single.has_value(), why);
+    BOOST_TEST(single->from == 7u);
+    BOOST_TEST(single->to == 7u);
     BOOST_TEST(!envelope::decode_repair_request(envelope::encode(envelope::repair_request{"a", std::string(129, 'c'), 1, 2}), why));
     BOOST_TEST(why.find("128") != std::string::npos);
     for (const char* bad : {"", "[1]", R"({"repair":1})", R"({"repair":{"stream":"a b","from":1,"to":2}})",
