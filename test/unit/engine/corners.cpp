@@ -237,6 +237,44 @@ BOOST_AUTO_TEST_CASE(an_attempt_that_sets_stop_when_and_returns_at_once) {
     }
 }
 
+// Stop-when set by user code inside a step (a hook, a custom backoff) ends
+// the retry at once with `condition`: the 10 h attempt or the 10 min sleep
+// that step decided does not start (found by a review).
+BOOST_AUTO_TEST_CASE(stop_when_set_from_inside_a_step_ends_it_at_once) {
+    for (int where = 0; where < 3; ++where) {
+        auto stop = std::make_shared<manual_flag>();
+        auto p = retry_policy{}.with_stop(stop::max_attempts(3)).with_stop_when(stop).with_backoff(backoff::fixed(10min));
+        if (where == 0) p = p.with_hooks({.before_attempt = [stop](const attempt_context&) { stop->set(true); }});
+        if (where == 1)
+            p = p.with_hooks({.after_attempt = [stop](const attempt_context&, const classification&, const decision&) {
+                stop->set(true);
+            }});
+        if (where == 2)
+            p = p.with_backoff(backoff::custom([stop](std::uint64_t, nanoseconds) -> nanoseconds {
+                stop->set(true);
+                return 10min;
+            }));
+        auto started = std::make_shared<int>(0);
+        auto attempt = [started](const attempt_context&) -> asio::awaitable<error_code> {
+            ++*started;
+            co_await steadfast_test::virtual_sleep(10h);
+            co_return asio::error::connection_refused;
+        };
+        auto both = steadfast_test::run_both(p, attempt, [&](asio::io_context&) {
+            stop->set(false);
+            *started = 0;
+        });
+        for (int form = 0; form < 2; ++form) {
+            BOOST_TEST_CONTEXT("where " << where << ", form " << form) {
+                BOOST_TEST(both[form].reason() == stop_reason::condition);
+                BOOST_TEST(both[form].attempts() == 1u);
+                if (where == 0) BOOST_TEST(both[form].elapsed().count() == 0);  // the attempt never ran
+                else BOOST_TEST(std::chrono::duration_cast<std::chrono::hours>(both[form].elapsed()).count() == 10);  // no sleep after it
+            }
+        }
+    }
+}
+
 // Finding 2: stop-when set and cleared while the retry only yields (a zero
 // delay: a fixed 0, a custom backoff returning 0, a server's Retry-After: 0)
 // stops it with `condition`, as the same blip during a sleep does.
@@ -322,6 +360,24 @@ BOOST_AUTO_TEST_CASE(a_probe_dropped_before_its_first_check) {
     BOOST_TEST(ioc.stopped());
 }
 
+// ... and one stopped before its loop ever ran (a shutdown handler queued
+// before make_probe, say): no throw out of io_context::run(), no check.
+BOOST_AUTO_TEST_CASE(a_probe_stopped_before_its_loop_runs) {
+    virtual_time vt;
+    asio::io_context ioc;
+    auto checks = std::make_shared<int>(0);
+    auto check = [checks]() -> asio::awaitable<bool> {
+        ++*checks;
+        co_return true;
+    };
+    std::shared_ptr<probe_condition<manual_timer>> p;
+    asio::post(ioc, [&] { p->stop(); });
+    p = make_probe<manual_timer>(ioc.get_executor(), "peer", check);
+    BOOST_CHECK_NO_THROW(steadfast::run_virtual(ioc));
+    BOOST_TEST(*checks == 0);
+    BOOST_TEST(ioc.stopped());
+}
+
 // ... and one dropped from inside the first check, before it ever waited.
 BOOST_AUTO_TEST_CASE(a_probe_dropped_during_its_first_check) {
     virtual_time vt;
@@ -400,6 +456,15 @@ BOOST_AUTO_TEST_CASE(the_attempt_counter_goes_past_32_bits) {
     BOOST_TEST(s.attempts == two32 + 2);
     static_assert(std::numeric_limits<decltype(attempt_context{}.number)>::digits == 64);
     static_assert(std::numeric_limits<decltype(retry_summary{}.attempts)>::digits == 64);
+}
+
+// Past 2^63 too: a linear backoff stays at its cap (no signed overflow; UBSan).
+BOOST_AUTO_TEST_CASE(a_linear_backoff_far_past_32_bits) {
+    const auto b = backoff::linear(1ms, 1ms, 10s);
+    auto draw = []() -> std::uint64_t { return 0; };
+    BOOST_TEST(b.delay((std::uint64_t(1) << 63) + 2, 0ms, draw).count() == nanoseconds(10s).count());
+    BOOST_TEST(b.delay(std::numeric_limits<std::uint64_t>::max(), 0ms, draw).count() == nanoseconds(10s).count());
+    BOOST_TEST(b.delay(3, 0ms, draw).count() == nanoseconds(3ms).count());
 }
 
 // The attempt watch tells attempt 2^32 from "none in flight" (0): a timeout

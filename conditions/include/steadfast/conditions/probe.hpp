@@ -74,7 +74,9 @@ public:
         if (!running_.exchange(false)) return;
         auto s = std::move(stop_);
         if (!s || !context_alive()) return;
-        boost::asio::dispatch(get_executor(), [s] { s->emit(boost::asio::cancellation_type::terminal); });
+        // Posted, never run inline: a loop whose start is still queued runs
+        // (and turns throw_if_cancelled off) before this emission.
+        boost::asio::post(get_executor(), [s] { s->emit(boost::asio::cancellation_type::terminal); });
     }
 
     std::uint64_t checks() const noexcept { return checks_; }
@@ -102,6 +104,7 @@ private:
         while (!stopped()) {
             auto self = weak.lock();
             if (!self) co_return;
+            if (!self->running_.load()) break;  // stopped (its emission still on its way): no new check
             auto r = co_await steadfast::retry<Timer>(once, [&self](const attempt_context&) { return self->check_(); });
             ++self->checks_;
             // Only the probe's own stop ends it: a check that failed with

@@ -312,9 +312,13 @@ boost::asio::awaitable<retry_result_for<Attempt>> retry(retry_policy policy, Att
         ev.cancelled = detail::is_cancelled(cs);
         detail::retry_action a = fsm.resume(ev);
         // resume() may have run user code (hooks, a custom backoff, the
-        // random source) that cancelled this operation: then nothing starts.
-        // (The next co_await would throw: Asio's throw_if_cancelled.)
-        if (a.what != act::done && detail::is_cancelled(cs)) a = fsm.cancel(ev.elapsed);
+        // random source) that cancelled this operation or set stop-when:
+        // then nothing starts (cancellation first, as everywhere). (The next
+        // co_await would throw: Asio's throw_if_cancelled.)
+        if (a.what != act::done) {
+            if (detail::is_cancelled(cs)) a = fsm.cancel(ev.elapsed);
+            else if (fsm.stop_pending()) a = fsm.cancel(ev.elapsed, stop_reason::condition);
+        }
         ev = {};
         if (a.what == act::done) break;
         if (a.what == act::attempt) {
@@ -395,7 +399,8 @@ public:
         typename clock::time_point start = clock::time_point::min();  // min(): not started
         std::shared_ptr<attempt_watch<Timer>> watch;  // made on the first watched attempt
         stop_wake<timer_t> wake;
-        watchable::subscription stop_sub;  // stop-when, from the initiation to the end
+        watchable::subscription stop_sub;  // stop-when, from the first step to the end
+        std::uint64_t rises = 0;           // stop-when's rises() at the initiation
         watchable::subscription gate_sub;  // the gate, during a timer wait
     };
     using data_alloc = typename std::allocator_traits<Alloc>::template rebind_alloc<data>;
@@ -427,6 +432,12 @@ public:
             d.start = clock::now();
             return on_ex(self, [](auto&& h) { boost::asio::post(std::move(h)); });
         }
+        if (watchable* c = d.fsm.stop_when(); c && !d.stop_sub.active()) {
+            // The first step, on `ex`: subscribe here (the initiating thread may
+            // be any), and count a rise since the initiation as seen.
+            subscribe_stop(d.wake, d.stop_sub);
+            if (c->rises() != d.rises) d.fsm.stop_seen();
+        }
         step(self, event(self));
     }
 
@@ -443,9 +454,12 @@ public:
     void operator()(Self& self, std::exception_ptr e, attempt_outcome<R> out) {  // an attempt
         data& d = *d_;
         if (e) out.error = e;
-        retry_event ev = event(self);
+        retry_event ev;
         if (d.fsm.watch_attempt()) ev.timed_out = disarm_watch(*d.watch, d.wake);
         outcome_event(ev, d.fsm, parts::classifier(d.attempt), out, d.value);
+        // Read after the classifiers ran (they may cancel), as retry() does.
+        ev.elapsed = elapsed();
+        ev.cancelled = cancelled(self);
         step(self, ev);
     }
 
@@ -492,8 +506,12 @@ private:
         data& d = *d_;
         retry_action a = d.fsm.resume(ev);
         // resume() may have run user code (hooks, a custom backoff, the
-        // random source) that cancelled this operation: then nothing starts.
-        if (a.what != act::done && cancelled(self)) a = d.fsm.cancel(ev.elapsed);
+        // random source) that cancelled this operation or set stop-when:
+        // then nothing starts (cancellation first, as everywhere).
+        if (a.what != act::done) {
+            if (cancelled(self)) a = d.fsm.cancel(ev.elapsed);
+            else if (d.fsm.stop_pending()) a = d.fsm.cancel(ev.elapsed, stop_reason::condition);
+        }
         switch (a.what) {
             case act::done: return finish(self);
             case act::yield: return on_ex(self, [](auto&& h) { asio::post(std::move(h)); });
@@ -545,9 +563,11 @@ struct initiate_retry {
         auto alloc = boost::asio::get_associated_allocator(h);
         using op = retry_op<Timer, Executor, Attempt, decltype(alloc)>;
         auto* d = op::make(alloc, ex, std::move(p), std::move(a));
-        // Stop-when is watched from here, not from the posted first step: a
-        // condition true only briefly before that step still stops the retry.
-        subscribe_stop(d->wake, d->stop_sub);
+        // A stop-when true only briefly before the posted first step still
+        // stops the retry: the first step (on `ex`, where the condition
+        // lives) subscribes and compares the condition's count of rises with
+        // this one, read here from whatever thread initiates.
+        if (watchable* c = d->fsm.stop_when()) d->rises = c->rises();
         boost::asio::async_compose<std::decay_t<Handler>, void(Result)>(op(d, alloc), h, ex);
     }
 };
@@ -567,8 +587,8 @@ struct initiate_retry {
 /// steps it races with run there; emitted from a hook, a custom backoff or
 /// the random source, it ends the operation before the step they belong to
 /// starts. Conditions: stop-when is watched from this call on (a condition
-/// true only briefly before the first step still stops the retry), so call
-/// it where the conditions live (on `ex`, or before `ex` runs). Between attempts the operation holds only
+/// true only briefly before the first step still stops the retry); the call
+/// itself may come from any thread. Between attempts the operation holds only
 /// its state and a timer wait (no coroutine frame).
 template <class Timer = boost::asio::steady_timer, class Executor, class Attempt,
           class CompletionToken = boost::asio::default_completion_token_t<Executor>>

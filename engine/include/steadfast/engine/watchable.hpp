@@ -7,6 +7,8 @@
 // use it.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -48,6 +50,10 @@ public:
     void subscribe(subscription& s, std::function<void(bool)> fn);
 
     std::size_t subscriber_count() const noexcept { return count_; }
+    /// How many times the value turned true so far. Readable from any thread:
+    /// an operation started elsewhere compares it once it runs on the
+    /// watchable's executor, so a brief true in between is not missed.
+    std::uint64_t rises() const noexcept { return rises_.load(std::memory_order_acquire); }
 
 protected:
     /// Implementations call this after their value changed. Callbacks may
@@ -60,6 +66,7 @@ private:
     subscription* head_ = nullptr;
     subscription* cursor_ = nullptr;  // the next node notify() will visit
     std::size_t count_ = 0;
+    std::atomic<std::uint64_t> rises_{0};
     bool notifying_ = false;
     bool pending_ = false;
     bool pending_value_ = false;

@@ -65,7 +65,9 @@ public:
     /// before_attempt hook cancelled is counted (the hook saw its number) but
     /// never runs. The driver checks its cancellation state after every
     /// resume() that did not return done.
-    retry_action cancel(nanoseconds elapsed);
+    retry_action cancel(nanoseconds elapsed, stop_reason why = stop_reason::cancelled);
+    /// Stop-when turned true (or is true) since the last check.
+    bool stop_pending() const noexcept { return stop_requested(); }
 
     /// The attempt to start, after action::attempt.
     const attempt_context& context() const noexcept { return ctx_; }

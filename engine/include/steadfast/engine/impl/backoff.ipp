@@ -119,9 +119,9 @@ nanoseconds backoff::base_delay(std::uint64_t n, nanoseconds previous, const pre
     switch (kind_) {
         case kind::fixed: return first_;
         case kind::linear: {
-            const auto k = static_cast<nanoseconds::rep>(n - 1);
-            if (step_.count() != 0 && k > (cap_ - first_).count() / step_.count()) return cap_;
-            return std::min(cap_, first_ + step_ * k);
+            const std::uint64_t k = n - 1;  // compared unsigned: n may exceed the signed range
+            if (step_.count() != 0 && k > static_cast<std::uint64_t>((cap_ - first_).count() / step_.count())) return cap_;
+            return std::min(cap_, first_ + step_ * static_cast<nanoseconds::rep>(k));
         }
         case kind::exponential: {
             const double v = static_cast<double>(first_.count()) * std::pow(multiplier_, static_cast<double>(n - 1));

@@ -37,9 +37,9 @@ retry_action retry_fsm::resume(const retry_event& ev) {
     return {retry_action::type::done, {}};
 }
 
-retry_action retry_fsm::cancel(nanoseconds elapsed) {
+retry_action retry_fsm::cancel(nanoseconds elapsed, stop_reason why) {
     if (at_ == phase::done) return {retry_action::type::done, {}};
-    return finish(stop_reason::cancelled, elapsed);
+    return finish(why, elapsed);
 }
 
 // Before each attempt, in this order: the caller's cancellation, stop-when,

@@ -31,6 +31,7 @@ void watchable::subscribe(subscription& s, std::function<void(bool)> fn) {
 }
 
 void watchable::notify(bool v) {
+    if (v) rises_.fetch_add(1, std::memory_order_release);
     // A change made from inside a callback is delivered after the current round,
     // so every subscriber sees the changes in order and none is skipped.
     if (notifying_) {
