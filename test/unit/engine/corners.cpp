@@ -6,6 +6,7 @@
 #include <steadfast/conditions.hpp>
 #include <steadfast/engine.hpp>
 #include <steadfast/engine/manual_clock.hpp>
+#include <steadfast_test/manual_flag.hpp>
 #include <steadfast_test/virtual_time.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -27,6 +28,7 @@
 using namespace std::chrono_literals;
 using namespace steadfast;
 namespace asio = boost::asio;
+using steadfast_test::manual_flag;
 using steadfast_test::virtual_time;
 
 namespace steadfast {
@@ -35,17 +37,6 @@ inline std::ostream& operator<<(std::ostream& o, stop_reason r) { return o << to
 }  // namespace steadfast
 
 namespace {
-
-struct manual_flag final : watchable {
-    manual_flag() : watchable("stop") {}
-    bool value() const override { return v_; }
-    void set(bool v) {
-        if (v == v_) return;
-        v_ = v;
-        notify(v);
-    }
-    bool v_ = false;
-};
 
 using result_t = retry_result<error_code>;
 

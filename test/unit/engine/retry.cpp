@@ -2,6 +2,7 @@
 // per-attempt timeout, Retry-After, budget, cancellation, nesting, RocketMQ.
 #include <steadfast/engine.hpp>
 #include <steadfast/engine/manual_clock.hpp>
+#include <steadfast_test/manual_flag.hpp>
 #include <steadfast_test/virtual_time.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -39,19 +40,7 @@ auto failing_until(int succeed_at, error_code ec = asio::error::connection_refus
 
 }  // namespace
 
-namespace {
-// A gate for the engine alone (the conditions library has the real ones).
-struct manual_flag final : steadfast::watchable {
-    manual_flag() : watchable("flag") {}
-    bool value() const override { return v_; }
-    void set(bool v) {
-        if (v == v_) return;
-        v_ = v;
-        notify(v);
-    }
-    bool v_ = false;
-};
-}  // namespace
+using steadfast_test::manual_flag;
 
 BOOST_AUTO_TEST_SUITE(engine_retry)
 
