@@ -127,6 +127,14 @@ seen cancel_from_inside(source s, watch w, driver d) {
     return out;
 }
 
+// A probe's check that counts its calls and passes.
+auto counting_check(std::shared_ptr<int> calls) {
+    return [calls]() -> asio::awaitable<bool> {
+        ++*calls;
+        co_return true;
+    };
+}
+
 std::string what(const std::exception_ptr& e) {
     try {
         std::rethrow_exception(e);
@@ -338,10 +346,7 @@ BOOST_AUTO_TEST_CASE(a_probe_dropped_before_its_first_check) {
     virtual_time vt;
     asio::io_context ioc;
     auto checks = std::make_shared<int>(0);
-    auto check = [checks]() -> asio::awaitable<bool> {
-        ++*checks;
-        co_return true;
-    };
+    auto check = counting_check(checks);
     auto p = make_probe<manual_timer>(ioc.get_executor(), "peer", check);
     std::weak_ptr<condition> weak = p;
     p.reset();
@@ -357,10 +362,7 @@ BOOST_AUTO_TEST_CASE(a_probe_stopped_before_its_loop_runs) {
     virtual_time vt;
     asio::io_context ioc;
     auto checks = std::make_shared<int>(0);
-    auto check = [checks]() -> asio::awaitable<bool> {
-        ++*checks;
-        co_return true;
-    };
+    auto check = counting_check(checks);
     std::shared_ptr<probe_condition<manual_timer>> p;
     asio::post(ioc, [&] { p->stop(); });
     p = make_probe<manual_timer>(ioc.get_executor(), "peer", check);

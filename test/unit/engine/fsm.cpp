@@ -281,29 +281,33 @@ BOOST_AUTO_TEST_CASE(no_give_up_after_a_success) {
     }
 }
 
-// cancel(): user code inside resume() cancelled the operation. Whatever the
-// action was (an attempt, a sleep, a yield, a gate wait), it is not carried
-// out and the retry ends `cancelled`; once done, cancel() changes nothing.
-BOOST_AUTO_TEST_CASE(cancel_drops_the_action_just_decided) {
+// settle(): user code inside resume() cancelled the operation or set
+// stop-when. Whatever the action was (an attempt, a sleep, a gate wait), it is
+// not carried out and the retry ends, cancelled before condition; with
+// neither, the action stands; once done, nothing changes.
+BOOST_AUTO_TEST_CASE(settle_drops_the_action_just_decided) {
     auto open = std::make_shared<toggle>(true);
+    auto stop_now = std::make_shared<toggle>(false);
     int give_ups = 0;
-    const auto p = retry_policy{}.with_backoff(backoff::fixed(1s)).with_attempt_when(open).with_hooks(
+    const auto p = retry_policy{}.with_backoff(backoff::fixed(1s)).with_attempt_when(open).with_stop_when(stop_now).with_hooks(
         {.on_give_up = [&](const retry_summary&) { ++give_ups; }});
     {
         retry_fsm fsm(p);  // an attempt decided, its before_attempt hook cancelled
-        BOOST_TEST((fsm.resume(at(0s)).what == act::attempt));
-        BOOST_TEST((fsm.cancel(0s).what == act::done));
+        const auto a = fsm.resume(at(0s));
+        BOOST_TEST((a.what == act::attempt));
+        BOOST_TEST((fsm.settle(a, true, 0s).what == act::done));
         BOOST_TEST((fsm.summary().reason == stop_reason::cancelled));
         BOOST_TEST(fsm.summary().attempts == 1u);  // counted: the hook saw its number
-        BOOST_TEST((fsm.cancel(1s).what == act::done));
+        BOOST_TEST((fsm.settle({act::done, {}}, true, 1s).what == act::done));
         BOOST_TEST((fsm.resume(at(2s)).what == act::done));
         BOOST_TEST(fsm.summary().elapsed.count() == 0);  // the first end stands
     }
     {
         retry_fsm fsm(p);  // a sleep decided, the after_attempt hook or the backoff cancelled
         fsm.resume(at(0s));
-        BOOST_TEST((fsm.resume(failed(1ms)).what == act::sleep));
-        BOOST_TEST((fsm.cancel(1ms).what == act::done));
+        const auto a = fsm.resume(failed(1ms));
+        BOOST_TEST((a.what == act::sleep));
+        BOOST_TEST((fsm.settle(a, true, 1ms).what == act::done));
         BOOST_TEST((fsm.summary().reason == stop_reason::cancelled));
         BOOST_TEST((fsm.summary().last_error == boost::asio::error::connection_refused));
     }
@@ -312,19 +316,41 @@ BOOST_AUTO_TEST_CASE(cancel_drops_the_action_just_decided) {
         fsm.resume(at(0s));
         fsm.resume(failed(1ms));
         open->set(false);
-        BOOST_TEST((fsm.resume(at(1s)).what == act::wait_gate));
-        BOOST_TEST((fsm.cancel(1s).what == act::done));
+        const auto a = fsm.resume(at(1s));
+        BOOST_TEST((a.what == act::wait_gate));
+        BOOST_TEST((fsm.settle(a, true, 1s).what == act::done));
         BOOST_TEST((fsm.summary().reason == stop_reason::cancelled));
         open->set(true);
     }
     BOOST_TEST(give_ups == 3);
     {
+        retry_fsm fsm(p);  // a sleep decided, and a hook set stop-when (and cancelled too)
+        fsm.resume(at(0s));
+        const auto a = fsm.resume(failed(1ms));
+        BOOST_TEST((a.what == act::sleep));
+        BOOST_TEST((fsm.settle(a, false, 1ms).what == act::sleep));  // nothing happened: it stands
+        BOOST_TEST(fsm.summary().attempts == 1u);
+        stop_now->set(true);
+        BOOST_TEST((fsm.settle(a, true, 1ms).what == act::done));
+        BOOST_TEST((fsm.summary().reason == stop_reason::cancelled));  // cancellation first
+        stop_now->set(false);
+    }
+    {
+        retry_fsm fsm(p);  // an attempt decided, its before_attempt hook set stop-when
+        const auto a = fsm.resume(at(0s));
+        fsm.stop_seen();
+        BOOST_TEST((fsm.settle(a, false, 0s).what == act::done));
+        BOOST_TEST((fsm.summary().reason == stop_reason::condition));
+    }
+    BOOST_TEST(give_ups == 5);
+    {
         retry_fsm fsm(p);  // after a success: nothing changes, no give-up
         fsm.resume(at(0s));
-        BOOST_TEST((fsm.resume(succeeded(1ms)).what == act::done));
-        BOOST_TEST((fsm.cancel(2ms).what == act::done));
+        const auto a = fsm.resume(succeeded(1ms));
+        BOOST_TEST((a.what == act::done));
+        BOOST_TEST((fsm.settle(a, true, 2ms).what == act::done));
         BOOST_TEST((fsm.summary().reason == stop_reason::success));
-        BOOST_TEST(give_ups == 3);
+        BOOST_TEST(give_ups == 5);
     }
 }
 

@@ -310,15 +310,9 @@ boost::asio::awaitable<retry_result_for<Attempt>> retry(retry_policy policy, Att
     detail::retry_event ev;
     for (;;) {
         ev.cancelled = detail::is_cancelled(cs);
-        detail::retry_action a = fsm.resume(ev);
-        // resume() may have run user code (hooks, a custom backoff, the
-        // random source) that cancelled this operation or set stop-when:
-        // then nothing starts (cancellation first, as everywhere). (The next
-        // co_await would throw: Asio's throw_if_cancelled.)
-        if (a.what != act::done) {
-            if (detail::is_cancelled(cs)) a = fsm.cancel(ev.elapsed);
-            else if (fsm.stop_pending()) a = fsm.cancel(ev.elapsed, stop_reason::condition);
-        }
+        // (settle: user code run by resume() may have cancelled this or set
+        // stop-when; a cancelled coroutine's next co_await would throw.)
+        const detail::retry_action a = fsm.settle(fsm.resume(ev), detail::is_cancelled(cs), ev.elapsed);
         ev = {};
         if (a.what == act::done) break;
         if (a.what == act::attempt) {
@@ -427,14 +421,18 @@ public:
     template <class Self>
     void operator()(Self& self) {  // start; the first step; after a zero-delay yield
         data& d = *d_;
-        if (d.start == clock::time_point::min()) {
+        if (d.start == clock::time_point::min()) {  // in the initiating function, on any thread
             self.reset_cancellation_state(boost::asio::enable_total_cancellation());
             d.start = clock::now();
+            // A stop-when true only briefly before the posted first step still
+            // stops the retry: that step (on `ex`, where the condition lives)
+            // subscribes and compares the condition's count of rises with this.
+            if (watchable* c = d.fsm.stop_when()) d.rises = c->rises();
             return on_ex(self, [](auto&& h) { boost::asio::post(std::move(h)); });
         }
         if (watchable* c = d.fsm.stop_when(); c && !d.stop_sub.active()) {
-            // The first step, on `ex`: subscribe here (the initiating thread may
-            // be any), and count a rise since the initiation as seen.
+            // The first step, on `ex`: subscribe here, and count a rise since
+            // the start as seen.
             subscribe_stop(d.wake, d.stop_sub);
             if (c->rises() != d.rises) d.fsm.stop_seen();
         }
@@ -504,14 +502,8 @@ private:
     void step(Self& self, const retry_event& ev) {
         namespace asio = boost::asio;
         data& d = *d_;
-        retry_action a = d.fsm.resume(ev);
-        // resume() may have run user code (hooks, a custom backoff, the
-        // random source) that cancelled this operation or set stop-when:
-        // then nothing starts (cancellation first, as everywhere).
-        if (a.what != act::done) {
-            if (cancelled(self)) a = d.fsm.cancel(ev.elapsed);
-            else if (d.fsm.stop_pending()) a = d.fsm.cancel(ev.elapsed, stop_reason::condition);
-        }
+        // (settle: user code run by resume() may have cancelled this or set stop-when.)
+        const retry_action a = d.fsm.settle(d.fsm.resume(ev), cancelled(self), ev.elapsed);
         switch (a.what) {
             case act::done: return finish(self);
             case act::yield: return on_ex(self, [](auto&& h) { asio::post(std::move(h)); });
@@ -563,11 +555,6 @@ struct initiate_retry {
         auto alloc = boost::asio::get_associated_allocator(h);
         using op = retry_op<Timer, Executor, Attempt, decltype(alloc)>;
         auto* d = op::make(alloc, ex, std::move(p), std::move(a));
-        // A stop-when true only briefly before the posted first step still
-        // stops the retry: the first step (on `ex`, where the condition
-        // lives) subscribes and compares the condition's count of rises with
-        // this one, read here from whatever thread initiates.
-        if (watchable* c = d->fsm.stop_when()) d->rises = c->rises();
         boost::asio::async_compose<std::decay_t<Handler>, void(Result)>(op(d, alloc), h, ex);
     }
 };

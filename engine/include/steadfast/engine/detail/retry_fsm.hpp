@@ -58,16 +58,15 @@ public:
 
     /// The first call starts the operation (elapsed 0, nothing else set).
     retry_action resume(const retry_event& ev);
-    /// The caller's cancellation arrived while the last resume() ran user
-    /// code (a hook, a custom backoff, the random source): the action it
-    /// returned is not carried out (no sleep, gate wait or attempt starts) and
-    /// the operation ends with stop_reason::cancelled. An attempt whose
-    /// before_attempt hook cancelled is counted (the hook saw its number) but
-    /// never runs. The driver checks its cancellation state after every
-    /// resume() that did not return done.
-    retry_action cancel(nanoseconds elapsed, stop_reason why = stop_reason::cancelled);
-    /// Stop-when turned true (or is true) since the last check.
-    bool stop_pending() const noexcept { return stop_requested(); }
+    /// Called by the driver with what every resume() returned: resume() runs
+    /// user code (hooks, a custom backoff, the random source), which may have
+    /// cancelled the operation (`cancelled`: the driver's cancellation state,
+    /// read just after resume()) or set stop-when. Then `a` is not carried
+    /// out (no sleep, gate wait or attempt starts) and the operation ends:
+    /// cancelled before condition, as everywhere. An attempt whose
+    /// before_attempt hook ended it is counted (the hook saw its number) but
+    /// never runs. Once done, nothing changes. Returns the action to carry out.
+    retry_action settle(const retry_action& a, bool cancelled, nanoseconds elapsed);
 
     /// The attempt to start, after action::attempt.
     const attempt_context& context() const noexcept { return ctx_; }

@@ -37,9 +37,13 @@ retry_action retry_fsm::resume(const retry_event& ev) {
     return {retry_action::type::done, {}};
 }
 
-retry_action retry_fsm::cancel(nanoseconds elapsed, stop_reason why) {
-    if (at_ == phase::done) return {retry_action::type::done, {}};
-    return finish(why, elapsed);
+retry_action retry_fsm::settle(const retry_action& a, bool cancelled, nanoseconds elapsed) {
+    if (at_ == phase::done) return a;
+    // Stop-when was not requested when resume() decided `a` (it checks
+    // before every action): if it is now, user code set it.
+    if (cancelled) return finish(stop_reason::cancelled, elapsed);
+    if (stop_requested()) return finish(stop_reason::condition, elapsed);
+    return a;
 }
 
 // Before each attempt, in this order: the caller's cancellation, stop-when,
