@@ -3,12 +3,15 @@
 #include <steadfast/engine.hpp>
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -51,6 +54,50 @@ BOOST_AUTO_TEST_CASE(two_threads_many_operations) {
     BOOST_TEST(retries.load() == ops / 4 * (0 + 1 + 2 + 3));
     BOOST_TEST(attempts.load() == ops + retries.load());
     BOOST_TEST(budget->available() <= 1'000'000u);
+}
+
+// async_retry started from a thread that does not run the strand its
+// stop-when condition lives on, while that strand flips the condition: the
+// initiation must not touch the condition's subscribers (TSan flagged a race
+// with notify() when it subscribed there; found by a review).
+BOOST_AUTO_TEST_CASE(started_from_another_thread_while_stop_when_flips) {
+    struct strand_flag final : watchable {  // changed on its strand only, as the rules say
+        strand_flag() : watchable("stop") {}
+        bool value() const override { return v_.load(); }
+        void set(bool v) {
+            if (v_.exchange(v) != v) notify(v);
+        }
+        std::atomic<bool> v_{false};
+    };
+    asio::io_context ioc;
+    auto strand = asio::make_strand(ioc);
+    auto stop = std::make_shared<strand_flag>();
+    auto work = asio::make_work_guard(ioc);
+    std::atomic<bool> quit{false};
+    std::function<void()> flip = [&] {
+        stop->set(true);
+        stop->set(false);
+        if (!quit) asio::post(strand, flip);
+    };
+    asio::post(strand, flip);
+    std::thread runner([&] { ioc.run(); });
+    const auto policy = retry_policy{}.with_stop_when(stop).with_stop(stop::max_attempts(1));
+    constexpr int ops = 200;
+    std::atomic<int> done{0}, ended{0};
+    for (int i = 0; i < ops; ++i)
+        steadfast::async_retry(
+            strand, policy, [](const attempt_context&) -> asio::awaitable<error_code> { co_return error_code{}; },
+            [&](retry_result<error_code> r) {
+                // Either it ran before a flip, or a flip since its start stopped it.
+                if (r.ok() || r.reason() == stop_reason::condition) ended.fetch_add(1);
+                done.fetch_add(1);
+            });
+    while (done.load() < ops) std::this_thread::sleep_for(1ms);
+    quit = true;
+    work.reset();
+    runner.join();
+    BOOST_TEST(ended.load() == ops);
+    BOOST_TEST(stop->subscriber_count() == 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
