@@ -61,7 +61,8 @@ public:
     /// Called by the driver with what every resume() returned: resume() runs
     /// user code (hooks, a custom backoff, the random source), which may have
     /// cancelled the operation (`cancelled`: the driver's cancellation state,
-    /// read just after resume()) or set stop-when. Then `a` is not carried
+    /// read just after resume()) or set stop-when (as stop_seen() tells: the
+    /// driver's subscription is in place for the whole operation). Then `a` is not carried
     /// out (no sleep, gate wait or attempt starts) and the operation ends:
     /// cancelled before condition, as everywhere. An attempt whose
     /// before_attempt hook ended it is counted (the hook saw its number) but

@@ -40,9 +40,11 @@ retry_action retry_fsm::resume(const retry_event& ev) {
 retry_action retry_fsm::settle(const retry_action& a, bool cancelled, nanoseconds elapsed) {
     if (at_ == phase::done) return a;
     // Stop-when was not requested when resume() decided `a` (it checks
-    // before every action): if it is now, user code set it.
+    // before every action): if the driver's subscription saw it turn true
+    // since, user code set it. (stop_fired_, not value(): no virtual call on
+    // every step.)
     if (cancelled) return finish(stop_reason::cancelled, elapsed);
-    if (stop_requested()) return finish(stop_reason::condition, elapsed);
+    if (stop_fired_) return finish(stop_reason::condition, elapsed);
     return a;
 }
 
