@@ -11,7 +11,8 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/http/span_body.hpp>
 #include <boost/asio/ssl/error.hpp>
-#include <boost/asio/ssl/host_name_verification.hpp>
+#include <openssl/ssl.h>
+#include <openssl/x509_vfy.h>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
 #include "tls_context.hpp"
@@ -100,7 +101,7 @@ void client::close() { impl_->close(); }
 asio::awaitable<outcome> client::send(const request& req) {
     impl& d = *impl_;
     // One request at a time: a second one would interleave on the connection.
-    if (d.busy) co_return outcome{transport_error{asio::error::in_progress, phase::connect, false}};
+    if (d.busy) co_return outcome{transport_error{asio::error::in_progress, phase::connect, false, {}}};
     d.busy = true;
     struct busy_guard {
         impl& d;
@@ -126,13 +127,13 @@ asio::awaitable<outcome> client::send(const request& req) {
         const bool reused = d.open();
         if (!reused) {
             auto [rec, results] = co_await d.resolver.async_resolve(d.opts.host, d.opts.port, asio::as_tuple(asio::use_awaitable));
-            if (rec) co_return outcome{transport_error{rec, phase::resolve, false}};
+            if (rec) co_return outcome{transport_error{rec, phase::resolve, false, {}}};
             d.plain.emplace(d.ex);
             d.plain->expires_after(d.opts.connect_timeout);
             auto [cec, ep] = co_await d.plain->async_connect(results, asio::as_tuple(asio::use_awaitable));
             if (cec) {
                 d.close();
-                co_return outcome{transport_error{cec, phase::connect, false}};
+                co_return outcome{transport_error{cec, phase::connect, false, {}}};
             }
             beast::error_code ignored;
             d.plain->socket().set_option(tcp::no_delay(true), ignored);
@@ -143,13 +144,22 @@ asio::awaitable<outcome> client::send(const request& req) {
                 d.tls.emplace(std::move(*d.plain), *d.ssl_ctx);
                 d.plain.reset();
                 const std::string& name = d.opts.tls->server_name.empty() ? d.opts.host : d.opts.tls->server_name;
-                if (!is_ip_address(name)) SSL_set_tlsext_host_name(d.tls->native_handle(), name.c_str());
-                d.tls->set_verify_callback(asio::ssl::host_name_verification(name));
+                // The name is checked by OpenSSL itself (not a verify callback),
+                // so that a mismatch has its own verify result to report.
+                SSL* ssl = d.tls->native_handle();
+                if (is_ip_address(name)) {
+                    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str());
+                } else {
+                    SSL_set_tlsext_host_name(ssl, name.c_str());
+                    SSL_set1_host(ssl, name.c_str());
+                }
                 d.lowest().expires_after(d.opts.connect_timeout);
                 auto [hec] = co_await d.tls->async_handshake(asio::ssl::stream_base::client, asio::as_tuple(asio::use_awaitable));
                 if (hec) {
+                    const long verify = SSL_get_verify_result(d.tls->native_handle());
+                    std::string why = verify == X509_V_OK ? std::string() : X509_verify_cert_error_string(verify);
                     d.close();
-                    co_return outcome{transport_error{hec, phase::handshake, false}};
+                    co_return outcome{transport_error{hec, phase::handshake, false, std::move(why)}};
                 }
             }
         }
@@ -166,7 +176,7 @@ asio::awaitable<outcome> client::send(const request& req) {
             d.close();
             // A reused connection the server closed while idle: try once on a fresh one.
             if (reused && round == 0 && wec != asio::error::operation_aborted && (repeatable || written == 0)) continue;
-            co_return outcome{transport_error{wec, phase::write, written > 0}};
+            co_return outcome{transport_error{wec, phase::write, written > 0, {}}};
         }
 
         d.lowest().expires_after(d.opts.read_timeout);
@@ -185,7 +195,7 @@ asio::awaitable<outcome> client::send(const request& req) {
             const bool closed_idle = rec == bhttp::error::end_of_stream || rec == asio::error::eof ||
                                      rec == asio::error::connection_reset || rec == asio::ssl::error::stream_truncated;
             if (reused && round == 0 && nothing_received && closed_idle && repeatable) continue;
-            co_return outcome{transport_error{rec, phase::read, true}};
+            co_return outcome{transport_error{rec, phase::read, true, {}}};
         }
         auto& bres = parser.get();
         response res;
@@ -216,6 +226,7 @@ asio::awaitable<health_report> health_check_report(client& c, std::string target
         const auto& e = o.error();
         r.tls_failure = is_tls_error(e.ec);
         r.why = std::string(to_string(e.phase)) + ": " + e.ec.message();
+        if (!e.detail.empty()) r.why += " (" + e.detail + ")";
     }
     co_return r;
 }

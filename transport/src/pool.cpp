@@ -74,7 +74,7 @@ asio::awaitable<outcome> client_pool::send(const request& req) {
         waiters_.push_back(&w);
         co_await w.timer.async_wait(asio::as_tuple(asio::use_awaitable));
         // Cancelled while waiting: w leaves the queue as it goes.
-        if (!w.granted) co_return outcome{transport_error{asio::error::operation_aborted, phase::connect, false}};
+        if (!w.granted) co_return outcome{transport_error{asio::error::operation_aborted, phase::connect, false, {}}};
         w.used = true;
         c = w.granted;
     }

@@ -151,6 +151,10 @@ struct server::impl : std::enable_shared_from_this<impl> {
     struct connection {
         beast::tcp_stream* stream;
         bool busy = false;
+        bool reserve = false;  // beyond max_connections: reserved paths only, one request
+        bool heard = false;    // a byte arrived (the reserve's eviction spares those)
+        bool evicted = false;  // closed to make room in the reserve
+        std::uint64_t order = 0;  // accept order: the oldest idle one is evicted first
     };
 
     impl(asio::any_io_executor e, router r, options o)
@@ -166,7 +170,25 @@ struct server::impl : std::enable_shared_from_this<impl> {
     asio::steady_timer drained;
     std::set<connection*> connections;
     bool stopping = false;
+    std::size_t reserve_active = 0;  // of st.active_connections, those in the reserve
+    std::uint64_t accepted_order = 0;
     stats st;
+
+    // Room in the reserve for one more: a free place, or the oldest reserve
+    // connection that has sent nothing closed (a flood of idle connections
+    // cannot keep health checks out). False: reject.
+    bool make_room_in_reserve() {
+        if (opts.reserved_connections == 0) return false;
+        if (reserve_active < opts.reserved_connections) return true;
+        connection* oldest = nullptr;
+        for (auto* c : connections)
+            if (c->reserve && !c->heard && !c->evicted && (!oldest || c->order < oldest->order)) oldest = c;
+        if (!oldest) return false;
+        oldest->evicted = true;
+        beast::error_code ignored;
+        oldest->stream->socket().close(ignored);  // its session ends and frees the place
+        return true;
+    }
 
     asio::awaitable<void> accept_loop() {
         auto self = shared_from_this();
@@ -180,7 +202,8 @@ struct server::impl : std::enable_shared_from_this<impl> {
                 co_await backoff.async_wait(asio::as_tuple(asio::use_awaitable));
                 continue;
             }
-            if (opts.max_connections && st.active_connections >= opts.max_connections) {
+            const bool reserve = opts.max_connections && st.active_connections - reserve_active >= opts.max_connections;
+            if (reserve && !make_room_in_reserve()) {
                 ++st.connections_rejected;
                 beast::error_code ignored;
                 sock.close(ignored);
@@ -188,7 +211,11 @@ struct server::impl : std::enable_shared_from_this<impl> {
             }
             ++st.connections_accepted;
             ++st.active_connections;  // here, not in the session: it starts later
-            asio::co_spawn(ex, session(std::move(sock)), asio::detached);
+            if (reserve) {
+                ++reserve_active;
+                ++st.reserved_connections;
+            }
+            asio::co_spawn(ex, session(std::move(sock), reserve, ++accepted_order), asio::detached);
         }
     }
 
@@ -220,17 +247,24 @@ struct server::impl : std::enable_shared_from_this<impl> {
         co_return res;
     }
 
-    asio::awaitable<void> session(tcp::socket sock) {
+    // How long a connection may take to send its first request's header.
+    // (Never longer than read_timeout, which bounds any request's reading.)
+    std::chrono::nanoseconds header_deadline(const connection& c) const {
+        const auto t = std::min(opts.header_timeout, opts.read_timeout);
+        return c.reserve ? std::min<std::chrono::nanoseconds>(t, std::chrono::seconds(1)) : t;
+    }
+
+    asio::awaitable<void> session(tcp::socket sock, bool reserve, std::uint64_t order) {
         auto self = shared_from_this();
         beast::tcp_stream tcp_stream(std::move(sock));
         beast::error_code ignored;
         tcp_stream.socket().set_option(tcp::no_delay(true), ignored);
         if (ssl_ctx) {
             beast::ssl_stream<beast::tcp_stream> stream(std::move(tcp_stream), *ssl_ctx);
-            connection conn{&beast::get_lowest_layer(stream)};
+            connection conn{&beast::get_lowest_layer(stream), false, reserve, false, false, order};
             connections.insert(&conn);
-            // The handshake must end in time, like a request's headers.
-            beast::get_lowest_layer(stream).expires_after(opts.read_timeout);
+            // The handshake must end in time, like a request's header.
+            beast::get_lowest_layer(stream).expires_after(header_deadline(conn));
             auto [hec] = co_await stream.async_handshake(asio::ssl::stream_base::server, asio::as_tuple(asio::use_awaitable));
             if (hec)
                 ++st.tls_handshake_failures;
@@ -238,7 +272,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
                 co_await serve(stream, conn);
             end(conn);
         } else {
-            connection conn{&tcp_stream};
+            connection conn{&tcp_stream, false, reserve, false, false, order};
             connections.insert(&conn);
             co_await serve(tcp_stream, conn);
             end(conn);
@@ -253,6 +287,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
         conn.stream->close();
         connections.erase(&conn);
         --st.active_connections;
+        if (conn.reserve) --reserve_active;
         if (stopping && st.active_connections == 0) drained.cancel();
     }
 
@@ -261,39 +296,67 @@ struct server::impl : std::enable_shared_from_this<impl> {
     asio::awaitable<void> serve(Stream& stream, connection& conn) {
         beast::tcp_stream& tcp_layer = beast::get_lowest_layer(stream);
         beast::flat_buffer buf;
+        // The first request's header must arrive within header_timeout from
+        // the start, however the bytes trickle in; later ones may wait
+        // idle_timeout for their first byte, then have read_timeout.
+        bool first = true;
+        if (!conn.heard) tcp_layer.expires_after(header_deadline(conn));
         for (;;) {
             conn.busy = false;
             if (stopping) break;
             if (buf.size() == 0) {
-                // Waiting for the next request: the idle timeout applies.
-                tcp_layer.expires_after(opts.idle_timeout);
+                if (!first) tcp_layer.expires_after(opts.idle_timeout);  // between requests
                 auto [ec, n] = co_await stream.async_read_some(buf.prepare(4096), asio::as_tuple(asio::use_awaitable));
-                if (ec) break;
+                if (ec) {
+                    if (first && ec == beast::error::timeout) ++st.header_timeouts;
+                    break;
+                }
                 buf.commit(n);
+                conn.heard = true;
             }
             conn.busy = true;
             // A request started: it must arrive in time. On expiry tcp_stream
             // closes the socket, so a slow client is cut off without an answer.
-            tcp_layer.expires_after(opts.read_timeout);
+            if (!first) tcp_layer.expires_after(opts.read_timeout);
             bhttp::request_parser<bhttp::string_body> parser;
             limit(parser, opts);
-            auto [ec, n] = co_await bhttp::async_read(stream, buf, parser, asio::as_tuple(asio::use_awaitable));
-            if (ec) {
-                auto err = read_error_answer(ec, opts);
+            auto [hec, hn] = co_await bhttp::async_read_header(stream, buf, parser, asio::as_tuple(asio::use_awaitable));
+            if (hec) {
+                if (first && hec == beast::error::timeout) ++st.header_timeouts;
+                auto err = read_error_answer(hec, opts);
                 if (err && tcp_layer.socket().is_open()) co_await write(stream, *err, 11, false);
                 break;
+            }
+            if (first) tcp_layer.expires_after(opts.read_timeout);  // the body, from here
+            first = false;
+            if (!parser.is_done()) {
+                auto [ec, n] = co_await bhttp::async_read(stream, buf, parser, asio::as_tuple(asio::use_awaitable));
+                if (ec) {
+                    auto err = read_error_answer(ec, opts);
+                    if (err && tcp_layer.socket().is_open()) co_await write(stream, *err, 11, false);
+                    break;
+                }
             }
             auto& breq = parser.get();
             request req = to_request(breq);
             ++st.requests;
-            response res = co_await dispatch(req);
+            response res;
+            if (conn.reserve && std::find(opts.reserved_paths.begin(), opts.reserved_paths.end(), path_of(req.target)) ==
+                                    opts.reserved_paths.end()) {
+                res = response::error(503, "the server is at its connection limit (" + std::to_string(opts.max_connections) +
+                                               "); beyond it only health, readiness and metrics are answered");
+                res.set("Retry-After", "1");
+            } else {
+                res = co_await dispatch(req);
+            }
             if (res.drop_connection) break;
             if (res.raw) {
                 tcp_layer.expires_after(opts.write_timeout);
                 co_await asio::async_write(stream, asio::buffer(*res.raw), asio::as_tuple(asio::use_awaitable));
                 break;
             }
-            const bool keep = breq.keep_alive() && !stopping;
+            // A reserve connection answers one request: its place is for the next health check.
+            const bool keep = breq.keep_alive() && !stopping && !conn.reserve;
             auto wec = co_await write(stream, res, breq.version(), keep);
             if (wec || !keep) break;
         }

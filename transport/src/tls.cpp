@@ -4,6 +4,9 @@
 
 #include <boost/system/system_error.hpp>
 
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
 #include <fstream>
 #include <stdexcept>
 
@@ -65,6 +68,32 @@ ssl::context make_server_context(const tls_server_options& o) {
 }
 
 }  // namespace detail
+
+std::string certificate_validity_problem(const std::string& cert_file) {
+    BIO* bio = BIO_new_file(cert_file.c_str(), "r");
+    if (!bio) return {};
+    X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);
+    BIO_free(bio);
+    if (!cert) return {};
+    auto when = [](const ASN1_TIME* t) {
+        std::string out;
+        BIO* m = BIO_new(BIO_s_mem());
+        if (m && ASN1_TIME_print(m, t) == 1) {
+            char* data = nullptr;
+            const long n = BIO_get_mem_data(m, &data);
+            if (n > 0) out.assign(data, static_cast<std::size_t>(n));
+        }
+        BIO_free(m);
+        return out;
+    };
+    std::string problem;
+    if (X509_cmp_current_time(X509_get0_notAfter(cert)) < 0)
+        problem = "expired on " + when(X509_get0_notAfter(cert));
+    else if (X509_cmp_current_time(X509_get0_notBefore(cert)) > 0)
+        problem = "not valid before " + when(X509_get0_notBefore(cert));
+    X509_free(cert);
+    return problem;
+}
 
 void check_tls(const tls_client_options& o) { (void)detail::make_client_context(o); }
 void check_tls(const tls_server_options& o) { (void)detail::make_server_context(o); }

@@ -7,7 +7,9 @@
 #include <boost/url/parse.hpp>
 #include <boost/url/url_view.hpp>
 
+#include <algorithm>
 #include <charconv>
+#include <vector>
 #include <stdexcept>
 
 namespace steadfast::http {
@@ -46,6 +48,29 @@ std::size_t query_param_count(std::string_view target, std::string_view name) {
         return false;
     });
     return n;
+}
+
+std::string unknown_query_params(std::string_view target, std::initializer_list<std::string_view> known) {
+    std::vector<std::string> names;
+    auto note = [&](std::string_view key) {
+        for (auto k : known)
+            if (k == key) return;
+        std::string shown = key.empty() ? std::string("\"\"") : std::string(key);
+        if (std::find(names.begin(), names.end(), shown) == names.end()) names.push_back(std::move(shown));
+    };
+    if (auto u = urls::parse_origin_form(target)) {
+        if (!u->encoded_query().empty())
+            for (auto p : u->params())  // percent-decoded
+                if (!p.key.empty() || p.has_value) note(p.key);  // "?a=1&" has an empty last one: no parameter
+    } else {
+        for_each_raw_param(target, [&](std::string_view key, std::string_view value) {
+            if (!key.empty() || !value.empty()) note(key);
+            return false;
+        });
+    }
+    std::string out;
+    for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
 }
 
 std::optional<std::string> query_param(std::string_view target, std::string_view name) {

@@ -15,7 +15,7 @@ namespace asio = boost::asio;
 namespace {
 verdict kind_of(unsigned status) { return http::classify(http::outcome{http::response::error(status, "x")}, {}).kind; }
 verdict kind_of(error_code ec, bool sent, bool repeatable) {
-    return http::classify(http::outcome{http::transport_error{ec, http::phase::read, sent}}, {.retry_500 = true, .repeatable = repeatable}).kind;
+    return http::classify(http::outcome{http::transport_error{ec, http::phase::read, sent, {}}}, {.retry_500 = true, .repeatable = repeatable}).kind;
 }
 }  // namespace
 
@@ -74,7 +74,7 @@ BOOST_AUTO_TEST_CASE(transport_failures) {
     BOOST_TEST((kind_of(asio::error::host_not_found, false, true) == verdict::permanent));
     BOOST_TEST((kind_of(asio::error::operation_aborted, true, true) == verdict::cancelled));
     // Idempotent methods and Idempotency-Key make a request repeatable.
-    http::outcome reset{http::transport_error{asio::error::connection_reset, http::phase::read, true}};
+    http::outcome reset{http::transport_error{asio::error::connection_reset, http::phase::read, true, {}}};
     BOOST_TEST((http::make_classifier(http::request{"PUT", "/", {}, {}})(reset).kind == verdict::retryable));
     BOOST_TEST((http::make_classifier(http::request{"POST", "/", {}, {}})(reset).kind == verdict::permanent));
     BOOST_TEST((http::make_classifier(http::request{"POST", "/", {{"idempotency-key", "k"}}, {}})(reset).kind == verdict::retryable));

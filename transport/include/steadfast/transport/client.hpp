@@ -43,6 +43,10 @@ struct transport_error {
     error_code ec;
     enum phase phase = phase::connect;
     bool request_sent = false;  // at least part of the request reached the wire
+    // A failed TLS handshake: why the peer's certificate was refused, in
+    // OpenSSL's words ("certificate has expired", "hostname mismatch",
+    // "unable to get local issuer certificate"); "" otherwise.
+    std::string detail;
 };
 
 /// What one request produced: an answer (any status), or a transport failure.

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,6 +54,10 @@ std::optional<std::string> query_param(std::string_view target, std::string_view
 /// How many times a query parameter is given (a second value is ambiguous:
 /// callers refuse it rather than pick one).
 std::size_t query_param_count(std::string_view target, std::string_view name);
+/// The query parameters not in `known` (names compared exactly: "STREAM" is
+/// not "stream"), comma-separated in order, each once; "" when none. A name left
+/// empty with a value ("?=x") counts as unknown, shown as ""; a stray "&" not.
+std::string unknown_query_params(std::string_view target, std::initializer_list<std::string_view> known);
 /// Whether the Content-Type is application/json (parameters allowed).
 bool is_json(const request& r);
 
@@ -62,6 +67,10 @@ public:
         std::size_t max_header_bytes = 8 * 1024;
         std::size_t max_body_bytes = 1 << 20;                              // over it: 413
         std::chrono::nanoseconds idle_timeout = std::chrono::seconds(30);  // waiting for a request
+        // A new connection (or one in the reserve) must deliver its first
+        // request's header within this: one that sends nothing, or dribbles,
+        // does not hold a slot for idle_timeout. Then read_timeout applies.
+        std::chrono::nanoseconds header_timeout = std::chrono::seconds(5);
         std::chrono::nanoseconds read_timeout = std::chrono::seconds(10);  // once a request started
         std::chrono::nanoseconds write_timeout = std::chrono::seconds(10);
         std::chrono::nanoseconds shutdown_grace = std::chrono::seconds(10);
@@ -69,6 +78,13 @@ public:
         // accepted (and counted), so that idle keep-alive connections cannot
         // use up descriptors and memory. 0: no limit.
         std::size_t max_connections = 256;
+        // Beyond max_connections, this many more connections are accepted for
+        // reserved_paths only (health checks and scraping while publishers
+        // fill the cap): one request each, header within a second; any other
+        // path is answered 503. When the reserve is full too, a new
+        // connection replaces the reserve's oldest one that has sent nothing.
+        std::size_t reserved_connections = 8;
+        std::vector<std::string> reserved_paths{"/health", "/ready", "/metrics"};
         // Set: every connection is TLS (HTTPS); the handshake must end within
         // read_timeout. The constructor throws std::invalid_argument for files
         // it cannot use.
@@ -79,7 +95,9 @@ public:
         std::uint64_t connections_accepted = 0;
         std::uint64_t requests = 0;
         std::uint64_t active_connections = 0;
-        std::uint64_t connections_rejected = 0;  // over max_connections
+        std::uint64_t connections_rejected = 0;  // over max_connections and the reserve
+        std::uint64_t reserved_connections = 0;  // accepted into the reserve
+        std::uint64_t header_timeouts = 0;  // closed: no complete request header in time
         std::uint64_t tls_handshake_failures = 0;  // a wrong certificate, no client certificate, not TLS, ...
     };
 

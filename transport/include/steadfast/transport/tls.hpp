@@ -31,4 +31,9 @@ struct tls_server_options {
 void check_tls(const tls_client_options& o);
 void check_tls(const tls_server_options& o);
 
+/// Why the first certificate in `cert_file` is not valid now ("expired on
+/// Dec  3 22:00:00 2026 GMT", "not valid before ..."), or "" when it is (or
+/// cannot be read: check_tls says so).
+std::string certificate_validity_problem(const std::string& cert_file);
+
 }  // namespace steadfast::http
