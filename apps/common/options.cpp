@@ -2,6 +2,7 @@
 
 #include <steadfast/engine/backoff.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -51,7 +52,19 @@ void refuse_negative_counts(const po::parsed_options& parsed, const po::options_
 }
 
 // Reads a legacy milliseconds flag as its twin: max-backoff-ms 500 -> max-backoff 500ms.
+// Both spellings in one source are refused by name (not as one flag "specified
+// more than once").
 void rename_legacy(po::parsed_options& parsed, const legacy_ms_flags& legacy) {
+    for (const auto& [old_name, twin] : legacy) {
+        bool has_old = false, has_twin = false;
+        for (const auto& o : parsed.options) {
+            has_old = has_old || o.string_key == old_name;
+            has_twin = has_twin || o.string_key == twin;
+        }
+        if (has_old && has_twin)
+            throw po::error("--" + old_name + " and --" + twin + " are two spellings of one setting (--" + old_name +
+                            " in milliseconds): give one of them");
+    }
     for (auto& o : parsed.options) {
         auto it = legacy.find(o.string_key);
         if (it == legacy.end()) continue;
@@ -198,6 +211,69 @@ std::optional<http::tls_client_options> tls_client_from(const po::variables_map&
     if (t.cert_file.empty() != t.key_file.empty()) throw std::invalid_argument("--tls-cert and --tls-key go together");
     http::check_tls(t);
     return t;
+}
+
+void add_listener_options(po::options_description& d) {
+    d.add_options()
+        ("max-connections", po::value<std::size_t>()->default_value(256), "connections to --listen open at once (1 or more); more are closed at once, but for the reserve")
+        ("reserved-connections", po::value<std::size_t>()->default_value(8), "beyond --max-connections, this many more for /health, /ready and /metrics only (0: none)")
+        ("header-timeout", po::value<std::string>()->default_value("5s"), "a new connection must send its first request's header within this, e.g. 5s");
+}
+
+void listener_from(const po::variables_map& vm, http::server::options& so) {
+    so.max_connections = vm["max-connections"].as<std::size_t>();
+    if (so.max_connections == 0 || so.max_connections > 1'000'000)
+        throw std::invalid_argument("--max-connections must be 1 to 1000000");
+    so.reserved_connections = vm["reserved-connections"].as<std::size_t>();
+    if (so.reserved_connections > 1000) throw std::invalid_argument("--reserved-connections must be 0 to 1000");
+    so.header_timeout = duration_option(vm, "header-timeout", std::chrono::milliseconds(100), std::chrono::minutes(5));
+}
+
+void add_storage_options(po::options_description& d) {
+    d.add_options()
+        ("min-free-space", po::value<std::string>(), "below this much free space on the data directory's filesystem: not ready, "
+                                                     "and writes refused before they fail (e.g. 64MiB; 0: off; default: 64MiB, "
+                                                     "or 4 times the largest message if more)");
+}
+
+std::uint64_t parse_size(const std::string& text) {
+    std::size_t i = 0;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+    const std::string unit = text.substr(i);
+    static const std::pair<const char*, std::uint64_t> units[] = {
+        {"", 1}, {"B", 1}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"TiB", 1ull << 40},
+        {"kB", 1000}, {"KB", 1000}, {"MB", 1000'000}, {"GB", 1000'000'000}};
+    const std::pair<const char*, std::uint64_t>* u = nullptr;
+    for (const auto& c : units)
+        if (unit == c.first) u = &c;
+    if (i == 0 || i > 15 || !u)
+        throw std::invalid_argument("\"" + text + "\" is not a size: a whole number of bytes, or with KiB, MiB, GiB, TiB "
+                                    "(or kB, MB, GB), e.g. 64MiB");
+    return std::stoull(text.substr(0, i)) * u->second;
+}
+
+std::uint64_t min_free_space_from(const po::variables_map& vm, std::uint64_t largest_message) {
+    const std::uint64_t fallback = std::max<std::uint64_t>(64ull << 20, 4 * largest_message);
+    if (!vm.count("min-free-space")) return fallback;
+    std::uint64_t v = 0;
+    try {
+        v = parse_size(vm["min-free-space"].as<std::string>());
+    } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(std::string("--min-free-space: ") + e.what());
+    }
+    if (v != 0 && v < largest_message)
+        throw std::invalid_argument("--min-free-space must be 0 (off) or at least the largest message (" +
+                                    std::to_string(largest_message) + " bytes): below that not even one could be stored");
+    return v;
+}
+
+void warn_invalid_certificate(const std::string& cert_file, std::string_view role) {
+    if (cert_file.empty()) return;
+    const auto problem = http::certificate_validity_problem(cert_file);
+    if (problem.empty()) return;
+    log(level::error, "tls_certificate_invalid",
+        {{"certificate", cert_file}, {"role", role}, {"problem", problem},
+         {"note", "peers that verify certificates refuse this one until it is replaced (SIGHUP does not reload it: restart)"}});
 }
 
 void report_fatal(std::string_view app, std::string_view event, const std::string& text) {

@@ -9,6 +9,7 @@
 
 #include "log.hpp"
 
+#include <steadfast/transport/server.hpp>
 #include <steadfast/transport/tls.hpp>
 
 #include <boost/program_options.hpp>
@@ -16,6 +17,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 namespace steadfast::app {
@@ -72,6 +74,32 @@ std::optional<http::tls_server_options> tls_server_from(const boost::program_opt
 /// certificate.
 std::optional<http::tls_client_options> tls_client_from(const boost::program_options::variables_map& vm,
                                                         const std::string& url);
+
+/// The listener's limits, the same on both daemons: --max-connections,
+/// --reserved-connections (health, readiness and metrics beyond the cap),
+/// --header-timeout (a new connection's first request header).
+void add_listener_options(boost::program_options::options_description& d);
+/// Sets them on `so`, or invalid_argument naming the flag.
+void listener_from(const boost::program_options::variables_map& vm, http::server::options& so);
+
+/// --min-free-space: the storage watermark (see disk_space.hpp).
+void add_storage_options(boost::program_options::options_description& d);
+/// Its value in bytes; 0 turns the check off. A value under `largest_message`
+/// (that could not store one) is refused.
+std::uint64_t min_free_space_from(const boost::program_options::variables_map& vm, std::uint64_t largest_message);
+/// "64MiB", "512KiB", "1GiB", "1048576" (bytes), or invalid_argument.
+std::uint64_t parse_size(const std::string& text);
+
+/// A configuration the process cannot run with that no flag check could
+/// catch (the listen address in use): exit 2, like a bad flag, so that a
+/// service manager does not restart it forever.
+struct config_error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+/// Logs (error) a certificate that is expired or not yet valid: the process
+/// still starts, but peers that verify will refuse it. `role` names the flag.
+void warn_invalid_certificate(const std::string& cert_file, std::string_view role);
 
 /// A fatal error before or outside the event loop, as one JSON line on
 /// standard error like every other line: {"level":"error","event":EVENT,"error":TEXT}.

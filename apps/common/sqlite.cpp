@@ -6,6 +6,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -81,6 +82,23 @@ void configure_sqlite() {
     (void)configured;
 }
 
+// A path as the path of a file: URI (RFC 3986 characters kept, the rest
+// percent-encoded: "?", "#" and "%" in a directory name stay in the path).
+std::string uri_path(const std::string& path) {
+    static const char* hex = "0123456789ABCDEF";
+    std::string out;
+    for (unsigned char c : path) {
+        if (std::isalnum(c) || c == '/' || c == '.' || c == '_' || c == '-' || c == '~') {
+            out += static_cast<char>(c);
+        } else {
+            out += '%';
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        }
+    }
+    return out;
+}
+
 // A connection to `path` with `flags`, through the coalescing WAL VFS if
 // `gather_wal` (else the default), waiting up to 5 s on a busy database, or
 // db_error naming the file.
@@ -130,7 +148,28 @@ database::database(const std::string& dir, const std::string& name, const std::s
         read_only_ = true;
         path_ = (fs::path(dir) / name).string();
         if (!fs::exists(path_, ec)) throw db_error("no database at \"" + path_ + "\"");
-        db_ = open_connection(path_, SQLITE_OPEN_READONLY);
+        // Inspection needs no write access and leaves no files behind. A
+        // cleanly stopped store has no -wal: opened immutable, SQLite creates
+        // no -wal or -shm and takes no locks (a read-only mount works). With
+        // a -wal (a running server, or one that did not stop cleanly) the
+        // log must be read: read-only mode, which a running server's -shm
+        // makes possible.
+        const bool has_wal = fs::exists(path_ + "-wal", ec);
+        try {
+            db_ = open_connection("file:" + uri_path(path_) + (has_wal ? "?mode=ro" : "?immutable=1"),
+                                  SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+            // Reading something finds a log that cannot be read (no -shm and no
+            // right to create one).
+            statement probe(db_, "SELECT count(*) FROM sqlite_master");
+            probe.step();
+        } catch (const db_error& e) {
+            if (db_) sqlite3_close(db_);
+            db_ = nullptr;
+            if (!has_wal) throw;
+            throw db_error(std::string(e.what()) + " (\"" + path_ +
+                           "-wal\" holds commits not yet in the database, and reading them needs write access to the "
+                           "directory: the server did not stop cleanly; copy the directory somewhere writable)");
+        }
         try {
             statement app(db_, "SELECT value FROM meta WHERE key='application'");
             if (!app.step() || app.column_text(0) != application)

@@ -88,6 +88,11 @@ std::optional<http::response> node::refuse_publish(const http::request& req, std
     if (auto r = app::refuse_unauthorized(req, tokens_)) return r;
     if (!http::is_json(req)) return http::response::error(415, "Content-Type must be application/json");
     stream = o_.stream;
+    // A misspelt parameter (?strem=x, ?STREAM=x) must not send the message
+    // to the default stream: every parameter but stream is refused by name.
+    if (auto unknown = http::unknown_query_params(req.target, {"stream"}); !unknown.empty())
+        return http::response::error(400, "unknown query parameter" + std::string(unknown.find(',') == std::string::npos ? " " : "s ") +
+                                              unknown + " (/publish takes only ?stream=NAME)");
     if (http::query_param_count(req.target, "stream") > 1)
         return http::response::error(400, "stream is given more than once; give it once");
     if (auto q = http::query_param(req.target, "stream")) stream = std::move(*q);
@@ -103,6 +108,12 @@ std::optional<http::response> node::refuse_publish(const http::request& req, std
         return r;
     }
     if (stopping_) return http::response::error(503, "shutting down");
+    if (storage_.disk_low()) {
+        // Refused before SQLite fails on a full disk; nothing is stored.
+        auto r = http::response::error(507, "insufficient storage: " + storage_.low_message());
+        r.set("Retry-After", "5");
+        return r;
+    }
     return std::nullopt;
 }
 
@@ -121,7 +132,10 @@ http::router node::routes() {
     r.add("GET", "/ready", [this](http::request&) -> asio::awaitable<http::response> {
         if (stopping_) co_return http::response::json(503, "{\"status\":\"draining\"}");
         if (!ready_) co_return http::response::json(503, "{\"status\":\"starting\"}");
-        if (!outbox_ok_) {
+        if (storage_.disk_low())
+            co_return http::response::json(503, nlohmann::json{{"status", "low_disk_space"}, {"available", storage_.available()},
+                                                               {"min_free_space", storage_.min_free()}}.dump());
+        if (storage_.commit_failing()) {
             // The last publish could not be stored (a full disk): try a small
             // write, so that readiness comes back without traffic.
             auto probe = [](app::database& db, bool&) {
@@ -142,6 +156,8 @@ http::router node::routes() {
         }
         if (combined_) app::sync_counter(requests_, combined_->requests());
         db_metrics_.sync(worker_.get_stats());
+        storage_.check_disk();
+        free_gauge_.Set(static_cast<double>(storage_.available()));
         refresh_stream_metrics();
         refresh_jetstream_metrics();
         http::response res;
@@ -250,8 +266,9 @@ http::router node::routes() {
 }
 
 void node::publish_failed(const std::string& stream, const std::string& error) {
-    outbox_ok_ = false;
     ++failed_publishes_;
+    storage_.commit_failed(error);
+    storage_.check_disk();
     const auto now = std::chrono::steady_clock::now();
     if (now - failed_logged_at_ < std::chrono::seconds(1)) {
         ++failed_unlogged_;  // counted in the next line (or in storage_recovered)
@@ -268,13 +285,25 @@ void node::publish_failed(const std::string& stream, const std::string& error) {
 // A write to the outbox succeeded: after a reported failure, say that it
 // works again (once: a disk that fails every other publish logs at most a
 // line of each a second, since the one-second window outlives recoveries).
-void node::outbox_works() {
-    if (failure_reported_) {
-        app::log(level::info, "storage_recovered", {{"failed_publishes", failed_publishes_}});
-        failure_reported_ = false;
-        failed_publishes_ = failed_unlogged_ = 0;
+void node::outbox_works() { storage_.commit_ok(); }
+
+// Once a transition (storage_health): a disk under the watermark, or a
+// failed commit; then recovered, counting the publishes refused meanwhile.
+void node::storage_changed(bool ok, const std::string& why) {
+    storage_ok_gauge_.Set(ok ? 1 : 0);
+    if (!ok) {
+        nlohmann::json f{{"error", why == "low_disk_space" ? std::string("low disk space") : why}};
+        if (why == "low_disk_space") {
+            f["available"] = storage_.available();
+            f["min_free_space"] = storage_.min_free();
+            f["note"] = "publishes are answered 507 and /ready 503 until space is freed";
+        }
+        app::log(level::error, "storage_failed", std::move(f));
+        return;
     }
-    outbox_ok_ = true;
+    app::log(level::info, "storage_recovered", {{"failed_publishes", failed_publishes_}});
+    failure_reported_ = false;
+    failed_publishes_ = failed_unlogged_ = 0;
 }
 
 // After a commit of `n` messages on `stream` (on the io thread).

@@ -116,7 +116,11 @@ node::node(const options& o, app::database& db)
                              "Publishes JetStream had stored already (a retry after a lost acknowledgement)")),
       js_repairs_(counter(*registry_, "steadfast_primary_jetstream_repairs_total",
                           "Holes in the log resent from retention at a secondary's request")),
-      db_metrics_(*registry_, "primary") {
+      db_metrics_(*registry_, "primary"),
+      storage_ok_gauge_(gauge(*registry_, "steadfast_primary_storage_ok", "1 while the outbox commits and has --min-free-space")),
+      free_gauge_(gauge(*registry_, "steadfast_primary_storage_free_bytes", "Free bytes on the data directory's filesystem (as of the last check)")),
+      storage_(ioc_.get_executor(), {o.data, o.min_free}, [this](bool ok, const std::string& why) { storage_changed(ok, why); }) {
+    storage_ok_gauge_.Set(1);
     tokens_ = o.tokens;
     if (o.jetstream()) {
         jetstream::options jo;
@@ -216,6 +220,27 @@ int node::run() {
     }
     depth_.Set(static_cast<double>(pending_total_));
     app::register_build_info(*registry_, "steadfast-primary");
+    // The listener first: an address in use is a configuration error (exit
+    // 2), found before anything starts.
+    std::optional<http::server> server;
+    if (!o_.listen.empty()) {
+        auto [host, port] = http::parse_listen_address(o_.listen);
+        http::server::options so = o_.listener;
+        so.tls = o_.listen_tls;
+        server.emplace(ioc_.get_executor(), routes(), so);
+        asio::ip::tcp::endpoint ep;
+        try {
+            ep = server->listen(host, port);
+        } catch (const boost::system::system_error& e) {
+            throw app::config_error(e.what());
+        }
+        server->start();
+        app::log(level::info, "listening", {{"address", ep.address().to_string()}, {"port", ep.port()},
+                                            {"tls", o_.listen_tls.has_value()},
+                                            {"mutual_tls", o_.listen_tls && !o_.listen_tls->client_ca_file.empty()}});
+    }
+    server_ = server ? &*server : nullptr;
+    storage_.start();
     // Ready once the event loop runs (the first handler it runs), until shutdown.
     asio::post(ioc_, [this] { ready_ = true; });
     app::log(level::info, "started",
@@ -226,18 +251,6 @@ int node::run() {
     for (auto& [name, s] : streams_) start_processor(name, true);
     input_closed_ = !o_.from_stdin;
 
-    std::optional<http::server> server;
-    if (!o_.listen.empty()) {
-        auto [host, port] = http::parse_listen_address(o_.listen);
-        http::server::options so;
-        so.max_connections = o_.max_connections;
-        so.tls = o_.listen_tls;
-        server.emplace(ioc_.get_executor(), routes(), so);
-        auto ep = server->listen(host, port);
-        server->start();
-        app::log(level::info, "listening", {{"address", ep.address().to_string()}, {"port", ep.port()}});
-    }
-    server_ = server ? &*server : nullptr;
 
     watchable::subscription shutdown_sub;
     shutdown_->subscribe(shutdown_sub, [this](bool v) {
@@ -286,6 +299,7 @@ void node::stop(const std::string& why, int code) {
     app::log(code == exit_ok ? level::info : level::error, "shutting_down", {{"reason", why}, {"pending", pending_total_}});
     shutdown_->request();  // stop_: the processors' sends and waits end
     online_->stop();
+    storage_.stop();
     for (auto& [name, t] : trims_)
         if (t->target.load() > 0) trim(name, t);  // the db thread finishes it before exit
     asio::co_spawn(ioc_, [this]() -> asio::awaitable<void> {
@@ -379,7 +393,8 @@ int requeue_dead_letter(const std::string& dir, std::int64_t n) {
 
 constexpr const char* exit_codes_help =
     "exit codes: 0 stopped or drained; 1 runtime error (storage failed, data directory in use,\n"
-    "            streams left blocked with --exit-when-drained); 2 bad flags; 3 demoted\n"
+    "            streams left blocked with --exit-when-drained); 2 bad flags or\n"
+    "            configuration (the listen address in use); 3 demoted\n"
     "            (a secondary has seen a newer --epoch: another primary took over)\n";
 
 // `steadfast-primary status|dead-letters --data DIR`: read-only, beside a running server.
@@ -462,8 +477,9 @@ int main(int argc, char** argv) {
             ("attempt-timeout-ms", po::value<std::string>(), "the same as --attempt-timeout, in milliseconds (kept for old scripts)")
             ("ladder", po::value(&o.ladder), "durable redelivery ladder: steps of at least 100ms (whole numbers with a unit: 500ms, 10s, 1m, 2h) separated by spaces or commas, e.g. \"10s 30s 1m\" (default: RocketMQ's 16 steps); the last step repeats")
             ("retain", po::value(&retain)->default_value("1h"), "keep acknowledged messages this long, to resend to a secondary restored from an older copy")
-            ("max-connections", po::value(&o.max_connections)->default_value(256), "connections to --listen open at once; more are closed at once")
             ("max-streams", po::value(&o.max_streams)->default_value(10'000), "streams with pending messages at most; /publish to another one gets 429");
+        app::add_listener_options(d);
+        app::add_storage_options(d);
         po::options_description jsd("JetStream (a nats://HOST:PORT[,nats://HOST:PORT...] --secondary)");
         jsd.add_options()
             ("js-stream", po::value(&o.js_stream)->default_value("steadfast"), "the JetStream stream (created if missing)")
@@ -502,6 +518,9 @@ int main(int argc, char** argv) {
         o.attempt_timeout = app::duration_option(vm, "attempt-timeout", std::chrono::milliseconds(10), std::chrono::hours(1));
         o.data = app::non_empty(vm, "data");
         o.secondary = app::non_empty(vm, "secondary");
+        app::listener_from(vm, o.listener);
+        // The largest message a publish may carry (the request body's limit).
+        o.min_free = app::min_free_space_from(vm, envelope::limits{}.max_body_bytes);
         if (vm.count("listen")) o.listen = app::non_empty(vm, "listen");
         const auto log_level = app::parse_level(vm["log-level"].as<std::string>());
         try {
@@ -515,6 +534,13 @@ int main(int argc, char** argv) {
             // writing a log line an attempt).
             backoff ladder;
             try {
+                // An empty step between commas is a typo, not a separator.
+                if (o.ladder.find_first_not_of(" \t,") != std::string::npos) {
+                    std::string t = o.ladder;
+                    t.erase(std::remove_if(t.begin(), t.end(), [](char c) { return c == ' ' || c == '\t'; }), t.end());
+                    if (t.front() == ',' || t.back() == ',' || t.find(",,") != std::string::npos)
+                        throw std::invalid_argument("an empty step between commas in \"" + o.ladder + "\"");
+                }
                 ladder = backoff::schedule(o.ladder);
             } catch (const std::exception& e) {
                 throw std::invalid_argument(std::string("--ladder: ") + e.what());
@@ -556,6 +582,8 @@ int main(int argc, char** argv) {
         }
         if (!o.listen.empty()) (void)http::parse_listen_address(o.listen);
         app::init_log("primary", log_level);
+        if (o.listen_tls) app::warn_invalid_certificate(o.listen_tls->cert_file, "--tls-cert (served on --listen)");
+        else if (o.secondary_tls) app::warn_invalid_certificate(o.secondary_tls->cert_file, "--tls-cert (shown to the secondary)");
         if (!o.from_stdin && o.listen.empty() && !o.exit_when_drained)
             app::log(level::warn, "no_input", {{"hint", "without --stdin or --listen only the existing outbox is delivered"}});
         // A bad token file is refused before the data directory is touched.
@@ -568,6 +596,9 @@ int main(int argc, char** argv) {
         return exit_usage;
     } catch (const std::invalid_argument& e) {
         app::report_fatal("primary", "usage_error", e.what());
+        return exit_usage;
+    } catch (const app::config_error& e) {
+        app::report_fatal("primary", "listen_failed", e.what());
         return exit_usage;
     } catch (const std::exception& e) {
         app::report_fatal("primary", "fatal", e.what());

@@ -14,6 +14,7 @@
 #include "../common/log.hpp"
 #include "../common/metrics.hpp"
 #include "../common/sqlite.hpp"
+#include "../common/storage_health.hpp"
 #include "combiner.hpp"
 #include "decide.hpp"
 #include "outbox.hpp"
@@ -46,7 +47,9 @@ struct options {
     app::sync_mode sync = app::sync_mode::full;
     std::uint64_t epoch = 0;
     std::size_t batch_max = 4000, batch_bytes = 512 * 1024;
-    std::size_t connections = 8, max_connections = 256, max_streams = 10'000;
+    std::size_t connections = 8, max_streams = 10'000;
+    http::server::options listener;  // --max-connections, --reserved-connections, --header-timeout
+    std::uint64_t min_free = 0;      // --min-free-space (0: off)
     std::uint32_t quick_retries = 5;
     std::chrono::milliseconds max_backoff{30'000}, attempt_timeout{10'000}, retain{3'600'000};
     std::optional<http::tls_client_options> secondary_tls;  // an https:// --secondary
@@ -288,7 +291,11 @@ private:
     std::size_t retired_since_trim_ = 0;
     bool input_closed_ = false, stopping_ = false;
     bool ready_ = false;  // /ready: the event loop runs and no shutdown has begun
-    bool outbox_ok_ = true;  // false from a failed publish commit until a write succeeds again
+    // The outbox can take a write: free space above --min-free-space, and the
+    // last commit worked (false from a failed one until a write succeeds).
+    prometheus::Gauge &storage_ok_gauge_, &free_gauge_;
+    app::storage_health storage_;
+    void storage_changed(bool ok, const std::string& why);
     // Refused publishes while the outbox fails: logged at most once a second
     // (a client retrying at once would write thousands of lines a second).
     std::uint64_t failed_publishes_ = 0, failed_unlogged_ = 0;

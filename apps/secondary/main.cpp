@@ -7,6 +7,7 @@
 #include "../common/log.hpp"
 #include "../common/metrics.hpp"
 #include "../common/sqlite.hpp"
+#include "../common/storage_health.hpp"
 #include "../common/token.hpp"
 #include "../common/token_reload.hpp"
 #include "source.hpp"
@@ -50,7 +51,9 @@ struct options {
     app::level log_level = app::level::info;
     std::optional<http::tls_server_options> tls;  // HTTPS on --listen
     std::size_t max_body = 1 << 20;
-    std::size_t max_connections = 256;
+    http::server::options listener;  // --max-connections, --reserved-connections, --header-timeout
+    std::uint64_t min_free = 0;      // --min-free-space
+    std::uint64_t max_epoch_step = 1000;
     secondary::source_options source;  // --source nats://...: consume from JetStream
 };
 
@@ -75,18 +78,63 @@ int dump(const std::string& dir) {
     return 0;
 }
 
+// `status --data DIR`: one JSON line, read-only (beside a running server, or
+// on a read-only copy).
+int status(const std::string& dir) {
+    app::database db(dir, "secondary.db", "steadfast-secondary", app::sync_mode::off, app::open_mode::read_only);
+    nlohmann::json j{{"epoch_fence", 0}, {"last_seq", nlohmann::json::object()}, {"applied", 0}};
+    {
+        auto f = db.prepare("SELECT value FROM meta WHERE key='epoch_fence'");
+        if (f.step()) j["epoch_fence"] = std::stoull(std::string(f.column_text(0)));
+    }
+    {
+        auto s = db.prepare("SELECT stream, last_seq FROM streams ORDER BY stream");
+        while (s.step()) j["last_seq"][std::string(s.column_text(0))] = s.column_int(1);
+    }
+    {
+        auto c = db.prepare("SELECT count(*) FROM applied");
+        if (c.step()) j["applied"] = c.column_int(0);
+    }
+    std::cout << j.dump() << "\n";
+    return 0;
+}
+
+// `set-fence --data DIR --epoch N`: the secondary stopped, sets its epoch
+// fence (lowers one raised by mistake). Logged, with the value it replaced.
+int set_fence(const std::string& dir, std::uint64_t epoch) {
+    std::error_code ec;
+    if (!std::filesystem::exists(std::filesystem::path(dir) / "secondary.db", ec))
+        throw app::db_error("no database at \"" + (std::filesystem::path(dir) / "secondary.db").string() + "\"");
+    app::init_log("secondary", level::info);
+    app::database db(dir, "secondary.db", "steadfast-secondary", app::sync_mode::full);  // takes the directory's lock
+    secondary::store st(db);
+    db.exec("BEGIN IMMEDIATE");
+    std::uint64_t before = 0;
+    try {
+        before = st.fence();
+        st.set_fence(epoch);
+        db.exec("COMMIT");
+    } catch (...) {
+        db.exec("ROLLBACK");
+        throw;
+    }
+    app::log(level::warn, "fence_set", {{"data", db.path()}, {"from", before}, {"to", epoch},
+                                        {"note", "a primary with an epoch below the new fence is refused (409 stale_epoch)"}});
+    return 0;
+}
+
 int serve(const options& o) {
     app::init_log("secondary", o.log_level);
+    if (o.tls) app::warn_invalid_certificate(o.tls->cert_file, "--tls-cert (served on --listen)");
     std::vector<std::string> tokens;  // any is accepted; SIGHUP reloads them
     if (!o.token_file.empty()) tokens = app::read_token_file(o.token_file);
     app::database db(o.data, "secondary.db", "steadfast-secondary", o.sync);
     secondary::store st(db);
+    if (o.source.servers.empty()) st.set_max_epoch_step(o.max_epoch_step);
     // Declared before the worker: the worker's last completions are posted to
     // it, so it must outlive the worker.
     asio::io_context ioc(1);
     app::db_worker worker(db);
-    // False from a failed commit until one succeeds again (/health says so).
-    bool storage_ok = true;
 
     auto registry = std::make_shared<prometheus::Registry>();
     auto& applied = prometheus::BuildCounter().Name("steadfast_secondary_applied_total").Help("Messages applied").Register(*registry).Add({});
@@ -105,20 +153,32 @@ int serve(const options& o) {
     std::uniform_real_distribution<double> coin(0.0, 1.0);
 
     http::router routes;
-    auto& storage_gauge = prometheus::BuildGauge().Name("steadfast_secondary_storage_ok").Help("1 while the store commits").Register(*registry).Add({});
+    auto& storage_gauge = prometheus::BuildGauge().Name("steadfast_secondary_storage_ok").Help("1 while the store commits and has --min-free-space").Register(*registry).Add({});
+    auto& free_gauge = prometheus::BuildGauge().Name("steadfast_secondary_storage_free_bytes").Help("Free bytes on the data directory's filesystem (as of the last check)").Register(*registry).Add({});
+    auto& fence_gauge = prometheus::BuildGauge().Name("steadfast_secondary_epoch").Help("The epoch fence: messages of a lower epoch are refused (409 stale_epoch)").Register(*registry).Add({});
     storage_gauge.Set(1);
-    auto storage_state = [&](const std::string& err) {
-        const bool ok = err.empty();
-        if (ok != storage_ok)
-            app::log(ok ? level::info : level::error, ok ? "storage_recovered" : "storage_failed",
-                     ok ? nlohmann::json::object() : nlohmann::json{{"error", err}});
-        storage_ok = ok;
+    // Logged once a transition: a full disk refuses writes before they fail.
+    app::storage_health health(ioc.get_executor(), {o.data, o.min_free}, [&](bool ok, const std::string& why) {
+        nlohmann::json f = nlohmann::json::object();
+        if (!ok && why == "low_disk_space") f = {{"error", "low disk space"}, {"available", health.available()}, {"min_free_space", o.min_free}};
+        else if (!ok) f = {{"error", why}};
+        app::log(ok ? level::info : level::error, ok ? "storage_recovered" : "storage_failed", std::move(f));
         storage_gauge.Set(ok ? 1 : 0);
+    });
+    health.start();
+    auto storage_state = [&](const std::string& err) {
+        if (err.empty())
+            health.commit_ok();
+        else {
+            health.commit_failed(err);
+            health.check_disk();
+        }
     };
     // While the store is failing, /health and /ready try a small write: the
     // store may work again (disk space freed). Returns the error, if any.
     auto recheck_storage = [&]() -> asio::awaitable<std::string> {
-        if (storage_ok) co_return std::string{};
+        if (health.disk_low()) co_return health.low_message();
+        if (!health.commit_failing()) co_return std::string{};
         auto probe = [](app::database& d, bool&) {
             d.touch();
             return true;
@@ -132,6 +192,9 @@ int serve(const options& o) {
     // every message would be answered 503 anyway).
     routes.add("GET", "/ready", [&](http::request&) -> asio::awaitable<http::response> {
         if (draining) co_return http::response::json(503, "{\"status\":\"draining\"}");
+        if (health.disk_low())
+            co_return http::response::json(503, nlohmann::json{{"status", "low_disk_space"}, {"available", health.available()},
+                                                               {"min_free_space", o.min_free}}.dump());
         if (!(co_await recheck_storage()).empty()) co_return http::response::json(503, "{\"status\":\"storage_failed\"}");
         co_return http::response::json(200, "{\"status\":\"ready\"}");
     });
@@ -167,6 +230,8 @@ int serve(const options& o) {
     app::db_metrics db_metrics(*registry, "secondary");
     routes.add("GET", "/metrics", [&](http::request&) -> asio::awaitable<http::response> {
         db_metrics.sync(worker.get_stats());
+        health.check_disk();
+        free_gauge.Set(static_cast<double>(health.available()));
         if (server_ptr) {
             app::sync_counter(refused, server_ptr->get_stats().connections_rejected);
             app::sync_counter(tls_failures, server_ptr->get_stats().tls_handshake_failures);
@@ -179,10 +244,13 @@ int serve(const options& o) {
             app::sync_counter(js_redeliveries, source->redeliveries());
             app::sync_counter(js_repairs, source->repair_requests());
         }
-        auto read = [&st](app::database&, bool&) { return st.last_applied(); };
-        auto positions = co_await worker.run<std::vector<std::pair<std::string, std::uint64_t>>>(ioc.get_executor(), std::move(read));
-        if (auto* p = std::get_if<0>(&positions))
-            for (const auto& [stream, seq] : *p) last_seq.Add({{"stream", stream}}).Set(static_cast<double>(seq));
+        using positions_t = std::pair<std::uint64_t, std::vector<std::pair<std::string, std::uint64_t>>>;
+        auto read = [&st](app::database&, bool&) { return positions_t{st.fence(), st.last_applied()}; };
+        auto positions = co_await worker.run<positions_t>(ioc.get_executor(), std::move(read));
+        if (auto* p = std::get_if<0>(&positions)) {
+            fence_gauge.Set(static_cast<double>(p->first));
+            for (const auto& [stream, seq] : p->second) last_seq.Add({{"stream", stream}}).Set(static_cast<double>(seq));
+        }
         http::response r;
         r.body = app::expose(*registry);
         r.set("Content-Type", "text/plain; version=0.0.4");
@@ -199,6 +267,13 @@ int serve(const options& o) {
             if (!http::is_json(req)) {
                 reject("content_type");
                 co_return http::response::error(415, "Content-Type must be application/json");
+            }
+            if (health.disk_low()) {
+                // Refused before SQLite fails on a full disk: the primary keeps it and retries.
+                reject("storage");
+                auto r = http::response::error(503, "insufficient storage: " + health.low_message());
+                r.set("Retry-After", "1");
+                co_return r;
             }
             if (o.delay.count()) {
                 asio::steady_timer t(ioc, o.delay);
@@ -249,19 +324,24 @@ int serve(const options& o) {
         });
     }
 
-    http::server::options so;
+    http::server::options so = o.listener;
     so.max_body_bytes = o.max_body;
-    so.max_connections = o.max_connections;
     so.tls = o.tls;
     std::optional<http::server> server;
     if (!o.listen.empty()) {
         const auto [host, port] = http::parse_listen_address(o.listen);
         server.emplace(ioc.get_executor(), std::move(routes), so);
         server_ptr = &*server;
-        const auto ep = server->listen(host, port);
+        asio::ip::tcp::endpoint ep;
+        try {
+            ep = server->listen(host, port);
+        } catch (const boost::system::system_error& e) {
+            throw app::config_error(e.what());
+        }
         server->start();
         app::log(level::info, "listening", {{"address", ep.address().to_string()}, {"port", ep.port()}, {"data", db.path()},
-                                            {"sync", o.sync == app::sync_mode::full ? "full" : "off"}, {"auth", !tokens.empty()}});
+                                            {"sync", o.sync == app::sync_mode::full ? "full" : "off"}, {"auth", !tokens.empty()},
+                                            {"tls", o.tls.has_value()}, {"mutual_tls", o.tls && !o.tls->client_ca_file.empty()}});
     }
     int running = server ? 1 : 0;  // the server and the source: ioc stops when both ended
     if (!o.source.servers.empty()) {
@@ -298,6 +378,7 @@ int serve(const options& o) {
         if (ec) return;
         app::log(level::info, "shutting_down", {{"signal", sig}});
         draining = true;
+        health.stop();
         if (source) source->stop();
         if (server)
             asio::co_spawn(ioc, server->shutdown(), [&](std::exception_ptr) {
@@ -320,20 +401,42 @@ int main(int argc, char** argv) {
     // must not end the process either.
     std::signal(SIGHUP, SIG_IGN);
     try {
-        if (argc >= 2 && argv[1][0] != '-' && std::string_view(argv[1]) != "dump")
-            throw po::error(std::string("unknown command \"") + argv[1] + "\" (commands: dump; or flags to serve)");
-        if (argc >= 2 && std::string_view(argv[1]) == "dump") {
-            po::options_description d("steadfast-secondary dump");
+        const std::string_view command = argc >= 2 && argv[1][0] != '-' ? std::string_view(argv[1]) : std::string_view();
+        if (!command.empty() && command != "dump" && command != "status" && command != "set-fence")
+            throw po::error(std::string("unknown command \"") + argv[1] + "\" (commands: dump, status, set-fence; or flags to serve)");
+        if (command == "dump" || command == "status") {
+            po::options_description d("steadfast-secondary " + std::string(command));
             std::string data;
-            d.add_options()("data", po::value(&data)->required(), "data directory")("help", "this help");
+            d.add_options()("data", po::value(&data)->required(), "data directory (read-only access is enough)")("help", "this help");
             po::variables_map vm;
             po::store(app::parse_command_line(argc - 1, argv + 1, d), vm);
             if (vm.count("help")) {
-                std::cout << "usage: steadfast-secondary dump --data DIR\n" << d;
+                std::cout << "usage: steadfast-secondary " << command << " --data DIR\n" << d;
                 return 0;
             }
             po::notify(vm);
-            return dump(data);
+            return command == "dump" ? dump(data) : status(data);
+        }
+        if (command == "set-fence") {
+            po::options_description d("steadfast-secondary set-fence");
+            std::string data;
+            std::uint64_t epoch = 0;
+            d.add_options()("data", po::value(&data)->required(), "data directory (the secondary stopped)")
+                ("epoch", po::value(&epoch)->required(), "the new epoch fence: the epoch of the primary that is to deliver")
+                ("help", "this help");
+            po::variables_map vm;
+            auto parsed = app::parse_command_line(argc - 1, argv + 1, d);
+            for (const auto& opt : parsed.options)
+                if (opt.string_key == "epoch" && !opt.value.empty() && opt.value.front().find_first_not_of("0123456789") != std::string::npos)
+                    throw po::error("--epoch takes a whole number, got \"" + opt.value.front() + "\"");
+            po::store(parsed, vm);
+            if (vm.count("help")) {
+                std::cout << "usage: steadfast-secondary set-fence --data DIR --epoch N\n"
+                             "  sets the epoch fence (lowers one raised by mistake); the secondary must be stopped\n" << d;
+                return 0;
+            }
+            po::notify(vm);
+            return set_fence(data, epoch);
         }
         options o;
         std::string sync = "full";
@@ -349,7 +452,9 @@ int main(int argc, char** argv) {
             ("delay", po::value<std::string>()->default_value("0s"), "wait this long before answering (for tests), e.g. 250ms")
             ("delay-ms", po::value<std::string>(), "the same as --delay, in milliseconds (kept for old scripts)")
             ("max-body", po::value(&o.max_body)->default_value(1 << 20), "largest request body in bytes (413 above)")
-            ("max-connections", po::value(&o.max_connections)->default_value(256), "connections open at once; more are closed at once");
+            ("max-epoch-step", po::value(&o.max_epoch_step)->default_value(1000), "refuse (400) an epoch more than this above the fence (a failover adds one)");
+        app::add_listener_options(d);
+        app::add_storage_options(d);
         po::options_description jsd("JetStream: consume the primary's stream (the primary has a nats:// --secondary)");
         jsd.add_options()
             ("source", po::value(&o.source.servers), "nats://HOST:PORT[,nats://HOST:PORT...]: consume from JetStream")
@@ -370,20 +475,26 @@ int main(int argc, char** argv) {
         if (vm.count("help")) {
             std::cout << "usage: steadfast-secondary --listen HOST:PORT --data DIR [options]\n"
                          "       steadfast-secondary --source nats://HOST:PORT --consumer NAME --data DIR [--listen HOST:PORT] [options]\n"
-                         "       steadfast-secondary dump --data DIR\n\n"
+                         "       steadfast-secondary dump --data DIR        (every applied message, one JSON line each)\n"
+                         "       steadfast-secondary status --data DIR      (one JSON line: the fence, each stream's last seq)\n"
+                         "       steadfast-secondary set-fence --data DIR --epoch N   (stopped: lower a fence raised by mistake)\n\n"
                       << d << "\n"
                       << "exit codes: 0 stopped (SIGTERM, SIGINT); 1 runtime error (storage failed, data directory in\n"
-                         "            use, not a database of the secondary); 2 bad flags\n";
+                         "            use, not a database of the secondary); 2 bad flags or configuration (the listen\n"
+                         "            address in use)\n";
             return 0;
         }
         po::notify(vm);
         if (vm.count("token-file") && o.token_file.empty())
             throw std::invalid_argument("--token-file is empty: give a file, or leave the flag out to run without tokens");
         o.sync = app::parse_sync(sync);
-        if (o.fault_rate < 0 || o.fault_rate > 1) throw std::invalid_argument("--fault-rate must be between 0 and 1");
-        if (o.drop_rate < 0 || o.drop_rate > 1) throw std::invalid_argument("--drop-rate must be between 0 and 1");
+        if (!(o.fault_rate >= 0 && o.fault_rate <= 1)) throw std::invalid_argument("--fault-rate must be between 0 and 1");
+        if (!(o.drop_rate >= 0 && o.drop_rate <= 1)) throw std::invalid_argument("--drop-rate must be between 0 and 1");
         if (o.fault_status < 400 || o.fault_status > 599) throw std::invalid_argument("--fault-status must be a 4xx or 5xx status");
         if (o.max_body < 1024) throw std::invalid_argument("--max-body must be at least 1024");
+        if (o.max_epoch_step == 0) throw std::invalid_argument("--max-epoch-step must be at least 1");
+        app::listener_from(vm, o.listener);
+        o.min_free = app::min_free_space_from(vm, o.max_body);
         o.delay = app::duration_option(vm, "delay", std::chrono::milliseconds(0), std::chrono::hours(1));
         o.data = app::non_empty(vm, "data");
         if (vm.count("source")) {
@@ -411,6 +522,9 @@ int main(int argc, char** argv) {
         return 2;
     } catch (const std::invalid_argument& e) {
         app::report_fatal("secondary", "usage_error", e.what());
+        return 2;
+    } catch (const app::config_error& e) {
+        app::report_fatal("secondary", "listen_failed", e.what());
         return 2;
     } catch (const std::exception& e) {
         app::report_fatal("secondary", "fatal", e.what());

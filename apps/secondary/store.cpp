@@ -62,10 +62,26 @@ std::optional<envelope::rejection> store::apply_one(const envelope::message& m, 
     return std::nullopt;
 }
 
-void store::raise_fence(std::uint64_t epoch) {
+std::uint64_t store::fence() {
     auto& gf = stmt(get_fence_, "SELECT value FROM meta WHERE key='epoch_fence'");
-    const std::uint64_t before = gf.step() ? std::stoull(std::string(gf.column_text(0))) : 0;
+    const std::uint64_t f = gf.step() ? std::stoull(std::string(gf.column_text(0))) : 0;
     gf.reset();
+    return f;
+}
+
+void store::set_fence(std::uint64_t epoch) {
+    auto& pf = stmt(put_fence_, "UPDATE meta SET value=? WHERE key='epoch_fence'");
+    pf.bind(1, std::to_string(epoch));
+    pf.step();
+    // The streams' own highest epochs only seed the fence of an old store;
+    // kept no higher than the fence so that nothing brings the old one back.
+    auto lower = db_.prepare("UPDATE streams SET max_epoch=? WHERE max_epoch>?");
+    lower.bind(1, static_cast<std::int64_t>(epoch)).bind(2, static_cast<std::int64_t>(epoch));
+    lower.step();
+}
+
+void store::raise_fence(std::uint64_t epoch) {
+    const std::uint64_t before = fence();
     if (epoch <= before) return;
     auto& pf = stmt(put_fence_, "UPDATE meta SET value=? WHERE key='epoch_fence'");
     pf.bind(1, std::to_string(epoch));
@@ -80,10 +96,32 @@ std::vector<std::pair<std::string, std::uint64_t>> store::last_applied() {
 }
 
 store::answer store::apply(const envelope::decoded& d, bool& keep) {
-    auto& gf = stmt(get_fence_, "SELECT value FROM meta WHERE key='epoch_fence'");
-    const std::uint64_t before = gf.step() ? std::stoull(std::string(gf.column_text(0))) : 0;
-    gf.reset();
+    const std::uint64_t before = this->fence();
     std::uint64_t fence = before;
+    // An epoch far above the fence is a mistake or an attack, not a failover
+    // (which adds one): applied, it would demote every primary for good.
+    if (max_epoch_step_ > 0) {
+        const std::uint64_t bound = before > UINT64_MAX - max_epoch_step_ ? UINT64_MAX : before + max_epoch_step_;
+        auto too_high = [&](const envelope::message& m) { return m.epoch > bound; };
+        const envelope::message* bad = nullptr;
+        if (auto* m = std::get_if<envelope::message>(&d)) {
+            if (too_high(*m)) bad = m;
+        } else {
+            for (const auto& msg : std::get<envelope::batch>(d).messages)
+                if (too_high(msg)) {
+                    bad = &msg;
+                    break;
+                }
+        }
+        if (bad) {
+            keep = false;
+            return answer{400,
+                          "{\"error\":\"epoch " + std::to_string(bad->epoch) + " is more than " + std::to_string(max_epoch_step_) +
+                              " above this secondary's epoch fence " + std::to_string(before) +
+                              " (--max-epoch-step): a failover raises the epoch by one\"}",
+                          "epoch_too_high", 0, 0};
+        }
+    }
 
     answer a;
     auto reject = [&](const envelope::rejection& r) {

@@ -42,6 +42,17 @@ public:
     /// transaction: a primary that took over said so in the log.
     void raise_fence(std::uint64_t epoch);
 
+    /// The epoch fence: the highest epoch of any applied message.
+    std::uint64_t fence();
+
+    /// Sets the fence to `epoch`, lower or higher (the offline `set-fence`
+    /// command, for a fence raised by mistake), in the caller's transaction.
+    void set_fence(std::uint64_t epoch);
+
+    /// Refuse (400) a message whose epoch is more than `step` above the fence;
+    /// 0: no bound (the JetStream source, whose log only a primary writes).
+    void set_max_epoch_step(std::uint64_t step) noexcept { max_epoch_step_ = step; }
+
     /// Each stream's last applied seq (for metrics).
     std::vector<std::pair<std::string, std::uint64_t>> last_applied();
 
@@ -59,6 +70,7 @@ private:
     app::statement& stmt(std::optional<app::statement>& s, std::string_view sql);
 
     app::database& db_;
+    std::uint64_t max_epoch_step_ = 0;
     std::optional<app::statement> sel_stream_, sel_id_, ins_, up_stream_, get_fence_, put_fence_;
 };
 
