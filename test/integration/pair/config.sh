@@ -77,7 +77,17 @@ refused "cannot read" "${P[@]}" --config "$WORK/missing.conf"
 refused "STEADFAST_MAX_BACKOF" env STEADFAST_MAX_BACKOF=1s "${P[@]}"
 refused "--max-backoff" "${P[@]}" --max-backoff 5
 refused "--attempt-timeout" "${P[@]}" --attempt-timeout 1ms
-refused "max-backoff" "${P[@]}" --max-backoff 5s --max-backoff-ms 5000   # one flag, given twice
+refused "two spellings of one setting" "${P[@]}" --max-backoff 5s --max-backoff-ms 5000   # named, not "given twice"
+S=("$BIN/steadfast-secondary" --listen 127.0.0.1:0 --data "$WORK/s2")
+refused "empty step between commas" "${P[@]}" --ladder "10s,,1m"
+refused "--drop-rate" "${S[@]}" --drop-rate nan
+refused "--fault-rate" "${S[@]}" --fault-rate nan
+refused "--max-connections must be 1" "${P[@]}" --max-connections 0
+refused "--max-connections must be 1" "${S[@]}" --max-connections 0
+refused "--header-timeout" "${S[@]}" --header-timeout 0s
+refused "--min-free-space" "${P[@]}" --min-free-space 12XB
+refused "at least the largest message" "${S[@]}" --min-free-space 1000
+refused "--max-epoch-step" "${S[@]}" --max-epoch-step 0
 refused "out of range" "${P[@]}" --max-backoff-ms 10000000000000
 refused "--attempt-timeout" "${P[@]}" --attempt-timeout-ms 9300000000000
 refused "--attempt-timeout must be from 10ms to 3600s" "${P[@]}" --attempt-timeout-ms 7200000

@@ -14,6 +14,9 @@ python3() { "$PYTHON" "$@"; }
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]:-}"; do [ -n "$p" ] && { kill -9 "$p"; wait "$p"; } 2>/dev/null || true; done
+  # What a scenario mounted under WORK (mountns.sh), innermost first.
+  local m
+  for m in $(awk -v w="$WORK/" 'index($2, w) == 1 {print $2}' /proc/mounts | sort -r); do umount -l "$m" 2>/dev/null || true; done
   if [ "${KEEP:-0}" = 1 ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT

@@ -47,13 +47,13 @@ print(f"connection {n + 1} closed at once; the {n} held ones still served")
 PY
 }
 stop "$PPID_"
-start_primary --max-connections 4
+start_primary --max-connections 4 --reserved-connections 0  # the reserve: idle_connections.sh
 held "$PPORT" 4 || fail "the primary's --max-connections"
 rejected=$(metric "$PPORT" steadfast_primary_connections_rejected_total)
 [ "$rejected" -ge 1 ] || fail "steadfast_primary_connections_rejected_total is $rejected"
 publish 2 d
 stop "$SPID"
-start_secondary --max-connections 4
+start_secondary --max-connections 4 --reserved-connections 0
 held "$SPORT" 4 || fail "the secondary's --max-connections"
 wait_drained 30
 verify d

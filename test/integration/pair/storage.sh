@@ -127,7 +127,7 @@ if mkdir -p "$WORK/small" && mount -t tmpfs -o size=1600k tmpfs "$WORK/small" 2>
     for attempt in 1 2 3; do
       mount -t tmpfs -o "size=$size" tmpfs "$WORK/small" || fail "mount a $size tmpfs"
       rc=0
-      "$BIN/steadfast-primary" --secondary "http://127.0.0.1:1" --data "$WORK/small/p" --stdin --exit-when-drained \
+      "$BIN/steadfast-primary" --secondary "http://127.0.0.1:1" --data "$WORK/small/p" --stdin --exit-when-drained --min-free-space 0 \
         <"$WORK/in4" 2>"$WORK/stdin4.log" || rc=$?
       [ "$rc" != 0 ] || fail "--stdin on a full disk ($size) exited 0"
       first=$(python3 -c 'import json,sys

@@ -6,7 +6,9 @@
 #  3. mutual TLS: a primary without a client certificate, or with one of another CA, is refused; with
 #     the right one it delivers;
 #  4. HTTPS on the primary's --listen (/publish), with a plain-HTTP client refused;
-#  5. TLS files that cannot be used, and TLS flags without https://: exit 2 naming the problem.
+#  5. TLS files that cannot be used, and TLS flags without https://: exit 2 naming the problem;
+#  6. each refusal names OpenSSL's reason: an unknown CA, a wrong name, an expired certificate (which the
+#     secondary also reports when it starts on it).
 source "$(dirname "$0")/lib.sh"
 CERTS="$WORK/certs"
 bash "$(dirname "$0")/../../tls/make-certs.sh" "$CERTS"
@@ -73,13 +75,13 @@ stop "$PPID_"
 LOG_FROM=$(log_size "$WORK/primary.log")
 start_primary --tls-ca "$CERTS/other-ca.pem" --ladder 1s
 publish 5 c
-wait_for 20 "secondary_tls_failed (certificate verify failed) in the primary's log" tls_failed "certificate verify failed"
+wait_for 20 "secondary_tls_failed naming the unknown CA in the primary's log" tls_failed "unable to get local issuer certificate"
 pending_is 5 || fail "the 5 messages of c should be kept: $(status_json)"
 [ "$(dead_letters)" = 0 ] || fail "a TLS failure dead-lettered messages: $(status_json)"
 stop "$PPID_"
 LOG_FROM=$(log_size "$WORK/primary.log")
 start_primary --tls-ca "$CERTS/ca.pem" --tls-server-name wrong.example --ladder 1s
-wait_for 20 "secondary_tls_failed for a wrong name" tls_failed "certificate verify failed"
+wait_for 20 "secondary_tls_failed naming a wrong name" tls_failed "hostname mismatch"
 sleep 1
 pending_is 5 || fail "the messages of c should still be kept: $(status_json)"
 dump | grep -q '"stream":"c"' && fail "a message reached a secondary whose name did not match"
@@ -124,4 +126,22 @@ tls_refused() { [ "$(curl -fs "${CA[@]}" "https://127.0.0.1:$PPORT/metrics" | aw
 wait_for 10 "steadfast_primary_tls_handshake_failures_total counting the plain client" tls_refused
 delivered_e() { dump | grep -q '"payload":{"over":"https"}'; }
 wait_for 30 "the message published over HTTPS delivered" delivered_e
-echo "tls: delivery over HTTPS, wrong CA and name refused, mutual TLS, HTTPS /publish"
+stop "$PPID_"
+
+# 6. An expired certificate: said at the secondary's start, and named as expired by the primary.
+stop "$SPID"
+LOG_FROM=$(log_size "$WORK/secondary.log")
+_launch "$WORK/secondary.log" "$BIN/steadfast-secondary" --listen "127.0.0.1:$SPORT" --data "$SDATA" \
+  --tls-cert "$CERTS/expired.pem" --tls-key "$CERTS/expired.key"
+SPID=$LAUNCHED
+wait_for 10 "the secondary answering (not verified)" curl -fsk -o /dev/null "https://127.0.0.1:$SPORT/health"
+log_has "$WORK/secondary.log" tls_certificate_invalid || fail "the secondary started on an expired certificate without a word"
+python3 - "$WORK/secondary.log" <<'PY' || fail "tls_certificate_invalid does not say expired: $(grep tls_certificate_invalid "$WORK/secondary.log")"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if '"tls_certificate_invalid"' in l]
+sys.exit(0 if lines and lines[-1]["problem"].startswith("expired on") else 1)
+PY
+LOG_FROM=$(log_size "$WORK/primary.log")
+start_primary --tls-ca "$CERTS/ca.pem" --ladder 1s
+wait_for 20 "secondary_tls_failed naming the expired certificate" tls_failed "certificate has expired"
+echo "tls: delivery over HTTPS, wrong CA and name refused, mutual TLS, HTTPS /publish, reasons named"

@@ -119,4 +119,36 @@ BOOST_FIXTURE_TEST_CASE(the_fence_is_never_lowered, fixture) {
     BOOST_TEST(apply(one("s", 2, "b", 4)).body == R"({"error":"stale_epoch","epoch":5})");
 }
 
+// An epoch far above the fence (issue 28): refused with 400 naming the
+// bound, nothing of the batch applied, the fence unmoved; the step's edge is
+// taken. set_fence lowers the fence, and a lower epoch applies again.
+BOOST_FIXTURE_TEST_CASE(epoch_beyond_the_step_is_refused, fixture) {
+    st->set_max_epoch_step(10);
+    BOOST_TEST(apply(one("a", 1, "a1", 5)).status == 200u);
+    BOOST_TEST(st->fence() == 5u);
+    auto a = apply(one("a", 2, "a2", 16));
+    BOOST_TEST(a.status == 400u);
+    BOOST_TEST(a.reject_reason == "epoch_too_high");
+    BOOST_TEST(a.body.find("epoch 16 is more than 10 above") != std::string::npos);
+    BOOST_TEST(a.body.find("fence 5") != std::string::npos);
+    BOOST_TEST(st->fence() == 5u);
+    // In a batch: the whole batch, even its good first message.
+    auto b = apply(R"({"messages":[)" + one("a", 2, "a2", 5) + "," + one("b", 1, "b1", 99) + "]}");
+    BOOST_TEST(b.status == 400u);
+    BOOST_TEST(st->last_applied().size() == 1u);
+    BOOST_TEST(apply(one("a", 2, "a2", 15)).status == 200u);  // fence + step: taken
+    BOOST_TEST(st->fence() == 15u);
+    // Lowered offline (set-fence): epoch 5 applies again.
+    db->exec("BEGIN");
+    st->set_fence(5);
+    db->exec("COMMIT");
+    BOOST_TEST(st->fence() == 5u);
+    BOOST_TEST(apply(one("a", 3, "a3", 5)).status == 200u);
+    // A store reopened keeps the lowered fence.
+    open();
+    BOOST_TEST(st->fence() == 5u);
+    // Without a step (the JetStream source): no bound.
+    BOOST_TEST(apply(one("a", 4, "a4", 1000000)).status == 200u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

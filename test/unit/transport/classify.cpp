@@ -143,6 +143,17 @@ BOOST_AUTO_TEST_CASE(urls_and_query_parameters_are_decoded) {
     BOOST_TEST(http::query_param_count("/publish?stream=a&x=%zz", "stream") == 1u);
     // Not valid origin-form: the raw value, for the caller's check to refuse.
     BOOST_TEST(*http::query_param("/publish?stream=a b", "stream") == "a b");
+    // What /publish refuses by name: anything but the known names, exactly spelt, each once.
+    BOOST_TEST(http::unknown_query_params("/publish", {"stream"}) == "");
+    BOOST_TEST(http::unknown_query_params("/publish?", {"stream"}) == "");
+    BOOST_TEST(http::unknown_query_params("/publish?stream=a&", {"stream"}) == "");
+    BOOST_TEST(http::unknown_query_params("/publish?stream=a", {"stream"}) == "");
+    BOOST_TEST(http::unknown_query_params("/publish?strem=a", {"stream"}) == "strem");
+    BOOST_TEST(http::unknown_query_params("/publish?STREAM=a", {"stream"}) == "STREAM");
+    BOOST_TEST(http::unknown_query_params("/publish?x=1&stream=a&y&x=2", {"stream"}) == "x, y");
+    BOOST_TEST(http::unknown_query_params("/publish?%73tream=a", {"stream"}) == "");  // decoded: "stream"
+    BOOST_TEST(http::unknown_query_params("/publish?=a", {"stream"}) == "\"\"");
+    BOOST_TEST(http::unknown_query_params("/publish?x=%zz&stream=a", {"stream"}) == "x");  // not origin-form
 
     auto v6 = http::client::from_url("http://[::1]:9000/");
     BOOST_TEST(v6.host == "::1");
