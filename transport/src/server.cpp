@@ -185,6 +185,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
             if (c->reserve && !c->heard && !c->evicted && (!oldest || c->order < oldest->order)) oldest = c;
         if (!oldest) return false;
         oldest->evicted = true;
+        ++st.connections_rejected;  // turned away by the limit, only later
         beast::error_code ignored;
         oldest->stream->socket().close(ignored);  // its session ends and frees the place
         return true;
