@@ -92,12 +92,16 @@ void node::retry_now(const char* why) {
 // A secondary restored from an older copy says so only when it is sent
 // something (a 409 gap below what it had acknowledged), and a quiet stream
 // sends nothing: its lost messages would stay lost while every metric looks
-// healthy. So when the secondary is first seen, comes back or restarts, each
-// stream acknowledged within --retain that has nothing to send resends its
-// last acknowledged message: "duplicate" if the secondary has it; else the
-// gap rewinds the stream from retention, or blocks it beyond retention, as at
-// any send. At most one every 5 s (a later request waits for the next slot):
-// a secondary behind a balancer may show a new instance at every probe.
+// healthy. So when the secondary is first seen, comes back or restarts, the
+// primary asks it what it holds (GET /api/streams, a page of 1,000 streams a
+// request) and each stream acknowledged within --retain that the secondary
+// holds less of resends its last acknowledged message: the gap rewinds the
+// stream from retention, or blocks it beyond retention, as at any send.
+// Nothing starts for a stream the secondary is level with (a drained stream
+// costs nothing at a reconnect). A secondary without that route (an older
+// version: 404) is rechecked the old way, every quiet stream resending. At
+// most one every 5 s (a later request waits for the next slot): a secondary
+// behind a balancer may show a new instance at every probe.
 void node::recheck_streams() {
     if (js_ || stopping_) return;
     using clock = std::chrono::steady_clock;
@@ -114,46 +118,106 @@ void node::recheck_streams() {
     }
     rechecking_ = true;
     last_recheck_ = clock::now();
-    auto found = std::make_shared<std::map<std::string, std::uint64_t>>();
-    worker_.post([this, found](app::database&) {
-        *found = out_.recently_acknowledged();
-        return true;
-    }, [this, found](const std::string& err) {
-        asio::post(ioc_, [this, found, err] {
-            rechecking_ = false;
-            if (!err.empty()) {
-                app::log(level::error, "recheck_failed", {{"error", err}});
-                return;
+    asio::co_spawn(ioc_, recheck(), [this](std::exception_ptr e) {
+        rechecking_ = false;
+        if (e) {
+            try {
+                std::rethrow_exception(e);
+            } catch (const std::exception& ex) {
+                app::log(level::error, "recheck_failed", {{"error", ex.what()}});
             }
-            if (stopping_) return;
-            std::size_t n = 0;
-            for (const auto& [name, acked] : *found) {
-                if (acked == 0 || blocked_.count(name)) continue;
-                if (auto it = streams_.find(name); it != streams_.end()) {
-                    // A processor with messages to send finds out at its next
-                    // send; an idle one (waiting to retire) is sent back one
-                    // (not again while a recheck's resend is on its way:
-                    // acked < acked_max).
-                    auto& st = it->second;
-                    if (st.pending != 0 || st.acked == 0 || st.acked == UINT64_MAX || st.acked != st.acked_max) continue;
-                    st.acked -= 1;
-                    forget_window(st);
-                    st.wake->set();
-                } else {
-                    auto& st = streams_[name];
-                    st.acked = acked - 1;   // sends the last acknowledged message again
-                    st.acked_max = acked;   // which is not counted as delivered again
-                    start_processor(name);
-                }
-                ++n;
-            }
-            if (n > 0)
-                app::log(level::info, "recheck", {{"streams", n},
-                                                  {"why", "the secondary was first seen, came back or restarted: each quiet stream "
-                                                          "resends its last acknowledged message, in case it was restored from an "
-                                                          "older copy"}});
-        });
+        }
+        // The secondary could not be asked: again in 5 s (the slot above).
+        if (std::exchange(recheck_again_, false) && !stopping_) recheck_streams();
     });
+}
+
+asio::awaitable<std::optional<std::vector<std::pair<std::string, std::uint64_t>>>> node::streams_behind(
+    const std::map<std::string, std::uint64_t>& acked, std::size_t& pages) {
+    std::vector<std::pair<std::string, std::uint64_t>> behind;
+    auto mine = acked.begin();
+    std::string after;
+    for (;;) {
+        http::request req{"GET", "/api/streams?limit=1000" + (after.empty() ? std::string() : "&after=" + after), {}, {}};
+        if (!tokens_.empty()) req.set("Authorization", "Bearer " + tokens_.front());
+        const auto o = co_await recheck_client_->send(req);
+        ++pages;
+        if (stopping_) co_return std::nullopt;
+        if (!o.has_response()) {
+            app::log(level::warn, "recheck_failed", {{"error", std::string(to_string(o.error().phase)) + ": " + o.error().ec.message()},
+                                                     {"note", "tried again in 5 s"}});
+            co_return std::nullopt;
+        }
+        if (o.res().status == 404 || o.res().status == 405) {
+            // A secondary before GET /api/streams: every quiet stream resends.
+            co_return std::vector<std::pair<std::string, std::uint64_t>>(acked.begin(), acked.end());
+        }
+        auto page = o.res().status == 200 ? envelope::decode_positions(o.res().body) : std::nullopt;
+        if (!page) {
+            app::log(level::warn, "recheck_failed", {{"error", "GET /api/streams answered " + std::to_string(o.res().status)},
+                                                     {"note", "tried again in 5 s"}});
+            co_return std::nullopt;
+        }
+        // Both lists are in name order: a stream of mine before the
+        // secondary's next one is missing there.
+        for (const auto& p : page->streams) {
+            for (; mine != acked.end() && mine->first < p.stream; ++mine) behind.emplace_back(*mine);
+            if (mine != acked.end() && mine->first == p.stream) {
+                if (p.last_seq < mine->second) behind.emplace_back(*mine);
+                ++mine;
+            }
+        }
+        if (!page->more || page->streams.empty()) break;
+        after = page->streams.back().stream;
+        if (!envelope::valid_stream_name(after)) {
+            app::log(level::warn, "recheck_failed", {{"error", "GET /api/streams named a stream no primary could have made"}});
+            co_return std::nullopt;
+        }
+    }
+    for (; mine != acked.end(); ++mine) behind.emplace_back(*mine);  // past the secondary's last one
+    co_return behind;
+}
+
+asio::awaitable<void> node::recheck() {
+    auto read = [this](app::database&, bool&) { return out_.recently_acknowledged(); };
+    auto got = co_await worker_.run<std::map<std::string, std::uint64_t>>(ioc_.get_executor(), std::move(read));
+    if (auto* e = std::get_if<std::string>(&got)) {
+        app::log(level::error, "recheck_failed", {{"error", *e}});
+        recheck_again_ = true;
+        co_return;
+    }
+    auto& acked = std::get<0>(got);
+    std::erase_if(acked, [this](const auto& kv) { return kv.second == 0 || blocked_.count(kv.first) > 0; });
+    if (acked.empty() || stopping_) co_return;
+    std::size_t pages = 0;
+    auto behind = co_await streams_behind(acked, pages);
+    if (!behind) recheck_again_ = true;
+    if (!behind || stopping_) co_return;
+    std::size_t n = 0;
+    for (const auto& [name, upto] : *behind) {
+        if (blocked_.count(name)) continue;
+        if (auto it = streams_.find(name); it != streams_.end()) {
+            // A processor with messages to send finds out at its next
+            // send; an idle one (waiting to retire) is sent back one
+            // (not again while a recheck's resend is on its way:
+            // acked < acked_max).
+            auto& st = it->second;
+            if (st.pending != 0 || st.acked == 0 || st.acked == UINT64_MAX || st.acked != st.acked_max) continue;
+            st.acked -= 1;
+            forget_window(st);
+            st.wake->set();
+        } else {
+            auto& st = streams_[name];
+            st.acked = upto - 1;   // sends the last acknowledged message again
+            st.acked_max = upto;   // which is not counted as delivered again
+            start_processor(name);
+        }
+        ++n;
+    }
+    app::log(level::info, "recheck",
+             {{"streams", n}, {"checked", acked.size()}, {"requests", pages},
+              {"why", "the secondary was first seen, came back or restarted: each stream it holds less of than was "
+                      "acknowledged resends its last acknowledged message, in case it was restored from an older copy"}});
 }
 
 // The processor has ended: forget the stream, unless messages arrived in the

@@ -149,6 +149,7 @@ node::node(const options& o, app::database& db)
         auto probing = secondary_options(o);
         probing.connect_timeout = probing.read_timeout = probing.write_timeout = 900ms;
         probe_client_.emplace(ioc_.get_executor(), probing);
+        recheck_client_.emplace(ioc_.get_executor(), secondary_options(o));
     }
     probe_options po;
     po.interval = 1s;

@@ -175,8 +175,17 @@ private:
     // send resend their last acknowledged message, to find out whether it was
     // restored from an older copy (HTTP only).
     void recheck_streams();
+    boost::asio::awaitable<void> recheck();
+    // The streams a recheck resends to: what this primary acknowledged within
+    // --retain (`acked`) that the secondary holds less of, by its pages of
+    // GET /api/streams; all of them from a secondary without that route.
+    // nullopt: the secondary could not be asked (tried again later).
+    boost::asio::awaitable<std::optional<std::vector<std::pair<std::string, std::uint64_t>>>> streams_behind(
+        const std::map<std::string, std::uint64_t>& acked, std::size_t& pages);
+    std::optional<http::client> recheck_client_;  // GET /api/streams, one request at a time
     std::string secondary_instance_;  // the secondary's X-Steadfast-Instance, as last probed
-    bool rechecking_ = false;         // a recheck's read of the outbox is under way
+    bool rechecking_ = false;         // a recheck is under way
+    bool recheck_again_ = false;      // it could not finish: another in the next slot
     bool recheck_timer_armed_ = false;  // a recheck waits for its slot (at most one every 5 s)
     std::chrono::steady_clock::time_point last_recheck_{};
     boost::asio::awaitable<void> deliver(std::string stream);

@@ -25,6 +25,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/program_options.hpp>
 
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -258,6 +259,28 @@ int serve(const options& o) {
     });
     // With --source, JetStream is the only way in: no POST /api/messages.
     if (o.source.servers.empty()) {
+        // What this secondary holds, a page at a time: a primary that
+        // reconnects resends only to the streams it finds behind.
+        routes.add("GET", "/api/streams", [&](http::request& req) -> asio::awaitable<http::response> {
+            if (auto denied = app::refuse_unauthorized(req, tokens)) {
+                reject("unauthorized");
+                co_return std::move(*denied);
+            }
+            if (auto unknown = http::unknown_query_params(req.target, {"after", "limit"}); !unknown.empty())
+                co_return http::response::error(400, "unknown query parameter(s) " + unknown + " (after=NAME, limit=N)");
+            const std::string after = http::query_param(req.target, "after").value_or("");
+            std::size_t limit = 1000;
+            if (auto l = http::query_param(req.target, "limit")) {
+                const auto* end = l->data() + l->size();
+                auto [p, ec] = std::from_chars(l->data(), end, limit);
+                if (ec != std::errc{} || p != end || limit == 0 || limit > envelope::max_positions_page)
+                    co_return http::response::error(400, "limit must be 1 to " + std::to_string(envelope::max_positions_page));
+            }
+            auto page = [&st, after, limit](app::database&, bool&) { return st.positions_after(after, limit); };
+            auto got = co_await worker.run<envelope::positions_page>(ioc.get_executor(), std::move(page));
+            if (auto* e = std::get_if<std::string>(&got)) co_return http::response::error(503, "storage failure: " + *e);
+            co_return http::response::json(200, envelope::encode(std::get<envelope::positions_page>(got)));
+        });
         routes.add("POST", "/api/messages", [&](http::request& req) -> asio::awaitable<http::response> {
             const auto t0 = std::chrono::steady_clock::now();
             if (auto denied = app::refuse_unauthorized(req, tokens)) {

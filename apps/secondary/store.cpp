@@ -88,6 +88,22 @@ void store::raise_fence(std::uint64_t epoch) {
     pf.step();
 }
 
+envelope::positions_page store::positions_after(std::string_view after, std::size_t limit) {
+    // The primary key's index gives the order (BINARY collation: byte order).
+    auto& q = stmt(sel_page_, "SELECT stream, last_seq FROM streams WHERE stream > ? ORDER BY stream LIMIT ?");
+    q.bind(1, after).bind(2, static_cast<std::int64_t>(limit) + 1);
+    envelope::positions_page p;
+    while (q.step()) {
+        if (p.streams.size() == limit) {
+            p.more = true;
+            break;
+        }
+        p.streams.push_back({std::string(q.column_text(0)), static_cast<std::uint64_t>(q.column_int(1))});
+    }
+    q.reset();
+    return p;
+}
+
 std::vector<std::pair<std::string, std::uint64_t>> store::last_applied() {
     std::vector<std::pair<std::string, std::uint64_t>> out;
     auto s = db_.prepare("SELECT stream, last_seq FROM streams");

@@ -53,6 +53,10 @@ public:
     /// 0: no bound (the JetStream source, whose log only a primary writes).
     void set_max_epoch_step(std::uint64_t step) noexcept { max_epoch_step_ = step; }
 
+    /// At most `limit` streams after `after` in name order, with their last
+    /// applied seq; `more` when others follow (GET /api/streams).
+    envelope::positions_page positions_after(std::string_view after, std::size_t limit);
+
     /// Each stream's last applied seq (for metrics).
     std::vector<std::pair<std::string, std::uint64_t>> last_applied();
 
@@ -71,7 +75,7 @@ private:
 
     app::database& db_;
     std::uint64_t max_epoch_step_ = 0;
-    std::optional<app::statement> sel_stream_, sel_id_, ins_, up_stream_, get_fence_, put_fence_;
+    std::optional<app::statement> sel_page_, sel_stream_, sel_id_, ins_, up_stream_, get_fence_, put_fence_;
 };
 
 }  // namespace steadfast::secondary

@@ -472,6 +472,42 @@ bool is_error_answer(std::string_view body) {
     return it != j->end() && it->is_string();
 }
 
+std::string encode(const positions_page& p) {
+    std::string out = "{\"streams\":[";
+    out.reserve(32 + p.streams.size() * 40);
+    for (std::size_t i = 0; i < p.streams.size(); ++i) {
+        if (i) out += ',';
+        out += "{\"stream\":\"";
+        out += http::json_escape(p.streams[i].stream);
+        out += "\",\"last_seq\":";
+        append_u64(out, p.streams[i].last_seq);
+        out += '}';
+    }
+    out += "],\"more\":";
+    out += p.more ? "true}" : "false}";
+    return out;
+}
+
+std::optional<positions_page> decode_positions(std::string_view body) {
+    auto parsed = parse_json(body, 4);
+    auto* j = std::get_if<json>(&parsed);
+    if (!j || !j->is_object()) return std::nullopt;
+    auto streams = j->find("streams");
+    auto more = j->find("more");
+    if (streams == j->end() || !streams->is_array() || more == j->end() || !more->is_boolean()) return std::nullopt;
+    positions_page p;
+    p.more = more->get<bool>();
+    p.streams.reserve(streams->size());
+    for (const auto& s : *streams) {
+        if (!s.is_object()) return std::nullopt;
+        auto name = s.find("stream");
+        auto seq = s.find("last_seq");
+        if (name == s.end() || !name->is_string() || seq == s.end() || !seq->is_number_unsigned()) return std::nullopt;
+        p.streams.push_back({name->get<std::string>(), seq->get<std::uint64_t>()});
+    }
+    return p;
+}
+
 rejection decode_rejection(std::string_view body) {
     rejection r;
     auto parsed = parse_json(body, 4);

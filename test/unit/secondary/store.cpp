@@ -151,4 +151,31 @@ BOOST_FIXTURE_TEST_CASE(epoch_beyond_the_step_is_refused, fixture) {
     BOOST_TEST(apply(one("a", 4, "a4", 1000000)).status == 200u);
 }
 
+// GET /api/streams' pages: name order, `after` exclusive, `more` exactly
+// when another stream follows.
+BOOST_FIXTURE_TEST_CASE(positions_come_in_name_order_pages, fixture) {
+    for (const char* s : {"b", "a", "c", "B", "a.b"}) BOOST_TEST(apply(one(s, 1, s)).status == 200u);
+    BOOST_TEST(apply(one("a", 2, "a2")).status == 200u);
+    auto p1 = st->positions_after("", 2);
+    BOOST_REQUIRE(p1.streams.size() == 2u);
+    BOOST_TEST(p1.streams[0].stream == "B");  // byte order: upper case first
+    BOOST_TEST(p1.streams[1].stream == "a");
+    BOOST_TEST(p1.streams[1].last_seq == 2u);
+    BOOST_TEST(p1.more);
+    auto p2 = st->positions_after("a", 2);
+    BOOST_REQUIRE(p2.streams.size() == 2u);
+    BOOST_TEST(p2.streams[0].stream == "a.b");
+    BOOST_TEST(p2.streams[1].stream == "b");
+    BOOST_TEST(p2.more);
+    auto p3 = st->positions_after("b", 2);
+    BOOST_REQUIRE(p3.streams.size() == 1u);
+    BOOST_TEST(p3.streams[0].stream == "c");
+    BOOST_TEST(!p3.more);  // exactly the last: no empty page after it
+    BOOST_TEST(st->positions_after("c", 2).streams.empty());
+    BOOST_TEST(!st->positions_after("c", 2).more);
+    BOOST_TEST(st->positions_after("", 5).streams.size() == 5u);
+    BOOST_TEST(!st->positions_after("", 5).more);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
+

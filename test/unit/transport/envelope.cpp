@@ -238,4 +238,27 @@ BOOST_AUTO_TEST_CASE(repair_requests_round_trip_and_refuse_nonsense) {
     }
 }
 
+// GET /api/streams' page: round trip, and anything else is not a page (an
+// older secondary's 404 body, a proxy's), so that a primary falls back.
+BOOST_AUTO_TEST_CASE(positions_pages_round_trip_and_refuse_other_bodies) {
+    envelope::positions_page p;
+    p.streams = {{"a", 3}, {"b.c", 18446744073709551615ull}, {"z_-9", 0}};
+    p.more = true;
+    const auto text = envelope::encode(p);
+    BOOST_TEST(text == R"({"streams":[{"stream":"a","last_seq":3},{"stream":"b.c","last_seq":18446744073709551615},)"
+                       R"({"stream":"z_-9","last_seq":0}],"more":true})");
+    auto back = envelope::decode_positions(text);
+    BOOST_REQUIRE(back.has_value());
+    BOOST_TEST(back->more);
+    BOOST_REQUIRE(back->streams.size() == 3u);
+    BOOST_TEST(back->streams[1].stream == "b.c");
+    BOOST_TEST(back->streams[1].last_seq == 18446744073709551615ull);
+    BOOST_TEST(envelope::encode(envelope::positions_page{}) == R"({"streams":[],"more":false})");
+    for (const char* bad : {R"({"error":"no such path: /api/streams"})", "<html>", R"({"streams":[],"more":1})",
+                            R"({"streams":{},"more":false})", R"({"streams":[{"stream":"a"}],"more":false})",
+                            R"({"streams":[{"stream":1,"last_seq":2}],"more":false})",
+                            R"({"streams":[{"stream":"a","last_seq":-2}],"more":false})", R"({"streams":[]})"})
+        BOOST_TEST(!envelope::decode_positions(bad).has_value(), bad);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -46,7 +46,7 @@ struct transport_error {
     // A failed TLS handshake: why the peer's certificate was refused, in
     // OpenSSL's words ("certificate has expired", "hostname mismatch",
     // "unable to get local issuer certificate"); "" otherwise.
-    std::string detail;
+    std::string detail = {};
 };
 
 /// What one request produced: an answer (any status), or a transport failure.

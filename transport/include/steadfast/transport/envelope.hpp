@@ -105,6 +105,25 @@ struct result_item {
 };
 std::string encode_results(const std::vector<result_item>& items);  // {"results":[{"seq":N,"status":..},...]}
 
+/// GET /api/streams?after=NAME&limit=N: a page of what the secondary holds,
+/// each stream's last applied seq in name order (byte order), after `after`:
+/// {"streams":[{"stream":S,"last_seq":N},...],"more":true|false}. A primary
+/// compares it with what it had acknowledged when it reconnects, and resends
+/// only to the streams the secondary lacks (one restored from an older copy).
+struct stream_position {
+    std::string stream;
+    std::uint64_t last_seq = 0;
+};
+struct positions_page {
+    std::vector<stream_position> streams;
+    bool more = false;  // there are streams after the last one here
+};
+std::string encode(const positions_page& p);
+/// nullopt: not such a page (an older secondary's 404 page, a proxy's).
+std::optional<positions_page> decode_positions(std::string_view body);
+/// The page size a secondary answers at most.
+inline constexpr std::size_t max_positions_page = 10'000;
+
 /// A 409 answer: what it says, in a form the primary decides on.
 struct rejection {
     enum class kind { stale_epoch, conflict, gap, unknown };
