@@ -11,6 +11,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/http/span_body.hpp>
 #include <boost/asio/ssl/error.hpp>
+#include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
 #include <boost/beast/ssl/ssl_stream.hpp>
@@ -147,11 +148,21 @@ asio::awaitable<outcome> client::send(const request& req) {
                 // The name is checked by OpenSSL itself (not a verify callback),
                 // so that a mismatch has its own verify result to report.
                 SSL* ssl = d.tls->native_handle();
+                bool name_set = false;
                 if (is_ip_address(name)) {
-                    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str());
+                    name_set = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str()) == 1;
                 } else {
                     SSL_set_tlsext_host_name(ssl, name.c_str());
-                    SSL_set1_host(ssl, name.c_str());
+                    name_set = SSL_set1_host(ssl, name.c_str()) == 1;
+                }
+                if (!name_set) {
+                    // A name OpenSSL cannot check (a scoped IPv6 address such as
+                    // "::1%lo"): never a handshake without the check.
+                    d.close();
+                    const error_code refused(static_cast<int>(ERR_PACK(ERR_LIB_SSL, 0, SSL_R_CERTIFICATE_VERIFY_FAILED)),
+                                             asio::error::get_ssl_category());
+                    co_return outcome{transport_error{refused, phase::handshake, false,
+                                                      "the name \"" + name + "\" cannot be checked against a certificate"}};
                 }
                 d.lowest().expires_after(d.opts.connect_timeout);
                 auto [hec] = co_await d.tls->async_handshake(asio::ssl::stream_base::client, asio::as_tuple(asio::use_awaitable));

@@ -152,7 +152,8 @@ struct server::impl : std::enable_shared_from_this<impl> {
         beast::tcp_stream* stream;
         bool busy = false;
         bool reserve = false;  // beyond max_connections: reserved paths only, one request
-        bool heard = false;    // a byte arrived (the reserve's eviction spares those)
+        bool heard = false;    // a byte arrived (the reserve evicts silent ones first)
+        bool answering = false;  // its request was read: never evicted
         bool evicted = false;  // closed to make room in the reserve
         std::uint64_t order = 0;  // accept order: the oldest idle one is evicted first
     };
@@ -174,15 +175,26 @@ struct server::impl : std::enable_shared_from_this<impl> {
     std::uint64_t accepted_order = 0;
     stats st;
 
-    // Room in the reserve for one more: a free place, or the oldest reserve
-    // connection that has sent nothing closed (a flood of idle connections
-    // cannot keep health checks out). False: reject.
+    // Room in the reserve for one more: a free place, or a reserve connection
+    // closed that has not delivered its request: the oldest that has sent
+    // nothing, else the oldest that has (each has a second for its whole
+    // request). A health check sends its request at once and is answered in
+    // a moment; a flood of idle or dribbling connections only replaces
+    // itself. False: reject.
     bool make_room_in_reserve() {
         if (opts.reserved_connections == 0) return false;
         if (reserve_active < opts.reserved_connections) return true;
         connection* oldest = nullptr;
-        for (auto* c : connections)
-            if (c->reserve && !c->heard && !c->evicted && (!oldest || c->order < oldest->order)) oldest = c;
+        for (auto* c : connections) {
+            if (!c->reserve || c->answering || c->evicted) continue;
+            // Bytes waiting that its session has not read yet count as heard:
+            // a health check just accepted is not taken for an idle one.
+            if (!c->heard) {
+                beast::error_code ec;
+                c->heard = c->stream->socket().available(ec) > 0 && !ec;
+            }
+            if (!oldest || (c->heard == oldest->heard ? c->order < oldest->order : !c->heard)) oldest = c;
+        }
         if (!oldest) return false;
         oldest->evicted = true;
         ++st.connections_rejected;  // turned away by the limit, only later
@@ -262,18 +274,31 @@ struct server::impl : std::enable_shared_from_this<impl> {
         tcp_stream.socket().set_option(tcp::no_delay(true), ignored);
         if (ssl_ctx) {
             beast::ssl_stream<beast::tcp_stream> stream(std::move(tcp_stream), *ssl_ctx);
-            connection conn{&beast::get_lowest_layer(stream), false, reserve, false, false, order};
+            connection conn{&beast::get_lowest_layer(stream), false, reserve, false, false, false, order};
             connections.insert(&conn);
-            // The handshake must end in time, like a request's header.
+            // The handshake must end in time, like a request's header. Its
+            // first bytes are read here, so that a connection in its
+            // handshake is known to have spoken (the reserve's eviction).
             beast::get_lowest_layer(stream).expires_after(header_deadline(conn));
-            auto [hec] = co_await stream.async_handshake(asio::ssl::stream_base::server, asio::as_tuple(asio::use_awaitable));
+            beast::flat_buffer hello;
+            auto [rec, rn] = co_await beast::get_lowest_layer(stream).async_read_some(hello.prepare(4096),
+                                                                                     asio::as_tuple(asio::use_awaitable));
+            if (rec) {
+                if (rec == beast::error::timeout) ++st.header_timeouts;
+                end(conn);
+                co_return;
+            }
+            hello.commit(rn);
+            conn.heard = true;
+            auto [hec, used] = co_await stream.async_handshake(asio::ssl::stream_base::server, hello.data(),
+                                                               asio::as_tuple(asio::use_awaitable));
             if (hec)
                 ++st.tls_handshake_failures;
             else
                 co_await serve(stream, conn);
             end(conn);
         } else {
-            connection conn{&tcp_stream, false, reserve, false, false, order};
+            connection conn{&tcp_stream, false, reserve, false, false, false, order};
             connections.insert(&conn);
             co_await serve(tcp_stream, conn);
             end(conn);
@@ -328,7 +353,27 @@ struct server::impl : std::enable_shared_from_this<impl> {
                 if (err && tcp_layer.socket().is_open()) co_await write(stream, *err, 11, false);
                 break;
             }
-            if (first) tcp_layer.expires_after(opts.read_timeout);  // the body, from here
+            if (conn.reserve) {
+                // Beyond the cap: a reserved path, and no body (a health check
+                // or a scrape sends none), answered at once; anything else is
+                // refused before its body is read.
+                const auto& h = parser.get();
+                const bool reserved = std::find(opts.reserved_paths.begin(), opts.reserved_paths.end(),
+                                                path_of(h.target())) != opts.reserved_paths.end();
+                const bool body = parser.chunked() || parser.content_length().value_or(0) > 0;
+                if (!reserved || body) {
+                    conn.answering = true;
+                    auto res = response::error(503, "the server is at its connection limit (" + std::to_string(opts.max_connections) +
+                                                        "); beyond it only health, readiness and metrics are answered, "
+                                                        "without a body");
+                    res.set("Retry-After", "1");
+                    co_await write(stream, res, h.version(), false);
+                    break;
+                }
+            }
+            // The body, from here; a reserve connection keeps its one second for
+            // the whole request.
+            if (first && !conn.reserve) tcp_layer.expires_after(opts.read_timeout);
             first = false;
             if (!parser.is_done()) {
                 auto [ec, n] = co_await bhttp::async_read(stream, buf, parser, asio::as_tuple(asio::use_awaitable));
@@ -338,18 +383,11 @@ struct server::impl : std::enable_shared_from_this<impl> {
                     break;
                 }
             }
+            conn.answering = true;
             auto& breq = parser.get();
             request req = to_request(breq);
             ++st.requests;
-            response res;
-            if (conn.reserve && std::find(opts.reserved_paths.begin(), opts.reserved_paths.end(), path_of(req.target)) ==
-                                    opts.reserved_paths.end()) {
-                res = response::error(503, "the server is at its connection limit (" + std::to_string(opts.max_connections) +
-                                               "); beyond it only health, readiness and metrics are answered");
-                res.set("Retry-After", "1");
-            } else {
-                res = co_await dispatch(req);
-            }
+            response res = co_await dispatch(req);
             if (res.drop_connection) break;
             if (res.raw) {
                 tcp_layer.expires_after(opts.write_timeout);
