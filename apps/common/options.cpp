@@ -226,7 +226,9 @@ void listener_from(const po::variables_map& vm, http::server::options& so) {
         throw std::invalid_argument("--max-connections must be 1 to 1000000");
     so.reserved_connections = vm["reserved-connections"].as<std::size_t>();
     if (so.reserved_connections > 1000) throw std::invalid_argument("--reserved-connections must be 0 to 1000");
-    so.header_timeout = duration_option(vm, "header-timeout", std::chrono::milliseconds(100), std::chrono::minutes(5));
+    // At most the read timeout, which bounds any request's reading (10 s).
+    so.header_timeout = duration_option(vm, "header-timeout", std::chrono::milliseconds(100),
+                                        std::chrono::duration_cast<std::chrono::milliseconds>(so.read_timeout));
 }
 
 void add_storage_options(po::options_description& d) {
@@ -249,7 +251,9 @@ std::uint64_t parse_size(const std::string& text) {
     if (i == 0 || i > 15 || !u)
         throw std::invalid_argument("\"" + text + "\" is not a size: a whole number of bytes, or with KiB, MiB, GiB, TiB "
                                     "(or kB, MB, GB), e.g. 64MiB");
-    return std::stoull(text.substr(0, i)) * u->second;
+    const std::uint64_t n = std::stoull(text.substr(0, i));
+    if (n > UINT64_MAX / u->second) throw std::invalid_argument("\"" + text + "\" is too large a size");
+    return n * u->second;
 }
 
 std::uint64_t min_free_space_from(const po::variables_map& vm, std::uint64_t largest_message) {

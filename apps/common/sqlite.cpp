@@ -155,6 +155,9 @@ database::database(const std::string& dir, const std::string& name, const std::s
         // log must be read: read-only mode, which a running server's -shm
         // makes possible.
         const bool has_wal = fs::exists(path_ + "-wal", ec);
+        immutable_ = !has_wal;
+        size_at_open_ = fs::file_size(path_, ec);
+        mtime_at_open_ = fs::last_write_time(path_, ec);
         try {
             db_ = open_connection("file:" + uri_path(path_) + (has_wal ? "?mode=ro" : "?immutable=1"),
                                   SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
@@ -233,6 +236,15 @@ database::database(const std::string& dir, const std::string& name, const std::s
 }
 
 database::~database() { sqlite3_close(db_); }
+
+void database::check_unchanged() const {
+    if (!immutable_) return;
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (fs::exists(path_ + "-wal", ec) || fs::file_size(path_, ec) != size_at_open_ || fs::last_write_time(path_, ec) != mtime_at_open_)
+        throw db_error("\"" + path_ + "\" changed while it was read (a server started on it): what was printed may be "
+                       "incomplete; run the command again");
+}
 
 void database::exec(std::string_view sql) {
     char* err = nullptr;

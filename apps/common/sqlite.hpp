@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <filesystem>
 #include <string>
 #include <string_view>
 
@@ -76,6 +77,15 @@ public:
     /// A small write (a row of `meta`), in the caller's transaction: whether
     /// the database can commit again after a failure (a full disk).
     void touch() { exec("INSERT OR REPLACE INTO meta(key, value) VALUES('health_probe', datetime('now'))"); }
+    /// A write of `bytes` that the caller's transaction commits: what readiness
+    /// tries while storage fails, so that "ready" means a message of the
+    /// largest size can be stored (a file-size limit or a quota that statvfs
+    /// does not show refuses it). touch() puts a small value back.
+    void probe_write(std::size_t bytes) {
+        auto s = prepare("INSERT OR REPLACE INTO meta(key, value) VALUES('health_probe', zeroblob(?))");
+        s.bind(1, static_cast<std::int64_t>(bytes));
+        s.step();
+    }
     statement prepare(std::string_view sql) { return statement(db_, sql); }
     sqlite3* handle() const noexcept { return db_; }
     const std::string& path() const noexcept { return path_; }
@@ -83,12 +93,20 @@ public:
     bool created() const noexcept { return created_; }
     /// Opened with open_mode::read_only (status, dump): no schema changes.
     bool read_only() const noexcept { return read_only_; }
+    /// After an inspection of a stopped store (opened immutable): db_error if
+    /// a server started on it meanwhile (a -wal appeared, or the file
+    /// changed), since what was read may then be incomplete. Call it after
+    /// the reading, before reporting success.
+    void check_unchanged() const;
 
 private:
     dir_lock lock_;  // a member: released even when the constructor throws
     sqlite3* db_ = nullptr;
     std::string path_;
     bool created_ = false;
+    bool immutable_ = false;  // read-only, opened immutable: the file's state when opened
+    std::uintmax_t size_at_open_ = 0;
+    std::filesystem::file_time_type mtime_at_open_{};
     bool read_only_ = false;
 };
 

@@ -40,15 +40,21 @@ void storage_health::arm() {
 }
 
 bool storage_health::check_disk() {
-    if (s_.min_free == 0) return false;
     std::string error;
     const auto free = s_.free_space(s_.dir, error);
     // A filesystem that cannot say how full it is is not called full: the
     // commits themselves still tell.
     if (!free) return disk_low_;
     available_ = *free;
+    if (s_.min_free == 0) return false;
     update(available_ < s_.min_free, commit_failing_, "low_disk_space");
     return disk_low_;
+}
+
+bool storage_health::disk_low_now() {
+    if (s_.min_free == 0) return false;
+    if (disk_low_ || available_ / 2 < s_.min_free) return check_disk();
+    return false;
 }
 
 void storage_health::commit_failed(const std::string& error) { update(disk_low_, true, error); }

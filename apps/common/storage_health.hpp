@@ -47,7 +47,12 @@ public:
     std::uint64_t min_free() const noexcept { return s_.min_free; }
 
     /// Checks the watermark now (after a failed commit, say); returns disk_low().
+    /// Also samples available() with no watermark (for metrics).
     bool check_disk();
+    /// disk_low(), checked again now when the free space was within twice the
+    /// watermark at the last check (a burst of writes must not pass a
+    /// watermark sampled a second ago; far above it, no system call).
+    bool disk_low_now();
     void commit_failed(const std::string& error);
     void commit_ok();
 

@@ -84,7 +84,7 @@ std::optional<std::string> node::too_large_for_log(std::string_view stream, std:
            std::to_string(limit);
 }
 
-std::optional<http::response> node::refuse_publish(const http::request& req, std::string& stream) const {
+std::optional<http::response> node::refuse_publish(const http::request& req, std::string& stream) {
     if (auto r = app::refuse_unauthorized(req, tokens_)) return r;
     if (!http::is_json(req)) return http::response::error(415, "Content-Type must be application/json");
     stream = o_.stream;
@@ -108,7 +108,7 @@ std::optional<http::response> node::refuse_publish(const http::request& req, std
         return r;
     }
     if (stopping_) return http::response::error(503, "shutting down");
-    if (storage_.disk_low()) {
+    if (storage_.disk_low_now()) {
         // Refused before SQLite fails on a full disk; nothing is stored.
         auto r = http::response::error(507, "insufficient storage: " + storage_.low_message());
         r.set("Retry-After", "5");
@@ -138,13 +138,18 @@ http::router node::routes() {
         if (storage_.commit_failing()) {
             // The last publish could not be stored (a full disk): try a small
             // write, so that readiness comes back without traffic.
+            // A write of the largest message's size (the envelope's limit).
             auto probe = [](app::database& db, bool&) {
-                db.touch();
+                db.probe_write(envelope::limits{}.max_body_bytes);
                 return true;
             };
             auto w = co_await worker_.run<bool>(ioc_.get_executor(), std::move(probe));
             if (std::holds_alternative<std::string>(w))
                 co_return http::response::json(503, "{\"status\":\"storage_failed\"}");
+            worker_.post([](app::database& db) {
+                db.touch();  // the probe's megabyte goes again
+                return true;
+            }, [](const std::string&) {});
             outbox_works();
         }
         co_return http::response::json(200, "{\"status\":\"ready\"}");
@@ -194,7 +199,14 @@ http::router node::routes() {
         auto result = co_await worker_.run<keyed_publish>(ioc_.get_executor(), std::move(job));
         --publishing_;
         if (auto* e = std::get_if<std::string>(&result)) {
-            publish_failed(stream, *e);
+            publish_failed(stream, *e);  // checks the watermark again
+            if (storage_.disk_low()) {
+                // The same answer as the refusals before the store is tried.
+                auto res = http::response::error(507, "insufficient storage: " + storage_.low_message());
+                res.set("Retry-After", "5");
+                check_drained();
+                co_return res;
+            }
             auto res = http::response::error(503, "storage failure, nothing stored: " + *e);
             res.set("Retry-After", "1");
             check_drained();

@@ -233,6 +233,10 @@ int node::run() {
         try {
             ep = server->listen(host, port);
         } catch (const boost::system::system_error& e) {
+            // An address in use, or not ours to bind: the configuration (exit
+            // 2). One not configured yet (a boot where the network comes
+            // later) may appear: exit 1, and the unit tries again.
+            if (e.code() == boost::system::errc::address_not_available) throw;
             throw app::config_error(e.what());
         }
         server->start();
@@ -342,6 +346,7 @@ int status(const std::string& dir) {
     j["pending"] = pending;
     j["dead_letter"] = out.dead_letter_count();
     j["blocked"] = out.blocked();
+    db.check_unchanged();
     std::cout << j.dump() << "\n";
     return 0;
 }
@@ -349,7 +354,9 @@ int status(const std::string& dir) {
 int dead_letters(const std::string& dir) {
     app::database db(dir, "primary.db", "steadfast-primary", app::sync_mode::off, app::open_mode::read_only);
     outbox out(db);
-    for (const auto& d : out.dead_letters()) std::cout << to_json(d) << "\n";
+    const auto rows = out.dead_letters();
+    db.check_unchanged();
+    for (const auto& d : rows) std::cout << to_json(d) << "\n";
     return 0;
 }
 

@@ -147,7 +147,7 @@ private:
     // so that delivery need not read it back from the outbox.
     void committed(const std::string& stream, std::size_t n, pending_message* one = nullptr);
     std::size_t envelope_overhead(std::string_view stream) const;
-    std::optional<http::response> refuse_publish(const http::request& req, std::string& stream) const;
+    std::optional<http::response> refuse_publish(const http::request& req, std::string& stream);  // may check the disk again
     bool at_stream_cap(const std::string& stream) const;
     bool has_pending(const std::string& stream) const;
     // A publish admitted to a stream holds the stream's place under
@@ -182,7 +182,6 @@ private:
     // nullopt: the secondary could not be asked (tried again later).
     boost::asio::awaitable<std::optional<std::vector<std::pair<std::string, std::uint64_t>>>> streams_behind(
         const std::map<std::string, std::uint64_t>& acked, std::size_t& pages);
-    std::optional<http::client> recheck_client_;  // GET /api/streams, one request at a time
     std::string secondary_instance_;  // the secondary's X-Steadfast-Instance, as last probed
     bool rechecking_ = false;         // a recheck is under way
     bool recheck_again_ = false;      // it could not finish: another in the next slot
@@ -260,6 +259,7 @@ private:
     std::optional<http::client_pool> link_;        // an http(s):// secondary
     std::optional<combiner> combined_;             // streams' batches sharing link_'s requests
     std::optional<http::client> probe_client_;
+    std::optional<http::client> recheck_client_;  // GET /api/streams, one request at a time (after ioc_: destroyed first)
     std::unique_ptr<jetstream::client> js_;        // a nats:// secondary
     std::string js_problem_;  // why the last JetStream check failed ("" when it passed), logged once
     std::vector<std::string> tokens_;  // --token-file: the first is sent, any is accepted on /publish

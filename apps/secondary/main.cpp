@@ -76,6 +76,7 @@ int dump(const std::string& dir) {
         app::report_fatal("secondary", "dump_failed", std::string("writing to standard output failed: ") + std::strerror(errno));
         return 1;
     }
+    db.check_unchanged();
     return 0;
 }
 
@@ -96,6 +97,7 @@ int status(const std::string& dir) {
         auto c = db.prepare("SELECT count(*) FROM applied");
         if (c.step()) j["applied"] = c.column_int(0);
     }
+    db.check_unchanged();
     std::cout << j.dump() << "\n";
     return 0;
 }
@@ -103,9 +105,9 @@ int status(const std::string& dir) {
 // `set-fence --data DIR --epoch N`: the secondary stopped, sets its epoch
 // fence (lowers one raised by mistake). Logged, with the value it replaced.
 int set_fence(const std::string& dir, std::uint64_t epoch) {
-    std::error_code ec;
-    if (!std::filesystem::exists(std::filesystem::path(dir) / "secondary.db", ec))
-        throw app::db_error("no database at \"" + (std::filesystem::path(dir) / "secondary.db").string() + "\"");
+    // Only a secondary's existing store (never a fresh one in a mistyped
+    // directory, or an empty file made one): checked read-only first.
+    (void)app::database(dir, "secondary.db", "steadfast-secondary", app::sync_mode::off, app::open_mode::read_only);
     app::init_log("secondary", level::info);
     app::database db(dir, "secondary.db", "steadfast-secondary", app::sync_mode::full);  // takes the directory's lock
     secondary::store st(db);
@@ -180,12 +182,18 @@ int serve(const options& o) {
     auto recheck_storage = [&]() -> asio::awaitable<std::string> {
         if (health.disk_low()) co_return health.low_message();
         if (!health.commit_failing()) co_return std::string{};
-        auto probe = [](app::database& d, bool&) {
-            d.touch();
+        // A write of the largest message's size: ready means one can be stored.
+        auto probe = [max = o.max_body](app::database& d, bool&) {
+            d.probe_write(max);
             return true;
         };
         auto r = co_await worker.run<bool>(ioc.get_executor(), std::move(probe));
         std::string err = std::holds_alternative<std::string>(r) ? std::get<std::string>(r) : std::string{};
+        if (err.empty())
+            worker.post([](app::database& d) {
+                d.touch();  // the probe's bytes go again
+                return true;
+            }, [](const std::string&) {});
         storage_state(err);
         co_return err;
     };
@@ -291,7 +299,7 @@ int serve(const options& o) {
                 reject("content_type");
                 co_return http::response::error(415, "Content-Type must be application/json");
             }
-            if (health.disk_low()) {
+            if (health.disk_low_now()) {
                 // Refused before SQLite fails on a full disk: the primary keeps it and retries.
                 reject("storage");
                 auto r = http::response::error(503, "insufficient storage: " + health.low_message());
@@ -359,6 +367,10 @@ int serve(const options& o) {
         try {
             ep = server->listen(host, port);
         } catch (const boost::system::system_error& e) {
+            // An address in use, or not ours to bind: the configuration (exit
+            // 2). One not configured yet (a boot where the network comes
+            // later) may appear: exit 1, and the unit tries again.
+            if (e.code() == boost::system::errc::address_not_available) throw;
             throw app::config_error(e.what());
         }
         server->start();

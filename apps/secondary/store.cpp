@@ -75,9 +75,17 @@ void store::set_fence(std::uint64_t epoch) {
     pf.step();
     // The streams' own highest epochs only seed the fence of an old store;
     // kept no higher than the fence so that nothing brings the old one back.
-    auto lower = db_.prepare("UPDATE streams SET max_epoch=? WHERE max_epoch>?");
-    lower.bind(1, static_cast<std::int64_t>(epoch)).bind(2, static_cast<std::int64_t>(epoch));
-    lower.step();
+    // Compared here as the unsigned values they are (SQLite's are signed).
+    std::vector<std::string> higher;
+    auto sel = db_.prepare("SELECT stream, max_epoch FROM streams");
+    while (sel.step())
+        if (static_cast<std::uint64_t>(sel.column_int(1)) > epoch) higher.emplace_back(sel.column_text(0));
+    auto lower = db_.prepare("UPDATE streams SET max_epoch=? WHERE stream=?");
+    for (const auto& s : higher) {
+        lower.reset();
+        lower.bind(1, static_cast<std::int64_t>(epoch)).bind(2, s);
+        lower.step();
+    }
 }
 
 void store::raise_fence(std::uint64_t epoch) {
