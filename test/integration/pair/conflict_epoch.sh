@@ -72,7 +72,7 @@ wait_exit "$PPID_" 30
 [ "$EXIT_RC" = 3 ] || fail "a demoted primary must exit 3, got $EXIT_RC"
 log_has "$WORK/primary.log" demoted epoch=1 newer_epoch=5 || fail "no demoted log line naming both epochs (1, and 5 seen)"
 [ "$(pending)" = 10 ] || fail "the demoted primary must keep its messages: $(status_json)"
-dump | grep -q '"stream":"default"' && fail "the secondary applied messages of the stale primary"
+dump_lacks '"stream":"default"' || fail "the secondary applied messages of the stale primary"
 # A primary with a current epoch delivers them.
 start_primary --epoch 6
 wait_drained 30

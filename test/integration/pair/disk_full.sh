@@ -6,9 +6,13 @@
 #    go on without a gap;
 # 2. the secondary: under the watermark /ready and /health answer 503 and a post 503 (the primary keeps its
 #    messages and retries); one storage_failed line, however often the primary retries (it used to alternate
-#    with storage_recovered while the disk stayed full); once space is freed everything is delivered.
+#    with storage_recovered while the disk stayed full); once space is freed everything is delivered;
+# 3. a limit statvfs cannot see (a file-size limit, like a quota): once a publish fails, /ready stays 503
+#    while a message of the largest size cannot be stored (its probe writes that much; a one-page probe used to
+#    pass and declare the store recovered), and 200 once it can.
 source "$(dirname "$0")/mountns.sh"
 source "$(dirname "$0")/lib.sh"
+LOG_PIPE=1   # part 3 limits the primary's file size: its log must not be a file it writes
 ready_of() { curl -s -m 5 -w ' %{http_code}' "http://127.0.0.1:$1/ready"; }
 ready_is() { [ "$(ready_of "$1" | awk '{print $NF}')" = "$2" ]; }
 count_events() { grep -c "\"event\":\"$2\"" "$1" || true; }
@@ -68,4 +72,25 @@ wait_for 5 "the secondary's /ready answering 200 once space is freed" ready_is "
 wait_drained 60
 verify w
 [ "$(count_events "$WORK/secondary.log" storage_recovered)" = 1 ] || fail "storage_recovered logged $(count_events "$WORK/secondary.log" storage_recovered) times"
+
+# 3. A file-size limit: room for small writes, none for a large message.
+stop "$PPID_"
+PDATA="$WORK/pdata3"
+start_primary --min-free-space 0
+publish 3 q
+biggest=$(find "$PDATA" -type f -printf '%s\n' | sort -n | tail -1)
+prlimit --pid "$PPID_" --fsize=$((biggest + 300000)):unlimited || fail "prlimit"
+python3 -c 'print("{\"pad\":\"" + "x" * 200000 + "\"}")' >"$WORK/big.json"
+failed=0
+for i in $(seq 1 12); do
+  code=$(curl -s -m 10 -o /dev/null -w '%{http_code}' -X POST "${CT[@]}" --data-binary "@$WORK/big.json" "http://127.0.0.1:$PPORT/publish?stream=q")
+  [ "$code" = 503 ] && { failed=1; break; }
+done
+[ "$failed" = 1 ] || fail "no publish failed under a file-size limit of $((biggest + 300000)) bytes"
+for i in 1 2 3; do
+  r=$(ready_of "$PPORT")
+  [ "${r##* }" = 503 ] || fail "/ready while a large message cannot be stored: $r (check $i)"
+done
+prlimit --pid "$PPID_" --fsize=unlimited:unlimited || fail "prlimit"
+wait_for 5 "the primary's /ready once the limit is lifted" ready_is "$PPORT" 200
 echo "PASS"

@@ -187,6 +187,13 @@ wait_drained() {  # wait_drained [seconds]
   done
 }
 dump() { "$BIN/steadfast-secondary" dump --data "$SDATA"; }
+# dump_lacks PATTERN: dump succeeds and no line matches PATTERN (a failing dump fails the test, rather than
+# passing a check that nothing was applied)
+dump_lacks() {
+  local out
+  out=$(dump) || fail "steadfast-secondary dump failed: $out"
+  ! grep -q -- "$1" <<<"$out"
+}
 
 # verify [STREAM]: every acknowledged message of STREAM applied exactly once, in seq order, with the payload
 # byte for byte as published (whitespace around the whole payload may be trimmed), as many applied as
