@@ -1,0 +1,117 @@
+#include "messages.hpp"
+
+#include "../common/token.hpp"
+
+#include <steadfast/transport/envelope.hpp>
+
+#include <boost/asio/use_awaitable.hpp>
+
+#include <charconv>
+#include <chrono>
+#include <memory>
+
+namespace asio = boost::asio;
+
+namespace steadfast::secondary {
+
+std::optional<http::response> refuse_messages(const http::request& req, const std::vector<std::string>& tokens,
+                                              app::storage_health& health, std::string& reason) {
+    if (auto denied = app::refuse_unauthorized(req, tokens)) {
+        reason = "unauthorized";
+        return denied;
+    }
+    if (!http::is_json(req)) {
+        reason = "content_type";
+        return http::response::error(415, "Content-Type must be application/json");
+    }
+    if (health.disk_low_now()) {
+        // Refused before SQLite fails on a full disk: the primary keeps it and retries.
+        reason = "storage";
+        auto r = http::response::error(503, "insufficient storage: " + health.low_message());
+        r.set("Retry-After", "1");
+        return r;
+    }
+    return std::nullopt;
+}
+
+std::variant<envelope::decoded, http::response> decode_messages(std::string_view body, std::size_t max_body) {
+    auto decoded = envelope::decode(body, envelope::limits{.max_body_bytes = max_body});
+    if (auto* err = std::get_if<envelope::decode_error>(&decoded)) return http::response::error(400, err->what);
+    return std::move(std::get<envelope::decoded>(decoded));
+}
+
+http::response answer_of(std::variant<store::answer, std::string>&& result) {
+    if (auto* e = std::get_if<std::string>(&result)) {
+        auto r = http::response::error(503, "storage failure: " + *e);
+        r.set("Retry-After", "1");
+        return r;
+    }
+    auto& a = std::get<store::answer>(result);
+    return http::response::json(a.status, std::move(a.body));
+}
+
+std::variant<page_query, http::response> parse_page_query(std::string_view target) {
+    if (auto unknown = http::unknown_query_params(target, {"after", "limit"}); !unknown.empty())
+        return http::response::error(400, "unknown query parameter(s) " + unknown + " (after=NAME, limit=N)");
+    if (http::query_param_count(target, "after") > 1 || http::query_param_count(target, "limit") > 1)
+        return http::response::error(400, "after and limit are given once at most");
+    page_query q;
+    q.after = http::query_param(target, "after").value_or("");
+    if (auto l = http::query_param(target, "limit")) {
+        const auto* end = l->data() + l->size();
+        auto [p, ec] = std::from_chars(l->data(), end, q.limit);
+        if (ec != std::errc{} || p != end || q.limit == 0 || q.limit > envelope::max_positions_page)
+            return http::response::error(400, "limit must be 1 to " + std::to_string(envelope::max_positions_page));
+    }
+    return q;
+}
+
+http::router::handler message_routes::messages() const {
+    return [r = *this](http::request& req) -> asio::awaitable<http::response> {
+        const auto t0 = std::chrono::steady_clock::now();
+        std::string reason;
+        if (auto refused = refuse_messages(req, r.tokens, r.health, reason)) {
+            r.m.reject(reason);
+            co_return std::move(*refused);
+        }
+        auto decoded = decode_messages(req.body, r.max_body);
+        if (auto* bad = std::get_if<http::response>(&decoded)) {
+            r.m.reject("malformed");
+            co_return std::move(*bad);
+        }
+        auto d = std::make_shared<envelope::decoded>(std::move(std::get<envelope::decoded>(decoded)));
+        // Named before the co_await (g++ 12 and lambda temporaries in co_await).
+        auto job = [&st = r.st, d](app::database&, bool& keep) { return st.apply(*d, keep); };
+        auto result = co_await r.worker.run<store::answer>(r.ex, std::move(job));
+        if (auto* e = std::get_if<std::string>(&result)) {
+            r.health.commit_failed(*e);
+            r.health.check_disk();
+            r.m.reject("storage");
+        } else {
+            const auto& a = std::get<store::answer>(result);
+            // Only a commit that wrote something shows the store works again
+            // (a duplicate or a 409 commits nothing).
+            if (a.applied > 0) r.health.commit_ok();
+            r.m.counted(a);
+            r.m.latency.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+        co_return answer_of(std::move(result));
+    };
+}
+
+http::router::handler message_routes::streams() const {
+    return [r = *this](http::request& req) -> asio::awaitable<http::response> {
+        if (auto denied = app::refuse_unauthorized(req, r.tokens)) {
+            r.m.reject("unauthorized");
+            co_return std::move(*denied);
+        }
+        auto q = parse_page_query(req.target);
+        if (auto* bad = std::get_if<http::response>(&q)) co_return std::move(*bad);
+        auto page = [&st = r.st, q = std::get<page_query>(q)](app::database&, bool&) { return st.positions_after(q.after, q.limit); };
+        auto got = co_await r.worker.run<envelope::positions_page>(r.ex, std::move(page));
+        if (auto* e = std::get_if<std::string>(&got)) co_return http::response::error(503, "storage failure: " + *e);
+        co_return http::response::json(200, envelope::encode(std::get<envelope::positions_page>(got)));
+    };
+}
+
+}  // namespace steadfast::secondary

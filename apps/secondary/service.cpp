@@ -1,0 +1,223 @@
+#include "service.hpp"
+
+#include "../common/options.hpp"
+#include "../common/random_id.hpp"
+#include "../common/token.hpp"
+#include "../common/token_reload.hpp"
+#include "messages.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <csignal>
+
+namespace asio = boost::asio;
+
+namespace steadfast::secondary {
+
+using app::level;
+
+service::service(const options& o)
+    : o_(o),
+      tokens_(o.token_file.empty() ? std::vector<std::string>{} : app::read_token_file(o.token_file)),
+      db_(o.data, "secondary.db", "steadfast-secondary", o.sync),
+      st_(db_),
+      worker_(db_),
+      health_(ioc_.get_executor(), {o.data, o.min_free}, [this](bool ok, const std::string& why) { storage_changed(ok, why); }),
+      instance_(app::random_hex(16)) {
+    // JetStream's log is written by a primary only: no step there.
+    if (o.source.servers.empty()) st_.set_max_epoch_step(o.max_epoch_step);
+}
+
+service::~service() = default;
+
+// Logged once a transition: a full disk refuses writes before they fail.
+void service::storage_changed(bool ok, const std::string& why) {
+    nlohmann::json f = nlohmann::json::object();
+    if (!ok && why == "low_disk_space")
+        f = {{"error", "low disk space"}, {"available", health_.available()}, {"min_free_space", o_.min_free}};
+    else if (!ok)
+        f = {{"error", why}};
+    app::log(ok ? level::info : level::error, ok ? "storage_recovered" : "storage_failed", std::move(f));
+    m_.storage_ok.Set(ok ? 1 : 0);
+}
+
+// While the store is failing, /health and /ready try a write of the largest
+// message's size: the store may work again (space freed, a limit lifted).
+// Returns the error, if any.
+asio::awaitable<std::string> service::recheck_storage() {
+    if (health_.disk_low()) co_return health_.low_message();
+    if (!health_.commit_failing()) co_return std::string{};
+    auto probe = [max = o_.max_body](app::database& d, bool&) {
+        d.probe_write(max);
+        return true;
+    };
+    auto r = co_await worker_.run<bool>(ioc_.get_executor(), std::move(probe));
+    std::string err = std::holds_alternative<std::string>(r) ? std::get<std::string>(r) : std::string{};
+    if (err.empty()) {
+        worker_.post([](app::database& d) {
+            d.touch();  // the probe's bytes go again
+            return true;
+        }, [](const std::string&) {});
+        health_.commit_ok();
+    } else {
+        health_.commit_failed(err);
+        health_.check_disk();
+    }
+    co_return err;
+}
+
+http::router service::routes() {
+    http::router routes;
+    // Readiness: 503 while draining, under the watermark, or while the store
+    // cannot commit (then every message would be answered 503 anyway).
+    routes.add("GET", "/ready", [this](http::request&) -> asio::awaitable<http::response> {
+        if (draining_) co_return http::response::json(503, "{\"status\":\"draining\"}");
+        if (health_.disk_low())
+            co_return http::response::json(503, nlohmann::json{{"status", "low_disk_space"}, {"available", health_.available()},
+                                                               {"min_free_space", o_.min_free}}.dump());
+        if (!(co_await recheck_storage()).empty()) co_return http::response::json(503, "{\"status\":\"storage_failed\"}");
+        co_return http::response::json(200, "{\"status\":\"ready\"}");
+    });
+    routes.add("GET", "/health", [this](http::request&) -> asio::awaitable<http::response> {
+        if (auto e = co_await recheck_storage(); !e.empty())
+            co_return http::response::json(503, "{\"status\":\"storage_failed\",\"error\":\"" + http::json_escape(e) + "\"}");
+        if (source_) {
+            // The JetStream link: 503 while no NATS server is reachable, the
+            // consumer is not there, or a stream is blocked.
+            const char* status = !source_->connected()        ? "jetstream_disconnected"
+                                 : !source_->consuming()      ? "not_consuming"
+                                 : !source_->blocked().empty() ? "streams_blocked"
+                                                               : "ok";
+            nlohmann::json j{{"status", status}, {"jetstream", source_->health()}};
+            co_return http::response::json(std::string_view(status) == "ok" ? 200 : 503, j.dump());
+        }
+        auto ok = http::response::json(200, "{\"status\":\"ok\"}");
+        ok.set("X-Steadfast-Instance", instance_);  // a primary learns from a new value that this process restarted
+        co_return ok;
+    });
+    routes.add("GET", "/metrics", [this](http::request&) -> asio::awaitable<http::response> {
+        m_.db.sync(worker_.get_stats());
+        health_.check_disk();
+        m_.free_bytes.Set(static_cast<double>(health_.available()));
+        if (server_) {
+            const auto s = server_->get_stats();
+            app::sync_counter(m_.refused, s.connections_rejected);
+            app::sync_counter(m_.tls_failures, s.tls_handshake_failures);
+            app::sync_counter(m_.accepted, s.connections_accepted);
+        }
+        if (source_) {
+            m_.js_connected.Set(source_->connected() ? 1 : 0);
+            m_.js_lag.Set(static_cast<double>(source_->lag()));
+            m_.js_blocked.Set(static_cast<double>(source_->blocked().size()));
+            app::sync_counter(m_.js_redeliveries, source_->redeliveries());
+            app::sync_counter(m_.js_repairs, source_->repair_requests());
+        }
+        using positions_t = std::pair<std::uint64_t, std::vector<std::pair<std::string, std::uint64_t>>>;
+        auto read = [this](app::database&, bool&) { return positions_t{st_.fence(), st_.last_applied()}; };
+        auto positions = co_await worker_.run<positions_t>(ioc_.get_executor(), std::move(read));
+        if (auto* p = std::get_if<0>(&positions)) {
+            m_.epoch.Set(static_cast<double>(p->first));
+            for (const auto& [stream, seq] : p->second) m_.last_seq.Add({{"stream", stream}}).Set(static_cast<double>(seq));
+        }
+        http::response r;
+        r.body = app::expose(*m_.registry);
+        r.set("Content-Type", "text/plain; version=0.0.4");
+        co_return r;
+    });
+    // With --source, JetStream is the only way in: no POST /api/messages.
+    if (o_.source.servers.empty()) {
+        const message_routes mr{ioc_.get_executor(), worker_, st_, health_, m_, tokens_, o_.max_body};
+        routes.add("POST", "/api/messages",
+                   with_faults(mr.messages(), o_.faults, ioc_.get_executor(), [this](const std::string& r) { m_.reject(r); }));
+        // What this secondary holds, a page at a time: a primary that
+        // reconnects resends only to the streams it finds behind.
+        routes.add("GET", "/api/streams", mr.streams());
+    }
+    return routes;
+}
+
+void service::start_listener(http::router r) {
+    http::server::options so = o_.listener;
+    so.max_body_bytes = o_.max_body;
+    so.tls = o_.tls;
+    const auto [host, port] = http::parse_listen_address(o_.listen);
+    server_.emplace(ioc_.get_executor(), std::move(r), so);
+    asio::ip::tcp::endpoint ep;
+    try {
+        ep = server_->listen(host, port);
+    } catch (const boost::system::system_error& e) {
+        // An address in use, or not ours to bind: the configuration (exit
+        // 2). One not configured yet (a boot where the network comes
+        // later) may appear: exit 1, and the unit tries again.
+        if (e.code() == boost::system::errc::address_not_available) throw;
+        throw app::config_error(e.what());
+    }
+    server_->start();
+    ++running_;
+    app::log(level::info, "listening", {{"address", ep.address().to_string()}, {"port", ep.port()}, {"data", db_.path()},
+                                        {"sync", o_.sync == app::sync_mode::full ? "full" : "off"}, {"auth", !tokens_.empty()},
+                                        {"tls", o_.tls.has_value()}, {"mutual_tls", o_.tls && !o_.tls->client_ca_file.empty()}});
+}
+
+void service::start_source() {
+    source_hooks hooks;
+    hooks.counted = [this](const store::answer& a) { m_.counted(a); };
+    hooks.storage = [this](const std::string& err) {
+        if (err.empty()) {
+            health_.commit_ok();
+        } else {
+            health_.commit_failed(err);
+            health_.check_disk();
+        }
+    };
+    hooks.rejected = [this](const std::string& r) { m_.reject(r); };
+    source_ = std::make_unique<js_source>(ioc_, worker_, st_, o_.source, std::move(hooks));
+    ++running_;
+    app::log(level::info, "source", {{"servers", o_.source.servers}, {"stream", o_.source.stream},
+                                     {"consumer", o_.source.consumer}, {"data", db_.path()},
+                                     {"sync", o_.sync == app::sync_mode::full ? "full" : "off"}});
+    asio::co_spawn(ioc_, source_->run(), [this](std::exception_ptr e) {
+        if (e) {
+            try {
+                std::rethrow_exception(e);
+            } catch (const std::exception& ex) {
+                app::log(level::error, "source_failed", {{"error", ex.what()}});
+            }
+        }
+        ended();
+    });
+}
+
+void service::ended() {
+    if (--running_ == 0) ioc_.stop();
+}
+
+void service::stop(int sig) {
+    app::log(level::info, "shutting_down", {{"signal", sig}});
+    draining_ = true;
+    health_.stop();
+    if (source_) source_->stop();
+    if (server_)
+        asio::co_spawn(ioc_, server_->shutdown(), [this](std::exception_ptr) { ended(); });
+    else if (!source_)
+        ioc_.stop();
+}
+
+int service::run() {
+    if (o_.tls) app::warn_invalid_certificate(o_.tls->cert_file, "--tls-cert (served on --listen)");
+    health_.start();
+    if (!o_.listen.empty()) start_listener(routes());
+    if (!o_.source.servers.empty()) start_source();
+    app::token_reloader reload(ioc_.get_executor(), o_.token_file, tokens_);
+    asio::signal_set signals(ioc_, SIGINT, SIGTERM);
+    signals.async_wait([this](const boost::system::error_code& ec, int sig) {
+        if (!ec) stop(sig);
+    });
+    ioc_.run();
+    app::log(level::info, "stopped");
+    return 0;
+}
+
+}  // namespace steadfast::secondary
