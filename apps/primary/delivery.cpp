@@ -106,7 +106,14 @@ void node::recheck_streams() {
     if (js_ || stopping_) return;
     using clock = std::chrono::steady_clock;
     constexpr auto every = 5s;
-    if (rechecking_ || recheck_timer_armed_) return;  // one under way or queued covers this one too
+    // One under way compares with pages some of which may come from the
+    // secondary before this news (a restart onto a restored copy): another
+    // follows it. One queued covers this one.
+    if (rechecking_) {
+        recheck_again_ = true;
+        return;
+    }
+    if (recheck_timer_armed_) return;
     if (const auto since = clock::now() - last_recheck_; last_recheck_ != clock::time_point{} && since < every) {
         recheck_timer_armed_ = true;
         auto t = std::make_shared<asio::steady_timer>(ioc_, every - since);
@@ -124,12 +131,19 @@ void node::recheck_streams() {
             try {
                 std::rethrow_exception(e);
             } catch (const std::exception& ex) {
-                app::log(level::error, "recheck_failed", {{"error", ex.what()}});
+                recheck_failed({{"error", ex.what()}});
             }
         }
-        // The secondary could not be asked: again in 5 s (the slot above).
+        // The secondary could not be asked, or changed meanwhile: again in
+        // the next slot (5 s after this one began).
         if (std::exchange(recheck_again_, false) && !stopping_) recheck_streams();
     });
+}
+
+// Logged, and counted (a recheck that keeps failing shows on /metrics).
+void node::recheck_failed(nlohmann::json fields) {
+    recheck_failures_.Increment();
+    app::log(level::warn, "recheck_failed", std::move(fields));
 }
 
 asio::awaitable<std::optional<std::vector<std::pair<std::string, std::uint64_t>>>> node::streams_behind(
@@ -144,7 +158,7 @@ asio::awaitable<std::optional<std::vector<std::pair<std::string, std::uint64_t>>
         ++pages;
         if (stopping_) co_return std::nullopt;
         if (!o.has_response()) {
-            app::log(level::warn, "recheck_failed", {{"error", std::string(to_string(o.error().phase)) + ": " + o.error().ec.message()},
+            recheck_failed({{"error", std::string(to_string(o.error().phase)) + ": " + o.error().ec.message()},
                                                      {"note", "tried again in 5 s"}});
             co_return std::nullopt;
         }
@@ -154,7 +168,7 @@ asio::awaitable<std::optional<std::vector<std::pair<std::string, std::uint64_t>>
         }
         auto page = o.res().status == 200 ? envelope::decode_positions(o.res().body) : std::nullopt;
         if (!page) {
-            app::log(level::warn, "recheck_failed", {{"error", "GET /api/streams answered " + std::to_string(o.res().status)},
+            recheck_failed({{"error", "GET /api/streams answered " + std::to_string(o.res().status)},
                                                      {"note", "tried again in 5 s"}});
             co_return std::nullopt;
         }
@@ -168,9 +182,15 @@ asio::awaitable<std::optional<std::vector<std::pair<std::string, std::uint64_t>>
             }
         }
         if (!page->more || page->streams.empty()) break;
+        if (page->streams.back().stream <= after) {
+            // A page that does not move on would be asked for forever.
+            recheck_failed({{"error", "GET /api/streams answered a page that does not move past \"" + after + "\""},
+                                                     {"note", "tried again in 5 s"}});
+            co_return std::nullopt;
+        }
         after = page->streams.back().stream;
         if (!envelope::valid_stream_name(after)) {
-            app::log(level::warn, "recheck_failed", {{"error", "GET /api/streams named a stream no primary could have made"}});
+            recheck_failed({{"error", "GET /api/streams named a stream no primary could have made"}});
             co_return std::nullopt;
         }
     }
@@ -182,7 +202,7 @@ asio::awaitable<void> node::recheck() {
     auto read = [this](app::database&, bool&) { return out_.recently_acknowledged(); };
     auto got = co_await worker_.run<std::map<std::string, std::uint64_t>>(ioc_.get_executor(), std::move(read));
     if (auto* e = std::get_if<std::string>(&got)) {
-        app::log(level::error, "recheck_failed", {{"error", *e}});
+        recheck_failed({{"error", *e}});
         recheck_again_ = true;
         co_return;
     }

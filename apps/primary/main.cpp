@@ -119,6 +119,8 @@ node::node(const options& o, app::database& db)
       db_metrics_(*registry_, "primary"),
       storage_ok_gauge_(gauge(*registry_, "steadfast_primary_storage_ok", "1 while the outbox commits and has --min-free-space")),
       free_gauge_(gauge(*registry_, "steadfast_primary_storage_free_bytes", "Free bytes on the data directory's filesystem (as of the last check)")),
+      recheck_failures_(counter(*registry_, "steadfast_primary_recheck_failures_total",
+                                "Rechecks of a secondary that could not ask it what it holds (tried again in 5 s)")),
       storage_(ioc_.get_executor(), {o.data, o.min_free}, [this](bool ok, const std::string& why) { storage_changed(ok, why); }) {
     storage_ok_gauge_.Set(1);
     tokens_ = o.tokens;
@@ -149,7 +151,7 @@ node::node(const options& o, app::database& db)
         auto probing = secondary_options(o);
         probing.connect_timeout = probing.read_timeout = probing.write_timeout = 900ms;
         probe_client_.emplace(ioc_.get_executor(), probing);
-        recheck_client_.emplace(ioc_.get_executor(), secondary_options(o));
+        recheck_client_.emplace(ioc_.get_executor(), link_options(o));  // --attempt-timeout bounds a page
     }
     probe_options po;
     po.interval = 1s;

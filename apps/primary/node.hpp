@@ -176,6 +176,7 @@ private:
     // restored from an older copy (HTTP only).
     void recheck_streams();
     boost::asio::awaitable<void> recheck();
+    void recheck_failed(nlohmann::json fields);
     // The streams a recheck resends to: what this primary acknowledged within
     // --retain (`acked`) that the secondary holds less of, by its pages of
     // GET /api/streams; all of them from a secondary without that route.
@@ -303,6 +304,7 @@ private:
     // The outbox can take a write: free space above --min-free-space, and the
     // last commit worked (false from a failed one until a write succeeds).
     prometheus::Gauge &storage_ok_gauge_, &free_gauge_;
+    prometheus::Counter& recheck_failures_;
     app::storage_health storage_;
     void storage_changed(bool ok, const std::string& why);
     // Refused publishes while the outbox fails: logged at most once a second
