@@ -816,24 +816,14 @@ asio::awaitable<bool> node::next_step(const std::string& stream, const pending_m
         app::log(level::error, "schedule_failed", {{"stream", stream}, {"error", *e}});
         co_return false;
     }
-    auto s = std::get<schedule>(got);
-    if (!s.is_for(head.seq)) s = {};
-    s.head_seq = head.seq;
-    ++s.attempts;
-    const auto step = std::min<std::uint32_t>(s.attempts, static_cast<std::uint32_t>(ladder_steps_));
-    // Never earlier than the secondary asked (Retry-After), however short the
-    // ladder's step; but never longer than the ladder's last step, so that a
-    // wrong clock or a hostile answer cannot park a stream for years.
-    const std::chrono::nanoseconds longest = ladder_.base_delay(static_cast<std::uint32_t>(ladder_steps_), {});
-    if (server_wait > longest) {
+    // The ladder's arithmetic (ladder.hpp): the step, the Retry-After, the bound.
+    const ladder_plan plan = plan_next_step(std::get<schedule>(got), head.seq, ladder_, server_wait, now_ms());
+    if (plan.retry_after_bounded)
         app::log(level::warn, "retry_after_bounded", {{"stream", stream}, {"retry_after_s", std::chrono::duration_cast<std::chrono::seconds>(server_wait).count()},
-                                                      {"waiting_s", std::chrono::duration_cast<std::chrono::seconds>(longest).count()},
+                                                      {"waiting_s", plan.delay.count() / 1000},
                                                       {"note", "the secondary asked for more than the ladder's last step"}});
-        server_wait = longest;
-    }
-    const auto delay = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::max<std::chrono::nanoseconds>(ladder_.base_delay(step, {}), server_wait));
-    s.next_at_ms = now_ms() + delay.count();
+    const schedule s = plan.next;
+    const auto delay = plan.delay;
     auto write = [this, &stream, s](app::database&, bool&) {
         out_.set_schedule(stream, s);
         return true;

@@ -61,7 +61,6 @@ node::node(const options& o, app::database& db)
       out_(db),
       worker_(db),
       ladder_(o.ladder.empty() ? backoff::rocketmq() : backoff::schedule(o.ladder)),
-      ladder_steps_(ladder_.steps()),
 
       shutdown_(make_shutdown_requested(ioc_.get_executor(), {SIGINT, SIGTERM})),
       demoted_(make_demoted(ioc_.get_executor(), o.epoch)),

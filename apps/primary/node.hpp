@@ -256,7 +256,6 @@ private:
     outbox out_;
     app::db_worker worker_;
     backoff ladder_;
-    std::size_t ladder_steps_;
     std::optional<http::client_pool> link_;        // an http(s):// secondary
     std::optional<combiner> combined_;             // streams' batches sharing link_'s requests
     std::optional<http::client> probe_client_;

@@ -18,6 +18,7 @@
 #pragma once
 
 #include "../common/sqlite.hpp"
+#include "ladder.hpp"
 
 #include <cstdint>
 #include <map>
@@ -51,15 +52,6 @@ struct pending_message {
     std::int64_t at_ms = 0;  // when it was accepted
 };
 
-struct schedule {
-    std::uint32_t attempts = 0;   // ladder steps used on the head message
-    std::int64_t next_at_ms = 0;  // not before this (0: now)
-    std::uint64_t head_seq = 0;   // the head message's seq (0: not recorded, by an older version)
-    /// Whether this is the ladder of the head message `seq`: one left for
-    /// another head (acknowledged since, or above where a rewind went back
-    /// to) is not; one of an older version (head_seq 0) is taken as its.
-    bool is_for(std::uint64_t seq) const noexcept { return head_seq == 0 || head_seq == seq; }
-};
 
 struct stream_status {
     std::uint64_t next_seq = 1, acked_seq = 0, pending = 0;

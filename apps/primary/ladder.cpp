@@ -1,0 +1,25 @@
+#include "ladder.hpp"
+
+#include <algorithm>
+
+namespace steadfast::primary {
+
+ladder_plan plan_next_step(schedule current, std::uint64_t head_seq, const backoff& ladder,
+                           std::chrono::nanoseconds server_wait, std::int64_t now_ms) {
+    ladder_plan p;
+    p.next = current.is_for(head_seq) ? current : schedule{};
+    p.next.head_seq = head_seq;
+    ++p.next.attempts;
+    const auto steps = std::max<std::uint64_t>(1, ladder.steps());
+    const auto step = std::min<std::uint64_t>(p.next.attempts, steps);
+    const std::chrono::nanoseconds longest = ladder.base_delay(steps, {});
+    if (server_wait > longest) {
+        p.retry_after_bounded = true;
+        server_wait = longest;
+    }
+    p.delay = std::chrono::duration_cast<std::chrono::milliseconds>(std::max(ladder.base_delay(step, {}), server_wait));
+    p.next.next_at_ms = now_ms + p.delay.count();
+    return p;
+}
+
+}  // namespace steadfast::primary
