@@ -4,6 +4,7 @@
 //   intake.cpp    /publish and --stdin: check, commit, answer
 //   delivery.cpp  the per-stream processor: batch, send, carry out decide()
 //   decide.cpp    what an answer means for a batch (plain code, unit-tested)
+//   ladder.cpp    when a failed head is tried next (plain code, unit-tested)
 //   window.cpp    what joins a stream's send window (plain code, unit-tested)
 //   outbox.cpp    the durable outbox (SQLite)
 // One io_context thread runs everything but SQLite (the database thread) and
