@@ -538,16 +538,7 @@ asio::awaitable<void> node::deliver(std::string stream) {
         // a request goes alone. Moved out of the window: on failure the window
         // is read again anyway.
         const std::size_t max = st.single_until > st.acked ? 1 : o_.batch_max;
-        std::vector<pending_message> batch;
-        std::size_t bytes = envelope::batch_prefix.size() + envelope::batch_suffix.size();
-        while (!st.window.empty() && batch.size() < max) {
-            const auto& m = st.window.front();
-            const std::size_t sz = envelope::encoded_size(m.id, stream, m.seq, o_.epoch, m.payload.size()) + 1;
-            if (!batch.empty() && bytes + sz > body_limit) break;
-            bytes += sz;
-            batch.push_back(std::move(st.window.front()));
-            st.window.pop_front();
-        }
+        std::vector<pending_message> batch = window::take_batch(st.window, max, body_limit, stream, o_.epoch);
         st.head_at_ms = batch.front().at_ms;
         // Fewer than a batch left: read the next rows while this batch is in
         // flight, if there may be any (the last read was full, or messages

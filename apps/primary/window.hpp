@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <deque>
 #include <vector>
 
@@ -35,5 +36,12 @@ struct fresh {
     bool read_again = false;  // the outbox may hold rows the window still lacks
 };
 fresh fresh_rows(std::uint64_t end, std::uint64_t after, const std::vector<pending_message>& rows);
+
+/// The next batch, moved out of the front of `rows`: at most `max` messages
+/// and, by their exact encoded size in a batch envelope of `stream` and
+/// `epoch`, at most `body_limit` bytes; a message too big to share a request
+/// goes alone (never an empty batch while rows remain).
+std::vector<pending_message> take_batch(std::deque<pending_message>& rows, std::size_t max, std::size_t body_limit,
+                                        std::string_view stream, std::uint64_t epoch);
 
 }  // namespace steadfast::primary::window

@@ -1,6 +1,7 @@
 // What joins a stream's send window (apps/primary/window.hpp): a commit in
 // memory, and the rows of a read that ran while commits joined.
 #include <primary/window.hpp>
+#include <steadfast/transport/envelope.hpp>
 
 #include <boost/test/unit_test.hpp>
 
@@ -92,6 +93,38 @@ BOOST_AUTO_TEST_CASE(a_read_that_does_not_continue_the_window_is_read_again) {
     f = window::fresh_rows(0, 0, rows(1, 3));
     BOOST_TEST(f.from == 3u);
     BOOST_TEST(f.read_again);
+}
+
+// The batch cut: the count limit, the body limit by exact encoded size (the
+// envelope's own arithmetic), a message too big to share going alone, the
+// rest left in order.
+BOOST_AUTO_TEST_CASE(batches_are_cut_by_count_and_by_encoded_size) {
+    std::deque<pending_message> w;
+    for (std::uint64_t s = 1; s <= 10; ++s) w.push_back(msg(s, 100));
+    auto b = window::take_batch(w, 4, 1 << 20, "orders", 3);
+    BOOST_REQUIRE(b.size() == 4u);
+    BOOST_TEST(b.front().seq == 1u);
+    BOOST_TEST(b.back().seq == 4u);
+    BOOST_TEST(w.size() == 6u);
+    BOOST_TEST(w.front().seq == 5u);
+    // The body limit: exactly as many as fit in a batch envelope.
+    const std::size_t one = steadfast::envelope::encoded_size("i-5", "orders", 5, 3, 100) + 1;
+    const std::size_t frame = steadfast::envelope::batch_prefix.size() + steadfast::envelope::batch_suffix.size();
+    b = window::take_batch(w, 100, frame + 3 * one, "orders", 3);
+    BOOST_TEST(b.size() == 3u);
+    b = window::take_batch(w, 100, frame + 3 * one - 1, "orders", 3);
+    BOOST_TEST(b.size() == 2u);  // seqs 8, 9 (one byte short of three)
+    BOOST_TEST(b.front().seq == 8u);
+    // A message bigger than the limit goes alone, never an empty batch.
+    w.push_front(msg(7, 5000));
+    b = window::take_batch(w, 100, 1024, "orders", 3);
+    BOOST_REQUIRE(b.size() == 1u);
+    BOOST_TEST(b.front().seq == 7u);
+    BOOST_TEST(w.size() == 1u);
+    b = window::take_batch(w, 1, 1 << 20, "orders", 3);
+    BOOST_TEST(b.size() == 1u);
+    BOOST_TEST(w.empty());
+    BOOST_TEST(window::take_batch(w, 10, 1 << 20, "orders", 3).empty());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
