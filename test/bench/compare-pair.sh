@@ -12,14 +12,6 @@ set -euo pipefail
 A="${1:?usage: compare-pair.sh OLD_BIN_DIR NEW_BIN_DIR [rounds]}"; B="${2:?}"; ROUNDS="${3:-2}"
 A=$(realpath "$A"); B=$(realpath "$B")  # lib.sh changes to the repository
 BENCH_NAME=compare source "$(dirname "$0")/lib.sh"
-ts() { python3 -c 'import sys,json,datetime
-for l in open(sys.argv[1]):
-    try: j=json.loads(l)
-    except ValueError: continue
-    if j.get("event")==sys.argv[2]: print(datetime.datetime.strptime(j["ts"],"%Y-%m-%dT%H:%M:%S.%fZ").timestamp()); break' "$1" "$2"; }
-lines() { python3 -c 'import sys
-n=int(sys.argv[1]); w=sys.stdout.write
-for i in range(1,n+1): w("{\"n\":%d,\"pad\":\"abcdefghijklmnopqrstuvwxyz\"}\n" % i)' "$1"; }
 lines 30000 >"$WORK/in1"; lines 200000 >"$WORK/in2"
 cat >"$WORK/publish.lua" <<'LUA'
 wrk.method = "POST"

@@ -1,6 +1,7 @@
 # What the pair's benchmark scripts share (sourced): a work folder removed at
 # exit with the processes in PIDS killed (bench_cleanup; a script with more to
-# stop sets its own trap and calls it), free ports, and waiting for an app.
+# stop sets its own trap and calls it), free ports, waiting for an app, ts() (when a log line was written)
+# and lines() (the standard message, N at a time).
 #   BENCH_NAME   names the work folder (/tmp/steadfast-$BENCH_NAME.XXXXXX)
 #   build_apps   installs what is missing and builds both apps in Release
 #                (build/bench); BIN is their folder
@@ -57,3 +58,14 @@ while True:
 print(p, d, time.time())
 PY
 }
+# ts LOG EVENT: the Unix time (seconds, fractional) of EVENT's first JSON line in LOG (lines that are not
+# JSON are skipped); nothing when it has none
+ts() { python3 -c 'import sys,json,datetime
+for l in open(sys.argv[1]):
+    try: j=json.loads(l)
+    except ValueError: continue
+    if isinstance(j, dict) and j.get("event")==sys.argv[2]: print(datetime.datetime.strptime(j["ts"],"%Y-%m-%dT%H:%M:%S.%fZ").timestamp()); break' "$1" "$2"; }
+# lines N: N one-line JSON payloads {"n":i,"pad":"..."} (44 to 48 bytes), the benchmarks' standard message
+lines() { python3 -c 'import sys
+n=int(sys.argv[1]); w=sys.stdout.write
+for i in range(1,n+1): w("{\"n\":%d,\"pad\":\"abcdefghijklmnopqrstuvwxyz\"}\n" % i)' "$1"; }

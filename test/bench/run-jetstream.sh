@@ -19,9 +19,6 @@ wait_applied() {  # wait_applied METRICS_URL N: until the secondary applied N; p
   until [ "$(metric "$1" steadfast_secondary_applied_total)" -ge "$2" ]; do sleep 0.02; done
   now
 }
-lines() { python3 -c 'import sys
-n=int(sys.argv[1]); w=sys.stdout.write
-for i in range(1,n+1): w("{\"n\":%d,\"pad\":\"abcdefghijklmnopqrstuvwxyz\"}\n" % i)' "$1"; }
 rate() { python3 -c "print(round($1/($3-$2)))"; }
 
 URLS=$(bash "$CLUSTER" start "$WORK/nats" 3)

@@ -19,14 +19,6 @@ secondary() {  # secondary NAME PORT flags...
   "$BIN/steadfast-secondary" --listen "127.0.0.1:$p" --data "$WORK/$name" "$@" 2>"$WORK/$name.log" &
   PIDS+=($!); wait_up "http://127.0.0.1:$p/health"
 }
-ts() { python3 -c 'import sys,json
-for l in open(sys.argv[1]):
-    j=json.loads(l)
-    if j.get("event")==sys.argv[2]:
-        import datetime; print(datetime.datetime.strptime(j["ts"],"%Y-%m-%dT%H:%M:%S.%fZ").timestamp()); break' "$1" "$2"; }
-lines() { python3 -c 'import sys
-n=int(sys.argv[1]); w=sys.stdout.write
-for i in range(1,n+1): w("{\"n\":%d,\"pad\":\"abcdefghijklmnopqrstuvwxyz\"}\n" % i)' "$1"; }
 
 echo "== 1. like-for-like, --sync off, one message per request, one in flight"
 S1=$(port); secondary s1 "$S1" --sync off

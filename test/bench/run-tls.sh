@@ -13,13 +13,8 @@ build_apps
 bash test/tls/make-certs.sh "$WORK/certs"
 C="$WORK/certs"
 up() { until curl -fs -o /dev/null --cacert "$C/ca.pem" "$1"; do sleep 0.01; done; }
-ts() { python3 -c 'import sys,json,datetime
-for l in open(sys.argv[1]):
-    j=json.loads(l)
-    if j.get("event")==sys.argv[2]: print(datetime.datetime.strptime(j["ts"],"%Y-%m-%dT%H:%M:%S.%fZ").timestamp()); break' "$1" "$2"; }
 N=20000
-python3 -c 'import sys
-for i in range(1,int(sys.argv[1])+1): sys.stdout.write("{\"n\":%d,\"pad\":\"abcdefghijklmnopqrstuvwxyz\"}\n" % i)' $N >"$WORK/in"
+lines $N >"$WORK/in"
 
 like_for_like() {  # like_for_like plain|tls: messages per second
   local mode=$1 sp dir=$WORK/l-$1-$RANDOM stls=() ptls=() scheme=http
