@@ -34,7 +34,7 @@ publish16() {  # publish16 plain|tls: acknowledged /publish per second
   sp=$(port); pp=$(port)
   if [ "$mode" = tls ]; then
     stls=(--tls-cert "$C/server.pem" --tls-key "$C/server.key")
-    ptls=(--tls-ca "$C/ca.pem" --tls-cert "$C/server.pem" --tls-key "$C/server.key"); scheme=https
+    ptls=(--tls-ca "$C/ca.pem" --tls-cert "$C/server.pem" --tls-key "$C/server.key" --tls-listen); scheme=https
   fi
   "$BIN/steadfast-secondary" --listen "127.0.0.1:$sp" --data "$dir/s" "${stls[@]}" 2>/dev/null &
   local spid=$!; PIDS+=($spid); up "$scheme://127.0.0.1:$sp/health"
