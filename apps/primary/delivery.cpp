@@ -5,6 +5,7 @@
 // dead-letter, schedule the next ladder step, rewind, block or demote.
 // A processor exists while its stream has messages; an idle one retires.
 #include "node.hpp"
+#include "recheck.hpp"
 #include "window.hpp"
 
 #include <steadfast/transport/classify.hpp>
@@ -148,10 +149,9 @@ void node::recheck_failed(nlohmann::json fields) {
 
 asio::awaitable<std::optional<std::vector<std::pair<std::string, std::uint64_t>>>> node::streams_behind(
     const std::map<std::string, std::uint64_t>& acked, std::size_t& pages) {
-    std::vector<std::pair<std::string, std::uint64_t>> behind;
-    auto mine = acked.begin();
-    std::string after;
+    recheck_merge merge(acked);  // recheck.hpp: the comparison, as plain code
     for (;;) {
+        const std::string& after = merge.after();
         http::request req{"GET", "/api/streams?limit=1000" + (after.empty() ? std::string() : "&after=" + after), {}, {}};
         if (!tokens_.empty()) req.set("Authorization", "Bearer " + tokens_.front());
         const auto o = co_await recheck_client_->send(req);
@@ -159,7 +159,7 @@ asio::awaitable<std::optional<std::vector<std::pair<std::string, std::uint64_t>>
         if (stopping_) co_return std::nullopt;
         if (!o.has_response()) {
             recheck_failed({{"error", std::string(to_string(o.error().phase)) + ": " + o.error().ec.message()},
-                                                     {"note", "tried again in 5 s"}});
+                            {"note", "tried again in 5 s"}});
             co_return std::nullopt;
         }
         if (o.res().status == 404 || o.res().status == 405) {
@@ -168,34 +168,23 @@ asio::awaitable<std::optional<std::vector<std::pair<std::string, std::uint64_t>>
         }
         auto page = o.res().status == 200 ? envelope::decode_positions(o.res().body) : std::nullopt;
         if (!page) {
-            recheck_failed({{"error", "GET /api/streams answered " + std::to_string(o.res().status)},
-                                                     {"note", "tried again in 5 s"}});
+            recheck_failed({{"error", "GET /api/streams answered " + std::to_string(o.res().status)}, {"note", "tried again in 5 s"}});
             co_return std::nullopt;
         }
-        // Both lists are in name order: a stream of mine before the
-        // secondary's next one is missing there.
-        for (const auto& p : page->streams) {
-            for (; mine != acked.end() && mine->first < p.stream; ++mine) behind.emplace_back(*mine);
-            if (mine != acked.end() && mine->first == p.stream) {
-                if (p.last_seq < mine->second) behind.emplace_back(*mine);
-                ++mine;
-            }
-        }
-        if (!page->more || page->streams.empty()) break;
-        if (page->streams.back().stream <= after) {
+        const std::string before = merge.after();
+        if (!merge.add(*page) || (page->more && (page->streams.empty() || merge.after() == before))) {
             // A page that does not move on would be asked for forever.
-            recheck_failed({{"error", "GET /api/streams answered a page that does not move past \"" + after + "\""},
-                                                     {"note", "tried again in 5 s"}});
+            recheck_failed({{"error", "GET /api/streams answered a page that does not move past \"" + before + "\""},
+                            {"note", "tried again in 5 s"}});
             co_return std::nullopt;
         }
-        after = page->streams.back().stream;
-        if (!envelope::valid_stream_name(after)) {
+        if (!page->more) break;
+        if (!envelope::valid_stream_name(merge.after())) {
             recheck_failed({{"error", "GET /api/streams named a stream no primary could have made"}});
             co_return std::nullopt;
         }
     }
-    for (; mine != acked.end(); ++mine) behind.emplace_back(*mine);  // past the secondary's last one
-    co_return behind;
+    co_return merge.finish();
 }
 
 asio::awaitable<void> node::recheck() {
