@@ -101,6 +101,12 @@ struct config_error : std::runtime_error {
 /// still starts, but peers that verify will refuse it. `role` names the flag.
 void warn_invalid_certificate(const std::string& cert_file, std::string_view role);
 
+/// server.listen(host, port), with its failure sorted for the exit code: an
+/// address in use, or not ours to bind, is config_error (exit 2); one not
+/// configured on this host yet (a boot where the network comes later) stays
+/// a system_error (exit 1: the unit tries again).
+boost::asio::ip::tcp::endpoint listen(http::server& server, const std::string& host, std::uint16_t port);
+
 /// A fatal error before or outside the event loop, as one JSON line on
 /// standard error like every other line: {"level":"error","event":EVENT,"error":TEXT}.
 void report_fatal(std::string_view app, std::string_view event, const std::string& text);

@@ -57,7 +57,10 @@ bool storage_health::disk_low_now() {
     return false;
 }
 
-void storage_health::commit_failed(const std::string& error) { update(disk_low_, true, error); }
+void storage_health::commit_failed(const std::string& error) {
+    update(disk_low_, true, error);
+    check_disk();  // a full disk is the likeliest cause: its answer (507/503) follows from this
+}
 
 void storage_health::commit_ok() { update(disk_low_, false, {}); }
 

@@ -53,6 +53,7 @@ public:
     /// watermark at the last check (a burst of writes must not pass a
     /// watermark sampled a second ago; far above it, no system call).
     bool disk_low_now();
+    /// A commit failed: not ok until one works; the watermark is checked again now.
     void commit_failed(const std::string& error);
     void commit_ok();
 

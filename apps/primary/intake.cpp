@@ -279,8 +279,7 @@ http::router node::routes() {
 
 void node::publish_failed(const std::string& stream, const std::string& error) {
     ++failed_publishes_;
-    storage_.commit_failed(error);
-    storage_.check_disk();
+    storage_.commit_failed(error);  // checks the watermark again
     const auto now = std::chrono::steady_clock::now();
     if (now - failed_logged_at_ < std::chrono::seconds(1)) {
         ++failed_unlogged_;  // counted in the next line (or in storage_recovered)

@@ -230,16 +230,7 @@ int node::run() {
         http::server::options so = o_.listener;
         so.tls = o_.listen_tls;
         server.emplace(ioc_.get_executor(), routes(), so);
-        asio::ip::tcp::endpoint ep;
-        try {
-            ep = server->listen(host, port);
-        } catch (const boost::system::system_error& e) {
-            // An address in use, or not ours to bind: the configuration (exit
-            // 2). One not configured yet (a boot where the network comes
-            // later) may appear: exit 1, and the unit tries again.
-            if (e.code() == boost::system::errc::address_not_available) throw;
-            throw app::config_error(e.what());
-        }
+        const auto ep = app::listen(*server, host, port);
         server->start();
         app::log(level::info, "listening", {{"address", ep.address().to_string()}, {"port", ep.port()},
                                             {"tls", o_.listen_tls.has_value()},

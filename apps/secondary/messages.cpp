@@ -85,7 +85,6 @@ http::router::handler message_routes::messages() const {
         auto result = co_await r.worker.run<store::answer>(r.ex, std::move(job));
         if (auto* e = std::get_if<std::string>(&result)) {
             r.health.commit_failed(*e);
-            r.health.check_disk();
             r.m.reject("storage");
         } else {
             const auto& a = std::get<store::answer>(result);

@@ -63,7 +63,6 @@ asio::awaitable<std::string> service::recheck_storage() {
         health_.commit_ok();
     } else {
         health_.commit_failed(err);
-        health_.check_disk();
     }
     co_return err;
 }
@@ -144,16 +143,7 @@ void service::start_listener(http::router r) {
     so.tls = o_.tls;
     const auto [host, port] = http::parse_listen_address(o_.listen);
     server_.emplace(ioc_.get_executor(), std::move(r), so);
-    asio::ip::tcp::endpoint ep;
-    try {
-        ep = server_->listen(host, port);
-    } catch (const boost::system::system_error& e) {
-        // An address in use, or not ours to bind: the configuration (exit
-        // 2). One not configured yet (a boot where the network comes
-        // later) may appear: exit 1, and the unit tries again.
-        if (e.code() == boost::system::errc::address_not_available) throw;
-        throw app::config_error(e.what());
-    }
+    const auto ep = app::listen(*server_, host, port);
     server_->start();
     ++running_;
     app::log(level::info, "listening", {{"address", ep.address().to_string()}, {"port", ep.port()}, {"data", db_.path()},
@@ -169,7 +159,6 @@ void service::start_source() {
             health_.commit_ok();
         } else {
             health_.commit_failed(err);
-            health_.check_disk();
         }
     };
     hooks.rejected = [this](const std::string& r) { m_.reject(r); };

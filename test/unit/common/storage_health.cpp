@@ -66,6 +66,22 @@ BOOST_FIXTURE_TEST_CASE(the_watermark_and_commits_make_one_state, fixture) {
     BOOST_TEST((reports == std::vector<std::string>{"failed: disk I/O error", "ok"}));
 }
 
+// A failed commit checks the watermark at once (the likeliest cause), with
+// no sample since: the disk filling between two samples is seen then.
+BOOST_FIXTURE_TEST_CASE(a_failed_commit_checks_the_disk_again, fixture) {
+    auto h = make(50);
+    BOOST_TEST(!h.check_disk());  // 100 free: far above
+    free_bytes = 10;
+    h.commit_failed("database or disk is full");
+    BOOST_TEST(h.disk_low());
+    BOOST_TEST(h.available() == 10u);
+    free_bytes = 100;
+    h.commit_ok();
+    BOOST_TEST(h.disk_low());  // a working commit says nothing of the disk
+    BOOST_TEST(!h.check_disk());
+    BOOST_TEST(h.ok());
+}
+
 BOOST_FIXTURE_TEST_CASE(no_watermark_or_no_answer_is_not_full, fixture) {
     auto off = make(0);
     free_bytes = 0;
