@@ -1,12 +1,12 @@
-// The per-stream delivery processor: reads ahead from the outbox, sends one
-// batch at a time through the shared connection pool (so streams deliver
-// concurrently and independently), retries quickly through the engine, and
-// carries out what decide() says of the answer: acknowledge, isolate,
-// dead-letter, schedule the next ladder step, rewind, block or demote.
+// The per-stream delivery processor: a short loop that carries out what the
+// stream's machine decides (stream_fsm.hpp: read the window, wait, send a
+// batch, acknowledge, isolate, dead-letter, the ladder's next step, rewind,
+// block, demote) and tells it what it saw. Batches go through the shared
+// connection pool (so streams deliver concurrently and independently), with
+// quick retries through the engine; decide() says what an answer means.
 // A processor exists while its stream has messages; an idle one retires.
 #include "node.hpp"
 #include "recheck.hpp"
-#include "window.hpp"
 
 #include <steadfast/transport/classify.hpp>
 #include <steadfast/transport/envelope.hpp>
@@ -28,10 +28,6 @@ using steadfast::app::level;
 namespace steadfast::primary {
 
 namespace {
-// How long an idle processor waits for new messages before it retires.
-constexpr auto idle_grace = 5s;
-// How long to wait before trying again after the outbox itself failed.
-constexpr auto storage_pause = 1s;
 
 std::string_view hint_for(const decision& d) {
     const std::string& link_error = d.link_error;
@@ -51,10 +47,16 @@ std::string_view hint_for(const decision& d) {
 }
 }  // namespace
 
+stream_state& node::add_stream(const std::string& stream, std::uint64_t acked, std::uint64_t acked_max,
+                               std::uint64_t pending) {
+    return streams_.try_emplace(stream, delivery_, stream, acked, acked_max, pending).first->second;
+}
+
 void node::start_processor(const std::string& stream, bool retry_at_once) {
-    auto& s = streams_[stream];
+    auto& s = streams_.at(stream);
     s.wake = make_flag(ioc_.get_executor(), "pending-" + stream, true);
     s.retry_now = make_flag(ioc_.get_executor(), "retry-now-" + stream, retry_at_once);
+    s.read_done = make_flag(ioc_.get_executor(), "read-ahead-" + stream, true);
     streams_gauge_.Set(static_cast<double>(streams_.size()));
     // Shutdown and demotion end it through stop_: its send stops (the retry's
     // stop-when) and so do its waits.
@@ -84,7 +86,7 @@ void node::retry_now(const char* why) {
     std::size_t waiting = 0;
     for (auto& [name, st] : streams_) {
         if (!st.retry_now) continue;
-        if (st.sched.next_at_ms > now_ms()) ++waiting;
+        if (st.fsm.sched().next_at_ms > now_ms()) ++waiting;
         st.retry_now->set();
     }
     app::log(level::info, "retry_now", {{"why", why}, {"streams_waiting", waiting}});
@@ -210,15 +212,12 @@ asio::awaitable<void> node::recheck() {
             // send; an idle one (waiting to retire) is sent back one
             // (not again while a recheck's resend is on its way:
             // acked < acked_max).
-            auto& st = it->second;
-            if (st.pending != 0 || st.acked == 0 || st.acked == UINT64_MAX || st.acked != st.acked_max) continue;
-            st.acked -= 1;
-            forget_window(st);
-            st.wake->set();
+            if (!it->second.fsm.resend_last()) continue;
+            it->second.wake->set();
         } else {
-            auto& st = streams_[name];
-            st.acked = upto - 1;   // sends the last acknowledged message again
-            st.acked_max = upto;   // which is not counted as delivered again
+            // Sends the last acknowledged message again, which is not
+            // counted as delivered again.
+            add_stream(name, upto - 1, upto, 0);
             start_processor(name);
         }
         ++n;
@@ -236,16 +235,14 @@ void node::retire(const std::string& stream) {
     if (it == streams_.end()) return;
     // Also when it ended with messages pending (a failure, a failed read of
     // the JetStream log): they stay in the outbox and need a processor.
-    const bool more = (it->second.wake->value() || it->second.pending > 0) && !stopping_ && !stop_->value() &&
+    const auto& fsm = it->second.fsm;
+    const bool more = (it->second.wake->value() || fsm.pending() > 0) && !stopping_ && !stop_->value() &&
                       !blocked_.count(stream);
-    const std::uint64_t pending = it->second.pending, acked = it->second.acked, acked_max = it->second.acked_max;
+    const std::uint64_t pending = fsm.pending(), acked = fsm.acked(), acked_max = fsm.acked_max();
     streams_.erase(it);
     if (more) {
         // Positions carry over: the outbox's copy may lag behind them.
-        auto& st = streams_[stream];
-        st.acked = acked;
-        st.acked_max = acked_max;
-        st.pending = pending;
+        add_stream(stream, acked, acked_max, pending);
         start_processor(stream);
     } else {
         if (combined_) combined_->forget(stream);
@@ -286,13 +283,18 @@ asio::awaitable<void> node::wait_until(std::chrono::steady_clock::time_point dea
     co_await until_woken->async_wait_until(true, asio::as_tuple(asio::use_awaitable));
 }
 
-// A stream with nothing to send: says so to --exit-when-drained, then waits
-// up to idle_grace for a commit (or a stop). True when one came.
-asio::awaitable<bool> node::more_within_grace(stream_state& st) {
-    check_drained();
-    const cond more_or_stop = cond(st.wake) || stop_;  // named: g++ 12 and temporaries in co_await
-    co_await wait_until(std::chrono::steady_clock::now() + idle_grace, more_or_stop);
-    co_return st.wake->value();
+// A wait of the stream's machine: until its delay passes or something it
+// names happens (stop always does), without polling.
+asio::awaitable<void> node::wait_for(const stream_action& a, const stream_state& st) {
+    using w = stream_action;
+    cond c = stop_;
+    if (a.wake_on & w::on_commit) c = c || cond(st.wake);
+    if (a.wake_on & w::on_online) c = c || cond(online_);
+    if (a.wake_on & w::on_offline) c = c || !cond(online_);
+    if (a.wake_on & w::on_retry_now) c = c || cond(st.retry_now);
+    if (a.wake_on & w::on_read_ahead) c = c || cond(st.read_done);
+    const auto deadline = a.delay ? std::chrono::steady_clock::now() + *a.delay : std::chrono::steady_clock::time_point::max();
+    co_await wait_until(deadline, std::move(c));
 }
 
 // A batch's envelopes, comma-joined: one stream's part of a request.
@@ -363,12 +365,6 @@ asio::awaitable<decision> node::send_http(const std::string& stream, const std::
     co_return decide(sent_batch{batch.front().seq, batch.back().seq}, outcome);
 }
 
-// A read of the outbox failed: say so, and pause before the processor tries again.
-asio::awaitable<void> node::outbox_failed(const std::string& stream, const std::string& error) {
-    app::log(level::error, "outbox_read_failed", {{"stream", stream}, {"error", error}});
-    co_await wait_until(std::chrono::steady_clock::now() + storage_pause, stop_);
-}
-
 namespace {
 struct loaded {
     std::uint64_t acked = 0;
@@ -380,8 +376,11 @@ struct rewind_facts {
 };
 }  // namespace
 
+// The processor: carries out what the stream's machine (stream_fsm.hpp)
+// decides, and tells it what it saw.
 asio::awaitable<void> node::deliver(std::string stream) {
     stream_state& st = streams_.at(stream);  // map nodes are stable; erased only by retire(), after this ends
+    stream_fsm& fsm = st.fsm;
     // The client's connect/write/read timeouts bound an attempt; shutdown or
     // demotion (stop_) ends the quick retries at once, cancelling the send in
     // flight; no attempt starts while the secondary's probe fails.
@@ -401,250 +400,100 @@ asio::awaitable<void> node::deliver(std::string stream) {
     // A JetStream request has no timeout of its own (an HTTP attempt has the
     // client's): the engine's attempt timeout bounds it.
     if (js_) quick = std::move(quick).with_attempt_timeout(o_.attempt_timeout);
-    const std::size_t body_limit = std::min(o_.batch_bytes, envelope::limits{}.max_body_bytes);
-    bool woken_by_recovery = false;
-    bool retire_after_read = false;  // the window ran dry and its wait for more ended: one read, then retire
-    while (!stop_->value()) {
-        if (st.window.empty() && st.next && !st.next->done->value()) {
-            // The read-ahead is still running: wait for it rather than read twice.
-            const cond read_or_stop = cond(st.next->done) || stop_;  // named: g++ 12 and temporaries in co_await
-            co_await wait_until(std::chrono::steady_clock::time_point::max(), read_or_stop);
-            if (stop_->value()) break;
-        }
-        if (st.window.size() < o_.batch_max) take_read_ahead(st);
-        if (st.window.empty()) {
-            st.wake->clear();
-            if (st.window_end != 0 && !st.more_maybe && st.acked != UINT64_MAX && st.acked >= st.window_end) {
-                // Everything committed was sent and acknowledged, and the
-                // outbox holds nothing the window lacks (what was committed
-                // since either joined it or set more_maybe): no read. Wait a
-                // little for more, then retire.
-                if (co_await more_within_grace(st)) continue;
-                // Before retiring, one read: the stream ends only when the
-                // outbox says that nothing is left.
-                st.more_maybe = true;
-                retire_after_read = true;
-                continue;
-            }
-            // Nothing joins the window while it is read (a commit answered
-            // meanwhile is in the read), and a window forgotten meanwhile (a
-            // recheck lowers the position) is read again.
-            st.window_end = 0;
-            const std::uint64_t gen = st.window_gen;
-            outbox_reads_.Increment();
-            const bool read_position = st.acked == UINT64_MAX;
-            auto read = [this, &stream, from = st.acked, read_position](app::database&, bool&) {
-                loaded l;
-                l.acked = read_position ? out_.position(stream).acked_seq : from;
-                l.batch = read_window(stream, l.acked);
-                l.sched = out_.get_schedule(stream);
-                return l;
-            };
-            auto got = co_await worker_.run<loaded>(ioc_.get_executor(), std::move(read));
-            if (auto* e = std::get_if<std::string>(&got)) {
-                co_await outbox_failed(stream, *e);
-                continue;
-            }
-            if (st.window_gen != gen) continue;
-            auto& l = std::get<loaded>(got);
-            if (read_position) st.acked = st.acked_max = l.acked;
-            st.window_end = l.batch.empty() ? l.acked : l.batch.back().seq;
-            st.more_maybe = !l.batch.empty();
-            if (l.batch.empty()) {
-                // Nothing to send: wait a little for more, then retire.
-                if (retire_after_read && !st.wake->value()) {
-                    check_drained();
-                    break;  // waited already
-                }
-                if (co_await more_within_grace(st)) {
-                    retire_after_read = false;
-                    continue;
+    stream_event ev;
+    for (;;) {
+        ev.stop = stop_->value();
+        ev.online = online_->value();
+        ev.retry_now = st.retry_now->value();
+        ev.commit = st.wake->value();
+        ev.now_ms = now_ms();
+        const stream_action a = fsm.resume(ev);
+        ev = stream_event{};
+        if (a.clear_commit) st.wake->clear();
+        if (a.clear_retry_now) st.retry_now->clear();
+        if (a.check_drained) check_drained();
+        using t = stream_action::type;
+        switch (a.what) {
+            case t::read: {
+                outbox_reads_.Increment();
+                auto read = [this, &stream, from = a.from, position = a.from_position](app::database&, bool&) {
+                    loaded l;
+                    l.acked = position ? out_.position(stream).acked_seq : from;
+                    l.batch = read_window(stream, l.acked);
+                    l.sched = out_.get_schedule(stream);
+                    return l;
+                };
+                auto got = co_await worker_.run<loaded>(ioc_.get_executor(), std::move(read));
+                if (auto* e = std::get_if<std::string>(&got)) {
+                    ev.error = std::move(*e);
+                } else {
+                    auto& l = std::get<loaded>(got);
+                    ev.position = l.acked;
+                    ev.rows = std::move(l.batch);
+                    ev.sched = l.sched;
                 }
                 break;
             }
-            retire_after_read = false;
-            st.window.assign(std::make_move_iterator(l.batch.begin()), std::make_move_iterator(l.batch.end()));
-            st.head_at_ms = st.window.front().at_ms;  // read from the acknowledged seq: the oldest pending
-            st.sched = l.sched.is_for(st.window.front().seq) ? l.sched : schedule{};
-        }
-        // Durable redelivery: not before the scheduled time, unless the
-        // secondary just came back, or the operator asked (start, SIGHUP):
-        // then at once. The ladder's step is kept: another failure waits
-        // the next one.
-        if (st.sched.next_at_ms > now_ms() && !woken_by_recovery && !st.retry_now->value()) {
-            const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(st.sched.next_at_ms - now_ms());
-            const cond asked = cond(st.retry_now);
-            if (online_->value()) {
-                const cond lost = stop_ || !cond(online_) || asked;
-                co_await wait_until(until, lost);
-                if (!online_->value() && !stop_->value() && !st.retry_now->value()) {
-                    const cond back = stop_ || cond(online_) || asked;
-                    co_await wait_until(std::chrono::steady_clock::time_point::max(), back);
-                    woken_by_recovery = true;
+            case t::wait: co_await wait_for(a, st); break;
+            case t::start_read_ahead: start_read_ahead(stream, st); break;
+            case t::sync_log: ev.d = co_await sync_log(stream, st, quick); break;
+            case t::send: {
+                // Not one conditional expression with two co_awaits: g++ 12 destroys its result twice.
+                if (js_)
+                    ev.d = co_await send_js(stream, st, fsm.batch(), quick);
+                else
+                    ev.d = co_await send_http(stream, fsm.batch(), quick, ev.server_wait);
+                break;
+            }
+            case t::rewind_facts: {
+                auto facts = [this, &stream](app::database&, bool&) {
+                    rewind_facts f;
+                    f.oldest = out_.oldest_seq(stream).value_or(0);
+                    f.next_seq = out_.position(stream).next_seq;
+                    return f;
+                };
+                auto got = co_await worker_.run<rewind_facts>(ioc_.get_executor(), std::move(facts));
+                if (auto* e = std::get_if<std::string>(&got)) {
+                    ev.error = std::move(*e);
+                } else {
+                    ev.oldest = std::get<rewind_facts>(got).oldest;
+                    ev.next_seq = std::get<rewind_facts>(got).next_seq;
                 }
-            } else {
-                const cond back = stop_ || cond(online_) || asked;
-                co_await wait_until(until, back);
-                woken_by_recovery = online_->value();
+                break;
             }
-            if (!woken_by_recovery && !st.retry_now->value() && st.sched.next_at_ms > now_ms()) continue;
-        }
-        woken_by_recovery = false;
-        if (st.retry_now->value()) st.retry_now->clear();
-
-        if (js_ && !st.js_last) {
-            // JetStream: where does the log stand? (at start, after a wrong
-            // expected sequence, after a rewind.)
-            decision d = co_await sync_log(stream, st, quick);
-            forget_window(st);
-            st.sched = {};
-            switch (d.what) {
-                case verdict::ack:
-                    if (d.upto > st.acked) acknowledge(stream, st, d.upto);
-                    continue;
-                case verdict::rewind:
-                    if (!co_await rewind(stream, st, d)) co_return;
-                    continue;
-                case verdict::demote:
-                    demoted_->observe(std::max(d.epoch, o_.epoch + 1));
-                    co_return;
-                case verdict::block:
-                    co_await block(stream, d.reason, d.detail);
-                    co_return;
-                case verdict::redeliver: {
-                    // Named: g++ 12 frees a temporary in a co_await expression twice.
-                    const pending_message head{st.acked + 1, {}, {}, 0};
-                    if (!co_await next_step(stream, head, d, {}))
-                        co_await wait_until(std::chrono::steady_clock::now() + storage_pause, stop_);
-                    continue;
-                }
-                default: co_return;  // stop
-            }
-        }
-
-        // The batch: the head of the window, within the count limit and the
-        // request body limit by exact encoded size. A message too big to share
-        // a request goes alone. Moved out of the window: on failure the window
-        // is read again anyway.
-        const std::size_t max = st.single_until > st.acked ? 1 : o_.batch_max;
-        std::vector<pending_message> batch = window::take_batch(st.window, max, body_limit, stream, o_.epoch);
-        st.head_at_ms = batch.front().at_ms;
-        // Fewer than a batch left: read the next rows while this batch is in
-        // flight, if there may be any (the last read was full, or messages
-        // were committed since).
-        if (max > 1 && st.window.size() < max && !(st.next && !st.next->done->value())) start_read_ahead(stream, st);
-
-        std::chrono::nanoseconds server_wait{};  // a Retry-After: the next ladder step waits at least this
-        // Not one conditional expression with two co_awaits: g++ 12 destroys its result twice.
-        decision d;
-        if (js_)
-            d = co_await send_js(stream, st, batch, quick);
-        else
-            d = co_await send_http(stream, batch, quick, server_wait);
-        if (d.what != verdict::ack) {
-            forget_window(st);  // read again: the schedule or a tombstone may change what comes next
-            st.sched = {};
-        }
-
-        if (d.what == verdict::rewind) {
-            auto facts = [this, &stream](app::database&, bool&) {
-                rewind_facts f;
-                f.oldest = out_.oldest_seq(stream).value_or(0);
-                f.next_seq = out_.position(stream).next_seq;
-                return f;
-            };
-            auto got = co_await worker_.run<rewind_facts>(ioc_.get_executor(), std::move(facts));
-            if (auto* e = std::get_if<std::string>(&got)) {
-                co_await outbox_failed(stream, *e);
-                continue;
-            }
-            const auto& f = std::get<rewind_facts>(got);
-            const std::string seen = d.detail;
-            d = decide_rewind(d.upto + 1, f.oldest, f.next_seq);
-            d.detail = seen + (d.detail.empty() ? std::string{} : "; " + d.detail);
-        }
-
-        switch (d.what) {
-            case verdict::stop: co_return;
-            case verdict::ack: {
+            case t::acknowledged: {
                 const auto now = now_ms();
-                for (auto& m : batch)
-                    if (m.seq > st.acked_max && m.seq <= d.upto)
+                for (const auto& m : fsm.batch())
+                    if (m.seq >= a.first_fresh && m.seq <= a.upto)
                         latency_.Observe(static_cast<double>(now - m.at_ms) / 1000.0);
-                acknowledge(stream, st, d.upto);
-                if (d.upto > st.rewound_to) st.rewound_to = UINT64_MAX;  // progress past a rewind
-                if (d.upto < batch.back().seq) forget_window(st);  // a partial ack: the rest is read again
-                if (st.sched.attempts > 0) {
-                    // The ladder's wait is over: say so (the last line was a
-                    // link_error), and drop the schedule now, before the next
-                    // read of the window could load it again (the
-                    // acknowledgement mark that also drops it comes later).
-                    app::log(level::info, "link_recovered", {{"stream", stream}, {"seq", d.upto}, {"ladder_steps", st.sched.attempts},
-                                                              {"pending", st.pending}});
-                    worker_.post([this, stream](app::database&) {
-                        out_.clear_schedule(stream);
-                        return true;
-                    }, [stream](const std::string& err) {
-                        if (!err.empty()) app::log(level::error, "schedule_failed", {{"stream", stream}, {"error", err}});
-                    });
-                }
-                st.sched = {};
+                acknowledge(stream, a);
                 break;
             }
-            case verdict::demote:
-                demoted_->observe(std::max(d.epoch, o_.epoch + 1));
-                co_return;
-            case verdict::isolate:
-                st.single_until = batch.back().seq;  // find the message it rejects
+            case t::link_recovered:
+                app::log(level::info, "link_recovered", {{"stream", stream}, {"seq", a.seq}, {"ladder_steps", a.ladder_steps},
+                                                          {"pending", fsm.pending()}});
+                worker_.post([this, stream](app::database&) {
+                    out_.clear_schedule(stream);
+                    return true;
+                }, [stream](const std::string& err) {
+                    if (!err.empty()) app::log(level::error, "schedule_failed", {{"stream", stream}, {"error", err}});
+                });
                 break;
-            case verdict::dead_letter:
-                if (envelope::is_tombstone(batch.front().payload)) {
-                    // Even the tombstone is refused: the request, not the
-                    // message, is at fault (a header the secondary cannot
-                    // parse, a proxy in the way). Dead-lettering again would
-                    // loop; stop the stream and say so.
-                    co_await block(stream, "tombstone_refused",
-                                   "the secondary refused the tombstone of seq " + std::to_string(batch.front().seq) +
-                                       " too: " + d.reason);
-                    co_return;
-                }
-                if (!co_await dead_letter(stream, batch.front(), d.reason))
-                    co_await wait_until(std::chrono::steady_clock::now() + storage_pause, stop_);
+            case t::next_step: ev.ok = co_await next_step(stream, a.seq, fsm.current(), a.server_wait); break;
+            case t::dead_letter: ev.ok = co_await dead_letter(stream, fsm.batch().front(), fsm.current().reason); break;
+            case t::rewound:
+                rewinds_.Increment();
+                app::log(level::warn, "rewind", {{"stream", stream}, {"from_seq", a.seq}, {"detail", a.detail}});
                 break;
-            case verdict::redeliver:
-                if (!co_await next_step(stream, batch.front(), d, server_wait))
-                    co_await wait_until(std::chrono::steady_clock::now() + storage_pause, stop_);
+            case t::block: co_await block(stream, a.reason, a.detail); break;
+            case t::demote: demoted_->observe(a.epoch); break;
+            case t::storage_failed:
+                app::log(level::error, "outbox_read_failed", {{"stream", stream}, {"error", a.detail}});
+                co_await wait_for(a, st);
                 break;
-            case verdict::rewind:
-                if (!co_await rewind(stream, st, d)) co_return;
-                break;
-            case verdict::block:
-                co_await block(stream, d.reason, d.detail);
-                co_return;
-            case verdict::resync:
-                st.js_last.reset();  // read the log's last message before anything else is sent
-                break;
+            case t::done: co_return;
         }
     }
-}
-
-// Resends from `d.upto` + 1 (the secondary, or the log, lost what it had
-// acknowledged). The same rewind again without progress means that what is
-// retained has a hole (a purge after a clock step): resending would loop, so
-// the stream is blocked instead (false).
-asio::awaitable<bool> node::rewind(const std::string& stream, stream_state& st, const decision& d) {
-    if (st.rewound_to == d.upto) {
-        const std::string why =
-            d.detail + "; the retained messages from seq " + std::to_string(d.upto + 1) + " are not contiguous";
-        co_await block(stream, "beyond_retention", why);
-        co_return false;
-    }
-    st.rewound_to = d.upto;
-    rewinds_.Increment();
-    app::log(level::warn, "rewind", {{"stream", stream}, {"from_seq", d.upto + 1}, {"detail", d.detail}});
-    st.acked = d.upto;
-    st.single_until = 0;
-    co_return true;
 }
 
 // Per-stream pending counts and oldest ages, from what is in memory: the
@@ -662,7 +511,7 @@ void node::refresh_stream_metrics() {
         oldest = std::max(oldest, age);
         now_exposed.insert(stream);
     };
-    for (const auto& [stream, st] : streams_) expose(stream, st.pending, st.head_at_ms);
+    for (const auto& [stream, st] : streams_) expose(stream, st.fsm.pending(), st.fsm.head_at_ms());
     for (const auto& [stream, b] : blocked_) expose(stream, b.pending, b.head_at_ms);
     for (const auto& stream : exposed_streams_)
         if (!now_exposed.count(stream)) {
@@ -680,82 +529,36 @@ std::vector<pending_message> node::read_window(const std::string& stream, std::u
                         std::max<std::size_t>(o_.batch_bytes, 4 << 20));
 }
 
-void node::forget_window(stream_state& st) {
-    st.window.clear();
-    st.window_end = 0;
-    ++st.window_gen;  // a read-ahead still running is for the old window
-}
-
-// Reads the rows after the window on the database thread, into st.next, if
-// there may be any.
+// Reads the rows after the window on the database thread, into the
+// machine's read-ahead (which it has set up), and says when they are there.
 void node::start_read_ahead(const std::string& stream, stream_state& st) {
-    if (!st.window_end || !st.more_maybe) return;
-    if (!st.next) {
-        st.next = std::make_shared<read_ahead>();
-        st.next->done = make_flag(ioc_.get_executor(), "read-ahead-" + stream, true);
-    }
-    auto ra = st.next;
-    ra->done->clear();
-    ra->gen = st.window_gen;
-    ra->after = st.window_end;
-    ra->rows.clear();
-    ra->failed = false;
-    // The read sees every commit answered before it ends; a later one joins
-    // the window in memory or sets more_maybe again.
-    st.more_maybe = false;
+    auto ra = st.fsm.read_ahead_slot();
+    st.read_done->clear();
     outbox_reads_.Increment();
     worker_.post([this, stream, ra](app::database&) {
         ra->rows = read_window(stream, ra->after);
         return true;
-    }, [this, ra](const std::string& err) {
-        asio::post(ioc_, [ra, failed = !err.empty()] {
+    }, [this, ra, done = st.read_done](const std::string& err) {
+        asio::post(ioc_, [ra, done, failed = !err.empty()] {
             ra->failed = failed;
-            ra->done->set();
+            ra->running = false;
+            done->set();
         });
     });
-}
-
-// Appends a finished read-ahead to the window, if it continues it (the
-// window was not forgotten meanwhile), without the rows that joined the
-// window in memory while it ran (window::fresh_rows). A failed one is
-// dropped: the next read of the window tries again and reports the error.
-void node::take_read_ahead(stream_state& st) {
-    auto& ra = st.next;
-    if (!ra || !ra->done->value()) return;
-    if (ra->gen == st.window_gen && st.window_end) {
-        // A failed read is read again (and reported by that read).
-        const auto f = ra->failed ? window::fresh{ra->rows.size(), true} : window::fresh_rows(st.window_end, ra->after, ra->rows);
-        if (f.read_again) st.more_maybe = true;
-        if (f.from < ra->rows.size()) {
-            st.window_end = ra->rows.back().seq;
-            const auto from = ra->rows.begin() + static_cast<std::ptrdiff_t>(f.from);
-            st.window.insert(st.window.end(), std::make_move_iterator(from), std::make_move_iterator(ra->rows.end()));
-        }
-    }
-    ra->rows.clear();
-    ra->failed = false;
-    ra->gen = ~std::uint64_t{0};  // taken
 }
 
 // The secondary applied up to `upto`: sending goes on at once, and the outbox
 // is marked on the database thread soon after, without waiting for it (queued
 // jobs are finished before exit; a mark lost to a crash only means that the
 // secondary answers "duplicate" after the restart).
-void node::acknowledge(const std::string& stream, stream_state& st, std::uint64_t upto) {
+void node::acknowledge(const std::string& stream, const stream_action& a) {
     auto& t = trims_[stream];
     if (!t) t = std::make_shared<ack_trim>();
-    if (upto > t->target.load(std::memory_order_relaxed)) t->target.store(upto, std::memory_order_relaxed);
-    t->last.store(upto, std::memory_order_relaxed);
+    if (a.upto > t->target.load(std::memory_order_relaxed)) t->target.store(a.upto, std::memory_order_relaxed);
+    t->last.store(a.upto, std::memory_order_relaxed);
     schedule_trim(stream);
-    // Only messages never acknowledged before count (a rewind resends some).
-    const std::uint64_t fresh = upto > st.acked_max ? upto - st.acked_max : 0;
-    st.acked = upto;
-    st.acked_max = std::max(st.acked_max, upto);
-    const std::uint64_t n = std::min<std::uint64_t>(fresh, st.pending);
-    st.pending -= n;
-    if (st.pending == 0) st.head_at_ms = 0;
-    delivered_.Increment(static_cast<double>(n));
-    pending_total_ -= std::min<std::uint64_t>(pending_total_, n);
+    delivered_.Increment(static_cast<double>(a.delivered));
+    pending_total_ -= std::min<std::uint64_t>(pending_total_, a.delivered);
     depth_.Set(static_cast<double>(pending_total_));
     check_drained();
 }
@@ -786,7 +589,7 @@ void node::trim(const std::string& stream, const std::shared_ptr<ack_trim>& t) {
 // Quick retries are used up on a failure of the link or the secondary: the
 // next ladder step goes to the outbox, so that a restart keeps the schedule.
 // The last step repeats for as long as it takes; nothing is dead-lettered.
-asio::awaitable<bool> node::next_step(const std::string& stream, const pending_message& head, const decision& d,
+asio::awaitable<bool> node::next_step(const std::string& stream, std::uint64_t head_seq, const decision& d,
                                       std::chrono::nanoseconds server_wait) {
     link_errors_.Add({{"reason", d.link_error}}).Increment();
     redeliveries_.Increment();
@@ -797,7 +600,7 @@ asio::awaitable<bool> node::next_step(const std::string& stream, const pending_m
         co_return false;
     }
     // The ladder's arithmetic (ladder.hpp): the step, the Retry-After, the bound.
-    const ladder_plan plan = plan_next_step(std::get<schedule>(got), head.seq, ladder_, server_wait, now_ms());
+    const ladder_plan plan = plan_next_step(std::get<schedule>(got), head_seq, ladder_, server_wait, now_ms());
     if (plan.retry_after_bounded)
         app::log(level::warn, "retry_after_bounded", {{"stream", stream}, {"retry_after_s", std::chrono::duration_cast<std::chrono::seconds>(server_wait).count()},
                                                       {"waiting_s", plan.delay.count() / 1000},
@@ -813,7 +616,7 @@ asio::awaitable<bool> node::next_step(const std::string& stream, const pending_m
         app::log(level::error, "schedule_failed", {{"stream", stream}, {"error", *e}});
         co_return false;
     }
-    app::log(level::warn, "link_error", {{"stream", stream}, {"seq", head.seq}, {"reason", d.link_error},
+    app::log(level::warn, "link_error", {{"stream", stream}, {"seq", head_seq}, {"reason", d.link_error},
                                          {"detail", d.reason.substr(0, 300)}, {"secondary", o_.secondary},
                                          {"hint", hint_for(d)}, {"ladder_step", s.attempts},
                                          {"next_attempt_in_ms", delay.count()}, {"pending", pending_total_}});
@@ -845,11 +648,11 @@ asio::awaitable<void> node::block(const std::string& stream, const std::string& 
         return true;
     };
     auto r = co_await worker_.run<bool>(ioc_.get_executor(), std::move(job));
-    auto& st = streams_.at(stream);
-    blocked_[stream] = {reason, st.pending, st.head_at_ms};
+    const auto& fsm = streams_.at(stream).fsm;
+    blocked_[stream] = {reason, fsm.pending(), fsm.head_at_ms()};
     blocks_.Increment();
     blocked_gauge_.Set(static_cast<double>(blocked_.size()));
-    app::log(level::error, "blocked", {{"stream", stream}, {"reason", reason}, {"detail", detail}, {"pending", st.pending},
+    app::log(level::error, "blocked", {{"stream", stream}, {"reason", reason}, {"detail", detail}, {"pending", fsm.pending()},
                                        {"recorded", !std::holds_alternative<std::string>(r)},
                                        {"hint", "nothing was acknowledged or dead-lettered; a restart tries the stream again"}});
     check_drained();

@@ -70,7 +70,7 @@ asio::awaitable<decision> node::send_js(const std::string& stream, stream_state&
     // batch's own key, the server's window would answer "duplicate" for the
     // copy it lost. Retries of one publish keep one id (the same expectation).
     std::string key = batch_key(batch);
-    const std::uint64_t sent_before = std::max(st.acked_max == UINT64_MAX ? 0 : st.acked_max, st.resend_upto);
+    const std::uint64_t sent_before = std::max(st.fsm.acked_max() == UINT64_MAX ? 0 : st.fsm.acked_max(), st.resend_upto);
     if (batch.front().seq <= sent_before) key += "@" + std::to_string(st.js_last.value_or(0));
     const jetstream::publish_options po{std::move(key), st.js_last, {}};
     std::string api_said;
@@ -137,7 +137,7 @@ asio::awaitable<decision> node::sync_log(const std::string& stream, stream_state
             h.id = last->id;
         }
     }
-    const std::uint64_t head_seq = h.seq, acked = st.acked;
+    const std::uint64_t head_seq = h.seq, acked = st.fsm.acked();
     auto read = [this, &stream, head_seq, acked](app::database&, bool&) {
         outbox_facts f;
         const auto pos = out_.position(stream);
@@ -161,8 +161,8 @@ asio::awaitable<decision> node::sync_log(const std::string& stream, stream_state
     if (d.what == verdict::rewind) st.resend_upto = std::max(st.resend_upto, facts.next_seq - 1);  // any may have been sent
     if (d.what == verdict::ack || d.what == verdict::rewind) {
         st.js_last = m.seq;
-        if (d.what == verdict::ack && d.upto > st.acked)
-            app::log(level::info, "log_ahead", {{"stream", stream}, {"acked_to", d.upto}, {"from", st.acked},
+        if (d.what == verdict::ack && d.upto > st.fsm.acked())
+            app::log(level::info, "log_ahead", {{"stream", stream}, {"acked_to", d.upto}, {"from", st.fsm.acked()},
                                                 {"note", "the log had messages whose acknowledgement was lost"}});
     }
     co_return d;
@@ -385,8 +385,8 @@ asio::awaitable<void> node::repair(envelope::repair_request r) {
         if (first) {
             // The outbox's acknowledgement mark lags the processor's by up to 10 ms.
             std::uint64_t acked = x.acked;
-            if (auto it = streams_.find(r.stream); it != streams_.end() && it->second.acked_max != UINT64_MAX)
-                acked = std::max(acked, it->second.acked_max);
+            if (auto it = streams_.find(r.stream); it != streams_.end() && it->second.fsm.acked_max() != UINT64_MAX)
+                acked = std::max(acked, it->second.fsm.acked_max());
             const decision d = decide_repair(r.from, acked, x.oldest, x.next_seq);
             if (d.what == verdict::block) {
                 app::log(level::error, "repair_impossible",

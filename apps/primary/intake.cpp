@@ -5,7 +5,6 @@
 // ends the process with a non-zero code (stdin).
 #include "../common/token.hpp"
 #include "node.hpp"
-#include "window.hpp"
 
 #include <steadfast/transport/envelope.hpp>
 
@@ -37,7 +36,7 @@ std::size_t node::envelope_overhead(std::string_view stream) const {
 }
 
 bool node::has_pending(const std::string& stream) const {
-    if (auto it = streams_.find(stream); it != streams_.end() && it->second.pending > 0) return true;
+    if (auto it = streams_.find(stream); it != streams_.end() && it->second.fsm.pending() > 0) return true;
     auto b = blocked_.find(stream);
     return b != blocked_.end() && b->second.pending > 0;
 }
@@ -47,9 +46,10 @@ bool node::has_pending(const std::string& stream) const {
 // streams that publishes under way are adding to (each counted once).
 bool node::at_stream_cap(const std::string& stream) const {
     if (has_pending(stream) || admitting_.contains(stream)) return false;
-    auto pending = [](const auto& kv) { return kv.second.pending > 0; };
-    auto busy = static_cast<std::size_t>(std::count_if(streams_.begin(), streams_.end(), pending)) +
-                static_cast<std::size_t>(std::count_if(blocked_.begin(), blocked_.end(), pending));
+    auto busy = static_cast<std::size_t>(std::count_if(streams_.begin(), streams_.end(),
+                                                       [](const auto& kv) { return kv.second.fsm.pending() > 0; })) +
+                static_cast<std::size_t>(std::count_if(blocked_.begin(), blocked_.end(),
+                                                       [](const auto& kv) { return kv.second.pending > 0; }));
     for (const auto& [s, n] : admitting_)
         if (!has_pending(s)) ++busy;
     return busy >= o_.max_streams;
@@ -328,25 +328,13 @@ void node::committed(const std::string& stream, std::size_t n, pending_message* 
     }
     auto it = streams_.find(stream);
     if (it == streams_.end()) {
-        auto& st = streams_[stream];
-        st.pending = n;
         // A stream seen before starts after what it acknowledged; the
         // processor reads that position from the outbox.
-        st.acked = st.acked_max = UINT64_MAX;
+        add_stream(stream, UINT64_MAX, UINT64_MAX, n);
         start_processor(stream);
     } else {
-        auto& st = it->second;
-        st.pending += n;
-        // Joins the window if it continues it (window.hpp); else it is read
-        // back. Not while the secondary is away: what comes then is not
-        // added in memory to what a read already holds.
-        if (one && online_->value() && window::joins(st.window, st.window_end, *one)) {
-            st.window_end = one->seq;
-            st.window.push_back(std::move(*one));
-        } else {
-            st.more_maybe = true;
-        }
-        st.wake->set();
+        it->second.fsm.committed(n, one, online_->value());
+        it->second.wake->set();
     }
 }
 

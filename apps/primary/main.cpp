@@ -57,6 +57,7 @@ prometheus::Gauge& gauge(prometheus::Registry& r, const char* name, const char* 
 
 node::node(const options& o, app::database& db)
     : o_(o),
+      delivery_{o.batch_max, std::min(o.batch_bytes, envelope::limits{}.max_body_bytes), o.epoch, o.jetstream()},
       db_(db),
       out_(db),
       worker_(db),
@@ -216,9 +217,7 @@ int node::run() {
     for (auto& [name, s] : st) {
         if (s.pending == 0) continue;
         pending_total_ += s.pending;
-        auto& ss = streams_[name];
-        ss.acked = ss.acked_max = s.acked_seq;
-        ss.pending = s.pending;
+        add_stream(name, s.acked_seq, s.acked_seq, s.pending);
     }
     depth_.Set(static_cast<double>(pending_total_));
     app::register_build_info(*registry_, "steadfast-primary");

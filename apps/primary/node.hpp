@@ -2,7 +2,8 @@
 // its own (one reason to change each):
 //   main.cpp      flags, wiring, start and stop, `status`
 //   intake.cpp    /publish and --stdin: check, commit, answer
-//   delivery.cpp  the per-stream processor: batch, send, carry out decide()
+//   delivery.cpp  the per-stream processor: carries out stream_fsm's actions
+//   stream_fsm.cpp  a stream's delivery decisions (plain code, unit-tested)
 //   decide.cpp    what an answer means for a batch (plain code, unit-tested)
 //   ladder.cpp    when a failed head is tried next (plain code, unit-tested)
 //   window.cpp    what joins a stream's send window (plain code, unit-tested)
@@ -19,6 +20,7 @@
 #include "combiner.hpp"
 #include "decide.hpp"
 #include "outbox.hpp"
+#include "stream_fsm.hpp"
 
 #include <steadfast/conditions.hpp>
 #include <steadfast/engine.hpp>
@@ -76,42 +78,21 @@ struct io_context_owner : boost::asio::io_context {
     using boost::asio::execution_context::shutdown;
 };
 
-// Rows read from the outbox while a batch is in flight, so that the next
-// batch need not wait for the database. Shared with the database thread's
-// completion, which may come after the processor has ended.
-struct read_ahead {
-    std::shared_ptr<flag> done;      // false while the read runs
-    std::uint64_t gen = 0, after = 0;  // the window it continues
-    std::vector<pending_message> rows;
-    bool failed = false;
-};
-
 // A stream with messages to deliver. Exists only while it has some: an idle
 // stream's processor ends and its state goes (5,000 streams seen once cost
-// nothing later).
+// nothing later). Its decisions and positions are its machine's
+// (stream_fsm.hpp); what the processor waits on is here.
 struct stream_state {
-    std::shared_ptr<flag> wake;      // set when new messages were committed
+    stream_state(const delivery_config& c, const std::string& name, std::uint64_t acked, std::uint64_t acked_max,
+                 std::uint64_t pending)
+        : fsm(c, name, acked, acked_max, pending) {}
+    stream_fsm fsm;
+    std::shared_ptr<flag> wake;       // set when new messages were committed
     // Set to end a wait for the ladder's next step at once: at start (a restart
     // is the operator's "try again now") and on SIGHUP (after a fix of the
     // configuration, of either side).
     std::shared_ptr<flag> retry_now;
-    std::uint64_t acked = 0;         // the send position: everything up to here is applied
-    std::uint64_t acked_max = 0;     // the highest seq ever acknowledged (a rewind lowers only `acked`)
-    std::uint64_t single_until = 0;  // send one message at a time up to this seq (isolating a reject)
-    std::uint64_t pending = 0;       // accepted, not yet acknowledged
-    std::uint64_t rewound_to = UINT64_MAX;  // the last rewind's position, until acks pass it
-    std::int64_t head_at_ms = 0;     // when the oldest unacknowledged message was accepted (0: none known)
-    // Read-ahead from the outbox, so that sending does not wait for a database
-    // round trip per request. Cleared after any failure, so that the next read
-    // sees the durable schedule and tombstones.
-    std::deque<pending_message> window;
-    std::uint64_t window_end = 0;   // the seq the window (with the batch in flight) reaches
-    std::uint64_t window_gen = 0;   // changes whenever the window is forgotten
-    // The outbox may hold rows after window_end that the window lacks (a read
-    // found rows, or a commit could not join the window in memory).
-    bool more_maybe = false;
-    std::shared_ptr<read_ahead> next;  // the next rows, read while a batch is in flight
-    schedule sched;
+    std::shared_ptr<flag> read_done;  // false while a read-ahead runs
     // JetStream: the log's seq of this stream's last message, as this primary
     // wrote or read it (the next publish expects it); unknown: read the log first.
     std::optional<std::uint64_t> js_last;
@@ -191,9 +172,11 @@ private:
     std::chrono::steady_clock::time_point last_recheck_{};
     boost::asio::awaitable<void> deliver(std::string stream);
     boost::asio::awaitable<void> wait_until(std::chrono::steady_clock::time_point deadline, cond c);
-    boost::asio::awaitable<bool> more_within_grace(stream_state& st);
+    // A wait action of the stream's machine: its delay, woken by what it names.
+    boost::asio::awaitable<void> wait_for(const stream_action& a, const stream_state& st);
+    // A new stream's state (its processor is started by start_processor).
+    stream_state& add_stream(const std::string& stream, std::uint64_t acked, std::uint64_t acked_max, std::uint64_t pending);
     boost::asio::awaitable<bool> probe();
-    boost::asio::awaitable<void> outbox_failed(const std::string& stream, const std::string& error);
     http::request make_request(std::string body, std::string key) const;
     std::string encode_list(const std::string& stream, const std::vector<pending_message>& batch) const;
     std::string encode_body(const std::string& stream, const std::vector<pending_message>& batch) const;
@@ -235,23 +218,21 @@ private:
     void log_repair_refusal(const char* event, nlohmann::json fields);
     bool fenced_ = false, js_ready_logged_ = false;
     void refresh_jetstream_metrics();
-    void acknowledge(const std::string& stream, stream_state& st, std::uint64_t upto);
+    void acknowledge(const std::string& stream, const stream_action& a);
     std::vector<pending_message> read_window(const std::string& stream, std::uint64_t after);
     void start_read_ahead(const std::string& stream, stream_state& st);
-    static void take_read_ahead(stream_state& st);
-    static void forget_window(stream_state& st);
     void schedule_trim(const std::string& stream);
     void trim(const std::string& stream, const std::shared_ptr<ack_trim>& t);
-    boost::asio::awaitable<bool> next_step(const std::string& stream, const pending_message& head,
+    boost::asio::awaitable<bool> next_step(const std::string& stream, std::uint64_t head_seq,
                                            const decision& d, std::chrono::nanoseconds server_wait);
     boost::asio::awaitable<bool> dead_letter(const std::string& stream, const pending_message& m,
                                              const std::string& why);
     boost::asio::awaitable<void> block(const std::string& stream, const std::string& reason, const std::string& detail);
-    boost::asio::awaitable<bool> rewind(const std::string& stream, stream_state& st, const decision& d);
     void retire(const std::string& stream);
     void purge_retained();
 
     const options& o_;
+    delivery_config delivery_;  // every stream machine's (before streams_: they keep a reference)
     io_context_owner ioc_{1};
     app::database& db_;
     outbox out_;

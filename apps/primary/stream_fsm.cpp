@@ -1,0 +1,354 @@
+#include "stream_fsm.hpp"
+
+#include "window.hpp"
+
+#include <steadfast/transport/envelope.hpp>
+
+#include <algorithm>
+#include <iterator>
+
+// reenter and yield: the loop below, as straight-line code (Boost.Asio's
+// stackless coroutine, as in Boost.Redis' run_fsm); undefined at the end.
+#include <boost/asio/yield.hpp>
+
+namespace steadfast::primary {
+
+using type = stream_action::type;
+
+stream_fsm::stream_fsm(const delivery_config& c, std::string stream, std::uint64_t acked, std::uint64_t acked_max,
+                       std::uint64_t pending)
+    : c_(c), stream_(std::move(stream)), acked_(acked), acked_max_(acked_max), pending_(pending),
+      sync_log_(c.reads_log) {}
+
+// Everything committed was sent and acknowledged, and the outbox holds
+// nothing the window lacks (what was committed since either joined it or
+// set more_maybe_): nothing to read.
+bool stream_fsm::window_settled() const noexcept {
+    return window_end_ != 0 && !more_maybe_ && acked_ != UINT64_MAX && acked_ >= window_end_;
+}
+
+void stream_fsm::forget_window() noexcept {
+    window_.clear();
+    window_end_ = 0;
+    ++window_gen_;  // a read or read-ahead still running is for the old window
+}
+
+// Appends a finished read-ahead to the window, if it continues it (the
+// window was not forgotten meanwhile), without the rows that joined the
+// window in memory while it ran (window::fresh_rows). A failed one is
+// dropped: the next read of the window tries again and reports the error.
+void stream_fsm::take_read_ahead() {
+    auto& ra = next_;
+    if (!ra || ra->running) return;
+    if (ra->gen == window_gen_ && window_end_) {
+        const auto f = ra->failed ? window::fresh{ra->rows.size(), true} : window::fresh_rows(window_end_, ra->after, ra->rows);
+        if (f.read_again) more_maybe_ = true;
+        if (f.from < ra->rows.size()) {
+            window_end_ = ra->rows.back().seq;
+            const auto from = ra->rows.begin() + static_cast<std::ptrdiff_t>(f.from);
+            window_.insert(window_.end(), std::make_move_iterator(from), std::make_move_iterator(ra->rows.end()));
+        }
+    }
+    ra->rows.clear();
+    ra->failed = false;
+    ra->gen = ~std::uint64_t{0};  // taken
+}
+
+void stream_fsm::committed(std::size_t n, pending_message* one, bool online) {
+    pending_ += n;
+    // Joins the window if it continues it (window.hpp); else it is read
+    // back. Not while the secondary is away: what comes then is not added in
+    // memory to what a read already holds.
+    if (one && online && window::joins(window_, window_end_, *one)) {
+        window_end_ = one->seq;
+        window_.push_back(std::move(*one));
+    } else {
+        more_maybe_ = true;
+    }
+}
+
+bool stream_fsm::resend_last() {
+    // Not while messages are pending (the next send finds out), nor again
+    // while a resend is on its way (acked_ < acked_max_).
+    if (pending_ != 0 || acked_ == 0 || acked_ == UINT64_MAX || acked_ != acked_max_) return false;
+    acked_ -= 1;
+    forget_window();
+    return true;
+}
+
+stream_action stream_fsm::act(type t) {
+    stream_action a;
+    a.what = t;
+    a.clear_commit = std::exchange(clear_commit_, false);
+    a.clear_retry_now = std::exchange(clear_retry_now_, false);
+    a.check_drained = std::exchange(drained_, false);
+    return a;
+}
+
+stream_action stream_fsm::wait(std::optional<std::chrono::milliseconds> delay, unsigned wake_on) {
+    stream_action a = act(type::wait);
+    a.delay = delay;
+    a.wake_on = static_cast<unsigned char>(wake_on | stream_action::on_stop);
+    return a;
+}
+
+stream_action stream_fsm::finish() {
+    stream_action a = act(type::done);
+    return a;
+}
+
+// The secondary applied up to `upto`: only messages never acknowledged before
+// count as delivered (a rewind resends some).
+stream_action stream_fsm::acknowledge(std::uint64_t upto) {
+    stream_action a = act(type::acknowledged);
+    a.upto = upto;
+    a.first_fresh = acked_max_ == UINT64_MAX ? UINT64_MAX : acked_max_ + 1;
+    const std::uint64_t fresh = upto > acked_max_ ? upto - acked_max_ : 0;
+    acked_ = upto;
+    acked_max_ = std::max(acked_max_, upto);
+    const std::uint64_t n = std::min(fresh, pending_);
+    pending_ -= n;
+    if (pending_ == 0) head_at_ms_ = 0;
+    a.delivered = n;
+    return a;
+}
+
+stream_action stream_fsm::resume(stream_event& ev) {
+    reenter(coro_) {
+        while (!ev.stop) {
+            if (window_.empty() && reading_ahead()) {
+                // The read-ahead is still running: wait for it rather than read twice.
+                yield return wait(std::nullopt, stream_action::on_read_ahead);
+                if (ev.stop) break;
+            }
+            if (window_.size() < c_.batch_max) take_read_ahead();
+            if (window_.empty()) {
+                clear_commit_ = true;
+                if (window_settled()) {
+                    // Wait a little for more, then retire; but first one
+                    // read: the stream ends only when the outbox says that
+                    // nothing is left.
+                    drained_ = true;
+                    yield return wait(c_.idle_grace, stream_action::on_commit);
+                    if (ev.commit) continue;
+                    more_maybe_ = true;
+                    retire_after_read_ = true;
+                    continue;
+                }
+                // Nothing joins the window while it is read (a commit answered
+                // meanwhile is in the read), and a window forgotten meanwhile
+                // (a recheck lowers the position) is read again.
+                window_end_ = 0;
+                read_gen_ = window_gen_;
+                yield {
+                    stream_action a = act(type::read);
+                    a.from_position = acked_ == UINT64_MAX;
+                    a.from = a.from_position ? 0 : acked_;
+                    return a;
+                }
+                if (!ev.error.empty()) {
+                    yield return failed(std::move(ev.error));
+                    continue;
+                }
+                if (window_gen_ != read_gen_) continue;
+                if (acked_ == UINT64_MAX) acked_ = acked_max_ = ev.position;
+                window_end_ = ev.rows.empty() ? acked_ : ev.rows.back().seq;
+                more_maybe_ = !ev.rows.empty();
+                if (ev.rows.empty()) {
+                    // Nothing to send: wait a little for more, then retire.
+                    drained_ = true;
+                    if (retire_after_read_ && !ev.commit) break;  // waited already
+                    yield return wait(c_.idle_grace, stream_action::on_commit);
+                    if (!ev.commit) break;
+                    retire_after_read_ = false;
+                    continue;
+                }
+                retire_after_read_ = false;
+                window_.assign(std::make_move_iterator(ev.rows.begin()), std::make_move_iterator(ev.rows.end()));
+                head_at_ms_ = window_.front().at_ms;  // read from the acknowledged seq: the oldest pending
+                sched_ = ev.sched.is_for(window_.front().seq) ? ev.sched : schedule{};
+            }
+            // Durable redelivery: not before the scheduled time, unless the
+            // secondary just came back, or the operator asked (start,
+            // SIGHUP): then at once. The ladder's step is kept: another
+            // failure waits the next one.
+            if (sched_.next_at_ms > ev.now_ms && !woken_by_recovery_ && !ev.retry_now) {
+                if (ev.online) {
+                    yield return wait(std::chrono::milliseconds(sched_.next_at_ms - ev.now_ms),
+                                      stream_action::on_offline | stream_action::on_retry_now);
+                    if (!ev.online && !ev.stop && !ev.retry_now) {
+                        // Lost during the wait: wait for it to come back.
+                        yield return wait(std::nullopt, stream_action::on_online | stream_action::on_retry_now);
+                        woken_by_recovery_ = true;
+                    }
+                } else {
+                    yield return wait(std::chrono::milliseconds(sched_.next_at_ms - ev.now_ms),
+                                      stream_action::on_online | stream_action::on_retry_now);
+                    woken_by_recovery_ = ev.online;
+                }
+                if (!woken_by_recovery_ && !ev.retry_now && sched_.next_at_ms > ev.now_ms) continue;
+            }
+            woken_by_recovery_ = false;
+            if (ev.retry_now) clear_retry_now_ = true;
+
+            if (sync_log_) {
+                // Where does the log stand? (at start, after a wrong expected
+                // sequence, after a rewind.)
+                batch_.clear();
+                yield return act(type::sync_log);
+                d_ = std::move(ev.d);
+                server_wait_ = {};
+                forget_window();
+                sched_ = {};
+                if (d_.what == verdict::ack || d_.what == verdict::rewind) sync_log_ = false;
+                from_log_ = true;
+            } else {
+                // The batch: the head of the window, within the count limit
+                // and the request body limit by exact encoded size. A message
+                // too big to share a request goes alone. Moved out of the
+                // window: on failure the window is read again anyway.
+                max_ = single_until_ > acked_ ? 1 : c_.batch_max;
+                batch_ = window::take_batch(window_, max_, c_.body_limit, stream_, c_.epoch);
+                head_at_ms_ = batch_.front().at_ms;
+                // Fewer than a batch left: read the next rows while this batch
+                // is in flight, if there may be any (the last read was full,
+                // or messages were committed since).
+                if (max_ > 1 && window_.size() < max_ && !reading_ahead() && window_end_ && more_maybe_) {
+                    if (!next_) next_ = std::make_shared<read_ahead>();
+                    next_->running = true;
+                    next_->gen = window_gen_;
+                    next_->after = window_end_;
+                    next_->rows.clear();
+                    next_->failed = false;
+                    // The read sees every commit answered before it ends; a
+                    // later one joins the window in memory or sets
+                    // more_maybe_ again.
+                    more_maybe_ = false;
+                    yield return act(type::start_read_ahead);
+                }
+                yield return act(type::send);
+                d_ = std::move(ev.d);
+                server_wait_ = ev.server_wait;
+                if (d_.what != verdict::ack) {
+                    forget_window();  // read again: the schedule or a tombstone may change what comes next
+                    sched_ = {};
+                }
+                if (d_.what == verdict::rewind) {
+                    yield return act(type::rewind_facts);
+                    if (!ev.error.empty()) {
+                        yield return failed(std::move(ev.error));
+                        continue;
+                    }
+                    {
+                        std::string seen = std::move(d_.detail);
+                        d_ = decide_rewind(d_.upto + 1, ev.oldest, ev.next_seq);
+                        d_.detail = seen + (d_.detail.empty() ? std::string{} : "; " + d_.detail);
+                    }
+                }
+                from_log_ = false;
+            }
+
+            // What the answer (or the log) says.
+            if (d_.what == verdict::ack) {
+                if (from_log_) {
+                    if (d_.upto > acked_) {
+                        yield return acknowledge(d_.upto);
+                    }
+                    continue;
+                }
+                yield return acknowledge(d_.upto);
+                if (d_.upto > rewound_to_) rewound_to_ = UINT64_MAX;  // progress past a rewind
+                if (d_.upto < batch_.back().seq) forget_window();     // a partial ack: the rest is read again
+                if (sched_.attempts > 0) {
+                    // The ladder's wait is over: say so (the last line was a
+                    // link_error), and drop the schedule now, before the next
+                    // read of the window could load it again.
+                    yield {
+                        stream_action a = act(type::link_recovered);
+                        a.seq = d_.upto;
+                        a.ladder_steps = sched_.attempts;
+                        return a;
+                    }
+                }
+                sched_ = {};
+            } else if (d_.what == verdict::demote) {
+                yield {
+                    stream_action a = act(type::demote);
+                    a.epoch = std::max(d_.epoch, c_.epoch + 1);
+                    return a;
+                }
+                break;
+            } else if (d_.what == verdict::isolate) {
+                single_until_ = batch_.back().seq;  // find the message it rejects
+            } else if (d_.what == verdict::dead_letter) {
+                if (envelope::is_tombstone(batch_.front().payload)) {
+                    // Even the tombstone is refused: the request, not the
+                    // message, is at fault (a header the secondary cannot
+                    // parse, a proxy in the way). Dead-lettering again would
+                    // loop; stop the stream and say so.
+                    yield return blocked("tombstone_refused", "the secondary refused the tombstone of seq " +
+                                                                  std::to_string(batch_.front().seq) + " too: " + d_.reason);
+                    break;
+                }
+                yield return act(type::dead_letter);
+                if (!ev.ok) {
+                    yield return wait(c_.storage_pause, 0);
+                }
+            } else if (d_.what == verdict::redeliver) {
+                yield {
+                    stream_action a = act(type::next_step);
+                    a.seq = from_log_ ? acked_ + 1 : batch_.front().seq;
+                    a.server_wait = server_wait_;
+                    return a;
+                }
+                if (!ev.ok) {
+                    yield return wait(c_.storage_pause, 0);
+                }
+            } else if (d_.what == verdict::rewind) {
+                // The same rewind again without progress means that what is
+                // retained has a hole (a purge after a clock step): resending
+                // would loop, so the stream is blocked instead.
+                if (rewound_to_ == d_.upto) {
+                    yield return blocked("beyond_retention", d_.detail + "; the retained messages from seq " +
+                                                                 std::to_string(d_.upto + 1) + " are not contiguous");
+                    break;
+                }
+                rewound_to_ = d_.upto;
+                yield {
+                    stream_action a = act(type::rewound);
+                    a.seq = d_.upto + 1;
+                    a.detail = d_.detail;
+                    return a;
+                }
+                acked_ = d_.upto;
+                single_until_ = 0;
+            } else if (d_.what == verdict::block) {
+                yield return blocked(d_.reason, d_.detail);
+                break;
+            } else if (d_.what == verdict::resync) {
+                sync_log_ = true;  // read the log's last message before anything else is sent
+            } else {
+                break;  // stop
+            }
+        }
+    }
+    return finish();
+}
+
+stream_action stream_fsm::failed(std::string error) {
+    stream_action a = wait(c_.storage_pause, 0);
+    a.what = type::storage_failed;
+    a.detail = std::move(error);
+    return a;
+}
+
+stream_action stream_fsm::blocked(std::string reason, std::string detail) {
+    stream_action a = act(type::block);
+    a.reason = std::move(reason);
+    a.detail = std::move(detail);
+    return a;
+}
+
+}  // namespace steadfast::primary
+
+#include <boost/asio/unyield.hpp>
