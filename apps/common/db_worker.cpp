@@ -6,7 +6,9 @@ namespace steadfast::app {
 
 db_worker::db_worker(database& db) : db_(db), thread_([this] { loop(); }) {}
 
-db_worker::~db_worker() { stop(); }
+db_worker::~db_worker() {
+    stop();
+}
 
 void db_worker::stop() {
     {
@@ -19,7 +21,8 @@ void db_worker::stop() {
 
 db_worker::stats db_worker::get_stats() const noexcept {
     auto get = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-    return {get(commits_), get(jobs_), static_cast<double>(get(work_ns_)) / 1e9, static_cast<double>(get(commit_ns_)) / 1e9};
+    return {get(commits_), get(jobs_), static_cast<double>(get(work_ns_)) / 1e9,
+            static_cast<double>(get(commit_ns_)) / 1e9};
 }
 
 std::size_t db_worker::queued() const {

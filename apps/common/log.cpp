@@ -34,10 +34,18 @@ void log(level l, std::string_view event, nlohmann::json fields) {
     std::string body = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     body.erase(0, 1);  // the pattern opened the object
     switch (l) {
-        case level::debug: logger->debug("{}", body); break;
-        case level::info: logger->info("{}", body); break;
-        case level::warn: logger->warn("{}", body); break;
-        case level::error: logger->error("{}", body); break;
+        case level::debug:
+            logger->debug("{}", body);
+            break;
+        case level::info:
+            logger->info("{}", body);
+            break;
+        case level::warn:
+            logger->warn("{}", body);
+            break;
+        case level::error:
+            logger->error("{}", body);
+            break;
     }
 }
 

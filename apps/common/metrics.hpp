@@ -2,16 +2,16 @@
 // the apps register their metrics on one registry and serve it as text.
 #pragma once
 
+#include "db_worker.hpp"
+
+#include <steadfast/version.hpp>
+
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
-
-#include <steadfast/version.hpp>
-
-#include "db_worker.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -29,7 +29,9 @@ inline void register_build_info(prometheus::Registry& r, const std::string& bina
         .Set(1);
 }
 
-inline std::string expose(prometheus::Registry& r) { return prometheus::TextSerializer().Serialize(r.Collect()); }
+inline std::string expose(prometheus::Registry& r) {
+    return prometheus::TextSerializer().Serialize(r.Collect());
+}
 
 /// Brings a counter up to a total kept elsewhere (a server's statistics).
 inline void sync_counter(prometheus::Counter& c, std::uint64_t total) {
@@ -50,10 +52,13 @@ inline void sync_counter(prometheus::Counter& c, double total) {
 class db_metrics {
 public:
     db_metrics(prometheus::Registry& r, const std::string& app)
-        : commits_(counter(r, app, "commits_total", "Transactions committed by the database thread (each holds a group of jobs)")),
-          jobs_(counter(r, app, "jobs_total", "Jobs run in those transactions (a publish, a batch, a read, an acknowledgement mark, ...)")),
+        : commits_(counter(r, app, "commits_total",
+                           "Transactions committed by the database thread (each holds a group of jobs)")),
+          jobs_(counter(r, app, "jobs_total",
+                        "Jobs run in those transactions (a publish, a batch, a read, an acknowledgement mark, ...)")),
           work_(counter(r, app, "work_seconds_total", "Time the database thread spent running jobs")),
-          commit_(counter(r, app, "commit_seconds_total", "Time the database thread spent committing (WAL write and fsync)")) {}
+          commit_(counter(r, app, "commit_seconds_total",
+                          "Time the database thread spent committing (WAL write and fsync)")) {}
     void sync(const db_worker::stats& s) {
         sync_counter(commits_, s.commits);
         sync_counter(jobs_, s.jobs);
@@ -77,8 +82,8 @@ inline prometheus::Histogram::BucketBoundaries latency_buckets() {
 /// End-to-end delivery buckets from 1 ms to 8 h: after an outage, deliveries
 /// wait on the ladder (its steps reach 2 h) and must not all land in +Inf.
 inline prometheus::Histogram::BucketBoundaries delivery_buckets() {
-    return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600,
-            1800, 3600, 7200, 14400, 28800};
+    return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,  0.25, 0.5,  1,     2.5,  5,
+            10,    30,     60,    120,  300,   600,  1800, 3600, 7200, 14400, 28800};
 }
 
 }  // namespace steadfast::app

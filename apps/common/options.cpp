@@ -14,11 +14,12 @@ namespace po = boost::program_options;
 namespace steadfast::app {
 
 void add_common_options(po::options_description& d) {
-    d.add_options()
-        ("config", po::value<std::string>(), "a file of `flag = value` lines (`#` comments); the command line and STEADFAST_* variables win over it")
-        ("log-level", po::value<std::string>()->default_value("info"), "debug, info, warn or error: the least severe line written")
-        ("version", "print the version and exit")
-        ("help", "this help");
+    d.add_options()(
+        "config", po::value<std::string>(),
+        "a file of `flag = value` lines (`#` comments); the command line and STEADFAST_* variables win over it")(
+        "log-level", po::value<std::string>()->default_value("info"),
+        "debug, info, warn or error: the least severe line written")("version", "print the version and exit")(
+        "help", "this help");
 }
 
 namespace {
@@ -123,7 +124,8 @@ void read_options(int argc, char** argv, const po::options_description& d, po::v
     if (vm.count("config")) {
         const auto path = vm["config"].as<std::string>();
         std::error_code ec;
-        if (std::filesystem::is_directory(path, ec)) throw po::error("--config \"" + path + "\" is a directory, not a file");
+        if (std::filesystem::is_directory(path, ec))
+            throw po::error("--config \"" + path + "\" is a directory, not a file");
         std::ifstream in(path);
         if (!in) throw po::error("--config: cannot read \"" + path + "\"");
         try {
@@ -158,7 +160,8 @@ std::chrono::milliseconds duration_option(const po::variables_map& vm, const std
         return d.count() % 1000 == 0 ? std::to_string(d.count() / 1000) + "s" : std::to_string(d.count()) + "ms";
     };
     if (v < min || v > max)
-        throw std::invalid_argument("--" + name + " must be from " + show(min) + " to " + show(max) + ", got \"" + text + "\"");
+        throw std::invalid_argument("--" + name + " must be from " + show(min) + " to " + show(max) + ", got \"" +
+                                    text + "\"");
     return v;
 }
 
@@ -169,20 +172,23 @@ std::string non_empty(const po::variables_map& vm, const std::string& name) {
 }
 
 void add_tls_server_options(po::options_description& d) {
-    d.add_options()
-        ("tls-cert", po::value<std::string>(), "serve HTTPS: certificate chain (PEM)")
-        ("tls-key", po::value<std::string>(), "serve HTTPS: private key of --tls-cert (PEM)")
-        ("tls-client-ca", po::value<std::string>(), "with --tls-cert: require client certificates signed by this CA (mutual TLS)");
+    d.add_options()("tls-cert", po::value<std::string>(), "serve HTTPS: certificate chain (PEM)")(
+        "tls-key", po::value<std::string>(), "serve HTTPS: private key of --tls-cert (PEM)")(
+        "tls-client-ca", po::value<std::string>(),
+        "with --tls-cert: require client certificates signed by this CA (mutual TLS)");
 }
 
 void add_tls_primary_options(po::options_description& d) {
-    d.add_options()
-        ("tls-ca", po::value<std::string>(), "for an https:// --secondary: CA certificates to trust (PEM; default: the system's)")
-        ("tls-server-name", po::value<std::string>(), "for an https:// --secondary: the name its certificate must carry (default: the URL's host)")
-        ("tls-cert", po::value<std::string>(), "this primary's certificate (PEM): presented to a secondary that asks for one; served on --listen with --tls-listen")
-        ("tls-key", po::value<std::string>(), "the private key of --tls-cert (PEM)")
-        ("tls-listen", po::bool_switch(), "serve HTTPS on --listen with --tls-cert/--tls-key")
-        ("tls-client-ca", po::value<std::string>(), "with --tls-listen: require publishers' certificates signed by this CA");
+    d.add_options()("tls-ca", po::value<std::string>(),
+                    "for an https:// --secondary: CA certificates to trust (PEM; default: the system's)")(
+        "tls-server-name", po::value<std::string>(),
+        "for an https:// --secondary: the name its certificate must carry (default: the URL's host)")(
+        "tls-cert", po::value<std::string>(),
+        "this primary's certificate (PEM): presented to a secondary that asks for one; served on --listen with "
+        "--tls-listen")("tls-key", po::value<std::string>(), "the private key of --tls-cert (PEM)")(
+        "tls-listen", po::bool_switch(), "serve HTTPS on --listen with --tls-cert/--tls-key")(
+        "tls-client-ca", po::value<std::string>(),
+        "with --tls-listen: require publishers' certificates signed by this CA");
 }
 
 namespace {
@@ -214,10 +220,12 @@ std::optional<http::tls_client_options> tls_client_from(const po::variables_map&
 }
 
 void add_listener_options(po::options_description& d) {
-    d.add_options()
-        ("max-connections", po::value<std::size_t>()->default_value(256), "connections to --listen open at once (1 or more); more are closed at once, but for the reserve")
-        ("reserved-connections", po::value<std::size_t>()->default_value(8), "beyond --max-connections, this many more for /health, /ready and /metrics only (0: none)")
-        ("header-timeout", po::value<std::string>()->default_value("5s"), "a new connection must send its first request's header within this, e.g. 5s");
+    d.add_options()("max-connections", po::value<std::size_t>()->default_value(256),
+                    "connections to --listen open at once (1 or more); more are closed at once, but for the reserve")(
+        "reserved-connections", po::value<std::size_t>()->default_value(8),
+        "beyond --max-connections, this many more for /health, /ready and /metrics only (0: none)")(
+        "header-timeout", po::value<std::string>()->default_value("5s"),
+        "a new connection must send its first request's header within this, e.g. 5s");
 }
 
 void listener_from(const po::variables_map& vm, http::server::options& so) {
@@ -232,10 +240,10 @@ void listener_from(const po::variables_map& vm, http::server::options& so) {
 }
 
 void add_storage_options(po::options_description& d) {
-    d.add_options()
-        ("min-free-space", po::value<std::string>(), "below this much free space on the data directory's filesystem: not ready, "
-                                                     "and writes refused before they fail (e.g. 64MiB; 0: off; default: 64MiB, "
-                                                     "or 4 times the largest message if more)");
+    d.add_options()("min-free-space", po::value<std::string>(),
+                    "below this much free space on the data directory's filesystem: not ready, "
+                    "and writes refused before they fail (e.g. 64MiB; 0: off; default: 64MiB, "
+                    "or 4 times the largest message if more)");
 }
 
 std::uint64_t parse_size(const std::string& text) {
@@ -243,13 +251,14 @@ std::uint64_t parse_size(const std::string& text) {
     while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
     const std::string unit = text.substr(i);
     static const std::pair<const char*, std::uint64_t> units[] = {
-        {"", 1}, {"B", 1}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"TiB", 1ull << 40},
-        {"kB", 1000}, {"KB", 1000}, {"MB", 1000'000}, {"GB", 1000'000'000}};
+        {"", 1},      {"B", 1},     {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"TiB", 1ull << 40},
+        {"kB", 1000}, {"KB", 1000}, {"MB", 1000'000},    {"GB", 1000'000'000}};
     const std::pair<const char*, std::uint64_t>* u = nullptr;
     for (const auto& c : units)
         if (unit == c.first) u = &c;
     if (i == 0 || i > 15 || !u)
-        throw std::invalid_argument("\"" + text + "\" is not a size: a whole number of bytes, or with KiB, MiB, GiB, TiB "
+        throw std::invalid_argument("\"" + text +
+                                    "\" is not a size: a whole number of bytes, or with KiB, MiB, GiB, TiB "
                                     "(or kB, MB, GB), e.g. 64MiB");
     const std::uint64_t n = std::stoull(text.substr(0, i));
     if (n > UINT64_MAX / u->second) throw std::invalid_argument("\"" + text + "\" is too large a size");
@@ -267,7 +276,8 @@ std::uint64_t min_free_space_from(const po::variables_map& vm, std::uint64_t lar
     }
     if (v != 0 && v < largest_message)
         throw std::invalid_argument("--min-free-space must be 0 (off) or at least the largest message (" +
-                                    std::to_string(largest_message) + " bytes): below that not even one could be stored");
+                                    std::to_string(largest_message) +
+                                    " bytes): below that not even one could be stored");
     return v;
 }
 
@@ -276,8 +286,11 @@ void warn_invalid_certificate(const std::string& cert_file, std::string_view rol
     const auto problem = http::certificate_validity_problem(cert_file);
     if (problem.empty()) return;
     log(level::error, "tls_certificate_invalid",
-        {{"certificate", cert_file}, {"role", role}, {"problem", problem},
-         {"note", "peers that verify certificates refuse this one until it is replaced (SIGHUP does not reload it: restart)"}});
+        {{"certificate", cert_file},
+         {"role", role},
+         {"problem", problem},
+         {"note",
+          "peers that verify certificates refuse this one until it is replaced (SIGHUP does not reload it: restart)"}});
 }
 
 boost::asio::ip::tcp::endpoint listen(http::server& server, const std::string& host, std::uint16_t port) {

@@ -24,7 +24,9 @@ statement::statement(sqlite3* db, std::string_view sql) : db_(db) {
     if (sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &s_, nullptr) != SQLITE_OK)
         throw db_error("cannot prepare \"" + std::string(sql) + "\": " + sqlite3_errmsg(db));
 }
-statement::~statement() { sqlite3_finalize(s_); }
+statement::~statement() {
+    sqlite3_finalize(s_);
+}
 statement& statement::bind(int i, std::int64_t v) {
     if (sqlite3_bind_int64(s_, i, v) != SQLITE_OK) throw db_error(sqlite3_errmsg(db_));
     return *this;
@@ -46,12 +48,16 @@ void statement::reset() {
     sqlite3_reset(s_);
     sqlite3_clear_bindings(s_);
 }
-std::int64_t statement::column_int(int i) const { return sqlite3_column_int64(s_, i); }
+std::int64_t statement::column_int(int i) const {
+    return sqlite3_column_int64(s_, i);
+}
 std::string_view statement::column_text(int i) const {
     auto p = reinterpret_cast<const char*>(sqlite3_column_text(s_, i));
     return p ? std::string_view(p, static_cast<std::size_t>(sqlite3_column_bytes(s_, i))) : std::string_view{};
 }
-bool statement::column_null(int i) const { return sqlite3_column_type(s_, i) == SQLITE_NULL; }
+bool statement::column_null(int i) const {
+    return sqlite3_column_type(s_, i) == SQLITE_NULL;
+}
 
 namespace {
 // An exclusive, non-blocking flock on DIR/LOCK, held for the process's life
@@ -63,7 +69,9 @@ int lock_directory(const std::string& dir);
 dir_lock::~dir_lock() {
     if (fd_ >= 0) ::close(fd_);
 }
-void dir_lock::acquire(const std::string& dir) { fd_ = lock_directory(dir); }
+void dir_lock::acquire(const std::string& dir) {
+    fd_ = lock_directory(dir);
+}
 
 namespace {
 // Before SQLite's first use (opening a connection, or finding a VFS, which
@@ -218,7 +226,8 @@ database::database(const std::string& dir, const std::string& name, const std::s
         statement app(db_, "SELECT value FROM meta WHERE key='application'");
         if (app.step()) {
             if (app.column_text(0) != application)
-                throw db_error("\"" + path_ + "\" belongs to " + std::string(app.column_text(0)) + ", not " + application);
+                throw db_error("\"" + path_ + "\" belongs to " + std::string(app.column_text(0)) + ", not " +
+                               application);
         } else {
             statement count(db_, "SELECT count(*) FROM sqlite_master WHERE tbl_name <> 'meta'");
             count.step();
@@ -235,14 +244,18 @@ database::database(const std::string& dir, const std::string& name, const std::s
     }
 }
 
-database::~database() { sqlite3_close(db_); }
+database::~database() {
+    sqlite3_close(db_);
+}
 
 void database::check_unchanged() const {
     if (!immutable_) return;
     namespace fs = std::filesystem;
     std::error_code ec;
-    if (fs::exists(path_ + "-wal", ec) || fs::file_size(path_, ec) != size_at_open_ || fs::last_write_time(path_, ec) != mtime_at_open_)
-        throw db_error("\"" + path_ + "\" changed while it was read (a server started on it): what was printed may be "
+    if (fs::exists(path_ + "-wal", ec) || fs::file_size(path_, ec) != size_at_open_ ||
+        fs::last_write_time(path_, ec) != mtime_at_open_)
+        throw db_error("\"" + path_ +
+                       "\" changed while it was read (a server started on it): what was printed may be "
                        "incomplete; run the command again");
 }
 

@@ -6,8 +6,8 @@
 #include <sqlite3.h>
 
 #include <cstdint>
-#include <stdexcept>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 

@@ -62,7 +62,9 @@ void storage_health::commit_failed(const std::string& error) {
     check_disk();  // a full disk is the likeliest cause: its answer (507/503) follows from this
 }
 
-void storage_health::commit_ok() { update(disk_low_, false, {}); }
+void storage_health::commit_ok() {
+    update(disk_low_, false, {});
+}
 
 void storage_health::update(bool disk_low, bool commit_failing, const std::string& why) {
     const bool was = ok();
@@ -72,8 +74,9 @@ void storage_health::update(bool disk_low, bool commit_failing, const std::strin
 }
 
 std::string storage_health::low_message() const {
-    return "the data directory's filesystem has " + std::to_string(available_) + " bytes free, under --min-free-space (" +
-           std::to_string(s_.min_free) + " bytes): nothing is stored until space is freed";
+    return "the data directory's filesystem has " + std::to_string(available_) +
+           " bytes free, under --min-free-space (" + std::to_string(s_.min_free) +
+           " bytes): nothing is stored until space is freed";
 }
 
 }  // namespace steadfast::app

@@ -23,9 +23,9 @@ std::optional<std::uint64_t> available_bytes(const std::string& dir, std::string
 class storage_health {
 public:
     struct settings {
-        std::string dir;                              // the data directory
-        std::uint64_t min_free = 0;                   // 0: no watermark
-        std::chrono::milliseconds every{1000};        // how often the watermark is checked
+        std::string dir;                        // the data directory
+        std::uint64_t min_free = 0;             // 0: no watermark
+        std::chrono::milliseconds every{1000};  // how often the watermark is checked
         // Free bytes on dir's filesystem; tests pass their own.
         std::function<std::optional<std::uint64_t>(const std::string&, std::string&)> free_space = available_bytes;
     };

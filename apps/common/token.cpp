@@ -27,9 +27,10 @@ std::vector<std::string> read_token_file(const std::string& path) {
             if (c < 0x20 || c > 0x7e) {
                 char hex[8];
                 std::snprintf(hex, sizeof hex, "0x%02x", c);
-                throw std::invalid_argument("--token-file \"" + path + "\" line " + std::to_string(n) + ": byte " + hex +
-                                         " cannot be part of a bearer token (printable ASCII only; is the file "
-                                         "UTF-16 or does it hold control characters?)");
+                throw std::invalid_argument("--token-file \"" + path + "\" line " + std::to_string(n) + ": byte " +
+                                            hex +
+                                            " cannot be part of a bearer token (printable ASCII only; is the file "
+                                            "UTF-16 or does it hold control characters?)");
             }
         tokens.push_back(line);
     }
@@ -53,7 +54,8 @@ bool bearer_matches(std::string_view v, std::string_view token) noexcept {
     constexpr std::string_view prefix = "Bearer ";
     if (v.size() < prefix.size()) return false;
     for (std::size_t i = 0; i < prefix.size(); ++i)
-        if (std::tolower(static_cast<unsigned char>(v[i])) != std::tolower(static_cast<unsigned char>(prefix[i]))) return false;
+        if (std::tolower(static_cast<unsigned char>(v[i])) != std::tolower(static_cast<unsigned char>(prefix[i])))
+            return false;
     return constant_time_equal(v.substr(prefix.size()), token);
 }
 

@@ -12,10 +12,9 @@ namespace steadfast::app {
 
 /// The tokens in `path`, one a line, trimmed (blank lines and lines starting
 /// with '#' are skipped; a comment is a whole line; a UTF-8 BOM is dropped).
-/// Each token is printable ASCII: anything else is refused, naming the line. Any of them is accepted; the first is the one a
-/// client sends. Several tokens let a token be rotated without downtime: add
-/// the new one, reload (SIGHUP), move clients over, drop the old one, reload.
-/// Throws std::invalid_argument (a bad configuration file: the apps exit 2 at
+/// Each token is printable ASCII: anything else is refused, naming the line. Any of them is accepted; the first is the
+/// one a client sends. Several tokens let a token be rotated without downtime: add the new one, reload (SIGHUP), move
+/// clients over, drop the old one, reload. Throws std::invalid_argument (a bad configuration file: the apps exit 2 at
 /// start) naming the file when it cannot be opened, holds no token or a byte
 /// that cannot be part of one; std::runtime_error when reading it fails
 /// midway (an I/O error, perhaps passing).

@@ -16,7 +16,7 @@ token_reloader::token_reloader(boost::asio::any_io_executor ex, std::string path
 
 token_reloader::~token_reloader() {
     boost::system::error_code ec;
-    signals_.clear(ec);  // Asio puts back SIG_DFL here...
+    signals_.clear(ec);            // Asio puts back SIG_DFL here...
     std::signal(SIGHUP, SIG_IGN);  // ...and SIGHUP during the rest of shutdown is ignored
 }
 

@@ -30,17 +30,25 @@ sqlite3_vfs* base_vfs = nullptr;  // the platform's VFS, set once at registratio
 
 // The file SQLite holds: ours first, then the real VFS's file in the same block.
 struct file {
-    sqlite3_file base;      // base.pMethods: ours
-    sqlite3_file* real;     // the platform VFS's file, right after this struct
-    bool wal;               // gather writes (a WAL file) or pass through
-    std::string gathered;   // consecutive bytes not yet written ...
-    sqlite3_int64 at = 0;   // ... starting at this offset
+    sqlite3_file base;     // base.pMethods: ours
+    sqlite3_file* real;    // the platform VFS's file, right after this struct
+    bool wal;              // gather writes (a WAL file) or pass through
+    std::string gathered;  // consecutive bytes not yet written ...
+    sqlite3_int64 at = 0;  // ... starting at this offset
 };
 
-sqlite3_vfs* real_vfs() { return base_vfs; }
-file* self(sqlite3_file* f) { return reinterpret_cast<file*>(f); }
-sqlite3_file* real(sqlite3_file* f) { return self(f)->real; }
-const sqlite3_io_methods* rm(sqlite3_file* f) { return real(f)->pMethods; }
+sqlite3_vfs* real_vfs() {
+    return base_vfs;
+}
+file* self(sqlite3_file* f) {
+    return reinterpret_cast<file*>(f);
+}
+sqlite3_file* real(sqlite3_file* f) {
+    return self(f)->real;
+}
+const sqlite3_io_methods* rm(sqlite3_file* f) {
+    return real(f)->pMethods;
+}
 
 // Writes what was gathered; whatever the outcome, forgets it (after a
 // failure SQLite rewrites its frames, at the same offsets).
@@ -116,12 +124,24 @@ int x_file_size(sqlite3_file* f, sqlite3_int64* size) {
     if (const int rc = flush_mid(f); rc != SQLITE_OK) return rc;
     return rm(f)->xFileSize(real(f), size);
 }
-int x_lock(sqlite3_file* f, int l) { return rm(f)->xLock(real(f), l); }
-int x_unlock(sqlite3_file* f, int l) { return rm(f)->xUnlock(real(f), l); }
-int x_check_reserved(sqlite3_file* f, int* out) { return rm(f)->xCheckReservedLock(real(f), out); }
-int x_file_control(sqlite3_file* f, int op, void* arg) { return rm(f)->xFileControl(real(f), op, arg); }
-int x_sector_size(sqlite3_file* f) { return rm(f)->xSectorSize(real(f)); }
-int x_device(sqlite3_file* f) { return rm(f)->xDeviceCharacteristics(real(f)); }
+int x_lock(sqlite3_file* f, int l) {
+    return rm(f)->xLock(real(f), l);
+}
+int x_unlock(sqlite3_file* f, int l) {
+    return rm(f)->xUnlock(real(f), l);
+}
+int x_check_reserved(sqlite3_file* f, int* out) {
+    return rm(f)->xCheckReservedLock(real(f), out);
+}
+int x_file_control(sqlite3_file* f, int op, void* arg) {
+    return rm(f)->xFileControl(real(f), op, arg);
+}
+int x_sector_size(sqlite3_file* f) {
+    return rm(f)->xSectorSize(real(f));
+}
+int x_device(sqlite3_file* f) {
+    return rm(f)->xDeviceCharacteristics(real(f));
+}
 int x_shm_map(sqlite3_file* f, int pg, int size, int extend, void volatile** out) {
     return rm(f)->iVersion >= 2 ? rm(f)->xShmMap(real(f), pg, size, extend, out) : SQLITE_IOERR_SHMMAP;
 }
@@ -131,7 +151,9 @@ int x_shm_lock(sqlite3_file* f, int off, int n, int flags) {
 void x_shm_barrier(sqlite3_file* f) {
     if (rm(f)->iVersion >= 2) rm(f)->xShmBarrier(real(f));
 }
-int x_shm_unmap(sqlite3_file* f, int del) { return rm(f)->iVersion >= 2 ? rm(f)->xShmUnmap(real(f), del) : SQLITE_OK; }
+int x_shm_unmap(sqlite3_file* f, int del) {
+    return rm(f)->iVersion >= 2 ? rm(f)->xShmUnmap(real(f), del) : SQLITE_OK;
+}
 int x_fetch(sqlite3_file* f, sqlite3_int64 off, int n, void** out) {
     if (rm(f)->iVersion < 3) {
         *out = nullptr;
@@ -144,9 +166,9 @@ int x_unfetch(sqlite3_file* f, sqlite3_int64 off, void* p) {
 }
 
 const sqlite3_io_methods methods = {
-    3,        x_close,     x_read,     x_write,        x_truncate,    x_sync,      x_file_size,
-    x_lock,   x_unlock,    x_check_reserved, x_file_control, x_sector_size, x_device,  x_shm_map,
-    x_shm_lock, x_shm_barrier, x_shm_unmap, x_fetch,    x_unfetch,
+    3,          x_close,       x_read,           x_write,        x_truncate,    x_sync,   x_file_size,
+    x_lock,     x_unlock,      x_check_reserved, x_file_control, x_sector_size, x_device, x_shm_map,
+    x_shm_lock, x_shm_barrier, x_shm_unmap,      x_fetch,        x_unfetch,
 };
 
 int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* f, int flags, int* out_flags) {
@@ -167,21 +189,42 @@ int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* f, int flags, int*
     return SQLITE_OK;
 }
 
-int x_delete(sqlite3_vfs*, const char* name, int sync) { return real_vfs()->xDelete(real_vfs(), name, sync); }
-int x_access(sqlite3_vfs*, const char* name, int flags, int* out) { return real_vfs()->xAccess(real_vfs(), name, flags, out); }
+int x_delete(sqlite3_vfs*, const char* name, int sync) {
+    return real_vfs()->xDelete(real_vfs(), name, sync);
+}
+int x_access(sqlite3_vfs*, const char* name, int flags, int* out) {
+    return real_vfs()->xAccess(real_vfs(), name, flags, out);
+}
 int x_full_pathname(sqlite3_vfs*, const char* name, int n, char* out) {
     return real_vfs()->xFullPathname(real_vfs(), name, n, out);
 }
-void* x_dl_open(sqlite3_vfs*, const char* name) { return real_vfs()->xDlOpen(real_vfs(), name); }
-void x_dl_error(sqlite3_vfs*, int n, char* out) { real_vfs()->xDlError(real_vfs(), n, out); }
-void (*x_dl_sym(sqlite3_vfs*, void* h, const char* sym))(void) { return real_vfs()->xDlSym(real_vfs(), h, sym); }
-void x_dl_close(sqlite3_vfs*, void* h) { real_vfs()->xDlClose(real_vfs(), h); }
-int x_randomness(sqlite3_vfs*, int n, char* out) { return real_vfs()->xRandomness(real_vfs(), n, out); }
-int x_sleep(sqlite3_vfs*, int us) { return real_vfs()->xSleep(real_vfs(), us); }
-int x_current_time(sqlite3_vfs*, double* out) { return real_vfs()->xCurrentTime(real_vfs(), out); }
-int x_last_error(sqlite3_vfs*, int n, char* out) { return real_vfs()->xGetLastError(real_vfs(), n, out); }
+void* x_dl_open(sqlite3_vfs*, const char* name) {
+    return real_vfs()->xDlOpen(real_vfs(), name);
+}
+void x_dl_error(sqlite3_vfs*, int n, char* out) {
+    real_vfs()->xDlError(real_vfs(), n, out);
+}
+void (*x_dl_sym(sqlite3_vfs*, void* h, const char* sym))(void) {
+    return real_vfs()->xDlSym(real_vfs(), h, sym);
+}
+void x_dl_close(sqlite3_vfs*, void* h) {
+    real_vfs()->xDlClose(real_vfs(), h);
+}
+int x_randomness(sqlite3_vfs*, int n, char* out) {
+    return real_vfs()->xRandomness(real_vfs(), n, out);
+}
+int x_sleep(sqlite3_vfs*, int us) {
+    return real_vfs()->xSleep(real_vfs(), us);
+}
+int x_current_time(sqlite3_vfs*, double* out) {
+    return real_vfs()->xCurrentTime(real_vfs(), out);
+}
+int x_last_error(sqlite3_vfs*, int n, char* out) {
+    return real_vfs()->xGetLastError(real_vfs(), n, out);
+}
 int x_current_time64(sqlite3_vfs*, sqlite3_int64* out) {
-    if (real_vfs()->iVersion >= 2 && real_vfs()->xCurrentTimeInt64) return real_vfs()->xCurrentTimeInt64(real_vfs(), out);
+    if (real_vfs()->iVersion >= 2 && real_vfs()->xCurrentTimeInt64)
+        return real_vfs()->xCurrentTimeInt64(real_vfs(), out);
     double d = 0;
     const int rc = real_vfs()->xCurrentTime(real_vfs(), &d);
     *out = static_cast<sqlite3_int64>(d * 86400000.0);

@@ -25,20 +25,26 @@ using asio::ip::tcp;
 using namespace std::chrono_literals;
 
 namespace {
-double ms(std::chrono::nanoseconds d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double ms(std::chrono::nanoseconds d) {
+    return std::chrono::duration<double, std::milli>(d).count();
+}
 
 // Logs every attempt through the hooks: the engine itself prints nothing.
 steadfast::retry_hooks logging(const char* name) {
     return {
         .before_attempt = {},
         .after_attempt =
-            [name](const steadfast::attempt_context& c, const steadfast::classification& cl, const steadfast::decision& d) {
+            [name](const steadfast::attempt_context& c, const steadfast::classification& cl,
+                   const steadfast::decision& d) {
                 if (d.what == steadfast::decision::action::retry)
-                    std::printf("  [%s] attempt %llu at %7.1f ms: %s -> retry in %.1f ms\n", name, static_cast<unsigned long long>(c.number), ms(c.elapsed),
-                                cl.ec.message().c_str(), ms(d.delay));
+                    std::printf("  [%s] attempt %llu at %7.1f ms: %s -> retry in %.1f ms\n", name,
+                                static_cast<unsigned long long>(c.number), ms(c.elapsed), cl.ec.message().c_str(),
+                                ms(d.delay));
                 else
-                    std::printf("  [%s] attempt %llu at %7.1f ms: %s -> %s\n", name, static_cast<unsigned long long>(c.number), ms(c.elapsed),
-                                cl.ec ? cl.ec.message().c_str() : "ok", std::string(steadfast::to_string(d.reason)).c_str());
+                    std::printf("  [%s] attempt %llu at %7.1f ms: %s -> %s\n", name,
+                                static_cast<unsigned long long>(c.number), ms(c.elapsed),
+                                cl.ec ? cl.ec.message().c_str() : "ok",
+                                std::string(steadfast::to_string(d.reason)).c_str());
             },
         .on_give_up = {},
     };
@@ -48,8 +54,8 @@ steadfast::retry_hooks logging(const char* name) {
 auto connect_to(unsigned short port) {
     return [port](const steadfast::attempt_context&) -> asio::awaitable<steadfast::error_code> {
         tcp::socket s(co_await asio::this_coro::executor);
-        auto [ec] = co_await s.async_connect({asio::ip::make_address("127.0.0.1"), port},
-                                             asio::as_tuple(asio::use_awaitable));
+        auto [ec] =
+            co_await s.async_connect({asio::ip::make_address("127.0.0.1"), port}, asio::as_tuple(asio::use_awaitable));
         co_return ec;
     };
 }
@@ -91,7 +97,8 @@ asio::awaitable<void> demo(asio::io_context& ioc, asio::cancellation_signal& can
                 static_cast<unsigned long long>(r2.attempts()));
 
     std::puts("3. ten operations against a dead port share a budget of 20 tokens (5 a retry)");
-    auto budget = std::make_shared<steadfast::retry_budget>(steadfast::retry_budget::options{.capacity = 20, .retry_cost = 5});
+    auto budget =
+        std::make_shared<steadfast::retry_budget>(steadfast::retry_budget::options{.capacity = 20, .retry_cost = 5});
     auto shared = steadfast::retry_policy{}
                       .with_backoff(steadfast::backoff::fixed(20ms))
                       .with_stop(steadfast::stop::max_attempts(10))
@@ -110,12 +117,15 @@ asio::awaitable<void> demo(asio::io_context& ioc, asio::cancellation_signal& can
     co_await wait.async_wait(asio::use_awaitable);
 
     std::puts("4. cancelling a retry that sleeps for an hour");
-    auto hour = steadfast::retry_policy{}.with_backoff(steadfast::backoff::fixed(1h)).with_stop(steadfast::stop::never());
-    steadfast::async_retry(ex, hour, connect_to(dead),
-                           asio::bind_cancellation_slot(cancel.slot(), [](steadfast::retry_result<steadfast::error_code> res) {
-                               std::printf("  => %s after %llu attempt, %.1f ms\n", std::string(steadfast::to_string(res.reason())).c_str(),
-                                           static_cast<unsigned long long>(res.attempts()), ms(res.elapsed()));
-                           }));
+    auto hour =
+        steadfast::retry_policy{}.with_backoff(steadfast::backoff::fixed(1h)).with_stop(steadfast::stop::never());
+    steadfast::async_retry(
+        ex, hour, connect_to(dead),
+        asio::bind_cancellation_slot(cancel.slot(), [](steadfast::retry_result<steadfast::error_code> res) {
+            std::printf("  => %s after %llu attempt, %.1f ms\n",
+                        std::string(steadfast::to_string(res.reason())).c_str(),
+                        static_cast<unsigned long long>(res.attempts()), ms(res.elapsed()));
+        }));
     asio::steady_timer soon(ex, 100ms);
     co_await soon.async_wait(asio::use_awaitable);
     cancel.emit(asio::cancellation_type::terminal);

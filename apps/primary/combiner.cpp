@@ -149,8 +149,9 @@ void combiner::dequeued(part& p) {
 // (`waited`); never more requests in flight than the pool's connections.
 void combiner::kick(bool waited) {
     if (queue_.empty() || senders_ >= pool_.size() || stop_.value()) return;
-    const bool full = queued_bytes_ + envelope::batch_prefix.size() + envelope::batch_suffix.size() >= limits_.body_bytes ||
-                      queued_messages_ >= limits_.messages;
+    const bool full =
+        queued_bytes_ + envelope::batch_prefix.size() + envelope::batch_suffix.size() >= limits_.body_bytes ||
+        queued_messages_ >= limits_.messages;
     if (runners_ > 0 && !full && !waited && queued_alone_ == 0) return;
     ++senders_;
     ++runners_;
@@ -169,8 +170,9 @@ std::deque<combiner::part_ptr> combiner::take() {
     std::size_t bytes = envelope::batch_prefix.size() + envelope::batch_suffix.size(), messages = 0;
     for (auto it = queue_.begin(); it != queue_.end();) {
         part& p = **it;
-        const bool fits = group.empty() || (!p.alone && !group.front()->alone && bytes + p.list.size() + 1 <= limits_.body_bytes &&
-                                            messages + p.count <= limits_.messages);
+        const bool fits =
+            group.empty() || (!p.alone && !group.front()->alone && bytes + p.list.size() + 1 <= limits_.body_bytes &&
+                              messages + p.count <= limits_.messages);
         if (!fits) {
             if (group.front()->alone) break;
             ++it;  // a later, smaller part may still fit

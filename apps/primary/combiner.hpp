@@ -97,8 +97,8 @@ private:
     std::set<std::string, std::less<>> proven_;  // streams that share requests (judge())
     std::deque<part_ptr> queue_;
     std::size_t queued_bytes_ = 0, queued_messages_ = 0, queued_alone_ = 0;
-    std::size_t senders_ = 0;  // requests in flight (by sender coroutines or sends of their own)
-    std::size_t runners_ = 0;  // sender coroutines
+    std::size_t senders_ = 0;                        // requests in flight (by sender coroutines or sends of their own)
+    std::size_t runners_ = 0;                        // sender coroutines
     std::chrono::steady_clock::duration typical_{};  // moving average of answered requests' durations
     std::uint64_t requests_ = 0;
 };

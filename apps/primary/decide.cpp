@@ -4,7 +4,9 @@ namespace steadfast::primary {
 
 namespace {
 // An answer's body goes into logs, dead letters and tombstones: its start is enough.
-std::string head(std::string_view body) { return std::string(body.substr(0, 300)); }
+std::string head(std::string_view body) {
+    return std::string(body.substr(0, 300));
+}
 
 decision make(verdict v, std::uint64_t upto = 0, std::uint64_t epoch = 0, std::string reason = {},
               std::string link_error = {}, std::string detail = {}) {
@@ -24,10 +26,11 @@ decision decide(const sent_batch& b, const delivery_outcome& o) {
         const auto r = envelope::decode_rejection(o.body);
         using rk = envelope::rejection::kind;
         switch (r.what) {
-            case rk::stale_epoch: return make(verdict::demote, 0, r.epoch, "stale_epoch", {});
+            case rk::stale_epoch:
+                return make(verdict::demote, 0, r.epoch, "stale_epoch", {});
             case rk::conflict:
                 return make(verdict::block, 0, 0, "conflict", {},
-                        "the secondary applied another message at seq " + std::to_string(r.seq));
+                            "the secondary applied another message at seq " + std::to_string(r.seq));
             case rk::gap:
                 if (r.expected > b.first) {
                     // The secondary has the start of the batch; never more than the batch.
@@ -35,9 +38,10 @@ decision decide(const sent_batch& b, const delivery_outcome& o) {
                     return make(verdict::ack, upto, 0, {}, {});
                 }
                 return make(verdict::rewind, r.expected - 1, 0, "rewind", {},
-                        "the secondary expects seq " + std::to_string(r.expected) + ", though it had acknowledged at least up to " +
-                            std::to_string(b.first - 1));
-            case rk::unknown: break;
+                            "the secondary expects seq " + std::to_string(r.expected) +
+                                ", though it had acknowledged at least up to " + std::to_string(b.first - 1));
+            case rk::unknown:
+                break;
         }
         return make(verdict::redeliver, 0, 0, "409 " + head(o.body), "http_409");
     }
@@ -45,7 +49,8 @@ decision decide(const sent_batch& b, const delivery_outcome& o) {
         // Not the secondary's refusal (a proxy's page, another service at a
         // wrong address): the link is wrong, not the message.
         if (!envelope::is_error_answer(o.body)) {
-            auto d = make(verdict::redeliver, 0, 0, std::to_string(s) + " " + head(o.body), "foreign_" + std::to_string(s));
+            auto d =
+                make(verdict::redeliver, 0, 0, std::to_string(s) + " " + head(o.body), "foreign_" + std::to_string(s));
             d.not_a_secondary = true;
             return d;
         }
@@ -66,9 +71,10 @@ decision decide_rewind(std::uint64_t expected, std::uint64_t oldest, std::uint64
     // trimmed below it): resend from there.
     if (oldest != 0 && oldest <= expected) return make(verdict::rewind, expected - 1, 0, {}, {});
     if (oldest == 0 && expected >= next_seq) return make(verdict::rewind, expected - 1, 0, {}, {});
-    return make(verdict::block, 0, 0, "beyond_retention", {},
-            "the secondary expects seq " + std::to_string(expected) +
-                (oldest ? ", the oldest retained is " + std::to_string(oldest) : std::string(", nothing is retained")));
+    return make(
+        verdict::block, 0, 0, "beyond_retention", {},
+        "the secondary expects seq " + std::to_string(expected) +
+            (oldest ? ", the oldest retained is " + std::to_string(oldest) : std::string(", nothing is retained")));
 }
 
 decision decide_repair(std::uint64_t from, std::uint64_t acked, std::uint64_t oldest, std::uint64_t next_seq) {
@@ -80,23 +86,30 @@ decision decide_repair(std::uint64_t from, std::uint64_t acked, std::uint64_t ol
 decision decide_publish(const sent_batch& b, const publish_outcome& o) {
     using k = publish_outcome::kind;
     switch (o.what) {
-        case k::published: return make(verdict::ack, b.last, 0, {}, {});
+        case k::published:
+            return make(verdict::ack, b.last, 0, {}, {});
         case k::wrong_sequence:
-            return make(verdict::resync, 0, 0, "wrong_last_sequence", {}, "the subject's last message is not this primary's last");
-        case k::unavailable: return make(verdict::redeliver, 0, 0, "jetstream unavailable: " + o.detail, "jetstream_unavailable");
-        case k::refused: return make(verdict::redeliver, 0, 0, "jetstream refused: " + o.detail, "jetstream_refused");
+            return make(verdict::resync, 0, 0, "wrong_last_sequence", {},
+                        "the subject's last message is not this primary's last");
+        case k::unavailable:
+            return make(verdict::redeliver, 0, 0, "jetstream unavailable: " + o.detail, "jetstream_unavailable");
+        case k::refused:
+            return make(verdict::redeliver, 0, 0, "jetstream refused: " + o.detail, "jetstream_refused");
         case k::too_large:
             if (b.count() > 1) return make(verdict::isolate, 0, 0, "too large: " + o.detail, {});
-            return make(verdict::block, 0, 0, "too_large_for_server", {},
-                        "seq " + std::to_string(b.first) + " is larger than the NATS server's max_payload: " + o.detail);
-        case k::stopped: return make(verdict::stop, 0, 0, "stopping");
+            return make(
+                verdict::block, 0, 0, "too_large_for_server", {},
+                "seq " + std::to_string(b.first) + " is larger than the NATS server's max_payload: " + o.detail);
+        case k::stopped:
+            return make(verdict::stop, 0, 0, "stopping");
     }
     return make(verdict::stop, 0, 0, "stopping");
 }
 
 decision decide_log(const log_head& h, std::uint64_t own_epoch, const outbox_facts& f) {
     if (!h.empty && !h.envelope)
-        return make(verdict::block, 0, 0, "conflict", {}, "the subject's last message in the log is not an envelope of this stream");
+        return make(verdict::block, 0, 0, "conflict", {},
+                    "the subject's last message in the log is not an envelope of this stream");
     if (!h.empty && h.epoch > own_epoch) return make(verdict::demote, 0, h.epoch, "stale_epoch", {});
     if (h.empty) {
         if (f.acked == 0) return make(verdict::ack, 0, 0, {}, {});
@@ -107,8 +120,8 @@ decision decide_log(const log_head& h, std::uint64_t own_epoch, const outbox_fac
     }
     if (h.seq >= f.next_seq)
         return make(verdict::block, 0, 0, "conflict", {},
-                    "the log has seq " + std::to_string(h.seq) + " of the stream, beyond the " + std::to_string(f.next_seq - 1) +
-                        " this primary assigned: another primary writes it");
+                    "the log has seq " + std::to_string(h.seq) + " of the stream, beyond the " +
+                        std::to_string(f.next_seq - 1) + " this primary assigned: another primary writes it");
     if (f.id_at_head && *f.id_at_head != h.id)
         return make(verdict::block, 0, 0, "conflict", {},
                     "the log has another message at seq " + std::to_string(h.seq) + " (id " + h.id + ")");

@@ -22,10 +22,10 @@ struct sent_batch {
 /// How the quick retries around one batch ended.
 struct delivery_outcome {
     enum class kind {
-        answered,  // the secondary answered (any status); the last answer
-        transport, // no answer: connect, write or read failed or timed out
-        tls,       // no answer: the TLS handshake failed (a certificate, a name, not TLS)
-        stopped,   // shutdown or demotion cancelled the send
+        answered,   // the secondary answered (any status); the last answer
+        transport,  // no answer: connect, write or read failed or timed out
+        tls,        // no answer: the TLS handshake failed (a certificate, a name, not TLS)
+        stopped,    // shutdown or demotion cancelled the send
     };
     kind what = kind::answered;
     unsigned status = 0;  // answered: the HTTP status
@@ -100,16 +100,16 @@ decision decide_publish(const sent_batch& b, const publish_outcome& o);
 
 /// The last message of a stream's subject in the log, as found.
 struct log_head {
-    bool empty = true;         // no message on the subject
-    bool envelope = true;      // decodes as envelopes of this stream (false: something else wrote it)
+    bool empty = true;                 // no message on the subject
+    bool envelope = true;              // decodes as envelopes of this stream (false: something else wrote it)
     std::uint64_t seq = 0, epoch = 0;  // its last envelope's
     std::string id;
 };
 /// What the outbox knows of the stream.
 struct outbox_facts {
-    std::uint64_t acked = 0;     // acknowledged up to here
-    std::uint64_t next_seq = 1;  // the next seq it would assign
-    std::uint64_t oldest = 0;    // the lowest seq still retained (0: none)
+    std::uint64_t acked = 0;                // acknowledged up to here
+    std::uint64_t next_seq = 1;             // the next seq it would assign
+    std::uint64_t oldest = 0;               // the lowest seq still retained (0: none)
     std::optional<std::string> id_at_head;  // the outbox's id at the log head's seq, if still retained
 };
 /// Whether the log continues this primary's stream:

@@ -39,7 +39,8 @@ std::string_view hint_for(const decision& d) {
     if (link_error == "jetstream_unavailable")
         return "are the NATS servers of --secondary running, with JetStream on, and does the stream have a leader?";
     if (link_error == "jetstream_refused")
-        return "JetStream refused the publish: check the account's permissions and limits and the stream's configuration";
+        return "JetStream refused the publish: check the account's permissions and limits and the stream's "
+               "configuration";
     if (link_error == "tls")
         return "check --tls-ca (the CA that signed the secondary's certificate), --tls-server-name, "
                "--tls-cert/--tls-key if the secondary asks for a certificate, and that the secondary serves HTTPS";
@@ -154,7 +155,8 @@ asio::awaitable<std::optional<std::vector<std::pair<std::string, std::uint64_t>>
     recheck_merge merge(acked);  // recheck.hpp: the comparison, as plain code
     for (;;) {
         const std::string& after = merge.after();
-        http::request req{"GET", "/api/streams?limit=1000" + (after.empty() ? std::string() : "&after=" + after), {}, {}};
+        http::request req{
+            "GET", "/api/streams?limit=1000" + (after.empty() ? std::string() : "&after=" + after), {}, {}};
         if (!tokens_.empty()) req.set("Authorization", "Bearer " + tokens_.front());
         const auto o = co_await recheck_client_->send(req);
         ++pages;
@@ -170,7 +172,8 @@ asio::awaitable<std::optional<std::vector<std::pair<std::string, std::uint64_t>>
         }
         auto page = o.res().status == 200 ? envelope::decode_positions(o.res().body) : std::nullopt;
         if (!page) {
-            recheck_failed({{"error", "GET /api/streams answered " + std::to_string(o.res().status)}, {"note", "tried again in 5 s"}});
+            recheck_failed({{"error", "GET /api/streams answered " + std::to_string(o.res().status)},
+                            {"note", "tried again in 5 s"}});
             co_return std::nullopt;
         }
         const std::string before = merge.after();
@@ -223,9 +226,12 @@ asio::awaitable<void> node::recheck() {
         ++n;
     }
     app::log(level::info, "recheck",
-             {{"streams", n}, {"checked", acked.size()}, {"requests", pages},
-              {"why", "the secondary was first seen, came back or restarted: each stream it holds less of than was "
-                      "acknowledged resends its last acknowledged message, in case it was restored from an older copy"}});
+             {{"streams", n},
+              {"checked", acked.size()},
+              {"requests", pages},
+              {"why",
+               "the secondary was first seen, came back or restarted: each stream it holds less of than was "
+               "acknowledged resends its last acknowledged message, in case it was restored from an older copy"}});
 }
 
 // The processor has ended: forget the stream, unless messages arrived in the
@@ -236,8 +242,8 @@ void node::retire(const std::string& stream) {
     // Also when it ended with messages pending (a failure, a failed read of
     // the JetStream log): they stay in the outbox and need a processor.
     const auto& fsm = it->second.fsm;
-    const bool more = (it->second.wake->value() || fsm.pending() > 0) && !stopping_ && !stop_->value() &&
-                      !blocked_.count(stream);
+    const bool more =
+        (it->second.wake->value() || fsm.pending() > 0) && !stopping_ && !stop_->value() && !blocked_.count(stream);
     const std::uint64_t pending = fsm.pending(), acked = fsm.acked(), acked_max = fsm.acked_max();
     streams_.erase(it);
     if (more) {
@@ -265,12 +271,14 @@ void node::purge_retained() {
         ::malloc_trim(0);
     }
     const std::int64_t cutoff = now_ms() - o_.retain.count();
-    worker_.post([this, cutoff](app::database&) {
-        out_.purge(cutoff);
-        return true;
-    }, [](const std::string& err) {
-        if (!err.empty()) app::log(level::error, "purge_failed", {{"error", err}});
-    });
+    worker_.post(
+        [this, cutoff](app::database&) {
+            out_.purge(cutoff);
+            return true;
+        },
+        [](const std::string& err) {
+            if (!err.empty()) app::log(level::error, "purge_failed", {{"error", err}});
+        });
 }
 
 // Waits until `c` holds or `deadline` passes: the conditions library's
@@ -293,7 +301,8 @@ asio::awaitable<void> node::wait_for(const stream_action& a, const stream_state&
     if (a.wake_on & w::on_offline) c = c || !cond(online_);
     if (a.wake_on & w::on_retry_now) c = c || cond(st.retry_now);
     if (a.wake_on & w::on_read_ahead) c = c || cond(st.read_done);
-    const auto deadline = a.delay ? std::chrono::steady_clock::now() + *a.delay : std::chrono::steady_clock::time_point::max();
+    const auto deadline =
+        a.delay ? std::chrono::steady_clock::now() + *a.delay : std::chrono::steady_clock::time_point::max();
     co_await wait_until(deadline, std::move(c));
 }
 
@@ -340,9 +349,8 @@ asio::awaitable<decision> node::send_http(const std::string& stream, const std::
     http::request shape{"POST", "/api/messages", {}, {}};
     shape.set("Idempotency-Key", key);
     // Named first: g++ 12 mishandles non-trivial temporaries inside a co_await expression.
-    auto attempt = classified([this, &stream, &list, &key, n = batch.size()](const attempt_context&) {
-                                  return combined_->send(stream, list, n, key);
-                              },
+    auto attempt = classified([this, &stream, &list, &key, n = batch.size()](
+                                  const attempt_context&) { return combined_->send(stream, list, n, key); },
                               http::make_classifier(shape));
     auto r = co_await steadfast::retry(quick, std::move(attempt));
 
@@ -385,18 +393,18 @@ asio::awaitable<void> node::deliver(std::string stream) {
     // demotion (stop_) ends the quick retries at once, cancelling the send in
     // flight; no attempt starts while the secondary's probe fails.
     auto quick = retry_policy{}
-                           .with_backoff(backoff::exponential(100ms, 2.0, o_.max_backoff).with_jitter(jitter::full))
-                           // A Retry-After up to the ladder's first step is waited here; a
-                           // longer one ends the quick retries (pushback) and the ladder
-                           // waits it out durably (next_step).
-                           .with_max_delay(std::max<std::chrono::nanoseconds>(o_.max_backoff, ladder_.base_delay(1, {})))
-                           .with_stop(stop::max_attempts(o_.quick_retries))
-                           .with_stop_when(stop_)
-                           .with_attempt_when(online_)
-                           .with_hooks({.before_attempt = [this](const attempt_context& c) {
-                               attempts_.Increment();
-                               if (c.number > 1) retries_.Increment();
-                           }});
+                     .with_backoff(backoff::exponential(100ms, 2.0, o_.max_backoff).with_jitter(jitter::full))
+                     // A Retry-After up to the ladder's first step is waited here; a
+                     // longer one ends the quick retries (pushback) and the ladder
+                     // waits it out durably (next_step).
+                     .with_max_delay(std::max<std::chrono::nanoseconds>(o_.max_backoff, ladder_.base_delay(1, {})))
+                     .with_stop(stop::max_attempts(o_.quick_retries))
+                     .with_stop_when(stop_)
+                     .with_attempt_when(online_)
+                     .with_hooks({.before_attempt = [this](const attempt_context& c) {
+                         attempts_.Increment();
+                         if (c.number > 1) retries_.Increment();
+                     }});
     // A JetStream request has no timeout of its own (an HTTP attempt has the
     // client's): the engine's attempt timeout bounds it.
     if (js_) quick = std::move(quick).with_attempt_timeout(o_.attempt_timeout);
@@ -434,9 +442,15 @@ asio::awaitable<void> node::deliver(std::string stream) {
                 }
                 break;
             }
-            case t::wait: co_await wait_for(a, st); break;
-            case t::start_read_ahead: start_read_ahead(stream, st); break;
-            case t::sync_log: ev.d = co_await sync_log(stream, st, quick); break;
+            case t::wait:
+                co_await wait_for(a, st);
+                break;
+            case t::start_read_ahead:
+                start_read_ahead(stream, st);
+                break;
+            case t::sync_log:
+                ev.d = co_await sync_log(stream, st, quick);
+                break;
             case t::send: {
                 // Not one conditional expression with two co_awaits: g++ 12 destroys its result twice.
                 if (js_)
@@ -470,28 +484,41 @@ asio::awaitable<void> node::deliver(std::string stream) {
                 break;
             }
             case t::link_recovered:
-                app::log(level::info, "link_recovered", {{"stream", stream}, {"seq", a.seq}, {"ladder_steps", a.ladder_steps},
-                                                          {"pending", fsm.pending()}});
-                worker_.post([this, stream](app::database&) {
-                    out_.clear_schedule(stream);
-                    return true;
-                }, [stream](const std::string& err) {
-                    if (!err.empty()) app::log(level::error, "schedule_failed", {{"stream", stream}, {"error", err}});
-                });
+                app::log(
+                    level::info, "link_recovered",
+                    {{"stream", stream}, {"seq", a.seq}, {"ladder_steps", a.ladder_steps}, {"pending", fsm.pending()}});
+                worker_.post(
+                    [this, stream](app::database&) {
+                        out_.clear_schedule(stream);
+                        return true;
+                    },
+                    [stream](const std::string& err) {
+                        if (!err.empty())
+                            app::log(level::error, "schedule_failed", {{"stream", stream}, {"error", err}});
+                    });
                 break;
-            case t::next_step: ev.ok = co_await next_step(stream, a.seq, fsm.current(), a.server_wait); break;
-            case t::dead_letter: ev.ok = co_await dead_letter(stream, fsm.batch().front(), fsm.current().reason); break;
+            case t::next_step:
+                ev.ok = co_await next_step(stream, a.seq, fsm.current(), a.server_wait);
+                break;
+            case t::dead_letter:
+                ev.ok = co_await dead_letter(stream, fsm.batch().front(), fsm.current().reason);
+                break;
             case t::rewound:
                 rewinds_.Increment();
                 app::log(level::warn, "rewind", {{"stream", stream}, {"from_seq", a.seq}, {"detail", a.detail}});
                 break;
-            case t::block: co_await block(stream, a.reason, a.detail); break;
-            case t::demote: demoted_->observe(a.epoch); break;
+            case t::block:
+                co_await block(stream, a.reason, a.detail);
+                break;
+            case t::demote:
+                demoted_->observe(a.epoch);
+                break;
             case t::storage_failed:
                 app::log(level::error, "outbox_read_failed", {{"stream", stream}, {"error", a.detail}});
                 co_await wait_for(a, st);
                 break;
-            case t::done: co_return;
+            case t::done:
+                co_return;
         }
     }
 }
@@ -506,7 +533,8 @@ void node::refresh_stream_metrics() {
     auto expose = [&](const std::string& stream, std::uint64_t pending, std::int64_t head_at_ms) {
         if (pending == 0) return;
         stream_pending_.Add({{"stream", stream}}).Set(static_cast<double>(pending));
-        const double age = head_at_ms > 0 ? static_cast<double>(std::max<std::int64_t>(now - head_at_ms, 0)) / 1000.0 : 0.0;
+        const double age =
+            head_at_ms > 0 ? static_cast<double>(std::max<std::int64_t>(now - head_at_ms, 0)) / 1000.0 : 0.0;
         stream_age_.Add({{"stream", stream}}).Set(age);
         oldest = std::max(oldest, age);
         now_exposed.insert(stream);
@@ -535,16 +563,18 @@ void node::start_read_ahead(const std::string& stream, stream_state& st) {
     auto ra = st.fsm.read_ahead_slot();
     st.read_done->clear();
     outbox_reads_.Increment();
-    worker_.post([this, stream, ra](app::database&) {
-        ra->rows = read_window(stream, ra->after);
-        return true;
-    }, [this, ra, done = st.read_done](const std::string& err) {
-        asio::post(ioc_, [ra, done, failed = !err.empty()] {
-            ra->failed = failed;
-            ra->running = false;
-            done->set();
+    worker_.post(
+        [this, stream, ra](app::database&) {
+            ra->rows = read_window(stream, ra->after);
+            return true;
+        },
+        [this, ra, done = st.read_done](const std::string& err) {
+            asio::post(ioc_, [ra, done, failed = !err.empty()] {
+                ra->failed = failed;
+                ra->running = false;
+                done->set();
+            });
         });
-    });
 }
 
 // The secondary applied up to `upto`: sending goes on at once, and the outbox
@@ -578,12 +608,15 @@ void node::schedule_trim(const std::string& stream) {
 }
 
 void node::trim(const std::string& stream, const std::shared_ptr<ack_trim>& t) {
-    worker_.post([this, stream, t](app::database&) {
-        out_.acknowledge(stream, t->target.load(std::memory_order_relaxed), t->last.load(std::memory_order_relaxed), now_ms());
-        return true;
-    }, [stream](const std::string& err) {
-        if (!err.empty()) app::log(level::error, "ack_failed", {{"stream", stream}, {"error", err}});
-    });
+    worker_.post(
+        [this, stream, t](app::database&) {
+            out_.acknowledge(stream, t->target.load(std::memory_order_relaxed), t->last.load(std::memory_order_relaxed),
+                             now_ms());
+            return true;
+        },
+        [stream](const std::string& err) {
+            if (!err.empty()) app::log(level::error, "ack_failed", {{"stream", stream}, {"error", err}});
+        });
 }
 
 // Quick retries are used up on a failure of the link or the secondary: the
@@ -602,9 +635,11 @@ asio::awaitable<bool> node::next_step(const std::string& stream, std::uint64_t h
     // The ladder's arithmetic (ladder.hpp): the step, the Retry-After, the bound.
     const ladder_plan plan = plan_next_step(std::get<schedule>(got), head_seq, ladder_, server_wait, now_ms());
     if (plan.retry_after_bounded)
-        app::log(level::warn, "retry_after_bounded", {{"stream", stream}, {"retry_after_s", std::chrono::duration_cast<std::chrono::seconds>(server_wait).count()},
-                                                      {"waiting_s", plan.delay.count() / 1000},
-                                                      {"note", "the secondary asked for more than the ladder's last step"}});
+        app::log(level::warn, "retry_after_bounded",
+                 {{"stream", stream},
+                  {"retry_after_s", std::chrono::duration_cast<std::chrono::seconds>(server_wait).count()},
+                  {"waiting_s", plan.delay.count() / 1000},
+                  {"note", "the secondary asked for more than the ladder's last step"}});
     const schedule s = plan.next;
     const auto delay = plan.delay;
     auto write = [this, &stream, s](app::database&, bool&) {
@@ -616,10 +651,16 @@ asio::awaitable<bool> node::next_step(const std::string& stream, std::uint64_t h
         app::log(level::error, "schedule_failed", {{"stream", stream}, {"error", *e}});
         co_return false;
     }
-    app::log(level::warn, "link_error", {{"stream", stream}, {"seq", head_seq}, {"reason", d.link_error},
-                                         {"detail", d.reason.substr(0, 300)}, {"secondary", o_.secondary},
-                                         {"hint", hint_for(d)}, {"ladder_step", s.attempts},
-                                         {"next_attempt_in_ms", delay.count()}, {"pending", pending_total_}});
+    app::log(level::warn, "link_error",
+             {{"stream", stream},
+              {"seq", head_seq},
+              {"reason", d.link_error},
+              {"detail", d.reason.substr(0, 300)},
+              {"secondary", o_.secondary},
+              {"hint", hint_for(d)},
+              {"ladder_step", s.attempts},
+              {"next_attempt_in_ms", delay.count()},
+              {"pending", pending_total_}});
     co_return true;
 }
 
@@ -630,13 +671,17 @@ asio::awaitable<bool> node::dead_letter(const std::string& stream, const pending
     };
     auto r = co_await worker_.run<bool>(ioc_.get_executor(), std::move(job));
     if (auto* e = std::get_if<std::string>(&r)) {
-        app::log(level::error, "dead_letter_failed", {{"stream", stream}, {"seq", m.seq}, {"error", *e},
-                                                      {"note", "the message is kept and sent again"}});
+        app::log(level::error, "dead_letter_failed",
+                 {{"stream", stream}, {"seq", m.seq}, {"error", *e}, {"note", "the message is kept and sent again"}});
         co_return false;
     }
     dead_.Increment();
-    app::log(level::error, "dead_letter", {{"stream", stream}, {"seq", m.seq}, {"id", m.id}, {"reason", why},
-                                           {"note", "a tombstone takes its place so the stream goes on"}});
+    app::log(level::error, "dead_letter",
+             {{"stream", stream},
+              {"seq", m.seq},
+              {"id", m.id},
+              {"reason", why},
+              {"note", "a tombstone takes its place so the stream goes on"}});
     co_return true;
 }
 
@@ -652,9 +697,13 @@ asio::awaitable<void> node::block(const std::string& stream, const std::string& 
     blocked_[stream] = {reason, fsm.pending(), fsm.head_at_ms()};
     blocks_.Increment();
     blocked_gauge_.Set(static_cast<double>(blocked_.size()));
-    app::log(level::error, "blocked", {{"stream", stream}, {"reason", reason}, {"detail", detail}, {"pending", fsm.pending()},
-                                       {"recorded", !std::holds_alternative<std::string>(r)},
-                                       {"hint", "nothing was acknowledged or dead-lettered; a restart tries the stream again"}});
+    app::log(level::error, "blocked",
+             {{"stream", stream},
+              {"reason", reason},
+              {"detail", detail},
+              {"pending", fsm.pending()},
+              {"recorded", !std::holds_alternative<std::string>(r)},
+              {"hint", "nothing was acknowledged or dead-lettered; a restart tries the stream again"}});
     check_drained();
 }
 

@@ -15,11 +15,10 @@
 
 #include <steadfast/transport/envelope.hpp>
 
-#include <nlohmann/json.hpp>
-
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <nlohmann/json.hpp>
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
@@ -27,10 +26,14 @@ using steadfast::app::level;
 
 namespace steadfast::primary {
 
-std::string node::js_subject(const std::string& stream) const { return o_.js_prefix + "." + stream; }
+std::string node::js_subject(const std::string& stream) const {
+    return o_.js_prefix + "." + stream;
+}
 
 namespace {
-bool stopped_by(const stop_reason r) { return r == stop_reason::condition || r == stop_reason::cancelled; }
+bool stopped_by(const stop_reason r) {
+    return r == stop_reason::condition || r == stop_reason::cancelled;
+}
 
 // What failed, for the log: the error, and the API's own words when it said any.
 std::string describe(const boost::system::error_code& ec, const std::string& api) {
@@ -40,18 +43,19 @@ std::string describe(const boost::system::error_code& ec, const std::string& api
 // Whether a failure is the link's (no server, no leader, timeouts) rather
 // than a refusal.
 bool unavailable(const boost::system::error_code& ec) {
-    return ec == make_error_code(error::attempt_timeout) || jetstream::classify(ec).kind == steadfast::verdict::retryable;
+    return ec == make_error_code(error::attempt_timeout) ||
+           jetstream::classify(ec).kind == steadfast::verdict::retryable;
 }
 
 // One publish as an engine attempt: its ack, or the error (and the API's own
 // words in `api_said`). The referenced values outlive the retry around it.
 auto publish_attempt(jetstream::client& js, const std::string& subject, const std::string& body,
                      const jetstream::publish_options& po, std::string& api_said) {
-    auto attempt = [&js, &subject, &body, &po, &api_said](const attempt_context&)
-        -> asio::awaitable<boost::system::result<jetstream::pub_ack>> {
+    auto attempt = [&js, &subject, &body, &po,
+                    &api_said](const attempt_context&) -> asio::awaitable<boost::system::result<jetstream::pub_ack>> {
         std::string s = subject, b = body;  // named: g++ 12 and temporaries in co_await
-        auto [ec, ack, err] = co_await jetstream::async_publish(js, std::move(s), std::move(b), po,
-                                                                asio::as_tuple(asio::use_awaitable));
+        auto [ec, ack, err] =
+            co_await jetstream::async_publish(js, std::move(s), std::move(b), po, asio::as_tuple(asio::use_awaitable));
         if (ec) {
             api_said = err.description;
             co_return ec;
@@ -70,7 +74,8 @@ asio::awaitable<decision> node::send_js(const std::string& stream, stream_state&
     // batch's own key, the server's window would answer "duplicate" for the
     // copy it lost. Retries of one publish keep one id (the same expectation).
     std::string key = batch_key(batch);
-    const std::uint64_t sent_before = std::max(st.fsm.acked_max() == UINT64_MAX ? 0 : st.fsm.acked_max(), st.resend_upto);
+    const std::uint64_t sent_before =
+        std::max(st.fsm.acked_max() == UINT64_MAX ? 0 : st.fsm.acked_max(), st.resend_upto);
     if (batch.front().seq <= sent_before) key += "@" + std::to_string(st.js_last.value_or(0));
     const jetstream::publish_options po{std::move(key), st.js_last, {}};
     std::string api_said;
@@ -101,7 +106,8 @@ asio::awaitable<decision> node::sync_log(const std::string& stream, stream_state
     const std::string subject = js_subject(stream);
     std::string api_said;
     auto attempt = [&](const attempt_context&) -> asio::awaitable<boost::system::result<jetstream::stored_message>> {
-        auto [ec, m, err] = co_await jetstream::async_last_message(*js_, o_.js_stream, subject, asio::as_tuple(asio::use_awaitable));
+        auto [ec, m, err] =
+            co_await jetstream::async_last_message(*js_, o_.js_stream, subject, asio::as_tuple(asio::use_awaitable));
         if (ec) {
             api_said = err.description;
             co_return ec;
@@ -113,8 +119,12 @@ asio::awaitable<decision> node::sync_log(const std::string& stream, stream_state
     if (stopped_by(r.reason()) || stop_->value()) co_return decision{verdict::stop, 0, 0, "stopping", {}, {}};
     if (!r.has_value() || !r.value().has_value()) {
         const auto ec = r.last_error();
-        co_return decision{verdict::redeliver, 0, 0, "reading the log: " + describe(ec, api_said),
-                           unavailable(ec) ? "jetstream_unavailable" : "jetstream_refused", {}};
+        co_return decision{verdict::redeliver,
+                           0,
+                           0,
+                           "reading the log: " + describe(ec, api_said),
+                           unavailable(ec) ? "jetstream_unavailable" : "jetstream_refused",
+                           {}};
     }
     const auto& m = r.value().value();
 
@@ -126,8 +136,10 @@ asio::awaitable<decision> node::sync_log(const std::string& stream, stream_state
         auto decoded = envelope::decode(m.data, l);
         const envelope::message* last = nullptr;
         if (auto* d = std::get_if<envelope::decoded>(&decoded)) {
-            if (auto* one = std::get_if<envelope::message>(d)) last = one;
-            else if (auto& msgs = std::get<envelope::batch>(*d).messages; !msgs.empty()) last = &msgs.back();
+            if (auto* one = std::get_if<envelope::message>(d))
+                last = one;
+            else if (auto& msgs = std::get<envelope::batch>(*d).messages; !msgs.empty())
+                last = &msgs.back();
         }
         if (!last || last->stream != stream) {
             h.envelope = false;
@@ -158,12 +170,16 @@ asio::awaitable<decision> node::sync_log(const std::string& stream, stream_state
     }
     const auto& facts = std::get<outbox_facts>(got);
     decision d = decide_log(h, o_.epoch, facts);
-    if (d.what == verdict::rewind) st.resend_upto = std::max(st.resend_upto, facts.next_seq - 1);  // any may have been sent
+    if (d.what == verdict::rewind)
+        st.resend_upto = std::max(st.resend_upto, facts.next_seq - 1);  // any may have been sent
     if (d.what == verdict::ack || d.what == verdict::rewind) {
         st.js_last = m.seq;
         if (d.what == verdict::ack && d.upto > st.fsm.acked())
-            app::log(level::info, "log_ahead", {{"stream", stream}, {"acked_to", d.upto}, {"from", st.fsm.acked()},
-                                                {"note", "the log had messages whose acknowledgement was lost"}});
+            app::log(level::info, "log_ahead",
+                     {{"stream", stream},
+                      {"acked_to", d.upto},
+                      {"from", st.fsm.acked()},
+                      {"note", "the log had messages whose acknowledgement was lost"}});
     }
     co_return d;
 }
@@ -180,27 +196,38 @@ asio::awaitable<bool> node::probe_jetstream() {
         ec = make_error_code(jetstream::errc::unavailable);
         why = "the stream has no leader";
     }
-    std::string problem = !ec ? std::string{}
-                          : ec == asio::error::operation_aborted
-                              ? std::string(js_->connected()->value() ? "no answer within the check's second (no JetStream leader?)"
-                                                                      : "not connected to any NATS server of --secondary")
-                              : describe(ec, why);
+    std::string problem =
+        !ec ? std::string{}
+        : ec == asio::error::operation_aborted
+            ? std::string(js_->connected()->value() ? "no answer within the check's second (no JetStream leader?)"
+                                                    : "not connected to any NATS server of --secondary")
+            : describe(ec, why);
     if (!ec && !fenced_ && !co_await fence_jetstream()) co_return false;
     if (problem != js_problem_ || (problem.empty() && !js_ready_logged_)) {
         if (problem.empty()) {
             js_ready_logged_ = true;
-            app::log(level::info, "jetstream_ready", {{"stream", o_.js_stream}, {"replicas", st.replicas},
-                                                      {"leader", st.leader}, {"server", js_->connected_url()},
-                                                      {"messages", st.messages}, {"epoch", o_.epoch}});
-        } else if (ec == make_error_code(jetstream::errc::config_mismatch) || ec == make_error_code(jetstream::errc::api_error)) {
+            app::log(level::info, "jetstream_ready",
+                     {{"stream", o_.js_stream},
+                      {"replicas", st.replicas},
+                      {"leader", st.leader},
+                      {"server", js_->connected_url()},
+                      {"messages", st.messages},
+                      {"epoch", o_.epoch}});
+        } else if (ec == make_error_code(jetstream::errc::config_mismatch) ||
+                   ec == make_error_code(jetstream::errc::api_error)) {
             app::log(level::error, "jetstream_misconfigured",
-                     {{"stream", o_.js_stream}, {"error", problem},
-                      {"hint", "--js-stream, --js-prefix and --js-replicas must match the existing stream, which must have "
-                               "no limits (or use another name)"}});
+                     {{"stream", o_.js_stream},
+                      {"error", problem},
+                      {"hint",
+                       "--js-stream, --js-prefix and --js-replicas must match the existing stream, which must have "
+                       "no limits (or use another name)"}});
         } else {
             app::log(level::warn, "jetstream_unavailable",
-                     {{"stream", o_.js_stream}, {"error", problem}, {"connected", js_->connected()->value()},
-                      {"server", js_->connected_url()}, {"nats_error", js_->last_error()}});
+                     {{"stream", o_.js_stream},
+                      {"error", problem},
+                      {"connected", js_->connected()->value()},
+                      {"server", js_->connected_url()},
+                      {"nats_error", js_->last_error()}});
         }
     }
     js_problem_ = std::move(problem);
@@ -216,7 +243,8 @@ asio::awaitable<bool> node::probe_jetstream() {
 asio::awaitable<bool> node::fence_jetstream() {
     const std::string subject = o_.js_prefix;
     for (int round = 0; round < 3; ++round) {
-        auto [ec, m, err] = co_await jetstream::async_last_message(*js_, o_.js_stream, subject, asio::as_tuple(asio::use_awaitable));
+        auto [ec, m, err] =
+            co_await jetstream::async_last_message(*js_, o_.js_stream, subject, asio::as_tuple(asio::use_awaitable));
         if (ec) {
             js_problem_ = "reading the epoch fence: " + describe(ec, err.description);
             co_return false;
@@ -224,7 +252,8 @@ asio::awaitable<bool> node::fence_jetstream() {
         std::uint64_t seen = 0;
         if (m.seq) {
             auto j = nlohmann::json::parse(m.data, nullptr, false);
-            if (j.is_object() && j.contains("epoch") && j["epoch"].is_number_unsigned()) seen = j["epoch"].get<std::uint64_t>();
+            if (j.is_object() && j.contains("epoch") && j["epoch"].is_number_unsigned())
+                seen = j["epoch"].get<std::uint64_t>();
         }
         if (m.seq && seen > o_.epoch) {
             demoted_->observe(seen);
@@ -235,7 +264,8 @@ asio::awaitable<bool> node::fence_jetstream() {
             co_return true;
         }
         std::string data = nlohmann::json{{"epoch", o_.epoch}}.dump(), s = subject;
-        const jetstream::publish_options po{"steadfast-epoch-" + std::to_string(o_.epoch), m.seq,
+        const jetstream::publish_options po{"steadfast-epoch-" + std::to_string(o_.epoch),
+                                            m.seq,
                                             {{"Steadfast-Epoch-Fence", std::to_string(o_.epoch)}}};
         auto [pe, ack, perr] = co_await jetstream::async_publish(*js_, std::move(s), std::move(data), po,
                                                                  asio::as_tuple(asio::use_awaitable));
@@ -297,7 +327,8 @@ void node::repair_requested(const std::string& body) {
     std::string why;
     auto r = envelope::decode_repair_request(body, why);
     if (!r) {
-        log_repair_refusal("repair_request_refused", {{"error", why}, {"subject", envelope::repair_subject(o_.js_stream)}});
+        log_repair_refusal("repair_request_refused",
+                           {{"error", why}, {"subject", envelope::repair_subject(o_.js_stream)}});
         return;
     }
     if (stopping_ || stop_->value()) return;
@@ -313,19 +344,24 @@ void node::repair_requested(const std::string& body) {
         repairs_in_window_ = 0;
     }
     if (repairs_running_ >= 4 || repairs_in_window_ >= 10 || repair_at_.size() >= 10'000) {
-        log_repair_refusal("repair_busy", {{"stream", r->stream}, {"from_seq", r->from}, {"consumer", r->consumer},
+        log_repair_refusal("repair_busy", {{"stream", r->stream},
+                                           {"from_seq", r->from},
+                                           {"consumer", r->consumer},
                                            {"note", "repairs under way; the secondary asks again"}});
         return;
     }
     if (auto b = blocked_.find(r->stream); b != blocked_.end()) {
-        log_repair_refusal("repair_not_possible", {{"stream", r->stream}, {"from_seq", r->from}, {"to_seq", r->to},
-                                                   {"consumer", r->consumer}, {"reason", "the stream is blocked: " + b->second.reason}});
+        log_repair_refusal("repair_not_possible", {{"stream", r->stream},
+                                                   {"from_seq", r->from},
+                                                   {"to_seq", r->to},
+                                                   {"consumer", r->consumer},
+                                                   {"reason", "the stream is blocked: " + b->second.reason}});
         return;
     }
     ++repairs_in_window_;
     repair_at_[r->stream] = {now, r->from};
-    app::log(level::warn, "repair_requested", {{"stream", r->stream}, {"from_seq", r->from}, {"to_seq", r->to},
-                                               {"consumer", r->consumer}});
+    app::log(level::warn, "repair_requested",
+             {{"stream", r->stream}, {"from_seq", r->from}, {"to_seq", r->to}, {"consumer", r->consumer}});
     std::string stream = r->stream;  // (the order of co_spawn's arguments is unspecified)
     asio::co_spawn(ioc_, repair(std::move(*r)), [stream = std::move(stream)](std::exception_ptr e) {
         if (!e) return;
@@ -390,24 +426,38 @@ asio::awaitable<void> node::repair(envelope::repair_request r) {
             const decision d = decide_repair(r.from, acked, x.oldest, x.next_seq);
             if (d.what == verdict::block) {
                 app::log(level::error, "repair_impossible",
-                         {{"stream", r.stream}, {"from_seq", r.from}, {"to_seq", r.to}, {"consumer", r.consumer}, {"detail", d.detail},
-                          {"hint", "those messages are no longer retained (--retain): the secondary that asked keeps "
-                                   "the stream blocked; the others are not affected"}});
+                         {{"stream", r.stream},
+                          {"from_seq", r.from},
+                          {"to_seq", r.to},
+                          {"consumer", r.consumer},
+                          {"detail", d.detail},
+                          {"hint",
+                           "those messages are no longer retained (--retain): the secondary that asked keeps "
+                           "the stream blocked; the others are not affected"}});
                 co_return;
             }
             if (d.what != verdict::rewind) {
-                app::log(level::info, "repair_not_needed", {{"stream", r.stream}, {"from_seq", r.from}, {"detail", d.detail}});
+                app::log(level::info, "repair_not_needed",
+                         {{"stream", r.stream}, {"from_seq", r.from}, {"detail", d.detail}});
                 co_return;
             }
             end = std::min({r.to, acked, r.from + max_per_request - 1});
-            app::log(level::warn, "repair", {{"stream", r.stream}, {"from_seq", r.from}, {"to_seq", end}, {"asked_to", r.to},
-                                             {"consumer", r.consumer}, {"subject", subject},
-                                             {"note", "resending what the log lost, from retention"}});
+            app::log(level::warn, "repair",
+                     {{"stream", r.stream},
+                      {"from_seq", r.from},
+                      {"to_seq", end},
+                      {"asked_to", r.to},
+                      {"consumer", r.consumer},
+                      {"subject", subject},
+                      {"note", "resending what the log lost, from retention"}});
         }
         std::erase_if(x.rows, [&](const pending_message& m) { return m.seq > end; });
         if (x.rows.empty() || x.rows.front().seq != cursor) {
-            app::log(level::error, "repair_impossible", {{"stream", r.stream}, {"from_seq", cursor}, {"to_seq", end},
-                                                         {"detail", "seq " + std::to_string(cursor) + " is no longer retained"}});
+            app::log(level::error, "repair_impossible",
+                     {{"stream", r.stream},
+                      {"from_seq", cursor},
+                      {"to_seq", end},
+                      {"detail", "seq " + std::to_string(cursor) + " is no longer retained"}});
             co_return;
         }
         const std::string body = encode_body(r.stream, x.rows);
@@ -417,9 +467,12 @@ asio::awaitable<void> node::repair(envelope::repair_request r) {
         auto res = co_await steadfast::retry(quick, std::move(attempt));
         if (!res.has_value() || !res.value().has_value()) {
             if (!stop_->value())
-                app::log(level::error, "repair_failed", {{"stream", r.stream}, {"from_seq", cursor}, {"to_seq", end},
-                                                         {"error", describe(res.last_error(), api_said)},
-                                                         {"note", "the secondary asks again while its gap lasts"}});
+                app::log(level::error, "repair_failed",
+                         {{"stream", r.stream},
+                          {"from_seq", cursor},
+                          {"to_seq", end},
+                          {"error", describe(res.last_error(), api_said)},
+                          {"note", "the secondary asks again while its gap lasts"}});
             co_return;
         }
         sent += x.rows.size();
@@ -427,7 +480,8 @@ asio::awaitable<void> node::repair(envelope::repair_request r) {
         if (cursor > end) break;
     }
     js_repairs_.Increment();
-    app::log(level::info, "repaired", {{"stream", r.stream}, {"from_seq", r.from}, {"to_seq", end}, {"messages", sent}});
+    app::log(level::info, "repaired",
+             {{"stream", r.stream}, {"from_seq", r.from}, {"to_seq", end}, {"messages", sent}});
 }
 
 void node::refresh_jetstream_metrics() {

@@ -14,11 +14,11 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <condition_variable>
 #include <algorithm>
-#include <chrono>
+#include <cerrno>
 #include <charconv>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <iostream>
 #include <mutex>
@@ -69,7 +69,8 @@ node::stream_admission::~stream_admission() {
 // The checks before a publish touches the outbox, in the contract's order:
 // token, content type, stream name, stream cap. nullopt: go on.
 bool valid_subject_tokens(std::string_view stream) {
-    return !stream.empty() && stream.front() != '.' && stream.back() != '.' && stream.find("..") == std::string_view::npos;
+    return !stream.empty() && stream.front() != '.' && stream.back() != '.' &&
+           stream.find("..") == std::string_view::npos;
 }
 
 // Over JetStream, a message must fit the server's max_payload as one
@@ -80,8 +81,8 @@ std::optional<std::string> node::too_large_for_log(std::string_view stream, std:
     const std::size_t limit = js_->max_payload();
     const std::size_t size = envelope_overhead(stream) + payload_bytes + 512;  // 512: the NATS headers, generously
     if (limit == 0 || size <= limit) return std::nullopt;
-    return "the message would be " + std::to_string(size) + " bytes in JetStream, over the NATS server's max_payload of " +
-           std::to_string(limit);
+    return "the message would be " + std::to_string(size) +
+           " bytes in JetStream, over the NATS server's max_payload of " + std::to_string(limit);
 }
 
 std::optional<http::response> node::refuse_publish(const http::request& req, std::string& stream) {
@@ -91,7 +92,8 @@ std::optional<http::response> node::refuse_publish(const http::request& req, std
     // A misspelt parameter (?strem=x, ?STREAM=x) must not send the message
     // to the default stream: every parameter but stream is refused by name.
     if (auto unknown = http::unknown_query_params(req.target, {"stream"}); !unknown.empty())
-        return http::response::error(400, "unknown query parameter" + std::string(unknown.find(',') == std::string::npos ? " " : "s ") +
+        return http::response::error(400, "unknown query parameter" +
+                                              std::string(unknown.find(',') == std::string::npos ? " " : "s ") +
                                               unknown + " (/publish takes only ?stream=NAME)");
     if (http::query_param_count(req.target, "stream") > 1)
         return http::response::error(400, "stream is given more than once; give it once");
@@ -99,11 +101,12 @@ std::optional<http::response> node::refuse_publish(const http::request& req, std
     if (!envelope::valid_stream_name(stream))
         return http::response::error(400, "stream must be 1 to 128 characters of A-Z a-z 0-9 . _ -");
     if (js_ && !valid_subject_tokens(stream))
-        return http::response::error(400, "stream must not begin or end with a dot or hold two in a row "
-                                          "(over JetStream its dots separate subject tokens)");
+        return http::response::error(400,
+                                     "stream must not begin or end with a dot or hold two in a row "
+                                     "(over JetStream its dots separate subject tokens)");
     if (at_stream_cap(stream)) {
-        auto r = http::response::error(429, "too many streams with pending messages (limit " +
-                                                std::to_string(o_.max_streams) + "); retry later");
+        auto r = http::response::error(
+            429, "too many streams with pending messages (limit " + std::to_string(o_.max_streams) + "); retry later");
         r.set("Retry-After", "1");
         return r;
     }
@@ -122,8 +125,10 @@ http::router node::routes() {
     r.add("GET", "/health", [this](http::request&) -> asio::awaitable<http::response> {
         nlohmann::json j{{"status", "ok"}, {"secondary_online", online_->value()}};
         if (js_)
-            j["jetstream"] = {{"connected", js_->connected()->value()}, {"server", js_->connected_url()},
-                              {"stream", o_.js_stream}, {"problem", js_problem_}};
+            j["jetstream"] = {{"connected", js_->connected()->value()},
+                              {"server", js_->connected_url()},
+                              {"stream", o_.js_stream},
+                              {"problem", js_problem_}};
         co_return http::response::json(200, j.dump());
     });
     // Readiness, for load balancers and orchestrators: 503 while starting or
@@ -133,8 +138,10 @@ http::router node::routes() {
         if (stopping_) co_return http::response::json(503, "{\"status\":\"draining\"}");
         if (!ready_) co_return http::response::json(503, "{\"status\":\"starting\"}");
         if (storage_.disk_low())
-            co_return http::response::json(503, nlohmann::json{{"status", "low_disk_space"}, {"available", storage_.available()},
-                                                               {"min_free_space", storage_.min_free()}}.dump());
+            co_return http::response::json(503, nlohmann::json{{"status", "low_disk_space"},
+                                                               {"available", storage_.available()},
+                                                               {"min_free_space", storage_.min_free()}}
+                                                    .dump());
         if (storage_.commit_failing()) {
             // The last publish could not be stored (a full disk): try a small
             // write, so that readiness comes back without traffic.
@@ -146,10 +153,12 @@ http::router node::routes() {
             auto w = co_await worker_.run<bool>(ioc_.get_executor(), std::move(probe));
             if (std::holds_alternative<std::string>(w))
                 co_return http::response::json(503, "{\"status\":\"storage_failed\"}");
-            worker_.post([](app::database& db) {
-                db.touch();  // the probe's megabyte goes again
-                return true;
-            }, [](const std::string&) {});
+            worker_.post(
+                [](app::database& db) {
+                    db.touch();  // the probe's megabyte goes again
+                    return true;
+                },
+                [](const std::string&) {});
             outbox_works();
         }
         co_return http::response::json(200, "{\"status\":\"ready\"}");
@@ -175,8 +184,10 @@ http::router node::routes() {
         if (auto refused = refuse_publish(req, stream)) co_return std::move(*refused);
         const stream_admission admitted(*this, stream);  // until the commit's outcome is known
         auto checked = envelope::check_payload(req.body, envelope_overhead(stream));
-        if (auto* e = std::get_if<envelope::payload_error>(&checked)) co_return http::response::error(e->status, e->what);
-        if (auto big = too_large_for_log(stream, std::get<std::string_view>(checked).size())) co_return http::response::error(413, *big);
+        if (auto* e = std::get_if<envelope::payload_error>(&checked))
+            co_return http::response::error(e->status, e->what);
+        if (auto big = too_large_for_log(stream, std::get<std::string_view>(checked).size()))
+            co_return http::response::error(413, *big);
         // A publisher's Idempotency-Key: the same key again finds the first
         // message instead of storing a second (outbox::publish_once).
         std::string key;
@@ -252,7 +263,8 @@ http::router node::routes() {
             auto [p, ec] = std::from_chars(q->data(), end, n);
             if (ec != std::errc{} || p != end) n = 0;
         }
-        if (n <= 0) co_return http::response::error(400, "give the dead letter's n: /dead-letters/requeue?n=N (N >= 1)");
+        if (n <= 0)
+            co_return http::response::error(400, "give the dead letter's n: /dead-letters/requeue?n=N (N >= 1)");
         if (stopping_) co_return http::response::error(503, "shutting down");
         auto job = [this, n](app::database&, bool&) { return out_.requeue(n, now_ms()); };
         auto result = co_await worker_.run<requeue_result>(ioc_.get_executor(), std::move(job));
@@ -266,9 +278,11 @@ http::router node::routes() {
             case requeue_result::status::not_found:
                 co_return http::response::error(404, "no dead letter " + std::to_string(n));
             case requeue_result::status::already:
-                co_return http::response::error(409, "dead letter " + std::to_string(n) + " was requeued already, as seq " +
-                                                         std::to_string(rq.p.seq) + " of stream " + rq.p.stream);
-            case requeue_result::status::requeued: break;
+                co_return http::response::error(409, "dead letter " + std::to_string(n) +
+                                                         " was requeued already, as seq " + std::to_string(rq.p.seq) +
+                                                         " of stream " + rq.p.stream);
+            case requeue_result::status::requeued:
+                break;
         }
         app::log(level::info, "requeued", {{"n", n}, {"stream", rq.p.stream}, {"seq", rq.p.seq}, {"id", rq.p.id}});
         committed(rq.p.stream, 1);
@@ -286,7 +300,9 @@ void node::publish_failed(const std::string& stream, const std::string& error) {
         return;
     }
     app::log(level::error, "publish_failed",
-             {{"stream", stream}, {"error", error}, {"also_failed_since_last_line", failed_unlogged_},
+             {{"stream", stream},
+              {"error", error},
+              {"also_failed_since_last_line", failed_unlogged_},
               {"note", "answered 503, nothing stored; at most one such line a second"}});
     failed_unlogged_ = 0;
     failed_logged_at_ = now;
@@ -296,7 +312,9 @@ void node::publish_failed(const std::string& stream, const std::string& error) {
 // A write to the outbox succeeded: after a reported failure, say that it
 // works again (once: a disk that fails every other publish logs at most a
 // line of each a second, since the one-second window outlives recoveries).
-void node::outbox_works() { storage_.commit_ok(); }
+void node::outbox_works() {
+    storage_.commit_ok();
+}
 
 // Once a transition (storage_health): a disk under the watermark, or a
 // failed commit; then recovered, counting the publishes refused meanwhile.
@@ -373,44 +391,49 @@ void node::read_stdin() {
         }
         asio::post(ioc_, [this] { ++publishing_; });  // runs before this group's completion
         auto result = std::make_shared<std::vector<published>>();
-        worker_.post([this, items, result](app::database&) {
-            // Groups run in input order on this thread: once one failed (in
-            // its job or at its commit), every later one fails as well, so
-            // that what is stored is always a prefix of the input.
-            if (stdin_failed_) throw app::db_error("not stored: an earlier group of input lines was not");
-            try {
-                *result = out_.publish(*items, now_ms());
-            } catch (...) {
-                stdin_failed_ = true;
-                throw;
-            }
-            return true;
-        }, [this, items, result, first_line, &m, &cv, &in_flight](const std::string& err) {
-            if (!err.empty()) {
-                stdin_failed_ = true;  // a failed commit: later groups must not be stored either
-                stdin_stop_ = true;    // and reading stops
-            }
-            asio::post(ioc_, [this, result, err, first_line] {
-                --publishing_;
-                if (!err.empty()) {
-                    if (stdin_failure_logged_) return;  // a later group: "nothing after it" said it
-                    stdin_failure_logged_ = true;
-                    app::log(level::error, "storage_failed",
-                             {{"input", "stdin"}, {"first_line_not_stored", first_line}, {"error", err},
-                              {"hint", "the input was stored up to the line before first_line_not_stored, and "
-                                       "nothing after it; reading stopped, exiting non-zero"}});
-                    stop("storing standard input failed", exit_error);
-                    return;
+        worker_.post(
+            [this, items, result](app::database&) {
+                // Groups run in input order on this thread: once one failed (in
+                // its job or at its commit), every later one fails as well, so
+                // that what is stored is always a prefix of the input.
+                if (stdin_failed_) throw app::db_error("not stored: an earlier group of input lines was not");
+                try {
+                    *result = out_.publish(*items, now_ms());
+                } catch (...) {
+                    stdin_failed_ = true;
+                    throw;
                 }
-                std::map<std::string, std::size_t> per;
-                for (auto& p : *result) ++per[p.stream];
-                for (auto& [s, k] : per) committed(s, k);
-                check_drained();
+                return true;
+            },
+            [this, items, result, first_line, &m, &cv, &in_flight](const std::string& err) {
+                if (!err.empty()) {
+                    stdin_failed_ = true;  // a failed commit: later groups must not be stored either
+                    stdin_stop_ = true;    // and reading stops
+                }
+                asio::post(ioc_, [this, result, err, first_line] {
+                    --publishing_;
+                    if (!err.empty()) {
+                        if (stdin_failure_logged_) return;  // a later group: "nothing after it" said it
+                        stdin_failure_logged_ = true;
+                        app::log(level::error, "storage_failed",
+                                 {{"input", "stdin"},
+                                  {"first_line_not_stored", first_line},
+                                  {"error", err},
+                                  {"hint",
+                                   "the input was stored up to the line before first_line_not_stored, and "
+                                   "nothing after it; reading stopped, exiting non-zero"}});
+                        stop("storing standard input failed", exit_error);
+                        return;
+                    }
+                    std::map<std::string, std::size_t> per;
+                    for (auto& p : *result) ++per[p.stream];
+                    for (auto& [s, k] : per) committed(s, k);
+                    check_drained();
+                });
+                std::lock_guard l(m);
+                --in_flight;
+                cv.notify_all();
             });
-            std::lock_guard l(m);
-            --in_flight;
-            cv.notify_all();
-        });
     };
     std::uint64_t line_no = 0;
     std::string partial;
@@ -488,9 +511,11 @@ void node::read_stdin() {
         // logged as storage_failed): say where to go on from. The event loop
         // may have stopped already, so this is logged from here.
         app::log(level::info, "input_stopped",
-                 {{"lines_read", line_no}, {"partial_line_not_read", !partial.empty()},
-                  {"hint", "every line up to lines_read was stored, unless storage_failed names an earlier first line "
-                           "not stored; feed the input again from the line after"}});
+                 {{"lines_read", line_no},
+                  {"partial_line_not_read", !partial.empty()},
+                  {"hint",
+                   "every line up to lines_read was stored, unless storage_failed names an earlier first line "
+                   "not stored; feed the input again from the line after"}});
     }
     asio::post(ioc_, [this, line_no, eof, read_failed] {
         app::log(level::info, "input_closed", {{"lines", line_no}, {"eof", eof}});

@@ -74,8 +74,8 @@ bool valid_subject_tokens(std::string_view stream);
 // An io_context whose pending handlers (suspended coroutines) can be destroyed
 // while the node's members they refer to still exist.
 struct io_context_owner : boost::asio::io_context {
-    using boost::asio::io_context::io_context;
     using boost::asio::execution_context::shutdown;
+    using boost::asio::io_context::io_context;
 };
 
 // A stream with messages to deliver. Exists only while it has some: an idle
@@ -87,7 +87,7 @@ struct stream_state {
                  std::uint64_t pending)
         : fsm(c, name, acked, acked_max, pending) {}
     stream_fsm fsm;
-    std::shared_ptr<flag> wake;       // set when new messages were committed
+    std::shared_ptr<flag> wake;  // set when new messages were committed
     // Set to end a wait for the ladder's next step at once: at start (a restart
     // is the operator's "try again now") and on SIGHUP (after a fix of the
     // configuration, of either side).
@@ -129,7 +129,8 @@ private:
     // so that delivery need not read it back from the outbox.
     void committed(const std::string& stream, std::size_t n, pending_message* one = nullptr);
     std::size_t envelope_overhead(std::string_view stream) const;
-    std::optional<http::response> refuse_publish(const http::request& req, std::string& stream);  // may check the disk again
+    std::optional<http::response> refuse_publish(const http::request& req,
+                                                 std::string& stream);  // may check the disk again
     bool at_stream_cap(const std::string& stream) const;
     bool has_pending(const std::string& stream) const;
     // A publish admitted to a stream holds the stream's place under
@@ -165,9 +166,9 @@ private:
     // nullopt: the secondary could not be asked (tried again later).
     boost::asio::awaitable<std::optional<std::vector<std::pair<std::string, std::uint64_t>>>> streams_behind(
         const std::map<std::string, std::uint64_t>& acked, std::size_t& pages);
-    std::string secondary_instance_;  // the secondary's X-Steadfast-Instance, as last probed
-    bool rechecking_ = false;         // a recheck is under way
-    bool recheck_again_ = false;      // it could not finish: another in the next slot
+    std::string secondary_instance_;    // the secondary's X-Steadfast-Instance, as last probed
+    bool rechecking_ = false;           // a recheck is under way
+    bool recheck_again_ = false;        // it could not finish: another in the next slot
     bool recheck_timer_armed_ = false;  // a recheck waits for its slot (at most one every 5 s)
     std::chrono::steady_clock::time_point last_recheck_{};
     boost::asio::awaitable<void> deliver(std::string stream);
@@ -175,7 +176,8 @@ private:
     // A wait action of the stream's machine: its delay, woken by what it names.
     boost::asio::awaitable<void> wait_for(const stream_action& a, const stream_state& st);
     // A new stream's state (its processor is started by start_processor).
-    stream_state& add_stream(const std::string& stream, std::uint64_t acked, std::uint64_t acked_max, std::uint64_t pending);
+    stream_state& add_stream(const std::string& stream, std::uint64_t acked, std::uint64_t acked_max,
+                             std::uint64_t pending);
     boost::asio::awaitable<bool> probe();
     http::request make_request(std::string body, std::string key) const;
     std::string encode_list(const std::string& stream, const std::vector<pending_message>& batch) const;
@@ -223,8 +225,8 @@ private:
     void start_read_ahead(const std::string& stream, stream_state& st);
     void schedule_trim(const std::string& stream);
     void trim(const std::string& stream, const std::shared_ptr<ack_trim>& t);
-    boost::asio::awaitable<bool> next_step(const std::string& stream, std::uint64_t head_seq,
-                                           const decision& d, std::chrono::nanoseconds server_wait);
+    boost::asio::awaitable<bool> next_step(const std::string& stream, std::uint64_t head_seq, const decision& d,
+                                           std::chrono::nanoseconds server_wait);
     boost::asio::awaitable<bool> dead_letter(const std::string& stream, const pending_message& m,
                                              const std::string& why);
     boost::asio::awaitable<void> block(const std::string& stream, const std::string& reason, const std::string& detail);
@@ -238,13 +240,14 @@ private:
     outbox out_;
     app::db_worker worker_;
     backoff ladder_;
-    std::optional<http::client_pool> link_;        // an http(s):// secondary
-    std::optional<combiner> combined_;             // streams' batches sharing link_'s requests
+    std::optional<http::client_pool> link_;  // an http(s):// secondary
+    std::optional<combiner> combined_;       // streams' batches sharing link_'s requests
     std::optional<http::client> probe_client_;
-    std::optional<http::client> recheck_client_;  // GET /api/streams, one request at a time (after ioc_: destroyed first)
-    std::unique_ptr<jetstream::client> js_;        // a nats:// secondary
-    std::string js_problem_;  // why the last JetStream check failed ("" when it passed), logged once
-    std::vector<std::string> tokens_;  // --token-file: the first is sent, any is accepted on /publish
+    std::optional<http::client>
+        recheck_client_;                     // GET /api/streams, one request at a time (after ioc_: destroyed first)
+    std::unique_ptr<jetstream::client> js_;  // a nats:// secondary
+    std::string js_problem_;                 // why the last JetStream check failed ("" when it passed), logged once
+    std::vector<std::string> tokens_;        // --token-file: the first is sent, any is accepted on /publish
     std::shared_ptr<shutdown_condition> shutdown_;  // SIGINT, SIGTERM or stop()
     std::shared_ptr<epoch_fence> demoted_;
     cond stop_;
@@ -252,8 +255,8 @@ private:
     watchable::subscription online_sub_, demoted_sub_;
     std::string probe_error_;  // why the last health check failed ("" when it passed)
     std::shared_ptr<prometheus::Registry> registry_;
-    prometheus::Counter &published_, &delivered_, &attempts_, &requests_, &outbox_reads_, &retries_, &dead_, &rewinds_, &refused_, &redeliveries_,
-        &blocks_, &tls_failures_;
+    prometheus::Counter &published_, &delivered_, &attempts_, &requests_, &outbox_reads_, &retries_, &dead_, &rewinds_,
+        &refused_, &redeliveries_, &blocks_, &tls_failures_;
     prometheus::Family<prometheus::Counter>& link_errors_;
     prometheus::Gauge &depth_, &online_gauge_, &blocked_gauge_, &streams_gauge_;
     prometheus::Histogram& latency_;

@@ -6,7 +6,6 @@
 
 #include <nlohmann/json.hpp>
 
-
 namespace steadfast::primary {
 
 namespace {
@@ -28,17 +27,20 @@ outbox::outbox(app::database& db) : db_(db) {
         requeue_columns_ = has_column(db, "dead_letter", "requeued_seq");
         return;
     }
-    db.exec("CREATE TABLE IF NOT EXISTS streams(stream TEXT PRIMARY KEY, next_seq INTEGER NOT NULL, "
-            "acked_seq INTEGER NOT NULL)");
-    db.exec("CREATE TABLE IF NOT EXISTS outbox(stream TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL, "
-            "payload TEXT NOT NULL, at_ms INTEGER NOT NULL, PRIMARY KEY(stream, seq)) WITHOUT ROWID");
+    db.exec(
+        "CREATE TABLE IF NOT EXISTS streams(stream TEXT PRIMARY KEY, next_seq INTEGER NOT NULL, "
+        "acked_seq INTEGER NOT NULL)");
+    db.exec(
+        "CREATE TABLE IF NOT EXISTS outbox(stream TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL, "
+        "payload TEXT NOT NULL, at_ms INTEGER NOT NULL, PRIMARY KEY(stream, seq)) WITHOUT ROWID");
     // When messages were acknowledged, for --retain: one mark per stream and
     // second ("everything up to `upto` was acknowledged by `at_ms`; the mark
     // was started at `from_ms`"), not a time on every row, so that
     // acknowledging writes one small row instead of rewriting every message
     // (and an index entry for each).
-    db.exec("CREATE TABLE IF NOT EXISTS acks(stream TEXT NOT NULL, upto INTEGER NOT NULL, from_ms INTEGER NOT NULL, "
-            "at_ms INTEGER NOT NULL, PRIMARY KEY(stream, upto)) WITHOUT ROWID");
+    db.exec(
+        "CREATE TABLE IF NOT EXISTS acks(stream TEXT NOT NULL, upto INTEGER NOT NULL, from_ms INTEGER NOT NULL, "
+        "at_ms INTEGER NOT NULL, PRIMARY KEY(stream, upto)) WITHOUT ROWID");
     {
         // An outbox written before the marks kept a time on every
         // acknowledged row (column acked_ms, index outbox_acked): one mark a
@@ -50,20 +52,25 @@ outbox::outbox(app::database& db) : db_(db) {
         }  // finalized: a statement still open would lock the schema against DROP INDEX
         if (old_layout) {
             db.exec("SAVEPOINT migrate_acks");
-            db.exec("INSERT OR REPLACE INTO acks(stream, upto, from_ms, at_ms) SELECT stream, max(seq), max(acked_ms), max(acked_ms) "
-                    "FROM outbox WHERE acked_ms IS NOT NULL GROUP BY stream");
+            db.exec(
+                "INSERT OR REPLACE INTO acks(stream, upto, from_ms, at_ms) SELECT stream, max(seq), max(acked_ms), "
+                "max(acked_ms) "
+                "FROM outbox WHERE acked_ms IS NOT NULL GROUP BY stream");
             db.exec("DROP INDEX outbox_acked");
             db.exec("RELEASE migrate_acks");
         }
     }
-    db.exec("CREATE TABLE IF NOT EXISTS schedule(stream TEXT PRIMARY KEY, attempts INTEGER NOT NULL, "
-            "next_at_ms INTEGER NOT NULL, head_seq INTEGER NOT NULL DEFAULT 0)");
+    db.exec(
+        "CREATE TABLE IF NOT EXISTS schedule(stream TEXT PRIMARY KEY, attempts INTEGER NOT NULL, "
+        "next_at_ms INTEGER NOT NULL, head_seq INTEGER NOT NULL DEFAULT 0)");
     // A schedule of a version that did not record its head: such a row
     // (head_seq 0) ends at the stream's next acknowledgement, as it did then.
-    if (!has_column(db, "schedule", "head_seq")) db.exec("ALTER TABLE schedule ADD COLUMN head_seq INTEGER NOT NULL DEFAULT 0");
-    db.exec("CREATE TABLE IF NOT EXISTS dead_letter(n INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL, "
-            "seq INTEGER NOT NULL, id TEXT NOT NULL, payload TEXT NOT NULL, reason TEXT NOT NULL, at_ms INTEGER NOT NULL, "
-            "requeued_seq INTEGER, requeued_ms INTEGER)");
+    if (!has_column(db, "schedule", "head_seq"))
+        db.exec("ALTER TABLE schedule ADD COLUMN head_seq INTEGER NOT NULL DEFAULT 0");
+    db.exec(
+        "CREATE TABLE IF NOT EXISTS dead_letter(n INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL, "
+        "seq INTEGER NOT NULL, id TEXT NOT NULL, payload TEXT NOT NULL, reason TEXT NOT NULL, at_ms INTEGER NOT NULL, "
+        "requeued_seq INTEGER, requeued_ms INTEGER)");
     {
         // Dead letters of a version without requeue: add its columns.
         if (!has_column(db, "dead_letter", "requeued_seq")) {
@@ -72,11 +79,13 @@ outbox::outbox(app::database& db) : db_(db) {
         }
         requeue_columns_ = true;
     }
-    db.exec("CREATE TABLE IF NOT EXISTS blocked(stream TEXT PRIMARY KEY, reason TEXT NOT NULL, at_ms INTEGER NOT NULL)");
+    db.exec(
+        "CREATE TABLE IF NOT EXISTS blocked(stream TEXT PRIMARY KEY, reason TEXT NOT NULL, at_ms INTEGER NOT NULL)");
     // Publishers' Idempotency-Keys (publish_once), with a digest of the
     // stream and payload they were first used for; purged with --retain.
-    db.exec("CREATE TABLE IF NOT EXISTS publish_keys(key TEXT PRIMARY KEY, stream TEXT NOT NULL, seq INTEGER NOT NULL, "
-            "id TEXT NOT NULL, digest INTEGER NOT NULL, at_ms INTEGER NOT NULL) WITHOUT ROWID");
+    db.exec(
+        "CREATE TABLE IF NOT EXISTS publish_keys(key TEXT PRIMARY KEY, stream TEXT NOT NULL, seq INTEGER NOT NULL, "
+        "id TEXT NOT NULL, digest INTEGER NOT NULL, at_ms INTEGER NOT NULL) WITHOUT ROWID");
     db.exec("CREATE INDEX IF NOT EXISTS publish_keys_at ON publish_keys(at_ms)");
     auto get = db.prepare("SELECT value FROM meta WHERE key='instance'");
     if (get.step()) {
@@ -90,7 +99,8 @@ outbox::outbox(app::database& db) : db_(db) {
 }
 
 std::string to_json(const dead_letter_row& d) {
-    nlohmann::json j = {{"n", d.n}, {"stream", d.stream}, {"seq", d.seq}, {"id", d.id}, {"reason", d.reason}, {"at_ms", d.at_ms}};
+    nlohmann::json j = {{"n", d.n},   {"stream", d.stream}, {"seq", d.seq},
+                        {"id", d.id}, {"reason", d.reason}, {"at_ms", d.at_ms}};
     if (d.requeued_seq) {
         j["requeued_seq"] = *d.requeued_seq;
         j["requeued_ms"] = d.requeued_ms;
@@ -121,7 +131,8 @@ app::statement& outbox::stmt(std::optional<app::statement>& s, std::string_view 
     return *s;
 }
 
-std::vector<published> outbox::publish(const std::vector<std::pair<std::string, std::string>>& items, std::int64_t now_ms) {
+std::vector<published> outbox::publish(const std::vector<std::pair<std::string, std::string>>& items,
+                                       std::int64_t now_ms) {
     std::vector<published> out;
     out.reserve(items.size());
     // Next seqs are read in this transaction and written back in it: when the
@@ -145,8 +156,9 @@ std::vector<published> outbox::publish(const std::vector<std::pair<std::string, 
         it->second = seq + 1;
         out.push_back(std::move(p));
     }
-    auto& up = stmt(put_stream_, "INSERT INTO streams(stream, next_seq, acked_seq) VALUES(?,?,0) "
-                                 "ON CONFLICT(stream) DO UPDATE SET next_seq=excluded.next_seq");
+    auto& up = stmt(put_stream_,
+                    "INSERT INTO streams(stream, next_seq, acked_seq) VALUES(?,?,0) "
+                    "ON CONFLICT(stream) DO UPDATE SET next_seq=excluded.next_seq");
     for (const auto& [stream, n] : next) {
         up.reset();
         up.bind(1, stream).bind(2, static_cast<std::int64_t>(n));
@@ -180,7 +192,8 @@ keyed_publish outbox::publish_once(const std::string& key, const std::string& st
         auto& g = stmt(get_key_, "SELECT stream, seq, id, digest FROM publish_keys WHERE key=?");
         g.bind(1, key);
         if (g.step()) {
-            r.p = {std::string(g.column_text(0)), static_cast<std::uint64_t>(g.column_int(1)), std::string(g.column_text(2))};
+            r.p = {std::string(g.column_text(0)), static_cast<std::uint64_t>(g.column_int(1)),
+                   std::string(g.column_text(2))};
             r.what = g.column_int(3) == d ? keyed_publish::status::replayed : keyed_publish::status::conflict;
             g.reset();
             return r;
@@ -189,7 +202,12 @@ keyed_publish outbox::publish_once(const std::string& key, const std::string& st
     }
     r.p = publish({{stream, payload}}, now_ms).front();
     auto& k = stmt(put_key_, "INSERT INTO publish_keys(key, stream, seq, id, digest, at_ms) VALUES(?,?,?,?,?,?)");
-    k.bind(1, key).bind(2, stream).bind(3, static_cast<std::int64_t>(r.p.seq)).bind(4, r.p.id).bind(5, d).bind(6, now_ms);
+    k.bind(1, key)
+        .bind(2, stream)
+        .bind(3, static_cast<std::int64_t>(r.p.seq))
+        .bind(4, r.p.id)
+        .bind(5, d)
+        .bind(6, now_ms);
     k.step();
     return r;
 }
@@ -219,8 +237,9 @@ void outbox::acknowledge(const std::string& stream, std::uint64_t seq, std::uint
         // New acknowledgements: move forward the stream's mark started in
         // the last second (its time too, so that nothing goes before
         // --retain), or start a new mark.
-        auto& m = stmt(ack_move_, "UPDATE acks SET upto=?1, at_ms=?3 WHERE stream=?2 AND from_ms>?3-1000 AND "
-                                  "upto=(SELECT max(upto) FROM acks WHERE stream=?2)");
+        auto& m = stmt(ack_move_,
+                       "UPDATE acks SET upto=?1, at_ms=?3 WHERE stream=?2 AND from_ms>?3-1000 AND "
+                       "upto=(SELECT max(upto) FROM acks WHERE stream=?2)");
         m.bind(1, static_cast<std::int64_t>(seq)).bind(2, stream).bind(3, now_ms);
         m.step();
         if (sqlite3_changes(db_.handle()) == 0) {
@@ -281,7 +300,12 @@ std::optional<std::uint64_t> outbox::oldest_seq(const std::string& stream) {
 void outbox::dead_letter(const std::string& stream, const pending_message& m, const std::string& reason,
                          std::int64_t now_ms) {
     auto& i = stmt(dl_insert_, "INSERT INTO dead_letter(stream, seq, id, payload, reason, at_ms) VALUES(?,?,?,?,?,?)");
-    i.bind(1, stream).bind(2, static_cast<std::int64_t>(m.seq)).bind(3, m.id).bind(4, m.payload).bind(5, reason).bind(6, now_ms);
+    i.bind(1, stream)
+        .bind(2, static_cast<std::int64_t>(m.seq))
+        .bind(3, m.id)
+        .bind(4, m.payload)
+        .bind(5, reason)
+        .bind(6, now_ms);
     i.step();
     auto& t = stmt(tombstone_, "UPDATE outbox SET payload=? WHERE stream=? AND seq=?");
     t.bind(1, envelope::encode_tombstone(m.id, reason)).bind(2, stream).bind(3, static_cast<std::int64_t>(m.seq));
@@ -301,16 +325,21 @@ schedule outbox::get_schedule(const std::string& stream) {
     auto& g = stmt(get_sched_, "SELECT attempts, next_at_ms, head_seq FROM schedule WHERE stream=?");
     g.bind(1, stream);
     schedule s;
-    if (g.step()) s = {static_cast<std::uint32_t>(g.column_int(0)), g.column_int(1), static_cast<std::uint64_t>(g.column_int(2))};
+    if (g.step())
+        s = {static_cast<std::uint32_t>(g.column_int(0)), g.column_int(1), static_cast<std::uint64_t>(g.column_int(2))};
     g.reset();
     return s;
 }
 
 void outbox::set_schedule(const std::string& stream, const schedule& s) {
-    auto& p = stmt(put_sched_, "INSERT INTO schedule(stream, attempts, next_at_ms, head_seq) VALUES(?,?,?,?) "
-                               "ON CONFLICT(stream) DO UPDATE SET attempts=excluded.attempts, next_at_ms=excluded.next_at_ms, "
-                               "head_seq=excluded.head_seq");
-    p.bind(1, stream).bind(2, static_cast<std::int64_t>(s.attempts)).bind(3, s.next_at_ms).bind(4, static_cast<std::int64_t>(s.head_seq));
+    auto& p = stmt(put_sched_,
+                   "INSERT INTO schedule(stream, attempts, next_at_ms, head_seq) VALUES(?,?,?,?) "
+                   "ON CONFLICT(stream) DO UPDATE SET attempts=excluded.attempts, next_at_ms=excluded.next_at_ms, "
+                   "head_seq=excluded.head_seq");
+    p.bind(1, stream)
+        .bind(2, static_cast<std::int64_t>(s.attempts))
+        .bind(3, s.next_at_ms)
+        .bind(4, static_cast<std::int64_t>(s.head_seq));
     p.step();
 }
 
@@ -320,7 +349,9 @@ void outbox::set_blocked(const std::string& stream, const std::string& reason, s
     p.step();
 }
 
-void outbox::clear_blocked() { db_.exec("DELETE FROM blocked"); }
+void outbox::clear_blocked() {
+    db_.exec("DELETE FROM blocked");
+}
 
 stream_status outbox::position(const std::string& stream) {
     auto& p = stmt(position_, "SELECT next_seq, acked_seq FROM streams WHERE stream=?");
@@ -337,8 +368,9 @@ std::map<std::string, stream_status> outbox::status() {
     while (s.step())
         out[std::string(s.column_text(0))] = {static_cast<std::uint64_t>(s.column_int(1)),
                                               static_cast<std::uint64_t>(s.column_int(2)), 0};
-    auto p = db_.prepare("SELECT o.stream, count(*) FROM outbox o JOIN streams s ON s.stream=o.stream "
-                         "WHERE o.seq>s.acked_seq GROUP BY o.stream");
+    auto p = db_.prepare(
+        "SELECT o.stream, count(*) FROM outbox o JOIN streams s ON s.stream=o.stream "
+        "WHERE o.seq>s.acked_seq GROUP BY o.stream");
     while (p.step()) out[std::string(p.column_text(0))].pending = static_cast<std::uint64_t>(p.column_int(1));
     return out;
 }
@@ -358,9 +390,10 @@ std::uint64_t outbox::dead_letter_count() {
 
 std::vector<dead_letter_row> outbox::dead_letters() {
     std::vector<dead_letter_row> out;
-    auto s = db_.prepare(requeue_columns_
-                             ? "SELECT n, stream, seq, id, payload, reason, at_ms, requeued_seq, requeued_ms FROM dead_letter ORDER BY n"
-                             : "SELECT n, stream, seq, id, payload, reason, at_ms, NULL, NULL FROM dead_letter ORDER BY n");
+    auto s = db_.prepare(
+        requeue_columns_
+            ? "SELECT n, stream, seq, id, payload, reason, at_ms, requeued_seq, requeued_ms FROM dead_letter ORDER BY n"
+            : "SELECT n, stream, seq, id, payload, reason, at_ms, NULL, NULL FROM dead_letter ORDER BY n");
     while (s.step()) {
         dead_letter_row r;
         r.n = s.column_int(0);

@@ -52,7 +52,6 @@ struct pending_message {
     std::int64_t at_ms = 0;  // when it was accepted
 };
 
-
 struct stream_status {
     std::uint64_t next_seq = 1, acked_seq = 0, pending = 0;
 };
@@ -109,7 +108,8 @@ public:
     std::optional<std::uint64_t> oldest_seq(const std::string& stream);
     /// Moves a message to the dead-letter table; it stays in the outbox with a
     /// tombstone payload so that the secondary's seqs stay contiguous.
-    void dead_letter(const std::string& stream, const pending_message& m, const std::string& reason, std::int64_t now_ms);
+    void dead_letter(const std::string& stream, const pending_message& m, const std::string& reason,
+                     std::int64_t now_ms);
     schedule get_schedule(const std::string& stream);
     void set_schedule(const std::string& stream, const schedule& s);
     /// The stream delivers again: its ladder starts from the first step next time.
@@ -132,11 +132,11 @@ public:
 private:
     app::statement& stmt(std::optional<app::statement>& s, std::string_view sql);
     app::database& db_;
-    std::string instance_;  // makes ids unique across data directories
+    std::string instance_;          // makes ids unique across data directories
     bool requeue_columns_ = false;  // dead_letter has requeued_seq (a database of this version)
-    std::optional<app::statement> get_next_, put_stream_, insert_, select_, ack_, ack_move_, ack_mark_, get_sched_, put_sched_,
-        del_sched_, del_sched_acked_, dl_insert_, tombstone_, purge_marks_, purge_, purge_done_, oldest_, put_blocked_, position_,
-        get_key_, put_key_, purge_keys_;
+    std::optional<app::statement> get_next_, put_stream_, insert_, select_, ack_, ack_move_, ack_mark_, get_sched_,
+        put_sched_, del_sched_, del_sched_acked_, dl_insert_, tombstone_, purge_marks_, purge_, purge_done_, oldest_,
+        put_blocked_, position_, get_key_, put_key_, purge_keys_;
 };
 
 }  // namespace steadfast::primary

@@ -17,7 +17,11 @@ using type = stream_action::type;
 
 stream_fsm::stream_fsm(const delivery_config& c, std::string stream, std::uint64_t acked, std::uint64_t acked_max,
                        std::uint64_t pending)
-    : c_(c), stream_(std::move(stream)), acked_(acked), acked_max_(acked_max), pending_(pending),
+    : c_(c),
+      stream_(std::move(stream)),
+      acked_(acked),
+      acked_max_(acked_max),
+      pending_(pending),
       sync_log_(c.reads_log) {}
 
 // Everything committed was sent and acknowledged, and the outbox holds
@@ -41,7 +45,8 @@ void stream_fsm::take_read_ahead() {
     auto& ra = next_;
     if (!ra || ra->running) return;
     if (ra->gen == window_gen_ && window_end_) {
-        const auto f = ra->failed ? window::fresh{ra->rows.size(), true} : window::fresh_rows(window_end_, ra->after, ra->rows);
+        const auto f =
+            ra->failed ? window::fresh{ra->rows.size(), true} : window::fresh_rows(window_end_, ra->after, ra->rows);
         if (f.read_again) more_maybe_ = true;
         if (f.from < ra->rows.size()) {
             window_end_ = ra->rows.back().seq;
@@ -287,7 +292,8 @@ stream_action stream_fsm::resume(stream_event& ev) {
                     // parse, a proxy in the way). Dead-lettering again would
                     // loop; stop the stream and say so.
                     yield return blocked("tombstone_refused", "the secondary refused the tombstone of seq " +
-                                                                  std::to_string(batch_.front().seq) + " too: " + d_.reason);
+                                                                  std::to_string(batch_.front().seq) +
+                                                                  " too: " + d_.reason);
                     break;
                 }
                 yield return act(type::dead_letter);

@@ -29,9 +29,9 @@ namespace steadfast::primary {
 
 /// What every stream's machine is configured with (kept by reference).
 struct delivery_config {
-    std::size_t batch_max = 4000;   // messages a batch at most
+    std::size_t batch_max = 4000;         // messages a batch at most
     std::size_t body_limit = 512 * 1024;  // a request's body at most (exact encoded size)
-    std::uint64_t epoch = 0;        // this primary's
+    std::uint64_t epoch = 0;              // this primary's
     /// The link is a log that must be read before a stream's first send and
     /// after a wrong expected sequence (JetStream); false: requests (HTTP).
     bool reads_log = false;
@@ -52,21 +52,21 @@ struct read_ahead {
 /// What the driver carries out next.
 struct stream_action {
     enum class type : unsigned char {
-        read,             // read the window after `from` (the outbox's position if `from_position`) and the schedule
-        wait,             // wait `delay` (none: no deadline), woken early by what `wake_on` names
-        start_read_ahead, // fill read_ahead_slot() with read_window(after) on the database thread; resume at once
-        sync_log,         // read the log's last message and decide_log() (reads_log links)
-        send,             // send batch() over the link; resume with its decision
-        rewind_facts,     // read the stream's oldest retained seq and next seq
-        acknowledged,     // the secondary has up to `upto`: mark the outbox, count `delivered`; resume at once
-        link_recovered,   // the ladder's wait is over: log it, clear the durable schedule; resume at once
-        next_step,        // write the ladder's next step for head `seq` (decision(), `server_wait`); resume with `ok`
-        dead_letter,      // dead-letter batch().front() (decision().reason); resume with `ok`
-        rewound,          // resending from `seq` (decision().detail): count and log it; resume at once
-        block,            // block the stream (`reason`, `detail`); then done
-        demote,           // a newer primary exists (`epoch`); then done
-        storage_failed,   // the outbox failed (`detail`): log it; resume after storage_pause (the action is a wait)
-        done,             // the processor ends (its stream retires)
+        read,              // read the window after `from` (the outbox's position if `from_position`) and the schedule
+        wait,              // wait `delay` (none: no deadline), woken early by what `wake_on` names
+        start_read_ahead,  // fill read_ahead_slot() with read_window(after) on the database thread; resume at once
+        sync_log,          // read the log's last message and decide_log() (reads_log links)
+        send,              // send batch() over the link; resume with its decision
+        rewind_facts,      // read the stream's oldest retained seq and next seq
+        acknowledged,      // the secondary has up to `upto`: mark the outbox, count `delivered`; resume at once
+        link_recovered,    // the ladder's wait is over: log it, clear the durable schedule; resume at once
+        next_step,         // write the ladder's next step for head `seq` (decision(), `server_wait`); resume with `ok`
+        dead_letter,       // dead-letter batch().front() (decision().reason); resume with `ok`
+        rewound,           // resending from `seq` (decision().detail): count and log it; resume at once
+        block,             // block the stream (`reason`, `detail`); then done
+        demote,            // a newer primary exists (`epoch`); then done
+        storage_failed,    // the outbox failed (`detail`): log it; resume after storage_pause (the action is a wait)
+        done,              // the processor ends (its stream retires)
     };
     /// What ends a wait early (bits).
     enum wake : unsigned char {
@@ -82,29 +82,29 @@ struct stream_action {
     std::optional<std::chrono::milliseconds> delay;  // wait: from now (none: until woken)
     unsigned char wake_on = on_stop;
     // Carried out before the action, in this order.
-    bool clear_commit = false;     // clear the wake flag
-    bool clear_retry_now = false;  // clear the retry-now flag
-    bool check_drained = false;    // the stream has nothing to send: tell --exit-when-drained
-    std::uint64_t from = 0;        // read: after this seq
-    bool from_position = false;    // read: after the outbox's acknowledged position
-    std::uint64_t seq = 0;         // next_step: the head; rewound: the first seq resent; link_recovered: acked to
-    std::uint64_t upto = 0;        // acknowledged
-    std::uint64_t delivered = 0;   // acknowledged: messages acknowledged for the first time
-    std::uint64_t first_fresh = 0; // acknowledged: batch() messages with seq >= this, up to `upto`, are new (latency)
+    bool clear_commit = false;       // clear the wake flag
+    bool clear_retry_now = false;    // clear the retry-now flag
+    bool check_drained = false;      // the stream has nothing to send: tell --exit-when-drained
+    std::uint64_t from = 0;          // read: after this seq
+    bool from_position = false;      // read: after the outbox's acknowledged position
+    std::uint64_t seq = 0;           // next_step: the head; rewound: the first seq resent; link_recovered: acked to
+    std::uint64_t upto = 0;          // acknowledged
+    std::uint64_t delivered = 0;     // acknowledged: messages acknowledged for the first time
+    std::uint64_t first_fresh = 0;   // acknowledged: batch() messages with seq >= this, up to `upto`, are new (latency)
     std::uint32_t ladder_steps = 0;  // link_recovered
-    std::uint64_t epoch = 0;       // demote
-    std::string reason, detail;    // block; storage_failed (detail)
+    std::uint64_t epoch = 0;         // demote
+    std::string reason, detail;      // block; storage_failed (detail)
     std::chrono::nanoseconds server_wait{};  // next_step: a Retry-After
 };
 
 /// What the driver saw: read just before every resume(), and the result of
 /// the action just carried out.
 struct stream_event {
-    bool stop = false;       // shutdown or demotion
-    bool online = false;     // the secondary's probe passes
-    bool retry_now = false;  // the retry-now flag
-    bool commit = false;     // the wake flag
-    std::int64_t now_ms = 0; // the wall clock (schedules are durable, in wall time)
+    bool stop = false;        // shutdown or demotion
+    bool online = false;      // the secondary's probe passes
+    bool retry_now = false;   // the retry-now flag
+    bool commit = false;      // the wake flag
+    std::int64_t now_ms = 0;  // the wall clock (schedules are durable, in wall time)
 
     // read, rewind_facts: what failed ("" when it worked).
     std::string error;
@@ -175,9 +175,9 @@ private:
     boost::asio::coroutine coro_;
     // Positions.
     std::uint64_t acked_, acked_max_, pending_;
-    std::uint64_t single_until_ = 0;        // send one message at a time up to this seq (isolating a reject)
-    std::uint64_t rewound_to_ = UINT64_MAX; // the last rewind's position, until acks pass it
-    std::int64_t head_at_ms_ = 0;           // when the oldest unacknowledged message was accepted (0: none known)
+    std::uint64_t single_until_ = 0;         // send one message at a time up to this seq (isolating a reject)
+    std::uint64_t rewound_to_ = UINT64_MAX;  // the last rewind's position, until acks pass it
+    std::int64_t head_at_ms_ = 0;            // when the oldest unacknowledged message was accepted (0: none known)
     // The window: rows read from the outbox or handed over by their commit.
     std::deque<pending_message> window_;
     std::uint64_t window_end_ = 0;  // the seq the window (with the batch in flight) reaches (0: not known)
@@ -189,12 +189,12 @@ private:
     std::vector<pending_message> batch_;
     decision d_;
     std::chrono::nanoseconds server_wait_{};  // the answer's Retry-After
-    std::size_t max_ = 0;            // the batch's count limit
-    std::uint64_t read_gen_ = 0;     // the window a read is for
-    bool from_log_ = false;          // d_ is the log's (sync_log), not a send's
-    bool sync_log_;                  // the log must be read before the next send
-    bool woken_by_recovery_ = false; // a ladder wait ended because the secondary came back
-    bool retire_after_read_ = false; // the window ran dry and its wait for more ended: one read, then retire
+    std::size_t max_ = 0;                     // the batch's count limit
+    std::uint64_t read_gen_ = 0;              // the window a read is for
+    bool from_log_ = false;                   // d_ is the log's (sync_log), not a send's
+    bool sync_log_;                           // the log must be read before the next send
+    bool woken_by_recovery_ = false;          // a ladder wait ended because the secondary came back
+    bool retire_after_read_ = false;          // the window ran dry and its wait for more ended: one read, then retire
     // Flag clears and a drained notice for the next action.
     bool clear_commit_ = false, clear_retry_now_ = false, drained_ = false;
 };

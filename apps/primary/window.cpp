@@ -12,9 +12,9 @@ fresh fresh_rows(std::uint64_t end, std::uint64_t after, const std::vector<pendi
     if (end == 0 || after > end) return {rows.size(), true};  // not this window's continuation: read again
     std::size_t i = 0;
     while (i < rows.size() && rows[i].seq <= end) ++i;
-    if (i == rows.size()) return {i, false};  // all of them joined while it ran
+    if (i == rows.size()) return {i, false};                 // all of them joined while it ran
     if (rows[i].seq != end + 1) return {rows.size(), true};  // a hole (cannot happen): read again
-    return {i, true};  // rows the window lacked: there may be more
+    return {i, true};                                        // rows the window lacked: there may be more
 }
 
 std::vector<pending_message> take_batch(std::deque<pending_message>& rows, std::size_t max, std::size_t body_limit,

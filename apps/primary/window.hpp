@@ -8,8 +8,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string_view>
 #include <deque>
+#include <string_view>
 #include <vector>
 
 namespace steadfast::primary::window {
@@ -32,7 +32,7 @@ bool joins(const std::deque<pending_message>& rows, std::uint64_t end, const pen
 /// nothing is read again even if the read was cut at its bound: a commit
 /// that did not join marked the window for reading (more_maybe) itself.
 struct fresh {
-    std::size_t from = 0;   // rows[from..] continue the window (rows.size(): none)
+    std::size_t from = 0;     // rows[from..] continue the window (rows.size(): none)
     bool read_again = false;  // the outbox may hold rows the window still lacks
 };
 fresh fresh_rows(std::uint64_t end, std::uint64_t after, const std::vector<pending_message>& rows);

@@ -28,12 +28,14 @@ int dump(const std::string& dir) {
         envelope::encode_dump_line(line, rows.column_text(0), static_cast<std::uint64_t>(rows.column_int(1)),
                                    rows.column_text(2), rows.column_text(3));
         if (std::fwrite(line.data(), 1, line.size(), stdout) != line.size()) {
-            app::report_fatal("secondary", "dump_failed", std::string("writing to standard output failed: ") + std::strerror(errno));
+            app::report_fatal("secondary", "dump_failed",
+                              std::string("writing to standard output failed: ") + std::strerror(errno));
             return 1;
         }
     }
     if (std::fflush(stdout) != 0) {
-        app::report_fatal("secondary", "dump_failed", std::string("writing to standard output failed: ") + std::strerror(errno));
+        app::report_fatal("secondary", "dump_failed",
+                          std::string("writing to standard output failed: ") + std::strerror(errno));
         return 1;
     }
     db.check_unchanged();
@@ -81,8 +83,11 @@ int set_fence(const std::string& dir, std::uint64_t epoch) {
         db.exec("ROLLBACK");
         throw;
     }
-    app::log(level::warn, "fence_set", {{"data", db.path()}, {"from", before}, {"to", epoch},
-                                        {"note", "a primary with an epoch below the new fence is refused (409 stale_epoch)"}});
+    app::log(level::warn, "fence_set",
+             {{"data", db.path()},
+              {"from", before},
+              {"to", epoch},
+              {"note", "a primary with an epoch below the new fence is refused (409 stale_epoch)"}});
     return 0;
 }
 

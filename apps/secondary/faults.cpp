@@ -14,7 +14,8 @@ http::router::handler with_faults(http::router::handler inner, fault_options o, 
                                   std::function<void(const std::string&)> rejected, std::uint64_t seed) {
     if (!o.any()) return inner;
     auto rng = std::make_shared<std::mt19937_64>(seed ? seed : std::random_device{}());
-    return [inner = std::move(inner), o, ex, rejected = std::move(rejected), rng](http::request& req) -> asio::awaitable<http::response> {
+    return [inner = std::move(inner), o, ex, rejected = std::move(rejected),
+            rng](http::request& req) -> asio::awaitable<http::response> {
         std::uniform_real_distribution<double> coin(0.0, 1.0);
         if (o.delay.count()) {
             asio::steady_timer t(ex, o.delay);

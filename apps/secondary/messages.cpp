@@ -106,7 +106,9 @@ http::router::handler message_routes::streams() const {
         }
         auto q = parse_page_query(req.target);
         if (auto* bad = std::get_if<http::response>(&q)) co_return std::move(*bad);
-        auto page = [&st = r.st, q = std::get<page_query>(q)](app::database&, bool&) { return st.positions_after(q.after, q.limit); };
+        auto page = [&st = r.st, q = std::get<page_query>(q)](app::database&, bool&) {
+            return st.positions_after(q.after, q.limit);
+        };
         auto got = co_await r.worker.run<envelope::positions_page>(r.ex, std::move(page));
         if (auto* e = std::get_if<std::string>(&got)) co_return http::response::error(503, "storage failure: " + *e);
         co_return http::response::json(200, envelope::encode(std::get<envelope::positions_page>(got)));

@@ -15,8 +15,8 @@
 #include <boost/asio/any_io_executor.hpp>
 
 #include <optional>
-#include <variant>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace steadfast::secondary {

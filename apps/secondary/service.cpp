@@ -24,7 +24,8 @@ service::service(const options& o)
       db_(o.data, "secondary.db", "steadfast-secondary", o.sync),
       st_(db_),
       worker_(db_),
-      health_(ioc_.get_executor(), {o.data, o.min_free}, [this](bool ok, const std::string& why) { storage_changed(ok, why); }),
+      health_(ioc_.get_executor(), {o.data, o.min_free},
+              [this](bool ok, const std::string& why) { storage_changed(ok, why); }),
       instance_(app::random_hex(16)) {
     // JetStream's log is written by a primary only: no step there.
     if (o.source.servers.empty()) st_.set_max_epoch_step(o.max_epoch_step);
@@ -56,10 +57,12 @@ asio::awaitable<std::string> service::recheck_storage() {
     auto r = co_await worker_.run<bool>(ioc_.get_executor(), std::move(probe));
     std::string err = std::holds_alternative<std::string>(r) ? std::get<std::string>(r) : std::string{};
     if (err.empty()) {
-        worker_.post([](app::database& d) {
-            d.touch();  // the probe's bytes go again
-            return true;
-        }, [](const std::string&) {});
+        worker_.post(
+            [](app::database& d) {
+                d.touch();  // the probe's bytes go again
+                return true;
+            },
+            [](const std::string&) {});
         health_.commit_ok();
     } else {
         health_.commit_failed(err);
@@ -74,19 +77,23 @@ http::router service::routes() {
     routes.add("GET", "/ready", [this](http::request&) -> asio::awaitable<http::response> {
         if (draining_) co_return http::response::json(503, "{\"status\":\"draining\"}");
         if (health_.disk_low())
-            co_return http::response::json(503, nlohmann::json{{"status", "low_disk_space"}, {"available", health_.available()},
-                                                               {"min_free_space", o_.min_free}}.dump());
-        if (!(co_await recheck_storage()).empty()) co_return http::response::json(503, "{\"status\":\"storage_failed\"}");
+            co_return http::response::json(503, nlohmann::json{{"status", "low_disk_space"},
+                                                               {"available", health_.available()},
+                                                               {"min_free_space", o_.min_free}}
+                                                    .dump());
+        if (!(co_await recheck_storage()).empty())
+            co_return http::response::json(503, "{\"status\":\"storage_failed\"}");
         co_return http::response::json(200, "{\"status\":\"ready\"}");
     });
     routes.add("GET", "/health", [this](http::request&) -> asio::awaitable<http::response> {
         if (auto e = co_await recheck_storage(); !e.empty())
-            co_return http::response::json(503, "{\"status\":\"storage_failed\",\"error\":\"" + http::json_escape(e) + "\"}");
+            co_return http::response::json(
+                503, "{\"status\":\"storage_failed\",\"error\":\"" + http::json_escape(e) + "\"}");
         if (source_) {
             // The JetStream link: 503 while no NATS server is reachable, the
             // consumer is not there, or a stream is blocked.
-            const char* status = !source_->connected()        ? "jetstream_disconnected"
-                                 : !source_->consuming()      ? "not_consuming"
+            const char* status = !source_->connected()         ? "jetstream_disconnected"
+                                 : !source_->consuming()       ? "not_consuming"
                                  : !source_->blocked().empty() ? "streams_blocked"
                                                                : "ok";
             nlohmann::json j{{"status", status}, {"jetstream", source_->health()}};
@@ -118,7 +125,8 @@ http::router service::routes() {
         auto positions = co_await worker_.run<positions_t>(ioc_.get_executor(), std::move(read));
         if (auto* p = std::get_if<0>(&positions)) {
             m_.epoch.Set(static_cast<double>(p->first));
-            for (const auto& [stream, seq] : p->second) m_.last_seq.Add({{"stream", stream}}).Set(static_cast<double>(seq));
+            for (const auto& [stream, seq] : p->second)
+                m_.last_seq.Add({{"stream", stream}}).Set(static_cast<double>(seq));
         }
         http::response r;
         r.body = app::expose(*m_.registry);
@@ -128,8 +136,9 @@ http::router service::routes() {
     // With --source, JetStream is the only way in: no POST /api/messages.
     if (o_.source.servers.empty()) {
         const message_routes mr{ioc_.get_executor(), worker_, st_, health_, m_, tokens_, o_.max_body};
-        routes.add("POST", "/api/messages",
-                   with_faults(mr.messages(), o_.faults, ioc_.get_executor(), [this](const std::string& r) { m_.reject(r); }));
+        routes.add(
+            "POST", "/api/messages",
+            with_faults(mr.messages(), o_.faults, ioc_.get_executor(), [this](const std::string& r) { m_.reject(r); }));
         // What this secondary holds, a page at a time: a primary that
         // reconnects resends only to the streams it finds behind.
         routes.add("GET", "/api/streams", mr.streams());
@@ -146,9 +155,14 @@ void service::start_listener(http::router r) {
     const auto ep = app::listen(*server_, host, port);
     server_->start();
     ++running_;
-    app::log(level::info, "listening", {{"address", ep.address().to_string()}, {"port", ep.port()}, {"data", db_.path()},
-                                        {"sync", o_.sync == app::sync_mode::full ? "full" : "off"}, {"auth", !tokens_.empty()},
-                                        {"tls", o_.tls.has_value()}, {"mutual_tls", o_.tls && !o_.tls->client_ca_file.empty()}});
+    app::log(level::info, "listening",
+             {{"address", ep.address().to_string()},
+              {"port", ep.port()},
+              {"data", db_.path()},
+              {"sync", o_.sync == app::sync_mode::full ? "full" : "off"},
+              {"auth", !tokens_.empty()},
+              {"tls", o_.tls.has_value()},
+              {"mutual_tls", o_.tls && !o_.tls->client_ca_file.empty()}});
 }
 
 void service::start_source() {
@@ -164,9 +178,12 @@ void service::start_source() {
     hooks.rejected = [this](const std::string& r) { m_.reject(r); };
     source_ = std::make_unique<js_source>(ioc_, worker_, st_, o_.source, std::move(hooks));
     ++running_;
-    app::log(level::info, "source", {{"servers", o_.source.servers}, {"stream", o_.source.stream},
-                                     {"consumer", o_.source.consumer}, {"data", db_.path()},
-                                     {"sync", o_.sync == app::sync_mode::full ? "full" : "off"}});
+    app::log(level::info, "source",
+             {{"servers", o_.source.servers},
+              {"stream", o_.source.stream},
+              {"consumer", o_.source.consumer},
+              {"data", db_.path()},
+              {"sync", o_.sync == app::sync_mode::full ? "full" : "off"}});
     asio::co_spawn(ioc_, source_->run(), [this](std::exception_ptr e) {
         if (e) {
             try {

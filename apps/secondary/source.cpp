@@ -19,7 +19,11 @@ using steadfast::app::level;
 namespace steadfast::secondary {
 
 js_source::js_source(asio::io_context& ioc, app::db_worker& worker, store& st, source_options o, source_hooks h)
-    : ioc_(ioc), worker_(worker), st_(st), o_(std::move(o)), h_(std::move(h)),
+    : ioc_(ioc),
+      worker_(worker),
+      st_(st),
+      o_(std::move(o)),
+      h_(std::move(h)),
       stopping_flag_(make_flag(ioc.get_executor(), "source-stopping")) {
     jetstream::options jo;
     jo.servers = jetstream::parse_servers(o_.servers);
@@ -35,16 +39,26 @@ void js_source::stop() {
     stop_signal_.emit(asio::cancellation_type::terminal);
 }
 
-bool js_source::connected() const { return js_->connected()->value(); }
-std::uint64_t js_source::lag() const noexcept { return pc_ ? pc_->last_pending() : 0; }
+bool js_source::connected() const {
+    return js_->connected()->value();
+}
+std::uint64_t js_source::lag() const noexcept {
+    return pc_ ? pc_->last_pending() : 0;
+}
 std::uint64_t js_source::redeliveries() const noexcept {
     return redeliveries_before_ + (pc_ ? pc_->redeliveries() : 0);
 }
 
 nlohmann::json js_source::health() const {
-    return {{"connected", connected()}, {"server", js_->connected_url()}, {"stream", o_.stream},
-            {"consumer", o_.consumer},  {"consuming", consuming_},          {"lag", lag()},
-            {"redeliveries", redeliveries()}, {"problem", problem_},       {"blocked", blocked_}};
+    return {{"connected", connected()},
+            {"server", js_->connected_url()},
+            {"stream", o_.stream},
+            {"consumer", o_.consumer},
+            {"consuming", consuming_},
+            {"lag", lag()},
+            {"redeliveries", redeliveries()},
+            {"problem", problem_},
+            {"blocked", blocked_}};
 }
 
 // Asks the primary (core NATS, nothing stored) to resend `stream` from
@@ -59,9 +73,13 @@ void js_source::ask_repair(const std::string& stream, std::uint64_t expected, st
     const auto ec = js_->publish(envelope::repair_subject(o_.stream), envelope::encode(r));
     ++repair_requests_;
     app::log(level::warn, "repair_requested",
-             {{"stream", stream}, {"from_seq", r.from}, {"to_seq", r.to}, {"sent", !ec},
-              {"note", "the log lacks these messages (a nak'd one would have come again): asking the primary to resend them "
-                       "from its retention"}});
+             {{"stream", stream},
+              {"from_seq", r.from},
+              {"to_seq", r.to},
+              {"sent", !ec},
+              {"note",
+               "the log lacks these messages (a nak'd one would have come again): asking the primary to resend them "
+               "from its retention"}});
 }
 
 asio::awaitable<void> js_source::pause(std::chrono::milliseconds d) {
@@ -95,9 +113,12 @@ asio::awaitable<bool> js_source::ensure_consumer() {
             if (p != problem_) {
                 const bool missing = ec == make_error_code(jetstream::errc::not_found);
                 app::log(missing ? level::warn : level::error, "consumer_unavailable",
-                         {{"stream", o_.stream}, {"consumer", o_.consumer}, {"error", p},
-                          {"hint", missing ? "the stream is created by the primary when it starts; waiting"
-                                           : "is --source a NATS server with JetStream on, and --js-stream the primary's?"}});
+                         {{"stream", o_.stream},
+                          {"consumer", o_.consumer},
+                          {"error", p},
+                          {"hint",
+                           missing ? "the stream is created by the primary when it starts; waiting"
+                                   : "is --source a NATS server with JetStream on, and --js-stream the primary's?"}});
                 problem_ = p;
             }
             consuming_ = false;
@@ -113,7 +134,8 @@ asio::awaitable<bool> js_source::ensure_consumer() {
     auto r = co_await steadfast::retry(policy, std::move(classified_attempt));
     if (!r.has_value() || r.value()) co_return false;  // stopped
     if (!problem_.empty() || !consuming_)
-        app::log(level::info, "consuming", {{"stream", o_.stream}, {"consumer", o_.consumer}, {"server", js_->connected_url()}});
+        app::log(level::info, "consuming",
+                 {{"stream", o_.stream}, {"consumer", o_.consumer}, {"server", js_->connected_url()}});
     problem_.clear();
     if (!pc_) pc_ = std::make_unique<jetstream::pull_consumer>(*js_, cc);
     consuming_ = true;
@@ -147,11 +169,14 @@ asio::awaitable<void> js_source::restart_consumer(const std::string& why) {
     const auto now = std::chrono::steady_clock::now();
     if (now - last_restart_ < 60s) co_return;
     last_restart_ = now;
-    app::log(level::warn, "consumer_restart", {{"consumer", o_.consumer}, {"reason", why},
-                                               {"note", "replaying the stream from its start; applied messages are skipped"}});
+    app::log(level::warn, "consumer_restart",
+             {{"consumer", o_.consumer},
+              {"reason", why},
+              {"note", "replaying the stream from its start; applied messages are skipped"}});
     auto attempt = [&](const attempt_context&) -> asio::awaitable<boost::system::error_code> {
         std::string subject = "$JS.API.CONSUMER.DELETE." + o_.stream + "." + o_.consumer, empty;
-        auto [ec, m] = co_await js_->async_request(std::move(subject), std::move(empty), {}, asio::as_tuple(asio::use_awaitable));
+        auto [ec, m] =
+            co_await js_->async_request(std::move(subject), std::move(empty), {}, asio::as_tuple(asio::use_awaitable));
         jetstream::api_error e;
         if (!ec) ec = jetstream::api_reply_error(m, e);
         co_return ec == make_error_code(jetstream::errc::not_found) ? boost::system::error_code{} : ec;
@@ -163,7 +188,8 @@ asio::awaitable<void> js_source::restart_consumer(const std::string& why) {
                             .with_stop_when(stopping_flag_);
     auto classified_attempt = classified(attempt, any_failure_retryable);
     auto r = co_await steadfast::retry(policy, std::move(classified_attempt));
-    if (!r.has_value() || r.value()) app::log(level::error, "consumer_restart_failed", {{"error", r.last_error().message()}});
+    if (!r.has_value() || r.value())
+        app::log(level::error, "consumer_restart_failed", {{"error", r.last_error().message()}});
     if (pc_) redeliveries_before_ += pc_->redeliveries();
     pc_.reset();
     consuming_ = false;
@@ -173,8 +199,8 @@ asio::awaitable<void> js_source::run() {
     while (!stopping_) {
         if (!pc_ && !co_await ensure_consumer()) break;
         const auto fetch_started = std::chrono::steady_clock::now();
-        auto [ec, ds] = co_await pc_->async_fetch(o_.batch, 1s,
-                                                  asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable)));
+        auto [ec, ds] = co_await pc_->async_fetch(
+            o_.batch, 1s, asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable)));
         if (ec == asio::error::operation_aborted || stopping_) break;
         if (ec) {
             if (ec != make_error_code(jetstream::errc::not_connected))
@@ -249,11 +275,13 @@ asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::del
         l.max_body_bytes = std::max<std::size_t>(msg.data.size(), l.max_body_bytes);
         it.body = envelope::decode(msg.data, l);
         if (auto* d = std::get_if<envelope::decoded>(&it.body)) {
-            it.stream = std::holds_alternative<envelope::message>(*d) ? std::get<envelope::message>(*d).stream
-                                                                       : std::get<envelope::batch>(*d).messages.front().stream;
+            it.stream = std::holds_alternative<envelope::message>(*d)
+                            ? std::get<envelope::message>(*d).stream
+                            : std::get<envelope::batch>(*d).messages.front().stream;
             // A stream that met a conflict applies nothing more until an
             // operator looks (nothing is applied over another history).
-            if (auto b = blocked_.find(it.stream); b != blocked_.end() && b->second.rfind("conflict", 0) == 0) it.what = k::held;
+            if (auto b = blocked_.find(it.stream); b != blocked_.end() && b->second.rfind("conflict", 0) == 0)
+                it.what = k::held;
         } else {
             it.what = k::malformed;
         }
@@ -308,8 +336,11 @@ asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::del
         const auto& it = (*items)[i];
         if (r.what == k::malformed) {
             h_.rejected("malformed");
-            app::log(level::error, "not_an_envelope", {{"subject", d.msg.subject}, {"stream_seq", d.info.stream_seq},
-                                                      {"error", r.error}, {"note", "not applied; acknowledged as terminal"}});
+            app::log(level::error, "not_an_envelope",
+                     {{"subject", d.msg.subject},
+                      {"stream_seq", d.info.stream_seq},
+                      {"error", r.error},
+                      {"note", "not applied; acknowledged as terminal"}});
             pc_->term(d);
             continue;
         }
@@ -341,8 +372,11 @@ asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::del
             // Written after a newer primary's fence: the older primary is
             // demoted by that fence; its message is not applied anywhere.
             h_.rejected("stale_epoch");
-            app::log(level::warn, "stale_epoch", {{"subject", d.msg.subject}, {"stream_seq", d.info.stream_seq}, {"fence", rej.epoch},
-                                                  {"note", "written by a fenced primary: not applied"}});
+            app::log(level::warn, "stale_epoch",
+                     {{"subject", d.msg.subject},
+                      {"stream_seq", d.info.stream_seq},
+                      {"fence", rej.epoch},
+                      {"note", "written by a fenced primary: not applied"}});
             pc_->term(d);
             continue;
         }
@@ -350,14 +384,18 @@ asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::del
                                                          : "gap: expects seq " + std::to_string(rej.expected);
         if (blocked_[rej.stream] != why) {
             blocked_[rej.stream] = why;
-            app::log(rej.what == rk::conflict ? level::error : level::warn, "blocked",
-                     {{"stream", rej.stream}, {"reason", why}, {"stream_seq", d.info.stream_seq},
-                      {"hint", rej.what == rk::conflict
-                                   ? "another primary wrote this stream: nothing more of it is applied; "
-                                     "a restart of the secondary tries again"
-                                   : "waiting for an earlier message to come again (nak'd, or left unacknowledged); "
-                                     "after 10 s the primary is asked to resend it (a hole in the log), after 5 minutes "
-                                     "the consumer starts again from the stream's start (a store restored from an older copy)"}});
+            app::log(
+                rej.what == rk::conflict ? level::error : level::warn, "blocked",
+                {{"stream", rej.stream},
+                 {"reason", why},
+                 {"stream_seq", d.info.stream_seq},
+                 {"hint",
+                  rej.what == rk::conflict
+                      ? "another primary wrote this stream: nothing more of it is applied; "
+                        "a restart of the secondary tries again"
+                      : "waiting for an earlier message to come again (nak'd, or left unacknowledged); "
+                        "after 10 s the primary is asked to resend it (a hole in the log), after 5 minutes "
+                        "the consumer starts again from the stream's start (a store restored from an older copy)"}});
         }
         if (rej.what == rk::gap) {
             // A message nak'd a moment ago comes again by itself; one that

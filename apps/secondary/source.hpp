@@ -24,9 +24,8 @@
 //   storage failure       nak after a second; nothing applied
 #pragma once
 
-#include "store.hpp"
-
 #include "../common/db_worker.hpp"
+#include "store.hpp"
 
 #include <steadfast/conditions.hpp>
 #include <steadfast/transport/jetstream.hpp>
@@ -45,16 +44,16 @@
 namespace steadfast::secondary {
 
 struct source_options {
-    std::string servers;   // nats://HOST:PORT[,...]
+    std::string servers;  // nats://HOST:PORT[,...]
     std::string stream = "steadfast";
     std::string consumer;  // the durable consumer's name (one per secondary)
     std::size_t batch = 1000;
 };
 
 struct source_hooks {
-    std::function<void(const store::answer&)> counted;     // after a commit: applied, duplicates, rejects
-    std::function<void(const std::string&)> storage;       // storage state: "" ok, else the error
-    std::function<void(const std::string&)> rejected;      // a reject reason (metrics)
+    std::function<void(const store::answer&)> counted;  // after a commit: applied, duplicates, rejects
+    std::function<void(const std::string&)> storage;    // storage state: "" ok, else the error
+    std::function<void(const std::string&)> rejected;   // a reject reason (metrics)
 };
 
 class js_source {
@@ -92,14 +91,14 @@ private:
     boost::asio::cancellation_signal stop_signal_;  // the fetch and pauses
     std::shared_ptr<flag> stopping_flag_;           // the engine's stop-when
     bool stopping_ = false, consuming_ = false;
-    std::string problem_;  // the last consumer problem logged ("" none)
+    std::string problem_;                         // the last consumer problem logged ("" none)
     std::map<std::string, std::string> blocked_;  // stream -> why (conflict, gap)
     struct gap_seen {
         std::chrono::steady_clock::time_point since;  // first seen
-        unsigned times = 0;  // fetches that met it since (a paused process makes none)
-        std::uint64_t next_held = 0;  // the lowest seq delivered after the hole (0: none yet)
+        unsigned times = 0;                           // fetches that met it since (a paused process makes none)
+        std::uint64_t next_held = 0;                  // the lowest seq delivered after the hole (0: none yet)
     };
-    std::map<std::string, gap_seen> gap_since_;  // streams answering gap
+    std::map<std::string, gap_seen> gap_since_;                                  // streams answering gap
     std::map<std::string, std::chrono::steady_clock::time_point> repair_asked_;  // the last repair request per stream
     std::uint64_t repair_requests_ = 0;
     std::chrono::steady_clock::time_point last_restart_{};

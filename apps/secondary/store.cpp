@@ -6,14 +6,17 @@
 namespace steadfast::secondary {
 
 store::store(app::database& db) : db_(db) {
-    db.exec("CREATE TABLE IF NOT EXISTS streams(stream TEXT PRIMARY KEY, last_seq INTEGER NOT NULL, "
-            "max_epoch INTEGER NOT NULL)");
-    db.exec("CREATE TABLE IF NOT EXISTS applied(n INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL, "
-            "seq INTEGER NOT NULL, id TEXT NOT NULL, payload TEXT NOT NULL, UNIQUE(stream, seq))");
+    db.exec(
+        "CREATE TABLE IF NOT EXISTS streams(stream TEXT PRIMARY KEY, last_seq INTEGER NOT NULL, "
+        "max_epoch INTEGER NOT NULL)");
+    db.exec(
+        "CREATE TABLE IF NOT EXISTS applied(n INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL, "
+        "seq INTEGER NOT NULL, id TEXT NOT NULL, payload TEXT NOT NULL, UNIQUE(stream, seq))");
     // One fence for the whole secondary. A store of the first version kept an
     // epoch per stream: the highest of them becomes the fence.
-    db.exec("INSERT OR IGNORE INTO meta(key, value) "
-            "SELECT 'epoch_fence', CAST(coalesce(max(max_epoch), 0) AS TEXT) FROM streams");
+    db.exec(
+        "INSERT OR IGNORE INTO meta(key, value) "
+        "SELECT 'epoch_fence', CAST(coalesce(max(max_epoch), 0) AS TEXT) FROM streams");
 }
 
 app::statement& store::stmt(std::optional<app::statement>& s, std::string_view sql) {
@@ -140,9 +143,9 @@ store::answer store::apply(const envelope::decoded& d, bool& keep) {
         if (bad) {
             keep = false;
             return answer{400,
-                          "{\"error\":\"epoch " + std::to_string(bad->epoch) + " is more than " + std::to_string(max_epoch_step_) +
-                              " above this secondary's epoch fence " + std::to_string(before) +
-                              " (--max-epoch-step): a failover raises the epoch by one\"}",
+                          "{\"error\":\"epoch " + std::to_string(bad->epoch) + " is more than " +
+                              std::to_string(max_epoch_step_) + " above this secondary's epoch fence " +
+                              std::to_string(before) + " (--max-epoch-step): a failover raises the epoch by one\"}",
                           "epoch_too_high", 0, 0};
         }
     }
@@ -185,13 +188,16 @@ store::answer store::apply(const envelope::decoded& d, bool& keep) {
         if (first_gap) return reject(*first_gap);
         a.body = envelope::encode_results(results);
     }
-    auto& up = stmt(up_stream_, "INSERT INTO streams(stream, last_seq, max_epoch) VALUES(?,?,?) "
-                                "ON CONFLICT(stream) DO UPDATE SET last_seq=excluded.last_seq, "
-                                "max_epoch=max(max_epoch, excluded.max_epoch)");
+    auto& up = stmt(up_stream_,
+                    "INSERT INTO streams(stream, last_seq, max_epoch) VALUES(?,?,?) "
+                    "ON CONFLICT(stream) DO UPDATE SET last_seq=excluded.last_seq, "
+                    "max_epoch=max(max_epoch, excluded.max_epoch)");
     for (const auto& [stream, pos] : ps) {
         if (!pos.changed) continue;
         up.reset();
-        up.bind(1, stream).bind(2, static_cast<std::int64_t>(pos.last_seq)).bind(3, static_cast<std::int64_t>(pos.max_epoch));
+        up.bind(1, stream)
+            .bind(2, static_cast<std::int64_t>(pos.last_seq))
+            .bind(3, static_cast<std::int64_t>(pos.max_epoch));
         up.step();
     }
     if (fence != before) {

@@ -25,7 +25,9 @@ void operator delete(void* p) noexcept {
     steadfast_bench::live_bytes.fetch_sub(static_cast<long long>(malloc_usable_size(p)), std::memory_order_relaxed);
     std::free(p);
 }
-void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
+void operator delete(void* p, std::size_t) noexcept {
+    operator delete(p);
+}
 void* operator new(std::size_t n, std::align_val_t a) {
     void* p = memalign(static_cast<std::size_t>(a), n ? n : 1);
     if (!p) throw std::bad_alloc();
@@ -43,5 +45,9 @@ extern "C" void* aligned_alloc(std::size_t align, std::size_t n) noexcept {
     }
     return p;
 }
-void operator delete(void* p, std::align_val_t) noexcept { operator delete(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { operator delete(p); }
+void operator delete(void* p, std::align_val_t) noexcept {
+    operator delete(p);
+}
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+    operator delete(p);
+}

@@ -17,6 +17,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+
 #include <malloc.h>
 
 #include <algorithm>
@@ -46,29 +47,33 @@ void flip_to_attempt(benchmark::State& state) {
         auto policy = steadfast::retry_policy{}.with_attempt_when(gate).with_stop(steadfast::stop::max_attempts(1));
         std::atomic<clk::time_point::rep> flipped_at{0};
         constexpr int rounds = 200;
-        asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
-            asio::steady_timer pause(co_await asio::this_coro::executor);
-            for (int i = 0; i < rounds; ++i) {
-                gate->set(false);
-                if (other_thread) {
-                    std::thread([&] {
-                        std::this_thread::sleep_for(200us);
-                        flipped_at = clk::now().time_since_epoch().count();
-                        gate->set(true);
-                    }).detach();
-                } else {
-                    pause.expires_after(100us);
-                    pause.async_wait([&](error_code) {
-                        flipped_at = clk::now().time_since_epoch().count();
-                        gate->set(true);
+        asio::co_spawn(
+            ioc,
+            [&]() -> asio::awaitable<void> {
+                asio::steady_timer pause(co_await asio::this_coro::executor);
+                for (int i = 0; i < rounds; ++i) {
+                    gate->set(false);
+                    if (other_thread) {
+                        std::thread([&] {
+                            std::this_thread::sleep_for(200us);
+                            flipped_at = clk::now().time_since_epoch().count();
+                            gate->set(true);
+                        }).detach();
+                    } else {
+                        pause.expires_after(100us);
+                        pause.async_wait([&](error_code) {
+                            flipped_at = clk::now().time_since_epoch().count();
+                            gate->set(true);
+                        });
+                    }
+                    co_await steadfast::retry(policy, [&](const attempt_context&) -> asio::awaitable<error_code> {
+                        samples.push_back(
+                            static_cast<double>(clk::now().time_since_epoch().count() - flipped_at.load()));
+                        co_return error_code{};
                     });
                 }
-                co_await steadfast::retry(policy, [&](const attempt_context&) -> asio::awaitable<error_code> {
-                    samples.push_back(static_cast<double>(clk::now().time_since_epoch().count() - flipped_at.load()));
-                    co_return error_code{};
-                });
-            }
-        }, asio::detached);
+            },
+            asio::detached);
         ioc.run();
     }
     state.counters["median_us"] = percentile(samples, 0.5) / 1000.0;
@@ -91,7 +96,8 @@ void waiting_memory(benchmark::State& state) {
             if (bare)
                 gate->async_wait_until(true, [&](error_code) { ++done; });
             else
-                steadfast::async_retry(ioc.get_executor(), policy, send, [&](steadfast::retry_result<error_code>) { ++done; });
+                steadfast::async_retry(ioc.get_executor(), policy, send,
+                                       [&](steadfast::retry_result<error_code>) { ++done; });
             if (i % 100 == 99) ioc.poll();
         }
         ioc.poll();

@@ -16,16 +16,16 @@
 #include <steadfast/engine.hpp>
 
 #include <benchmark/benchmark.h>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/local/connect_pair.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
-#include <boost/asio/read.hpp>
-#include <boost/asio/write.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 
 #include <malloc.h>
 
@@ -124,26 +124,30 @@ void retry_overhead_socket(benchmark::State& state) {
         auto [ec2, n2] = co_await asio::async_read(b, asio::buffer(&in, 1), asio::as_tuple(asio::use_awaitable));
         co_return ec2;
     };
-    asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
-        auto attempt = [&](const attempt_context&) { return roundtrip(); };
-        for (auto _ : state) {
-            auto t0 = clk::now();
-            for (int i = 0; i < batch; ++i) benchmark::DoNotOptimize(co_await roundtrip());
-            auto t1 = clk::now();
-            for (int i = 0; i < batch; ++i) benchmark::DoNotOptimize(co_await steadfast::retry(policy, attempt));
-            auto t2 = clk::now();
-            for (int i = 0; i < batch; ++i) benchmark::DoNotOptimize(co_await steadfast::retry(guarded, attempt));
-            auto t3 = clk::now();
-            for (int i = 0; i < batch; ++i)
-                benchmark::DoNotOptimize(co_await steadfast::async_retry(ioc, policy, attempt, asio::use_awaitable));
-            auto t4 = clk::now();
-            bare_ns += std::chrono::duration<double, std::nano>(t1 - t0).count();
-            retry_ns += std::chrono::duration<double, std::nano>(t2 - t1).count();
-            guarded_ns += std::chrono::duration<double, std::nano>(t3 - t2).count();
-            async_ns += std::chrono::duration<double, std::nano>(t4 - t3).count();
-            ++batches;
-        }
-    }, asio::detached);
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+            auto attempt = [&](const attempt_context&) { return roundtrip(); };
+            for (auto _ : state) {
+                auto t0 = clk::now();
+                for (int i = 0; i < batch; ++i) benchmark::DoNotOptimize(co_await roundtrip());
+                auto t1 = clk::now();
+                for (int i = 0; i < batch; ++i) benchmark::DoNotOptimize(co_await steadfast::retry(policy, attempt));
+                auto t2 = clk::now();
+                for (int i = 0; i < batch; ++i) benchmark::DoNotOptimize(co_await steadfast::retry(guarded, attempt));
+                auto t3 = clk::now();
+                for (int i = 0; i < batch; ++i)
+                    benchmark::DoNotOptimize(
+                        co_await steadfast::async_retry(ioc, policy, attempt, asio::use_awaitable));
+                auto t4 = clk::now();
+                bare_ns += std::chrono::duration<double, std::nano>(t1 - t0).count();
+                retry_ns += std::chrono::duration<double, std::nano>(t2 - t1).count();
+                guarded_ns += std::chrono::duration<double, std::nano>(t3 - t2).count();
+                async_ns += std::chrono::duration<double, std::nano>(t4 - t3).count();
+                ++batches;
+            }
+        },
+        asio::detached);
     ioc.run();
     const double n = static_cast<double>(batches) * batch;
     state.counters["bare_ns"] = bare_ns / n;
@@ -175,7 +179,8 @@ void retry_iteration(benchmark::State& state) {
         }
     });
     state.counters["ns_per_retry"] = ns / static_cast<double>(retries);
-    state.counters["allocs_per_attempt"] = static_cast<double>(allocs) / static_cast<double>(retries + state.iterations());
+    state.counters["allocs_per_attempt"] =
+        static_cast<double>(allocs) / static_cast<double>(retries + state.iterations());
 }
 BENCHMARK(retry_iteration)->Iterations(300)->Unit(benchmark::kMillisecond);
 
@@ -185,11 +190,12 @@ void pending_memory(benchmark::State& state) {
     const int ops = static_cast<int>(state.range(0));
     for (auto _ : state) {
         asio::io_context ioc(1);
-        auto policy = steadfast::retry_policy{}
-                          .with_backoff(steadfast::backoff::fixed(1h))
-                          .with_stop(steadfast::stop::never());
+        auto policy =
+            steadfast::retry_policy{}.with_backoff(steadfast::backoff::fixed(1h)).with_stop(steadfast::stop::never());
         if (state.range(1)) policy = policy.with_stop_when(std::make_shared<never_true>()).with_attempt_timeout(10s);
-        auto failing = [](const attempt_context&) -> asio::awaitable<error_code> { co_return asio::error::connection_refused; };
+        auto failing = [](const attempt_context&) -> asio::awaitable<error_code> {
+            co_return asio::error::connection_refused;
+        };
         const long rss0 = rss_kib();
         const auto heap0 = static_cast<long long>(mallinfo2().uordblks);
         // Launched in batches, as a server would over time: the transient

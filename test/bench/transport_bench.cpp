@@ -28,31 +28,38 @@ double client_rate(const std::string& port, std::chrono::seconds dur, bool throu
     steadfast::http::client c(ioc.get_executor(), o);
     const steadfast::http::request req{"GET", "/bench", {}, {}};
     long n = 0, failed = 0;
-    asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
-        const auto policy = steadfast::retry_policy{};
-        const auto classify = steadfast::http::make_classifier(req);
-        const auto end = clk::now() + dur;
-        while (clk::now() < end) {
-            for (int i = 0; i < 100; ++i) {
-                bool ok;
-                if (through_engine) {
-                    auto r = co_await steadfast::retry(
-                        policy, steadfast::classified([&](const steadfast::attempt_context&) { return c.send(req); }, classify));
-                    ok = r.ok();
-                } else {
-                    auto o2 = co_await c.send(req);
-                    ok = o2.has_response() && o2.res().status == 200;
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+            const auto policy = steadfast::retry_policy{};
+            const auto classify = steadfast::http::make_classifier(req);
+            const auto end = clk::now() + dur;
+            while (clk::now() < end) {
+                for (int i = 0; i < 100; ++i) {
+                    bool ok;
+                    if (through_engine) {
+                        auto r = co_await steadfast::retry(
+                            policy, steadfast::classified(
+                                        [&](const steadfast::attempt_context&) { return c.send(req); }, classify));
+                        ok = r.ok();
+                    } else {
+                        auto o2 = co_await c.send(req);
+                        ok = o2.has_response() && o2.res().status == 200;
+                    }
+                    ++n;
+                    failed += !ok;
                 }
-                ++n;
-                failed += !ok;
             }
-        }
-    }, [](std::exception_ptr e) { if (e) std::rethrow_exception(e); });
+        },
+        [](std::exception_ptr e) {
+            if (e) std::rethrow_exception(e);
+        });
     const auto t0 = clk::now();
     ioc.run();
     const double secs = std::chrono::duration<double>(clk::now() - t0).count();
     if (failed) std::fprintf(stderr, "warning: %ld requests failed\n", failed);
-    if (c.connections_opened() != 1) std::fprintf(stderr, "warning: %llu connections\n", (unsigned long long)c.connections_opened());
+    if (c.connections_opened() != 1)
+        std::fprintf(stderr, "warning: %llu connections\n", (unsigned long long)c.connections_opened());
     return static_cast<double>(n) / secs;
 }
 
@@ -88,8 +95,8 @@ int main(int argc, char** argv) {
         const double c = client_rate(port, std::chrono::seconds(secs), false);
         const double e = client_rate(port, std::chrono::seconds(secs), true);
         const double w = wrk_rate(port, secs);
-        std::printf("round %d: client %.0f req/s, client through retry() %.0f req/s, wrk -t1 -c1 %.0f req/s\n", round + 1, c,
-                    e, w);
+        std::printf("round %d: client %.0f req/s, client through retry() %.0f req/s, wrk -t1 -c1 %.0f req/s\n",
+                    round + 1, c, e, w);
         client_sum += c;
         engine_sum += e;
         wrk_sum += w;

@@ -17,14 +17,18 @@ int main() {
     asio::io_context ioc;
     int attempts = 0;
     bool ok = false;
-    asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
-        auto policy = steadfast::retry_policy{}.with_backoff(steadfast::backoff::fixed(1ms));
-        auto r = co_await steadfast::retry(policy, [&](const steadfast::attempt_context&) -> asio::awaitable<steadfast::error_code> {
-            ++attempts;
-            co_return attempts < 3 ? asio::error::connection_refused : steadfast::error_code{};
-        });
-        ok = r.ok() && r.attempts() == 3;
-    }, asio::detached);
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+            auto policy = steadfast::retry_policy{}.with_backoff(steadfast::backoff::fixed(1ms));
+            auto r = co_await steadfast::retry(
+                policy, [&](const steadfast::attempt_context&) -> asio::awaitable<steadfast::error_code> {
+                    ++attempts;
+                    co_return attempts < 3 ? asio::error::connection_refused : steadfast::error_code{};
+                });
+            ok = r.ok() && r.attempts() == 3;
+        },
+        asio::detached);
     ioc.run();
     // The other two components link and work from the installed package too.
     auto online = steadfast::make_flag(ioc.get_executor(), "secondary-online", true);

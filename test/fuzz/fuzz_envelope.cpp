@@ -5,6 +5,7 @@
 #include <steadfast/transport/envelope.hpp>
 
 #include <nlohmann/json.hpp>
+
 #include <simdjson.h>
 
 #include <cstdint>
@@ -41,7 +42,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!d2 || d2->index() != d->index()) std::abort();
     if (auto* m = std::get_if<envelope::message>(d)) {
         const auto& m2 = std::get<envelope::message>(*d2);
-        if (m->id != m2.id || m->stream != m2.stream || m->seq != m2.seq || m->epoch != m2.epoch || m->payload != m2.payload) std::abort();
+        if (m->id != m2.id || m->stream != m2.stream || m->seq != m2.seq || m->epoch != m2.epoch ||
+            m->payload != m2.payload)
+            std::abort();
     }
     return 0;
 }

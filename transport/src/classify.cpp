@@ -29,7 +29,8 @@ bool is_transient_network_error(const error_code& ec) {
            // permanent: retrying cannot fix the configuration.
            ec == boost::asio::ssl::error::stream_truncated ||
            // A garbage answer: the parser's errors. Retrying may well get a good one.
-           ec.category() == make_error_code(boost::beast::http::error::bad_version).category();  // the whole http::error category
+           ec.category() ==
+               make_error_code(boost::beast::http::error::bad_version).category();  // the whole http::error category
 }
 }  // namespace
 

@@ -1,22 +1,23 @@
 // http::client on Beast. One of the two translation units that include Beast.
-#include <steadfast/transport/client.hpp>
+#include "tls_context.hpp"
+
 #include <steadfast/transport/classify.hpp>
+#include <steadfast/transport/client.hpp>
 #include <steadfast/transport/health.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/http/span_body.hpp>
-#include <boost/asio/ssl/error.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
-#include <boost/beast/ssl/ssl_stream.hpp>
-
-#include "tls_context.hpp"
 
 #include <optional>
 #include <stdexcept>
@@ -30,11 +31,16 @@ using asio::ip::tcp;
 
 std::string_view to_string(phase p) noexcept {
     switch (p) {
-        case phase::resolve: return "resolve";
-        case phase::connect: return "connect";
-        case phase::handshake: return "handshake";
-        case phase::write: return "write";
-        case phase::read: return "read";
+        case phase::resolve:
+            return "resolve";
+        case phase::connect:
+            return "connect";
+        case phase::handshake:
+            return "handshake";
+        case phase::write:
+            return "write";
+        case phase::read:
+            return "read";
     }
     return "unknown";
 }
@@ -95,9 +101,15 @@ client::client(asio::any_io_executor ex, options o) : impl_(std::make_unique<imp
 }
 client::~client() = default;
 
-const client::options& client::settings() const noexcept { return impl_->opts; }
-std::uint64_t client::connections_opened() const noexcept { return impl_->opened; }
-void client::close() { impl_->close(); }
+const client::options& client::settings() const noexcept {
+    return impl_->opts;
+}
+std::uint64_t client::connections_opened() const noexcept {
+    return impl_->opened;
+}
+void client::close() {
+    impl_->close();
+}
 
 asio::awaitable<outcome> client::send(const request& req) {
     impl& d = *impl_;
@@ -127,7 +139,8 @@ asio::awaitable<outcome> client::send(const request& req) {
     for (int round = 0;; ++round) {
         const bool reused = d.open();
         if (!reused) {
-            auto [rec, results] = co_await d.resolver.async_resolve(d.opts.host, d.opts.port, asio::as_tuple(asio::use_awaitable));
+            auto [rec, results] =
+                co_await d.resolver.async_resolve(d.opts.host, d.opts.port, asio::as_tuple(asio::use_awaitable));
             if (rec) co_return outcome{transport_error{rec, phase::resolve, false, {}}};
             d.plain.emplace(d.ex);
             d.plain->expires_after(d.opts.connect_timeout);
@@ -159,13 +172,16 @@ asio::awaitable<outcome> client::send(const request& req) {
                     // A name OpenSSL cannot check (a scoped IPv6 address such as
                     // "::1%lo"): never a handshake without the check.
                     d.close();
-                    const error_code refused(static_cast<int>(ERR_PACK(ERR_LIB_SSL, 0, SSL_R_CERTIFICATE_VERIFY_FAILED)),
-                                             asio::error::get_ssl_category());
-                    co_return outcome{transport_error{refused, phase::handshake, false,
-                                                      "the name \"" + name + "\" cannot be checked against a certificate"}};
+                    const error_code refused(
+                        static_cast<int>(ERR_PACK(ERR_LIB_SSL, 0, SSL_R_CERTIFICATE_VERIFY_FAILED)),
+                        asio::error::get_ssl_category());
+                    co_return outcome{
+                        transport_error{refused, phase::handshake, false,
+                                        "the name \"" + name + "\" cannot be checked against a certificate"}};
                 }
                 d.lowest().expires_after(d.opts.connect_timeout);
-                auto [hec] = co_await d.tls->async_handshake(asio::ssl::stream_base::client, asio::as_tuple(asio::use_awaitable));
+                auto [hec] = co_await d.tls->async_handshake(asio::ssl::stream_base::client,
+                                                             asio::as_tuple(asio::use_awaitable));
                 if (hec) {
                     const long verify = SSL_get_verify_result(d.tls->native_handle());
                     std::string why = verify == X509_V_OK ? std::string() : X509_verify_cert_error_string(verify);

@@ -24,7 +24,9 @@ using nlohmann::json;
 
 struct too_deep {};
 
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_ws(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 
 // ---- a scanner over text already known to be valid JSON ----
 struct scanner {
@@ -96,13 +98,19 @@ void members(scanner& sc, Fn fn) {
 
 std::string describe_value(std::string_view v) {
     switch (v.front()) {
-        case '{': return "an object";
-        case '[': return "an array";
-        case '"': return "a string";
+        case '{':
+            return "an object";
+        case '[':
+            return "an array";
+        case '"':
+            return "a string";
         case 't':
-        case 'f': return "a boolean";
-        case 'n': return "null";
-        default: break;
+        case 'f':
+            return "a boolean";
+        case 'n':
+            return "null";
+        default:
+            break;
     }
     if (v.find_first_of(".eE") != std::string_view::npos) return "a fraction";
     return v.front() == '-' ? "a negative number" : "a number";
@@ -187,7 +195,9 @@ std::string read_message(scanner& sc, message& out, const limits& l) {
     return {};
 }
 
-bool starts_with_bom(std::string_view text) { return text.substr(0, 3) == "\xEF\xBB\xBF"; }
+bool starts_with_bom(std::string_view text) {
+    return text.substr(0, 3) == "\xEF\xBB\xBF";
+}
 
 // Valid JSON (one value), or the parser's complaint. simdjson (Debian's
 // libsimdjson-dev) checks a batch ten times faster than nlohmann's accept();
@@ -293,7 +303,8 @@ std::variant<decoded, decode_error> decode(std::string_view body, const limits& 
         arr.ws();
         if (v[arr.i] == ']') return err = "\"messages\" must not be empty", false;
         for (std::size_t n = 0;; ++n) {
-            if (n == l.max_batch) return err = "a batch holds at most " + std::to_string(l.max_batch) + " messages", false;
+            if (n == l.max_batch)
+                return err = "a batch holds at most " + std::to_string(l.max_batch) + " messages", false;
             arr.ws();
             auto& m = b.messages.emplace_back();
             if (auto e = read_message(arr, m, l); !e.empty())
@@ -339,11 +350,13 @@ void append_escaped(std::string& out, std::string_view s) {
     else
         out += s;
 }
-std::size_t escaped_size(std::string_view s) { return needs_escape(s) ? http::json_escape(s).size() : s.size(); }
-
-constexpr std::string_view k_id = "{\"id\":\"", k_stream = "\",\"stream\":\"", k_seq = "\",\"seq\":",
-                           k_epoch = ",\"epoch\":", k_payload = ",\"payload\":", k_end = "}";
+std::size_t escaped_size(std::string_view s) {
+    return needs_escape(s) ? http::json_escape(s).size() : s.size();
 }
+
+constexpr std::string_view k_id = "{\"id\":\"", k_stream = "\",\"stream\":\"",
+                           k_seq = "\",\"seq\":", k_epoch = ",\"epoch\":", k_payload = ",\"payload\":", k_end = "}";
+}  // namespace
 
 void encode_to(std::string& out, std::string_view id, std::string_view stream, std::uint64_t seq, std::uint64_t epoch,
                std::string_view payload) {
@@ -452,14 +465,16 @@ std::string encode_results(const std::vector<result_item>& items) {
 std::string encode(const rejection& r) {
     using k = rejection::kind;
     switch (r.what) {
-        case k::stale_epoch: return "{\"error\":\"stale_epoch\",\"epoch\":" + std::to_string(r.epoch) + "}";
+        case k::stale_epoch:
+            return "{\"error\":\"stale_epoch\",\"epoch\":" + std::to_string(r.epoch) + "}";
         case k::conflict:
             return "{\"error\":\"conflict\",\"stream\":\"" + http::json_escape(r.stream) +
                    "\",\"seq\":" + std::to_string(r.seq) + "}";
         case k::gap:
             return "{\"error\":\"gap\",\"stream\":\"" + http::json_escape(r.stream) +
                    "\",\"expected\":" + std::to_string(r.expected) + "}";
-        case k::unknown: break;
+        case k::unknown:
+            break;
     }
     return "{\"error\":\"unknown\"}";
 }
@@ -635,7 +650,9 @@ void encode_dump_line(std::string& out, std::string_view stream, std::uint64_t s
     const std::size_t at = out.size();
     out += payload;
     if (payload.find_first_of("\r\n") != std::string_view::npos)
-        std::replace_if(out.begin() + static_cast<std::ptrdiff_t>(at), out.end(), [](char c) { return c == '\r' || c == '\n'; }, ' ');
+        std::replace_if(
+            out.begin() + static_cast<std::ptrdiff_t>(at), out.end(), [](char c) { return c == '\r' || c == '\n'; },
+            ' ');
     out += "}\n";
 }
 

@@ -89,12 +89,28 @@ std::string json_escape(std::string_view s) {
     for (std::size_t i = 0; i < s.size();) {
         const char c = s[i];
         switch (c) {
-            case '"': out += "\\\""; ++i; continue;
-            case '\\': out += "\\\\"; ++i; continue;
-            case '\n': out += "\\n"; ++i; continue;
-            case '\r': out += "\\r"; ++i; continue;
-            case '\t': out += "\\t"; ++i; continue;
-            default: break;
+            case '"':
+                out += "\\\"";
+                ++i;
+                continue;
+            case '\\':
+                out += "\\\\";
+                ++i;
+                continue;
+            case '\n':
+                out += "\\n";
+                ++i;
+                continue;
+            case '\r':
+                out += "\\r";
+                ++i;
+                continue;
+            case '\t':
+                out += "\\t";
+                ++i;
+                continue;
+            default:
+                break;
         }
         if (static_cast<unsigned char>(c) < 0x20) {
             char buf[8];
@@ -132,7 +148,8 @@ std::optional<std::time_t> parse_http_date(std::string_view v) {
     char wk[16] = {}, mon[4] = {};
     int day = 0, year = 0, hh = 0, mm = 0, ss = 0, used = 0;
     const std::string s(v);
-    if (std::sscanf(s.c_str(), "%15[A-Za-z], %d %3s %d %d:%d:%d GMT%n", wk, &day, mon, &year, &hh, &mm, &ss, &used) == 7 &&
+    if (std::sscanf(s.c_str(), "%15[A-Za-z], %d %3s %d %d:%d:%d GMT%n", wk, &day, mon, &year, &hh, &mm, &ss, &used) ==
+            7 &&
         used == static_cast<int>(s.size())) {
         // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
     } else if (std::sscanf(s.c_str(), "%15[A-Za-z], %d-%3s-%d %d:%d:%d GMT%n", wk, &day, mon, &year, &hh, &mm, &ss,
@@ -160,7 +177,8 @@ std::optional<std::time_t> parse_http_date(std::string_view v) {
 }
 }  // namespace
 
-std::optional<std::chrono::nanoseconds> parse_retry_after(std::string_view v, std::chrono::system_clock::time_point now) {
+std::optional<std::chrono::nanoseconds> parse_retry_after(std::string_view v,
+                                                          std::chrono::system_clock::time_point now) {
     while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
     while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
     if (v.empty()) return std::nullopt;

@@ -10,13 +10,13 @@
 #include <boost/asio/prefer.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/detail/base64.hpp>
-
-#include <nats/nats.h>
 #include <nlohmann/json.hpp>
 
+#include <nats/nats.h>
+
 #include <atomic>
-#include <condition_variable>
 #include <charconv>
+#include <condition_variable>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -33,17 +33,28 @@ struct category_impl : boost::system::error_category {
     const char* name() const noexcept override { return "jetstream"; }
     std::string message(int ev) const override {
         switch (static_cast<errc>(ev)) {
-            case errc::not_connected: return "not connected to any NATS server";
-            case errc::no_responders: return "no responders: JetStream is not available for the subject (no stream, no leader)";
-            case errc::request_timeout: return "request timed out on the server";
-            case errc::unavailable: return "JetStream is temporarily unavailable (no leader, cluster not ready)";
-            case errc::api_error: return "JetStream refused the request";
-            case errc::wrong_last_sequence: return "wrong last sequence for the subject (another writer?)";
-            case errc::not_found: return "not found";
-            case errc::config_mismatch: return "the JetStream stream exists with another configuration";
-            case errc::bad_reply: return "a JetStream reply that could not be understood";
-            case errc::too_large: return "larger than the server's max_payload";
-            case errc::closed: return "the NATS client was closed";
+            case errc::not_connected:
+                return "not connected to any NATS server";
+            case errc::no_responders:
+                return "no responders: JetStream is not available for the subject (no stream, no leader)";
+            case errc::request_timeout:
+                return "request timed out on the server";
+            case errc::unavailable:
+                return "JetStream is temporarily unavailable (no leader, cluster not ready)";
+            case errc::api_error:
+                return "JetStream refused the request";
+            case errc::wrong_last_sequence:
+                return "wrong last sequence for the subject (another writer?)";
+            case errc::not_found:
+                return "not found";
+            case errc::config_mismatch:
+                return "the JetStream stream exists with another configuration";
+            case errc::bad_reply:
+                return "a JetStream reply that could not be understood";
+            case errc::too_large:
+                return "larger than the server's max_payload";
+            case errc::closed:
+                return "the NATS client was closed";
         }
         return "jetstream error " + std::to_string(ev);
     }
@@ -63,12 +74,16 @@ classification classify(const error_code& ec) noexcept {
         case errc::no_responders:
         case errc::request_timeout:
         case errc::unavailable:
-        case errc::bad_reply: return classification::retryable(ec);
-        default: return classification::permanent(ec);
+        case errc::bad_reply:
+            return classification::retryable(ec);
+        default:
+            return classification::permanent(ec);
     }
 }
 
-bool is_nats_url(std::string_view s) noexcept { return s.substr(0, 7) == "nats://"; }
+bool is_nats_url(std::string_view s) noexcept {
+    return s.substr(0, 7) == "nats://";
+}
 
 std::vector<std::string> parse_servers(std::string_view list) {
     std::vector<std::string> out;
@@ -87,7 +102,8 @@ std::vector<std::string> parse_servers(std::string_view list) {
         if (colon == std::string_view::npos || colon == 0 ||
             std::from_chars(hostport.data() + colon + 1, hostport.data() + hostport.size(), port).ec != std::errc{} ||
             port == 0 || port > 65535 || hostport.find('/') != std::string_view::npos)
-            throw std::invalid_argument("'" + std::string(one) + "' is not a nats://HOST:PORT address (a port 1-65535, no path)");
+            throw std::invalid_argument("'" + std::string(one) +
+                                        "' is not a nats://HOST:PORT address (a port 1-65535, no path)");
         out.emplace_back(one);
     }
     if (out.empty()) throw std::invalid_argument("no NATS server given (nats://HOST:PORT[,nats://HOST:PORT...])");
@@ -96,8 +112,9 @@ std::vector<std::string> parse_servers(std::string_view list) {
 
 const std::string* message::get(std::string_view name) const noexcept {
     for (const auto& h : headers)
-        if (h.name.size() == name.size() &&
-            std::equal(h.name.begin(), h.name.end(), name.begin(), [](char a, char b) { return std::tolower(a) == std::tolower(b); }))
+        if (h.name.size() == name.size() && std::equal(h.name.begin(), h.name.end(), name.begin(), [](char a, char b) {
+                return std::tolower(a) == std::tolower(b);
+            }))
             return &h.value;
     return nullptr;
 }
@@ -111,7 +128,8 @@ error_code from_api(const api_error& e) {
     // 503/504: no leader, cluster not ready. A 500 with an error code of the
     // API's is a refusal ("replicas > 1 not supported in non-clustered mode").
     // 10005: no suitable peers for placement (a cluster still forming, a node down).
-    if (e.code == 503 || e.code == 504 || (e.code == 500 && e.err_code == 0) || e.err_code == 10005) return errc::unavailable;
+    if (e.code == 503 || e.code == 504 || (e.code == 500 && e.err_code == 0) || e.err_code == 10005)
+        return errc::unavailable;
     if (e.code == 408) return errc::request_timeout;
     return errc::api_error;
 }
@@ -219,7 +237,8 @@ std::optional<delivery_info> parse_ack_subject(std::string_view reply) {
 std::vector<header> publish_headers(const publish_options& o) {
     std::vector<header> h;
     if (!o.msg_id.empty()) h.push_back({"Nats-Msg-Id", o.msg_id});
-    if (o.expected_last_subject_seq) h.push_back({"Nats-Expected-Last-Subject-Sequence", std::to_string(*o.expected_last_subject_seq)});
+    if (o.expected_last_subject_seq)
+        h.push_back({"Nats-Expected-Last-Subject-Sequence", std::to_string(*o.expected_last_subject_seq)});
     h.insert(h.end(), o.extra.begin(), o.extra.end());
     return h;
 }
@@ -261,15 +280,16 @@ error_code check_stream_reply(const message& m, const stream_config& cfg, stream
     auto limited = [&](const char* field, long long unlimited) {
         return c.contains(field) && c[field].is_number() && c[field].get<long long>() != unlimited;
     };
-    for (auto [field, unlimited] : {std::pair{"max_msgs", -1LL}, std::pair{"max_bytes", -1LL}, std::pair{"max_age", 0LL},
-                                    std::pair{"max_msgs_per_subject", -1LL}})
+    for (auto [field, unlimited] : {std::pair{"max_msgs", -1LL}, std::pair{"max_bytes", -1LL},
+                                    std::pair{"max_age", 0LL}, std::pair{"max_msgs_per_subject", -1LL}})
         if (limited(field, unlimited)) {
             why = "stream " + cfg.name + " has " + field + " " + c[field].dump() +
                   ": it could remove messages a secondary has not applied (the pair needs no limits)";
             return errc::config_mismatch;
         }
     if (c.value("retention", std::string("limits")) != "limits") {
-        why = "stream " + cfg.name + " has retention " + c.value("retention", std::string{}) + ": the pair needs limits retention";
+        why = "stream " + cfg.name + " has retention " + c.value("retention", std::string{}) +
+              ": the pair needs limits retention";
         return errc::config_mismatch;
     }
     if (c.value("sealed", false)) {
@@ -327,10 +347,14 @@ message to_message(natsMsg* msg) {
 
 error_code from_status(natsStatus s) {
     switch (s) {
-        case NATS_OK: return {};
-        case NATS_MAX_PAYLOAD: return errc::too_large;
-        case NATS_CONNECTION_CLOSED: return errc::closed;
-        default: return errc::not_connected;
+        case NATS_OK:
+            return {};
+        case NATS_MAX_PAYLOAD:
+            return errc::too_large;
+        case NATS_CONNECTION_CLOSED:
+            return errc::closed;
+        default:
+            return errc::not_connected;
     }
 }
 }  // namespace
@@ -545,10 +569,18 @@ client::~client() {
     i.fail_all(errc::closed);
 }
 
-client::executor_type client::get_executor() const noexcept { return impl_->ex; }
-std::shared_ptr<flag> client::connected() const noexcept { return impl_->up; }
-std::uint64_t client::reconnects() const noexcept { return impl_->reconnects.load(std::memory_order_relaxed); }
-std::uint64_t client::disconnects() const noexcept { return impl_->disconnects.load(std::memory_order_relaxed); }
+client::executor_type client::get_executor() const noexcept {
+    return impl_->ex;
+}
+std::shared_ptr<flag> client::connected() const noexcept {
+    return impl_->up;
+}
+std::uint64_t client::reconnects() const noexcept {
+    return impl_->reconnects.load(std::memory_order_relaxed);
+}
+std::uint64_t client::disconnects() const noexcept {
+    return impl_->disconnects.load(std::memory_order_relaxed);
+}
 
 std::string client::connected_url() const {
     char buf[256] = {0};
@@ -746,7 +778,8 @@ void pull_consumer::finish(error_code ec) {
     std::vector<delivery> out;
     if (!ec) {
         const std::size_t n = std::min(w->batch, ready_.size());
-        out.assign(std::make_move_iterator(ready_.begin()), std::make_move_iterator(ready_.begin() + static_cast<std::ptrdiff_t>(n)));
+        out.assign(std::make_move_iterator(ready_.begin()),
+                   std::make_move_iterator(ready_.begin() + static_cast<std::ptrdiff_t>(n)));
         ready_.erase(ready_.begin(), ready_.begin() + static_cast<std::ptrdiff_t>(n));
     }
     asio::post(w->work, [w, ec, out = std::move(out)]() mutable {
@@ -760,7 +793,8 @@ void pull_consumer::start_fetch(std::size_t batch, std::chrono::milliseconds wai
     if (waiting_) {
         // One fetch at a time.
         asio::post(w->work, [w]() mutable {
-            asio::dispatch(asio::append(std::move(w->handler), error_code(asio::error::in_progress), std::vector<delivery>{}));
+            asio::dispatch(
+                asio::append(std::move(w->handler), error_code(asio::error::in_progress), std::vector<delivery>{}));
         });
         return;
     }
@@ -772,10 +806,10 @@ void pull_consumer::start_fetch(std::size_t batch, std::chrono::milliseconds wai
     const auto now = std::chrono::steady_clock::now();
     if (!pulling_ || now > pull_until_) {
         // max_bytes: a catch-up of large messages is fetched in bounded pieces.
-        const auto body = nlohmann::json{{"batch", w->batch},
-                                         {"max_bytes", 32 << 20},
-                                         {"expires", std::chrono::nanoseconds(wait).count()}}
-                              .dump();
+        const auto body =
+            nlohmann::json{
+                {"batch", w->batch}, {"max_bytes", 32 << 20}, {"expires", std::chrono::nanoseconds(wait).count()}}
+                .dump();
         const std::string api = "$JS.API.CONSUMER.MSG.NEXT." + cfg_.stream + "." + cfg_.durable;
         auto ec = c_.publish_request(api, inbox_->subject(), body);
         if (ec) {
@@ -801,10 +835,14 @@ void pull_consumer::start_fetch(std::size_t batch, std::chrono::milliseconds wai
         });
 }
 
-error_code pull_consumer::ack(const delivery& d) { return c_.publish(d.msg.reply, "+ACK"); }
+error_code pull_consumer::ack(const delivery& d) {
+    return c_.publish(d.msg.reply, "+ACK");
+}
 error_code pull_consumer::nak(const delivery& d, std::chrono::milliseconds delay) {
     return c_.publish(d.msg.reply, "-NAK {\"delay\":" + std::to_string(std::chrono::nanoseconds(delay).count()) + "}");
 }
-error_code pull_consumer::term(const delivery& d) { return c_.publish(d.msg.reply, "+TERM"); }
+error_code pull_consumer::term(const delivery& d) {
+    return c_.publish(d.msg.reply, "+TERM");
+}
 
 }  // namespace steadfast::jetstream

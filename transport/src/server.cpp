@@ -1,6 +1,8 @@
 // http::server on Beast. One of the two translation units that include Beast.
 // Single executor: the acceptor, the sessions and shutdown run on the
 // executor the server was made with (a strand if the io_context has threads).
+#include "tls_context.hpp"
+
 #include <steadfast/transport/server.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -14,8 +16,6 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/system/system_error.hpp>
-
-#include "tls_context.hpp"
 
 #include <algorithm>
 #include <exception>
@@ -82,7 +82,8 @@ std::pair<std::string, std::uint16_t> parse_listen_address(std::string_view s) {
     }
     if (host.empty()) throw std::invalid_argument("listen address \"" + std::string(s) + "\" has no host");
     unsigned long p = 0;
-    if (port.empty() || port.size() > 5) throw std::invalid_argument("listen address \"" + std::string(s) + "\": bad port");
+    if (port.empty() || port.size() > 5)
+        throw std::invalid_argument("listen address \"" + std::string(s) + "\": bad port");
     for (char c : port) {
         if (c < '0' || c > '9') throw std::invalid_argument("listen address \"" + std::string(s) + "\": bad port");
         p = p * 10 + static_cast<unsigned long>(c - '0');
@@ -151,10 +152,10 @@ struct server::impl : std::enable_shared_from_this<impl> {
     struct connection {
         beast::tcp_stream* stream;
         bool busy = false;
-        bool reserve = false;  // beyond max_connections: reserved paths only, one request
-        bool heard = false;    // a byte arrived (the reserve evicts silent ones first)
-        bool answering = false;  // its request was read: never evicted
-        bool evicted = false;  // closed to make room in the reserve
+        bool reserve = false;     // beyond max_connections: reserved paths only, one request
+        bool heard = false;       // a byte arrived (the reserve evicts silent ones first)
+        bool answering = false;   // its request was read: never evicted
+        bool evicted = false;     // closed to make room in the reserve
         std::uint64_t order = 0;  // accept order: the oldest idle one is evicted first
     };
 
@@ -281,8 +282,8 @@ struct server::impl : std::enable_shared_from_this<impl> {
             // handshake is known to have spoken (the reserve's eviction).
             beast::get_lowest_layer(stream).expires_after(header_deadline(conn));
             beast::flat_buffer hello;
-            auto [rec, rn] = co_await beast::get_lowest_layer(stream).async_read_some(hello.prepare(4096),
-                                                                                     asio::as_tuple(asio::use_awaitable));
+            auto [rec, rn] = co_await beast::get_lowest_layer(stream).async_read_some(
+                hello.prepare(4096), asio::as_tuple(asio::use_awaitable));
             if (rec) {
                 if (rec == beast::error::timeout) ++st.header_timeouts;
                 end(conn);
@@ -346,7 +347,8 @@ struct server::impl : std::enable_shared_from_this<impl> {
             if (!first) tcp_layer.expires_after(opts.read_timeout);
             bhttp::request_parser<bhttp::string_body> parser;
             limit(parser, opts);
-            auto [hec, hn] = co_await bhttp::async_read_header(stream, buf, parser, asio::as_tuple(asio::use_awaitable));
+            auto [hec, hn] =
+                co_await bhttp::async_read_header(stream, buf, parser, asio::as_tuple(asio::use_awaitable));
             if (hec) {
                 if (first && hec == beast::error::timeout) ++st.header_timeouts;
                 auto err = read_error_answer(hec, opts);
@@ -363,7 +365,8 @@ struct server::impl : std::enable_shared_from_this<impl> {
                 const bool body = parser.chunked() || parser.content_length().value_or(0) > 0;
                 if (!reserved || body) {
                     conn.answering = true;
-                    auto res = response::error(503, "the server is at its connection limit (" + std::to_string(opts.max_connections) +
+                    auto res = response::error(503, "the server is at its connection limit (" +
+                                                        std::to_string(opts.max_connections) +
                                                         "); beyond it only health, readiness and metrics are answered, "
                                                         "without a body");
                     res.set("Retry-After", "1");
@@ -427,12 +430,15 @@ tcp::endpoint server::listen(const std::string& host, std::uint16_t port) {
         a.close();
         // Without the source location Asio attached (a path inside Boost is
         // no help to an operator).
-        throw boost::system::system_error(boost::system::error_code(ec.value(), ec.category()), "cannot listen on " + where);
+        throw boost::system::system_error(boost::system::error_code(ec.value(), ec.category()),
+                                          "cannot listen on " + where);
     }
     return a.local_endpoint();
 }
 
-void server::start() { asio::co_spawn(impl_->ex, impl_->accept_loop(), asio::detached); }
+void server::start() {
+    asio::co_spawn(impl_->ex, impl_->accept_loop(), asio::detached);
+}
 
 asio::awaitable<void> server::shutdown() {
     auto d = impl_;
@@ -448,6 +454,8 @@ asio::awaitable<void> server::shutdown() {
     for (auto* c : d->connections) c->stream->socket().close(ignored);  // past the grace period
 }
 
-server::stats server::get_stats() const noexcept { return impl_->st; }
+server::stats server::get_stats() const noexcept {
+    return impl_->st;
+}
 
 }  // namespace steadfast::http

@@ -95,7 +95,11 @@ std::string certificate_validity_problem(const std::string& cert_file) {
     return problem;
 }
 
-void check_tls(const tls_client_options& o) { (void)detail::make_client_context(o); }
-void check_tls(const tls_server_options& o) { (void)detail::make_server_context(o); }
+void check_tls(const tls_client_options& o) {
+    (void)detail::make_client_context(o);
+}
+void check_tls(const tls_server_options& o) {
+    (void)detail::make_server_context(o);
+}
 
 }  // namespace steadfast::http

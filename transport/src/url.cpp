@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <charconv>
-#include <vector>
 #include <stdexcept>
+#include <vector>
 
 namespace steadfast::http {
 
@@ -60,7 +60,7 @@ std::string unknown_query_params(std::string_view target, std::initializer_list<
     };
     if (auto u = urls::parse_origin_form(target)) {
         if (!u->encoded_query().empty())
-            for (auto p : u->params())  // percent-decoded
+            for (auto p : u->params())                           // percent-decoded
                 if (!p.key.empty() || p.has_value) note(p.key);  // "?a=1&" has an empty last one: no parameter
     } else {
         for_each_raw_param(target, [&](std::string_view key, std::string_view value) {
@@ -109,7 +109,8 @@ client::options client::from_url(std::string_view url) {
     } else {
         throw std::invalid_argument(quoted + " is not an http:// or https:// URL");
     }
-    if (u.has_userinfo()) throw std::invalid_argument(quoted + ": credentials in the URL are not supported (use --token-file)");
+    if (u.has_userinfo())
+        throw std::invalid_argument(quoted + ": credentials in the URL are not supported (use --token-file)");
     if (u.has_query() || u.has_fragment() || !(u.encoded_path().empty() || u.encoded_path() == "/"))
         throw std::invalid_argument(quoted + ": give only scheme, host and port");
     if (u.host_type() == urls::host_type::ipvfuture) throw std::invalid_argument(quoted + ": unsupported address");

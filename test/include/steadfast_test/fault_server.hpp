@@ -95,20 +95,28 @@ private:
         }
         steadfast::http::response res;
         switch (s.what) {
-            case step::ok: res.body = req.body.empty() ? "ok" : req.body; break;
+            case step::ok:
+                res.body = req.body.empty() ? "ok" : req.body;
+                break;
             case step::status:
                 res = steadfast::http::response::error(s.code, "scripted");
                 if (s.retry_after) res.set("Retry-After", *s.retry_after);
                 break;
-            case step::drop: res.drop_connection = true; break;
+            case step::drop:
+                res.drop_connection = true;
+                break;
             case step::late: {
                 boost::asio::steady_timer t(co_await boost::asio::this_coro::executor, s.delay);
                 co_await t.async_wait(boost::asio::use_awaitable);
                 res.body = "late";
                 break;
             }
-            case step::garbage: res.raw = "HELLO, THIS IS NOT HTTP\r\n\r\n"; break;
-            case step::truncated: res.raw = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort"; break;
+            case step::garbage:
+                res.raw = "HELLO, THIS IS NOT HTTP\r\n\r\n";
+                break;
+            case step::truncated:
+                res.raw = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort";
+                break;
         }
         co_return res;
     }

@@ -45,7 +45,9 @@ T run_virtual(asio::io_context& ioc, asio::awaitable<T> aw) {
 }
 
 /// Whole seconds of `d` (Boost.Test cannot print durations).
-inline std::int64_t secs(std::chrono::nanoseconds d) { return std::chrono::duration_cast<std::chrono::seconds>(d).count(); }
+inline std::int64_t secs(std::chrono::nanoseconds d) {
+    return std::chrono::duration_cast<std::chrono::seconds>(d).count();
+}
 
 /// Waits `d` of virtual time inside an attempt.
 inline asio::awaitable<void> virtual_sleep(std::chrono::nanoseconds d) {
@@ -66,9 +68,9 @@ namespace steadfast_test {
 /// async_retry(), each from t = 0 on a fresh io_context. `setup` runs before
 /// each (to schedule flag flips and the like) and may keep state alive.
 template <class Attempt>
-std::array<steadfast::retry_result_for<Attempt>, 2> run_both(
-    const steadfast::retry_policy& policy, const Attempt& attempt,
-    const std::function<void(asio::io_context&)>& setup = {}) {
+std::array<steadfast::retry_result_for<Attempt>, 2> run_both(const steadfast::retry_policy& policy,
+                                                             const Attempt& attempt,
+                                                             const std::function<void(asio::io_context&)>& setup = {}) {
     using result_t = steadfast::retry_result_for<Attempt>;
     std::array<std::optional<result_t>, 2> out;
     for (int form = 0; form < 2; ++form) {
@@ -76,11 +78,10 @@ std::array<steadfast::retry_result_for<Attempt>, 2> run_both(
         asio::io_context ioc;
         if (setup) setup(ioc);
         if (form == 0)
-            asio::co_spawn(ioc, steadfast::retry<manual_timer>(policy, attempt),
-                           [&](std::exception_ptr e, result_t r) {
-                               if (e) std::rethrow_exception(e);
-                               out[0].emplace(std::move(r));
-                           });
+            asio::co_spawn(ioc, steadfast::retry<manual_timer>(policy, attempt), [&](std::exception_ptr e, result_t r) {
+                if (e) std::rethrow_exception(e);
+                out[0].emplace(std::move(r));
+            });
         else
             steadfast::async_retry<manual_timer>(ioc.get_executor(), policy, attempt,
                                                  [&](result_t r) { out[1].emplace(std::move(r)); });

@@ -73,10 +73,8 @@ asio::awaitable<js::stream_state> ensure(js::client& c, const js::stream_config&
         if (ec) co_return ec;
         co_return st;
     };
-    const auto policy = retry_policy{}
-                            .with_backoff(backoff::fixed(200ms))
-                            .with_stop(stop::max_elapsed(20s))
-                            .with_attempt_timeout(3s);
+    const auto policy =
+        retry_policy{}.with_backoff(backoff::fixed(200ms)).with_stop(stop::max_elapsed(20s)).with_attempt_timeout(3s);
     auto r = co_await retry(policy, classified(attempt, js::classifier{}));
     BOOST_REQUIRE_MESSAGE(r.has_value(), "stream " << cfg.name << ": " << r.last_error().message());
     co_return r.value().value();
@@ -140,7 +138,8 @@ BOOST_AUTO_TEST_CASE(publish_checks_the_expected_sequence_and_deduplicates) {
         BOOST_TEST(last.seq == a3.seq);
         BOOST_TEST(last.data == "two!");
         const std::string empty_subject = name + ".empty";
-        auto [e6, none, x6] = co_await js::async_last_message(c, name, empty_subject, asio::as_tuple(asio::use_awaitable));
+        auto [e6, none, x6] =
+            co_await js::async_last_message(c, name, empty_subject, asio::as_tuple(asio::use_awaitable));
         BOOST_REQUIRE(!e6);
         BOOST_TEST(none.seq == 0u);
         // The same stream asked for with another replica count: refused, saying why.
@@ -150,7 +149,8 @@ BOOST_AUTO_TEST_CASE(publish_checks_the_expected_sequence_and_deduplicates) {
         BOOST_TEST(why.find("3 replicas") != std::string::npos, why);
         // Nothing serves this subject: no responders, at once.
         std::string nobody = unique("nobody.") + ".x", question = "?";
-        auto [e8, m8] = co_await c.async_request(std::move(nobody), std::move(question), {}, asio::as_tuple(asio::use_awaitable));
+        auto [e8, m8] =
+            co_await c.async_request(std::move(nobody), std::move(question), {}, asio::as_tuple(asio::use_awaitable));
         BOOST_TEST(e8 == js::make_error_code(js::errc::no_responders));
     });
 }
@@ -163,8 +163,8 @@ BOOST_AUTO_TEST_CASE(a_cancelled_request_completes_at_once_and_its_reply_is_drop
         } sink;
         auto in = c.subscribe_inbox(sink);
         auto ex = co_await asio::this_coro::executor;
-        const std::array<asio::cancellation_type, 3> types{asio::cancellation_type::terminal, asio::cancellation_type::partial,
-                                                           asio::cancellation_type::total};
+        const std::array<asio::cancellation_type, 3> types{
+            asio::cancellation_type::terminal, asio::cancellation_type::partial, asio::cancellation_type::total};
         for (auto type : types) {
             asio::cancellation_signal sig;
             asio::steady_timer t(ex, 50ms);
@@ -179,10 +179,14 @@ BOOST_AUTO_TEST_CASE(a_cancelled_request_completes_at_once_and_its_reply_is_drop
         // Through the engine: an attempt timeout bounds a request that gets no answer.
         auto attempt = [&](const attempt_context&) -> asio::awaitable<boost::system::error_code> {
             std::string subj = in->subject(), hello = "hello";
-            auto [ec, m] = co_await c.async_request(std::move(subj), std::move(hello), {}, asio::as_tuple(asio::use_awaitable));
+            auto [ec, m] =
+                co_await c.async_request(std::move(subj), std::move(hello), {}, asio::as_tuple(asio::use_awaitable));
             co_return ec;
         };
-        auto r = co_await retry(retry_policy{}.with_stop(stop::max_attempts(2)).with_attempt_timeout(100ms).with_backoff(backoff::fixed(1ms)),
+        auto r = co_await retry(retry_policy{}
+                                    .with_stop(stop::max_attempts(2))
+                                    .with_attempt_timeout(100ms)
+                                    .with_backoff(backoff::fixed(1ms)),
                                 classified(attempt, js::classifier{}));
         BOOST_TEST(r.attempts() == 2u);
         BOOST_TEST(r.last_error() == make_error_code(error::attempt_timeout), r.last_error().message());
@@ -199,7 +203,8 @@ BOOST_AUTO_TEST_CASE(pull_consumer_fetches_in_order_acks_and_redelivers) {
         for (int i = 1; i <= 20; ++i) {
             std::string subj = name + ".s", data = std::to_string(i);
             const js::publish_options po{"m" + std::to_string(i), last, {}};
-            auto [ec, a, e] = co_await js::async_publish(c, std::move(subj), std::move(data), po, asio::as_tuple(asio::use_awaitable));
+            auto [ec, a, e] = co_await js::async_publish(c, std::move(subj), std::move(data), po,
+                                                         asio::as_tuple(asio::use_awaitable));
             BOOST_REQUIRE_MESSAGE(!ec, ec.message() << " " << e.description);
             last = a.seq;
         }
@@ -209,7 +214,7 @@ BOOST_AUTO_TEST_CASE(pull_consumer_fetches_in_order_acks_and_redelivers) {
         BOOST_REQUIRE_MESSAGE(!ce, ce.message() << " " << why);
         js::pull_consumer pc(c, cc);
         std::vector<std::string> got;  // first deliveries, in order
-        bool again = false;              // the nak'd message came again
+        bool again = false;            // the nak'd message came again
         for (int round = 0; round < 40 && (got.size() < 20 || !again); ++round) {
             auto [ec, ds] = co_await pc.async_fetch(7, 500ms, asio::as_tuple(asio::use_awaitable));
             BOOST_REQUIRE_MESSAGE(!ec, ec.message());

@@ -4,7 +4,6 @@
 #include <steadfast/engine.hpp>
 #include <steadfast/transport/classify.hpp>
 #include <steadfast/transport/client.hpp>
-#include <steadfast_test/fault_server.hpp>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -14,6 +13,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
+#include <steadfast_test/fault_server.hpp>
 #include <thread>
 
 using namespace std::chrono_literals;
@@ -42,14 +42,15 @@ http::client::options client_opts(const fault_server& s) {
 // the fault server's "Retry-After: 1" costs a real second).
 run_result send(asio::io_context& ioc, http::client& c, http::request req, std::uint32_t attempts = 5) {
     run_result out;
-    auto policy = retry_policy{}
-                      .with_backoff(backoff::fixed(1ms))
-                      .with_max_delay(2s)
-                      .with_stop(stop::max_attempts(attempts))
-                      .with_hooks({.after_attempt = [&](const attempt_context&, const classification& cl, const decision& d) {
-                          out.seen.push_back(cl);
-                          out.hinted.push_back(d.hinted);
-                      }});
+    auto policy =
+        retry_policy{}
+            .with_backoff(backoff::fixed(1ms))
+            .with_max_delay(2s)
+            .with_stop(stop::max_attempts(attempts))
+            .with_hooks({.after_attempt = [&](const attempt_context&, const classification& cl, const decision& d) {
+                out.seen.push_back(cl);
+                out.hinted.push_back(d.hinted);
+            }});
     auto attempt = classified([&](const attempt_context&) { return c.send(req); }, http::make_classifier(req));
     asio::co_spawn(ioc, steadfast::retry(policy, attempt), [&](std::exception_ptr e, retry_result<http::outcome> r) {
         if (e) std::rethrow_exception(e);
@@ -68,7 +69,9 @@ run_result send(http::client::options o, http::request req, std::uint32_t attemp
     return send(ioc, c, std::move(req), attempts);
 }
 
-http::request get() { return http::request{"GET", "/x", {}, {}}; }
+http::request get() {
+    return http::request{"GET", "/x", {}, {}};
+}
 http::request post(bool with_key) {
     http::request r{"POST", "/x", {{"Content-Type", "application/json"}}, "{}"};
     if (with_key) r.set("Idempotency-Key", "m-1");

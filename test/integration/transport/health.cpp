@@ -1,13 +1,13 @@
 // The HTTP health check driving a probe condition against a real server.
 #include <steadfast/conditions.hpp>
 #include <steadfast/transport/health.hpp>
-#include <steadfast_test/fault_server.hpp>
 
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
+#include <steadfast_test/fault_server.hpp>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -31,7 +31,8 @@ BOOST_AUTO_TEST_CASE(probe_follows_the_peer) {
     o.interval = 10ms;
     o.failing_backoff = backoff::fixed(10ms);
     o.failures_to_offline = 2;
-    auto online = make_secondary_online(ioc.get_executor(), [&] { return http::health_check(c, "/x"); }, o);
+    auto online = make_secondary_online(
+        ioc.get_executor(), [&] { return http::health_check(c, "/x"); }, o);
     std::vector<bool> transitions;
     watchable::subscription sub;
     online->subscribe(sub, [&](bool v) {
@@ -42,12 +43,15 @@ BOOST_AUTO_TEST_CASE(probe_follows_the_peer) {
     guard.async_wait([&](error_code ec) {
         if (!ec) online->stop();
     });
-    asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
-        co_await online->async_wait_until(true, asio::use_awaitable);   // first success
-        co_await online->async_wait_until(false, asio::use_awaitable);  // two failures in a row
-        co_await online->async_wait_until(true, asio::use_awaitable);   // back
-        guard.cancel();
-    }, asio::detached);
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+            co_await online->async_wait_until(true, asio::use_awaitable);   // first success
+            co_await online->async_wait_until(false, asio::use_awaitable);  // two failures in a row
+            co_await online->async_wait_until(true, asio::use_awaitable);   // back
+            guard.cancel();
+        },
+        asio::detached);
     ioc.run();
     BOOST_TEST(transitions == (std::vector<bool>{true, false, true}), boost::test_tools::per_element());
     // ok, ok, 503, then drop + 500 in one check (the dropped keep-alive

@@ -34,9 +34,8 @@ struct test_server {
         r.add("GET", "/hello", [](http::request&) -> asio::awaitable<http::response> {
             co_return http::response::json(200, "{\"hello\":true}");
         });
-        r.add("POST", "/hello", [](http::request& q) -> asio::awaitable<http::response> {
-            co_return http::response::json(200, q.body);
-        });
+        r.add("POST", "/hello",
+              [](http::request& q) -> asio::awaitable<http::response> { co_return http::response::json(200, q.body); });
         r.add("GET", "/slow", [](http::request&) -> asio::awaitable<http::response> {
             asio::steady_timer t(co_await asio::this_coro::executor, 300ms);
             co_await t.async_wait(asio::use_awaitable);
@@ -61,7 +60,7 @@ struct test_server {
 
 // Writes `bytes` (after `pause`, the rest), then reads until the server closes.
 std::string raw_exchange(std::uint16_t port, const std::string& bytes, std::chrono::milliseconds pause = 0ms,
-                     const std::string& more = {}) {
+                         const std::string& more = {}) {
     asio::io_context ioc;
     tcp::socket s(ioc);
     s.connect({asio::ip::make_address("127.0.0.1"), port});
@@ -77,19 +76,23 @@ std::string raw_exchange(std::uint16_t port, const std::string& bytes, std::chro
     return out;
 }
 
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+bool starts_with(const std::string& s, const std::string& p) {
+    return s.rfind(p, 0) == 0;
+}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(transport_server)
 
 BOOST_AUTO_TEST_CASE(keep_alive_and_routing) {
     test_server t;
-    const std::string two = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"
-                            "POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}";
+    const std::string two =
+        "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"
+        "POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}";
     auto out = raw_exchange(t.port, two);
     BOOST_TEST(out.find("{\"hello\":true}") != std::string::npos);
     BOOST_TEST(out.find("HTTP/1.1 200", 10) != std::string::npos);  // the second answer on the same connection
-    BOOST_TEST(starts_with(raw_exchange(t.port, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), "HTTP/1.1 404"));
+    BOOST_TEST(starts_with(raw_exchange(t.port, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+                           "HTTP/1.1 404"));
     auto m = raw_exchange(t.port, "DELETE /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     BOOST_TEST(starts_with(m, "HTTP/1.1 405"));
     BOOST_TEST(m.find("Allow: GET, POST") != std::string::npos);
@@ -112,7 +115,8 @@ BOOST_AUTO_TEST_CASE(limits_and_malformed_requests) {
     auto boom = raw_exchange(t.port, "GET /throws HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     BOOST_TEST(starts_with(boom, "HTTP/1.1 500"));
     // The server keeps serving after all of that.
-    BOOST_TEST(starts_with(raw_exchange(t.port, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), "HTTP/1.1 200"));
+    BOOST_TEST(starts_with(raw_exchange(t.port, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+                           "HTTP/1.1 200"));
 }
 
 BOOST_AUTO_TEST_CASE(slow_clients_time_out) {
@@ -169,7 +173,8 @@ BOOST_AUTO_TEST_CASE(listen_errors_are_clear) {
         b.listen("127.0.0.1", port);
         BOOST_FAIL("a second listen on the same port must fail");
     } catch (const boost::system::system_error& e) {
-        BOOST_TEST(std::string(e.what()).find("cannot listen on 127.0.0.1:" + std::to_string(port)) != std::string::npos);
+        BOOST_TEST(std::string(e.what()).find("cannot listen on 127.0.0.1:" + std::to_string(port)) !=
+                   std::string::npos);
     }
     BOOST_CHECK_THROW(b.listen("not-an-ip", 1), std::invalid_argument);
 }

@@ -79,7 +79,10 @@ struct mute_listener {
     }
     std::uint16_t port() const { return acc.local_endpoint().port(); }
     ~mute_listener() {
-        asio::post(ioc, [this] { acc.close(); held.clear(); });
+        asio::post(ioc, [this] {
+            acc.close();
+            held.clear();
+        });
         th.join();
     }
 };
@@ -104,18 +107,24 @@ std::vector<sent> send(http::client::options o, int n = 1, std::uint32_t attempt
     http::client c(ioc.get_executor(), std::move(o));
     std::vector<sent> out(static_cast<std::size_t>(n));
     const http::request req{"GET", "/hello", {}, {}};
-    asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
-        for (auto& s : out) {
-            auto policy = retry_policy{}
-                              .with_backoff(backoff::fixed(1ms))
-                              .with_stop(stop::max_attempts(attempts))
-                              .with_hooks({.after_attempt = [&s](const attempt_context&, const classification& cl,
-                                                                 const decision&) { s.seen.push_back(cl); }});
-            auto attempt = classified([&](const attempt_context&) { return c.send(req); }, http::make_classifier(req));
-            s.r = co_await steadfast::retry(policy, attempt);
-            s.connections = c.connections_opened();
-        }
-    }, [](std::exception_ptr e) { if (e) std::rethrow_exception(e); });
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+            for (auto& s : out) {
+                auto policy = retry_policy{}
+                                  .with_backoff(backoff::fixed(1ms))
+                                  .with_stop(stop::max_attempts(attempts))
+                                  .with_hooks({.after_attempt = [&s](const attempt_context&, const classification& cl,
+                                                                     const decision&) { s.seen.push_back(cl); }});
+                auto attempt =
+                    classified([&](const attempt_context&) { return c.send(req); }, http::make_classifier(req));
+                s.r = co_await steadfast::retry(policy, attempt);
+                s.connections = c.connections_opened();
+            }
+        },
+        [](std::exception_ptr e) {
+            if (e) std::rethrow_exception(e);
+        });
     ioc.run();
     return out;
 }
@@ -140,7 +149,7 @@ BOOST_AUTO_TEST_CASE(requests_reuse_one_verified_connection) {
 
 BOOST_AUTO_TEST_CASE(a_certificate_that_does_not_verify_is_permanent) {
     tls_server s;
-    for (auto t : {http::tls_client_options{cert("other-ca.pem"), {}, {}, {}},          // another CA
+    for (auto t : {http::tls_client_options{cert("other-ca.pem"), {}, {}, {}},            // another CA
                    http::tls_client_options{cert("ca.pem"), {}, {}, "wrong.example"}}) {  // another name
         auto out = send(https(s.port, t));
         const auto& r = out[0].r;

@@ -8,17 +8,17 @@
 #include <common/sqlite.hpp>
 
 #include <boost/test/unit_test.hpp>
-#include <steadfast_test/scratch_dir.hpp>
 
 #include <sys/resource.h>
 
 #include <csignal>
 #include <filesystem>
 #include <functional>
-#include <memory>
 #include <future>
+#include <memory>
 #include <optional>
 #include <random>
+#include <steadfast_test/scratch_dir.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -50,11 +50,13 @@ struct hold {
     explicit hold(app::db_worker& w) {
         auto f = std::make_shared<std::promise<void>>();
         finished = f->get_future();
-        w.post([this](app::database&) {
-            started.set_value();
-            gate.get_future().wait();
-            return true;
-        }, [f](const std::string&) { f->set_value(); });
+        w.post(
+            [this](app::database&) {
+                started.set_value();
+                gate.get_future().wait();
+                return true;
+            },
+            [f](const std::string&) { f->set_value(); });
         started.get_future().wait();
     }
     void release() {
@@ -177,7 +179,7 @@ BOOST_FIXTURE_TEST_CASE(a_failed_commit_fails_its_whole_group_and_the_next_one_c
 BOOST_FIXTURE_TEST_CASE(a_job_whose_failure_rolls_the_transaction_back_fails_its_whole_group, fixture) {
     db.reset();
     db.emplace(dir.string(), "t.db", "steadfast-test", app::sync_mode::off);  // SQLite's own writes, at once
-    db->exec("PRAGMA cache_size=-256");  // 256 KiB: a bigger transaction spills
+    db->exec("PRAGMA cache_size=-256");                                       // 256 KiB: a bigger transaction spills
     app::db_worker w(*db);
     std::vector<std::future<std::string>> done;
     auto queue = [&](std::int64_t first, int rows, std::size_t bytes) {
@@ -208,9 +210,9 @@ BOOST_FIXTURE_TEST_CASE(a_job_whose_failure_rolls_the_transaction_back_fails_its
             ~restore() { setrlimit(RLIMIT_FSIZE, &r); }
         } lifted{old};
         hold busy(w);
-        queue(1, 1, 10);           // fits
-        queue(100, 2048, 1024);    // 2 MiB: spills, and the spill fails
-        queue(10'000, 1, 10);      // after it, in the same group
+        queue(1, 1, 10);         // fits
+        queue(100, 2048, 1024);  // 2 MiB: spills, and the spill fails
+        queue(10'000, 1, 10);    // after it, in the same group
         BOOST_REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
         busy.release();
         for (auto& f : done) errors.push_back(f.get());
@@ -233,10 +235,12 @@ BOOST_FIXTURE_TEST_CASE(stop_finishes_the_queued_jobs_first, fixture) {
         app::db_worker w(*db);
         hold busy(w);
         for (std::size_t i = 0; i < 3; ++i)
-            w.post([i](app::database& d) {
-                insert(d, static_cast<std::int64_t>(20 + i));
-                return true;
-            }, [&results, i](const std::string& err) { results[i] = err; });
+            w.post(
+                [i](app::database& d) {
+                    insert(d, static_cast<std::int64_t>(20 + i));
+                    return true;
+                },
+                [&results, i](const std::string& err) { results[i] = err; });
         std::thread stopper([&w] { w.stop(); });  // asked to stop with three jobs queued
         busy.release();
         stopper.join();

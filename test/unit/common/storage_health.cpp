@@ -101,7 +101,8 @@ BOOST_FIXTURE_TEST_CASE(start_checks_now_and_then_every_period, fixture) {
         ++calls;
         return calls >= 3 ? 10 : 100;
     };
-    app::storage_health h(ioc.get_executor(), s, [&](bool ok, const std::string&) { reports.push_back(ok ? "ok" : "failed"); });
+    app::storage_health h(ioc.get_executor(), s,
+                          [&](bool ok, const std::string&) { reports.push_back(ok ? "ok" : "failed"); });
     h.start();
     BOOST_TEST(calls == 1);
     while (calls < 3 && ioc.run_one_for(std::chrono::seconds(10))) {

@@ -7,7 +7,6 @@
 #include <common/wal_vfs.hpp>
 
 #include <boost/test/unit_test.hpp>
-#include <steadfast_test/scratch_dir.hpp>
 
 #include <sqlite3.h>
 #include <sys/resource.h>
@@ -19,6 +18,7 @@
 #include <iterator>
 #include <optional>
 #include <random>
+#include <steadfast_test/scratch_dir.hpp>
 #include <string>
 #include <vector>
 
@@ -31,7 +31,8 @@ struct fixture {
     std::optional<app::database> db;
     fixture() {
         db.emplace(dir.string(), "t.db", "steadfast-test", app::sync_mode::full);
-        db->exec("CREATE TABLE t(k TEXT NOT NULL, n INTEGER NOT NULL, v TEXT NOT NULL, PRIMARY KEY(k, n)) WITHOUT ROWID");
+        db->exec(
+            "CREATE TABLE t(k TEXT NOT NULL, n INTEGER NOT NULL, v TEXT NOT NULL, PRIMARY KEY(k, n)) WITHOUT ROWID");
     }
     // One transaction: `per` rows on each of `keys` keys, from n = `from`.
     void put(int keys, int from, int per, const std::string& v) {
@@ -160,8 +161,8 @@ BOOST_FIXTURE_TEST_CASE(frames_undone_by_rollback_to_never_reach_the_file, fixtu
     std::vector<std::max_align_t> mem(static_cast<std::size_t>(vfs->szOsFile) / sizeof(std::max_align_t) + 1);
     auto* f = reinterpret_cast<sqlite3_file*>(mem.data());
     int out = 0;
-    BOOST_REQUIRE(vfs->xOpen(vfs, wal_path.c_str(), f, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_WAL, &out) ==
-                  SQLITE_OK);
+    BOOST_REQUIRE(vfs->xOpen(vfs, wal_path.c_str(), f, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_WAL,
+                             &out) == SQLITE_OK);
     const std::string header(24, 'h'), page(4096, 'p'), again(4096, 'a');
     constexpr sqlite3_int64 frame = 24 + 4096;
     for (int i = 0; i < 3; ++i) {  // frames 0, 1, 2 after the 32-byte WAL header

@@ -1,7 +1,6 @@
 // Conditions on their own: flags, waiters, combinators, deadlines, probes.
 #include <steadfast/conditions.hpp>
 #include <steadfast/engine/manual_clock.hpp>
-#include <steadfast_test/virtual_time.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -10,6 +9,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
+#include <steadfast_test/virtual_time.hpp>
 #include <thread>
 #include <vector>
 
@@ -52,9 +52,9 @@ BOOST_AUTO_TEST_CASE(cancelling_a_waiter) {
     error_code got;
     bool called = false;
     f->async_wait_until(true, asio::bind_cancellation_slot(sig.slot(), [&](error_code ec) {
-        called = true;
-        got = ec;
-    }));
+                            called = true;
+                            got = ec;
+                        }));
     int other = 0;
     f->async_wait_until(true, [&](error_code) { ++other; });
     pump(ioc);
@@ -90,8 +90,9 @@ BOOST_AUTO_TEST_CASE(many_waiters_and_destroyed_context) {
     auto ioc = std::make_unique<asio::io_context>();
     auto f = make_flag(ioc->get_executor(), "f");
     for (int i = 0; i < 10'000; ++i)
-        asio::co_spawn(*ioc, [f]() -> asio::awaitable<void> { co_await f->async_wait_until(true, asio::use_awaitable); },
-                       asio::detached);
+        asio::co_spawn(
+            *ioc, [f]() -> asio::awaitable<void> { co_await f->async_wait_until(true, asio::use_awaitable); },
+            asio::detached);
     ioc->poll();
     BOOST_TEST(f->waiter_count() == 10'000u);
     BOOST_TEST(!ioc->stopped());  // the waits are outstanding work
@@ -178,13 +179,13 @@ BOOST_AUTO_TEST_CASE(notify_only_on_change_of_the_result) {
     watchable::subscription s1, s2;
     both->subscribe(s1, [&](bool v) { seen.push_back(v); });
     nested->subscribe(s2, [&](bool v) { nested_seen.push_back(v); });
-    a->set();   // a && b still false: no notification
+    a->set();  // a && b still false: no notification
     pump(ioc);
-    b->set();   // true
+    b->set();  // true
     pump(ioc);
-    a->set();   // no change
+    a->set();  // no change
     pump(ioc);
-    a->clear(); // false
+    a->clear();  // false
     pump(ioc);
     BOOST_TEST(seen == (std::vector<bool>{true, false}), boost::test_tools::per_element());
     BOOST_TEST(nested_seen == (std::vector<bool>{false, true}), boost::test_tools::per_element());
@@ -239,7 +240,9 @@ BOOST_AUTO_TEST_CASE(hysteresis_n_failures_down_one_success_up) {
     auto p = make_probe<manual_timer>(ioc.get_executor(), "peer", check, o);
     std::vector<std::pair<std::int64_t, bool>> transitions;
     watchable::subscription sub;
-    p->subscribe(sub, [&](bool v) { transitions.emplace_back(std::chrono::duration_cast<std::chrono::seconds>(vt.now()).count(), v); });
+    p->subscribe(sub, [&](bool v) {
+        transitions.emplace_back(std::chrono::duration_cast<std::chrono::seconds>(vt.now()).count(), v);
+    });
     steadfast::run_virtual(ioc, manual_clock::time_point(30s));
     p->stop();
     steadfast::run_virtual(ioc);

@@ -4,7 +4,6 @@
 #include <steadfast/conditions.hpp>
 #include <steadfast/engine.hpp>
 #include <steadfast/engine/manual_clock.hpp>
-#include <steadfast_test/virtual_time.hpp>
 
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/io_context.hpp>
@@ -12,6 +11,7 @@
 
 #include <chrono>
 #include <memory>
+#include <steadfast_test/virtual_time.hpp>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -97,7 +97,8 @@ BOOST_AUTO_TEST_CASE(a_derived_condition_is_never_seen_half_updated) {
         cond cf = f;
         auto t = std::make_shared<manual_timer>(io, manual_clock::time_point(1500ms));
         t->async_wait([t, f](error_code) { f->set(true); });
-        policy = retry_policy{}.with_backoff(backoff::fixed(1s)).with_stop(stop::max_attempts(4)).with_stop_when(cf && !cf);
+        policy =
+            retry_policy{}.with_backoff(backoff::fixed(1s)).with_stop(stop::max_attempts(4)).with_stop_when(cf && !cf);
     });
     for (auto& r : results) {
         BOOST_TEST((r.reason() == stop_reason::attempts_exhausted));

@@ -2,13 +2,13 @@
 #include <steadfast/conditions.hpp>
 #include <steadfast/engine.hpp>
 #include <steadfast/engine/manual_clock.hpp>
-#include <steadfast_test/virtual_time.hpp>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
 #include <memory>
+#include <steadfast_test/virtual_time.hpp>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -30,7 +30,9 @@ void flip_at(asio::io_context& ioc, std::shared_ptr<flag> f, std::chrono::nanose
 struct starts_log {
     std::shared_ptr<std::vector<std::int64_t>> starts = std::make_shared<std::vector<std::int64_t>>();
     retry_hooks hooks() const {
-        return {.before_attempt = [s = starts](const attempt_context&) { s->push_back(secs(manual_clock::now().time_since_epoch())); }};
+        return {.before_attempt = [s = starts](const attempt_context&) {
+            s->push_back(secs(manual_clock::now().time_since_epoch()));
+        }};
     }
 };
 }  // namespace
@@ -58,8 +60,8 @@ BOOST_AUTO_TEST_CASE(secondary_back_at_37s_is_tried_when_the_probe_sees_it) {
         o.failing_backoff = backoff::fixed(1s);
         o.failures_to_offline = 3;
         o.initially_online = true;
-        probe = make_probe<manual_timer>(ioc.get_executor(), "secondary-online",
-                                         [&]() -> asio::awaitable<bool> { co_return secondary_up(); }, o);
+        probe = make_probe<manual_timer>(
+            ioc.get_executor(), "secondary-online", [&]() -> asio::awaitable<bool> { co_return secondary_up(); }, o);
         // Stop probing once delivered, so the io_context runs out of work.
         auto done = std::make_shared<manual_timer>(ioc, manual_clock::time_point(40s));
         done->async_wait([done, p = probe](error_code) { p->stop(); });
@@ -102,8 +104,11 @@ BOOST_AUTO_TEST_CASE(no_attempt_with_a_zero_timeout_at_the_deadline) {
     auto timeouts = std::make_shared<std::vector<std::int64_t>>();
     auto send = [](const attempt_context&) -> asio::awaitable<error_code> { co_return error_code{}; };
     std::shared_ptr<flag> gate;
-    auto policy = retry_policy{}.with_stop(stop::max_elapsed(10s)).with_hooks(
-        {.before_attempt = [timeouts](const attempt_context& c) { timeouts->push_back(c.timeout ? c.timeout->count() : -1); }});
+    auto policy = retry_policy{}
+                      .with_stop(stop::max_elapsed(10s))
+                      .with_hooks({.before_attempt = [timeouts](const attempt_context& c) {
+                          timeouts->push_back(c.timeout ? c.timeout->count() : -1);
+                      }});
     auto results = run_both(policy, send, [&](asio::io_context& ioc) {
         gate = make_flag(ioc.get_executor(), "gate", false);
         flip_at(ioc, gate, 10s, true);  // the same instant as the deadline
@@ -126,7 +131,11 @@ BOOST_AUTO_TEST_CASE(sleep_ends_early_when_the_gate_opens) {
         online = make_flag(ioc.get_executor(), "secondary-online", true);
         flip_at(ioc, online, 500ms, false);
         flip_at(ioc, online, 5s, true);
-        policy = retry_policy{}.with_backoff(backoff::fixed(30s)).with_stop(stop::never()).with_attempt_when(online).with_hooks(log.hooks());
+        policy = retry_policy{}
+                     .with_backoff(backoff::fixed(30s))
+                     .with_stop(stop::never())
+                     .with_attempt_when(online)
+                     .with_hooks(log.hooks());
     });
     for (auto& r : results) {
         BOOST_TEST(r.ok());
@@ -138,7 +147,9 @@ BOOST_AUTO_TEST_CASE(sleep_ends_early_when_the_gate_opens) {
 BOOST_AUTO_TEST_CASE(stop_when_during_a_sleep) {
     virtual_time vt;
     std::shared_ptr<flag> shutdown;
-    auto fail = [](const attempt_context&) -> asio::awaitable<error_code> { co_return asio::error::connection_refused; };
+    auto fail = [](const attempt_context&) -> asio::awaitable<error_code> {
+        co_return asio::error::connection_refused;
+    };
     retry_policy policy;
     auto results = run_both(policy, fail, [&](asio::io_context& ioc) {
         shutdown = make_flag(ioc.get_executor(), "shutdown-requested");

@@ -4,7 +4,6 @@
 #include <steadfast/conditions.hpp>
 #include <steadfast/engine.hpp>
 #include <steadfast/engine/manual_clock.hpp>
-#include <steadfast_test/virtual_time.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_allocator.hpp>
@@ -21,11 +20,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <thread>
-#include <vector>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <steadfast_test/virtual_time.hpp>
+#include <thread>
+#include <vector>
 
 using namespace std::chrono_literals;
 using namespace steadfast;
@@ -72,13 +72,16 @@ BOOST_AUTO_TEST_CASE(never_completes_inside_the_initiating_call) {
 
     int sequential = 0;
     ioc.restart();
-    asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
-        for (int i = 0; i < 100000; ++i) {
-            auto r = co_await steadfast::async_retry(co_await asio::this_coro::executor, stop_at_once, succeed,
-                                                     asio::use_awaitable);
-            if (r.reason() == stop_reason::condition) ++sequential;
-        }
-    }, asio::detached);
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+            for (int i = 0; i < 100000; ++i) {
+                auto r = co_await steadfast::async_retry(co_await asio::this_coro::executor, stop_at_once, succeed,
+                                                         asio::use_awaitable);
+                if (r.reason() == stop_reason::condition) ++sequential;
+            }
+        },
+        asio::detached);
     ioc.run();
     BOOST_TEST(sequential == 100000);
 
@@ -95,59 +98,59 @@ BOOST_AUTO_TEST_CASE(never_completes_inside_the_initiating_call) {
 // Every kind of step: a zero-delay yield, a sleep, an attempt raced against
 // its timeout and a stop-when condition, a gate wait.
 BOOST_AUTO_TEST_CASE(every_step_runs_on_the_given_executor) {
-  for (int variant = 0; variant < 2; ++variant) {
-    asio::io_context ioc;
-    auto work_strand = asio::make_strand(ioc);
-    auto handler_strand = asio::make_strand(ioc);
-    int hooks = 0, hooks_off = 0, attempts_off = 0;
-    auto policy = retry_policy{}
-                      .with_backoff(backoff::fixed(0ms))
-                      .with_stop(stop::max_attempts(3))
-                      .with_hooks({.before_attempt = [&](const attempt_context&) {
-                          ++hooks;
-                          if (!work_strand.running_in_this_thread()) ++hooks_off;
-                      }});
-    std::shared_ptr<flag> gate;
-    if (variant == 1) {
-        // Sleeps of 1 ms, a timeout and a stop-when on every attempt, and a
-        // gate that opens from a timer on another strand.
-        gate = make_flag(asio::any_io_executor(work_strand), "gate");
-        policy = policy.with_backoff(backoff::fixed(1ms))
-                     .with_attempt_timeout(10s)
-                     .with_stop_when(make_flag(asio::any_io_executor(work_strand), "never"))
-                     .with_attempt_when(gate);
-        auto t = std::make_shared<asio::steady_timer>(handler_strand, 5ms);
-        t->async_wait([t, gate](error_code) { gate->set(); });
+    for (int variant = 0; variant < 2; ++variant) {
+        asio::io_context ioc;
+        auto work_strand = asio::make_strand(ioc);
+        auto handler_strand = asio::make_strand(ioc);
+        int hooks = 0, hooks_off = 0, attempts_off = 0;
+        auto policy = retry_policy{}
+                          .with_backoff(backoff::fixed(0ms))
+                          .with_stop(stop::max_attempts(3))
+                          .with_hooks({.before_attempt = [&](const attempt_context&) {
+                              ++hooks;
+                              if (!work_strand.running_in_this_thread()) ++hooks_off;
+                          }});
+        std::shared_ptr<flag> gate;
+        if (variant == 1) {
+            // Sleeps of 1 ms, a timeout and a stop-when on every attempt, and a
+            // gate that opens from a timer on another strand.
+            gate = make_flag(asio::any_io_executor(work_strand), "gate");
+            policy = policy.with_backoff(backoff::fixed(1ms))
+                         .with_attempt_timeout(10s)
+                         .with_stop_when(make_flag(asio::any_io_executor(work_strand), "never"))
+                         .with_attempt_when(gate);
+            auto t = std::make_shared<asio::steady_timer>(handler_strand, 5ms);
+            t->async_wait([t, gate](error_code) { gate->set(); });
+        }
+        auto failing = [&](const attempt_context&) -> asio::awaitable<error_code> {
+            if (!work_strand.running_in_this_thread()) ++attempts_off;
+            co_return asio::error::host_unreachable;
+        };
+        bool on_handler_strand = false, done = false;
+        steadfast::async_retry(asio::any_io_executor(work_strand), policy, failing,
+                               asio::bind_executor(handler_strand, [&](result_t r) {
+                                   on_handler_strand = handler_strand.running_in_this_thread();
+                                   done = true;
+                                   BOOST_TEST(r.attempts() == 3u);
+                               }));
+        BOOST_TEST(hooks == 0);  // nothing ran inside the call
+        ioc.run();
+        BOOST_TEST_CONTEXT("variant " << variant) {
+            BOOST_TEST(done);
+            BOOST_TEST(hooks == 3);
+            BOOST_TEST(hooks_off == 0);
+            BOOST_TEST(attempts_off == 0);
+            BOOST_TEST(on_handler_strand);
+        }
     }
-    auto failing = [&](const attempt_context&) -> asio::awaitable<error_code> {
-        if (!work_strand.running_in_this_thread()) ++attempts_off;
-        co_return asio::error::host_unreachable;
-    };
-    bool on_handler_strand = false, done = false;
-    steadfast::async_retry(asio::any_io_executor(work_strand), policy, failing,
-                           asio::bind_executor(handler_strand, [&](result_t r) {
-                               on_handler_strand = handler_strand.running_in_this_thread();
-                               done = true;
-                               BOOST_TEST(r.attempts() == 3u);
-                           }));
-    BOOST_TEST(hooks == 0);  // nothing ran inside the call
-    ioc.run();
-    BOOST_TEST_CONTEXT("variant " << variant) {
-        BOOST_TEST(done);
-        BOOST_TEST(hooks == 3);
-        BOOST_TEST(hooks_off == 0);
-        BOOST_TEST(attempts_off == 0);
-        BOOST_TEST(on_handler_strand);
-    }
-  }
 }
 
 // Finding 3: partial and total cancellation did not reach an attempt in flight
 // (its coroutine let only terminal cancellation through): an attempt asleep
 // for 10 h went on sleeping, and its success was then thrown away.
 BOOST_AUTO_TEST_CASE(partial_and_total_cancellation_reach_the_attempt) {
-    for (auto type : {asio::cancellation_type::partial, asio::cancellation_type::total,
-                      asio::cancellation_type::terminal}) {
+    for (auto type :
+         {asio::cancellation_type::partial, asio::cancellation_type::total, asio::cancellation_type::terminal}) {
         // 0: async_retry, plain; 1: async_retry with a timeout (the attempt's own signal);
         // 2: co_await retry(), plain (the attempt inline); 3: co_await retry() with a timeout.
         for (int form = 0; form < 4; ++form) {
@@ -164,18 +167,20 @@ BOOST_AUTO_TEST_CASE(partial_and_total_cancellation_reach_the_attempt) {
             std::optional<result_t> out;
             const auto policy = form % 2 ? retry_policy{}.with_attempt_timeout(20h) : retry_policy{};
             if (form < 2) {
-                steadfast::async_retry<manual_timer>(ioc.get_executor(), policy, sleepy,
-                                                     asio::bind_cancellation_slot(sig.slot(), [&](result_t r) {
-                                                         out = std::move(r);
-                                                     }));
+                steadfast::async_retry<manual_timer>(
+                    ioc.get_executor(), policy, sleepy,
+                    asio::bind_cancellation_slot(sig.slot(), [&](result_t r) { out = std::move(r); }));
             } else {
-                asio::co_spawn(ioc, [&]() -> asio::awaitable<result_t> {
-                    co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
-                    co_return co_await steadfast::retry<manual_timer>(policy, sleepy);
-                }, asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr e, result_t r) {
-                    BOOST_REQUIRE(!e);
-                    out = std::move(r);
-                }));
+                asio::co_spawn(
+                    ioc,
+                    [&]() -> asio::awaitable<result_t> {
+                        co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
+                        co_return co_await steadfast::retry<manual_timer>(policy, sleepy);
+                    },
+                    asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr e, result_t r) {
+                        BOOST_REQUIRE(!e);
+                        out = std::move(r);
+                    }));
             }
             manual_timer at(ioc, manual_clock::time_point(1s));
             at.async_wait([&](error_code) { sig.emit(type); });
@@ -231,7 +236,8 @@ BOOST_AUTO_TEST_CASE(strands_threads_and_conditions_set_from_elsewhere) {
             if (r.ok() && r.attempts() == 3u && elsewhere.running_in_this_thread()) ++done;
         };
         if (i % 4 < 2) {
-            steadfast::async_retry(asio::any_io_executor(strand), policy, attempt, asio::bind_executor(elsewhere, check));
+            steadfast::async_retry(asio::any_io_executor(strand), policy, attempt,
+                                   asio::bind_executor(elsewhere, check));
         } else {
             // The coroutine driver on the strand.
             asio::co_spawn(strand, steadfast::retry(policy, attempt),
@@ -273,7 +279,9 @@ struct counting_allocator {
         std::allocator<T>{}.deallocate(p, n);
     }
     template <class U>
-    bool operator==(const counting_allocator<U>& o) const noexcept { return stats == o.stats; }
+    bool operator==(const counting_allocator<U>& o) const noexcept {
+        return stats == o.stats;
+    }
 };
 }  // namespace
 
@@ -284,7 +292,9 @@ BOOST_AUTO_TEST_CASE(the_state_comes_from_the_handlers_allocator) {
     asio::io_context ioc;
     alloc_stats stats;
     int live_at_completion = -1;
-    auto failing = [](const attempt_context&) -> asio::awaitable<error_code> { co_return asio::error::connection_refused; };
+    auto failing = [](const attempt_context&) -> asio::awaitable<error_code> {
+        co_return asio::error::connection_refused;
+    };
     const auto policy = retry_policy{}.with_backoff(backoff::fixed(1s)).with_stop(stop::max_attempts(3));
     steadfast::async_retry<manual_timer>(ioc.get_executor(), policy, failing,
                                          asio::bind_allocator(counting_allocator<void>(&stats), [&](result_t r) {

@@ -1,7 +1,6 @@
 // async_retry with different completion tokens and per-operation cancellation.
 #include <steadfast/engine.hpp>
 #include <steadfast/engine/manual_clock.hpp>
-#include <steadfast_test/virtual_time.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -12,6 +11,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
+#include <steadfast_test/virtual_time.hpp>
 
 using namespace std::chrono_literals;
 using namespace steadfast;
@@ -75,8 +75,9 @@ BOOST_AUTO_TEST_CASE(per_operation_cancellation_with_a_callback) {
     asio::cancellation_signal sig;
     std::optional<result_t> out;
     auto forever = retry_policy{}.with_backoff(backoff::fixed(10min)).with_stop(stop::never());
-    steadfast::async_retry<manual_timer>(ioc.get_executor(), forever, flaky(1'000'000),
-                                         asio::bind_cancellation_slot(sig.slot(), [&](result_t r) { out = std::move(r); }));
+    steadfast::async_retry<manual_timer>(
+        ioc.get_executor(), forever, flaky(1'000'000),
+        asio::bind_cancellation_slot(sig.slot(), [&](result_t r) { out = std::move(r); }));
     manual_timer t(ioc, 25min);
     t.async_wait([&](error_code) { sig.emit(asio::cancellation_type::terminal); });
     steadfast::run_virtual(ioc);
@@ -101,8 +102,9 @@ BOOST_AUTO_TEST_CASE(cancellation_while_the_gate_is_closed) {
     asio::cancellation_signal sig;
     std::optional<result_t> out;
     auto gated = retry_policy{}.with_attempt_when(std::make_shared<closed_gate>()).with_stop(stop::never());
-    steadfast::async_retry<manual_timer>(ioc.get_executor(), gated, flaky(1),
-                                         asio::bind_cancellation_slot(sig.slot(), [&](result_t r) { out = std::move(r); }));
+    steadfast::async_retry<manual_timer>(
+        ioc.get_executor(), gated, flaky(1),
+        asio::bind_cancellation_slot(sig.slot(), [&](result_t r) { out = std::move(r); }));
     manual_timer t(ioc, 5min);
     t.async_wait([&](error_code) { sig.emit(asio::cancellation_type::terminal); });
     steadfast::run_virtual(ioc, manual_clock::time_point(10h));
@@ -120,7 +122,8 @@ BOOST_AUTO_TEST_CASE(io_context_stop_leaves_nothing_behind) {
     {
         asio::io_context ioc;
         auto forever = retry_policy{}.with_backoff(backoff::fixed(1h)).with_stop(stop::never());
-        steadfast::async_retry<manual_timer>(ioc.get_executor(), forever, flaky(1'000'000), [&](result_t) { called = true; });
+        steadfast::async_retry<manual_timer>(ioc.get_executor(), forever, flaky(1'000'000),
+                                             [&](result_t) { called = true; });
         ioc.poll();
         ioc.stop();
     }

@@ -10,9 +10,9 @@
 #include <vector>
 
 using namespace std::chrono_literals;
+using std::chrono::nanoseconds;
 using steadfast::backoff;
 using steadfast::jitter;
-using std::chrono::nanoseconds;
 
 namespace {
 std::vector<std::int64_t> ms_sequence(const backoff& b, int n, const std::function<std::uint64_t()>& draw = {}) {
@@ -47,9 +47,9 @@ BOOST_AUTO_TEST_SUITE(engine_backoff)
 BOOST_AUTO_TEST_CASE(fixed_linear_exponential_exact) {
     BOOST_TEST(ms_sequence(backoff::fixed(250ms), 4) == (std::vector<std::int64_t>{250, 250, 250, 250}),
                boost::test_tools::per_element());
-    BOOST_TEST(ms_sequence(backoff::linear(100ms, 50ms, 220ms), 5) ==
-                   (std::vector<std::int64_t>{100, 150, 200, 220, 220}),
-               boost::test_tools::per_element());
+    BOOST_TEST(
+        ms_sequence(backoff::linear(100ms, 50ms, 220ms), 5) == (std::vector<std::int64_t>{100, 150, 200, 220, 220}),
+        boost::test_tools::per_element());
     BOOST_TEST(ms_sequence(backoff::exponential(1s, 2.0, 30s), 7) ==
                    (std::vector<std::int64_t>{1000, 2000, 4000, 8000, 16000, 30000, 30000}),
                boost::test_tools::per_element());
@@ -88,16 +88,16 @@ BOOST_AUTO_TEST_CASE(full_and_equal_jitter_exact) {
     auto full = backoff::exponential(1s, 2.0, 30s).with_jitter(jitter::full);
     const std::uint64_t half_of_1s = 500'000'000, top = 1'000'000'000;
     auto draws = script({half_of_1s, top, 0});
-    nanoseconds d1 = full.delay(1, {}, draws);   // 500ms of [0, 1s]
-    nanoseconds d2 = full.delay(2, d1, draws);   // top of [0, 2s]: 1e9 % (2e9 + 1)
-    nanoseconds d3 = full.delay(3, d2, draws);   // 0
+    nanoseconds d1 = full.delay(1, {}, draws);  // 500ms of [0, 1s]
+    nanoseconds d2 = full.delay(2, d1, draws);  // top of [0, 2s]: 1e9 % (2e9 + 1)
+    nanoseconds d3 = full.delay(3, d2, draws);  // 0
     BOOST_TEST(d1.count() == 500'000'000);
     BOOST_TEST(d2.count() == 1'000'000'000);
     BOOST_TEST(d3.count() == 0);
 
     auto equal = backoff::exponential(1s, 2.0, 30s).with_jitter(jitter::equal);
     auto draws2 = script({0, 1'000'000'000, 7});
-    BOOST_TEST(equal.delay(1, {}, draws2).count() == 500'000'000);                   // 1s/2 + 0
+    BOOST_TEST(equal.delay(1, {}, draws2).count() == 500'000'000);                      // 1s/2 + 0
     BOOST_TEST(equal.delay(2, {}, draws2).count() == 1'000'000'000ll + 1'000'000'000);  // 1s + 1s
     BOOST_TEST(equal.delay(3, {}, draws2).count() == 2'000'000'000ll + 7);
 }
@@ -144,7 +144,8 @@ BOOST_AUTO_TEST_CASE(invalid_values_are_refused) {
     check_throws_with([] { backoff::schedule("  "); }, "has no steps");
     check_throws_with([] { backoff::schedule("1s 5x"); }, "\"5x\" needs a unit");
     check_throws_with([] { backoff::schedule("1s soon"); }, "\"soon\" must start with a number");
-    check_throws_with([] { backoff::custom(std::function<nanoseconds(std::uint32_t, nanoseconds)>{}); }, "needs a function");
+    check_throws_with([] { backoff::custom(std::function<nanoseconds(std::uint32_t, nanoseconds)>{}); },
+                      "needs a function");
 }
 
 BOOST_AUTO_TEST_CASE(parse_durations) {

@@ -6,8 +6,6 @@
 #include <steadfast/conditions.hpp>
 #include <steadfast/engine.hpp>
 #include <steadfast/engine/manual_clock.hpp>
-#include <steadfast_test/manual_flag.hpp>
-#include <steadfast_test/virtual_time.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -23,6 +21,8 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <steadfast_test/manual_flag.hpp>
+#include <steadfast_test/virtual_time.hpp>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -35,7 +35,9 @@ using steadfast_test::virtual_time;
 
 namespace steadfast {
 // Boost.Test prints the reason a check compared.
-inline std::ostream& operator<<(std::ostream& o, stop_reason r) { return o << to_string(r); }
+inline std::ostream& operator<<(std::ostream& o, stop_reason r) {
+    return o << to_string(r);
+}
 }  // namespace steadfast
 
 namespace {
@@ -48,15 +50,23 @@ enum class driver { coroutine, composed };
 
 const char* name(source s) {
     switch (s) {
-        case source::before_attempt: return "before_attempt";
-        case source::after_attempt: return "after_attempt";
-        case source::backoff: return "custom backoff";
-        case source::random: return "random source";
+        case source::before_attempt:
+            return "before_attempt";
+        case source::after_attempt:
+            return "after_attempt";
+        case source::backoff:
+            return "custom backoff";
+        case source::random:
+            return "random source";
     }
     return "?";
 }
-const char* name(watch w) { return w == watch::none ? "no watch" : w == watch::timeout ? "timeout" : "stop-when"; }
-const char* name(driver d) { return d == driver::coroutine ? "retry()" : "async_retry()"; }
+const char* name(watch w) {
+    return w == watch::none ? "no watch" : w == watch::timeout ? "timeout" : "stop-when";
+}
+const char* name(driver d) {
+    return d == driver::coroutine ? "retry()" : "async_retry()";
+}
 
 // What one run saw.
 struct seen {
@@ -85,7 +95,8 @@ seen cancel_from_inside(source s, watch w, driver d) {
     if (w == watch::stop_when) p = p.with_stop_when(stop);
     retry_hooks hooks;
     if (s == source::before_attempt) hooks.before_attempt = [&](const attempt_context&) { emit(); };
-    if (s == source::after_attempt) hooks.after_attempt = [&](const attempt_context&, const classification&, const decision&) { emit(); };
+    if (s == source::after_attempt)
+        hooks.after_attempt = [&](const attempt_context&, const classification&, const decision&) { emit(); };
     p = p.with_hooks(hooks);
     if (s == source::backoff)
         p = p.with_backoff(backoff::custom([&](std::uint64_t, nanoseconds) -> nanoseconds {
@@ -111,15 +122,17 @@ seen cancel_from_inside(source s, watch w, driver d) {
         out.ended_at_ns = vt.now().count();
     };
     if (d == driver::coroutine) {
-        asio::co_spawn(ioc,
-                       [&]() -> asio::awaitable<void> {
-                           // As in the report (and see below): suspended once first.
-                           co_await asio::post(ioc, asio::use_awaitable);
-                           done(co_await steadfast::retry<manual_timer>(p, attempt));
-                       },
-                       asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr e) { out.thrown = e; }));
+        asio::co_spawn(
+            ioc,
+            [&]() -> asio::awaitable<void> {
+                // As in the report (and see below): suspended once first.
+                co_await asio::post(ioc, asio::use_awaitable);
+                done(co_await steadfast::retry<manual_timer>(p, attempt));
+            },
+            asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr e) { out.thrown = e; }));
     } else {
-        steadfast::async_retry<manual_timer>(ioc.get_executor(), p, attempt, asio::bind_cancellation_slot(sig.slot(), done));
+        steadfast::async_retry<manual_timer>(ioc.get_executor(), p, attempt,
+                                             asio::bind_cancellation_slot(sig.slot(), done));
     }
     steadfast::run_virtual(ioc);
     // Later, at shutdown say: nothing of the retry may be left in the slot.
@@ -167,8 +180,10 @@ BOOST_AUTO_TEST_CASE(cancellation_from_inside_a_step_ends_it_at_once) {
                     BOOST_TEST(r.ended_at_ns == 0);  // neither the 10 min sleep nor the 10 h attempt
                     BOOST_TEST(r.result->elapsed().count() == 0);
                     BOOST_TEST(r.result->attempts() == 1u);
-                    if (s == source::before_attempt) BOOST_TEST(r.bodies_started == 0);  // never started
-                    else BOOST_TEST(r.bodies_finished == 1);
+                    if (s == source::before_attempt)
+                        BOOST_TEST(r.bodies_started == 0);  // never started
+                    else
+                        BOOST_TEST(r.bodies_finished == 1);
                 }
             }
 }
@@ -185,14 +200,15 @@ BOOST_AUTO_TEST_CASE(cancellation_from_a_hook_before_a_closed_gate) {
             gate->v_ = true;
             std::optional<result_t> out;
             std::exception_ptr thrown;
-            auto p = retry_policy{}
-                         .with_backoff(backoff::fixed(0ms))
-                         .with_stop(stop::max_attempts(3))
-                         .with_attempt_when(gate)
-                         .with_hooks({.after_attempt = [&](const attempt_context&, const classification&, const decision&) {
-                             gate->set(false);
-                             sig.emit(asio::cancellation_type::terminal);
-                         }});
+            auto p =
+                retry_policy{}
+                    .with_backoff(backoff::fixed(0ms))
+                    .with_stop(stop::max_attempts(3))
+                    .with_attempt_when(gate)
+                    .with_hooks({.after_attempt = [&](const attempt_context&, const classification&, const decision&) {
+                        gate->set(false);
+                        sig.emit(asio::cancellation_type::terminal);
+                    }});
             auto attempt = [](const attempt_context&) -> asio::awaitable<error_code> {
                 co_return asio::error::connection_refused;
             };
@@ -200,15 +216,17 @@ BOOST_AUTO_TEST_CASE(cancellation_from_a_hook_before_a_closed_gate) {
             // from its closing post when the coroutine it ran was cancelled
             // and never suspended, whatever that coroutine did.)
             if (d == driver::coroutine)
-                asio::co_spawn(ioc,
-                               [&]() -> asio::awaitable<void> {
-                                   co_await asio::post(ioc, asio::use_awaitable);
-                                   out.emplace(co_await steadfast::retry<manual_timer>(p, attempt));
-                               },
-                               asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr e) { thrown = e; }));
+                asio::co_spawn(
+                    ioc,
+                    [&]() -> asio::awaitable<void> {
+                        co_await asio::post(ioc, asio::use_awaitable);
+                        out.emplace(co_await steadfast::retry<manual_timer>(p, attempt));
+                    },
+                    asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr e) { thrown = e; }));
             else
-                steadfast::async_retry<manual_timer>(ioc.get_executor(), p, attempt,
-                                                     asio::bind_cancellation_slot(sig.slot(), [&](result_t r) { out.emplace(std::move(r)); }));
+                steadfast::async_retry<manual_timer>(
+                    ioc.get_executor(), p, attempt,
+                    asio::bind_cancellation_slot(sig.slot(), [&](result_t r) { out.emplace(std::move(r)); }));
             steadfast::run_virtual(ioc, manual_clock::time_point(1h));
             BOOST_TEST(!thrown);
             BOOST_TEST_REQUIRE(out.has_value());
@@ -244,7 +262,8 @@ BOOST_AUTO_TEST_CASE(an_attempt_that_sets_stop_when_and_returns_at_once) {
 BOOST_AUTO_TEST_CASE(stop_when_set_from_inside_a_step_ends_it_at_once) {
     for (int where = 0; where < 3; ++where) {
         auto stop = std::make_shared<manual_flag>();
-        auto p = retry_policy{}.with_stop(stop::max_attempts(3)).with_stop_when(stop).with_backoff(backoff::fixed(10min));
+        auto p =
+            retry_policy{}.with_stop(stop::max_attempts(3)).with_stop_when(stop).with_backoff(backoff::fixed(10min));
         if (where == 0) p = p.with_hooks({.before_attempt = [stop](const attempt_context&) { stop->set(true); }});
         if (where == 1)
             p = p.with_hooks({.after_attempt = [stop](const attempt_context&, const classification&, const decision&) {
@@ -269,8 +288,11 @@ BOOST_AUTO_TEST_CASE(stop_when_set_from_inside_a_step_ends_it_at_once) {
             BOOST_TEST_CONTEXT("where " << where << ", form " << form) {
                 BOOST_TEST(both[form].reason() == stop_reason::condition);
                 BOOST_TEST(both[form].attempts() == 1u);
-                if (where == 0) BOOST_TEST(both[form].elapsed().count() == 0);  // the attempt never ran
-                else BOOST_TEST(std::chrono::duration_cast<std::chrono::hours>(both[form].elapsed()).count() == 10);  // no sleep after it
+                if (where == 0)
+                    BOOST_TEST(both[form].elapsed().count() == 0);  // the attempt never ran
+                else
+                    BOOST_TEST(std::chrono::duration_cast<std::chrono::hours>(both[form].elapsed()).count() ==
+                               10);  // no sleep after it
             }
         }
     }
@@ -427,9 +449,7 @@ BOOST_AUTO_TEST_CASE(a_probe_dropped_after_a_minute_of_checks) {
 // the backoff's ladder).
 BOOST_AUTO_TEST_CASE(the_attempt_counter_goes_past_32_bits) {
     const std::uint64_t two32 = std::uint64_t(1) << 32;
-    auto p = retry_policy{}
-                 .with_backoff(backoff::schedule("1s 2s 3s"))
-                 .with_stop(stop::max_attempts(two32 + 2));
+    auto p = retry_policy{}.with_backoff(backoff::schedule("1s 2s 3s")).with_stop(stop::max_attempts(two32 + 2));
     retry_state st(p);
     detail::retry_state_access::set_attempts(st, two32 - 1);
     const attempt_context c = st.begin_attempt(0s);

@@ -43,7 +43,9 @@ retry_event failed(std::chrono::nanoseconds elapsed, error_code ec = boost::asio
     return ev;
 }
 
-retry_event succeeded(std::chrono::nanoseconds elapsed) { return at(elapsed); }
+retry_event succeeded(std::chrono::nanoseconds elapsed) {
+    return at(elapsed);
+}
 
 }  // namespace
 
@@ -167,7 +169,7 @@ BOOST_AUTO_TEST_CASE(the_gate_waits_until_open_or_the_deadline) {
         BOOST_TEST((a.what == act::wait_gate));
         BOOST_TEST((a.at == 10s));  // the deadline, as time since the start
         BOOST_TEST((fsm.gate() == open.get()));
-        a = fsm.resume(at(1s));     // woken for nothing (opened and closed again)
+        a = fsm.resume(at(1s));  // woken for nothing (opened and closed again)
         BOOST_TEST((a.what == act::wait_gate));
         open->set(true);
         BOOST_TEST((fsm.resume(at(2s)).what == act::attempt));
@@ -204,7 +206,8 @@ BOOST_AUTO_TEST_CASE(no_attempt_once_the_deadline_is_reached) {
 }
 
 BOOST_AUTO_TEST_CASE(a_timeout_is_a_retryable_attempt_timeout) {
-    const auto p = retry_policy{}.with_backoff(backoff::fixed(0s)).with_attempt_timeout(50ms).with_stop(stop::max_attempts(2));
+    const auto p =
+        retry_policy{}.with_backoff(backoff::fixed(0s)).with_attempt_timeout(50ms).with_stop(stop::max_attempts(2));
     retry_fsm fsm(p);
     fsm.resume(at(0s));
     BOOST_TEST(fsm.watch_attempt());
@@ -250,11 +253,13 @@ BOOST_AUTO_TEST_CASE(cancellation_while_the_gate_is_closed_ends_it) {
 BOOST_AUTO_TEST_CASE(no_give_up_after_a_success) {
     int give_ups = 0;
     retry_summary last;
-    const auto p = retry_policy{}.with_backoff(backoff::fixed(1s)).with_stop(stop::max_attempts(3)).with_hooks(
-        {.on_give_up = [&](const retry_summary& s) {
-            ++give_ups;
-            last = s;
-        }});
+    const auto p = retry_policy{}
+                       .with_backoff(backoff::fixed(1s))
+                       .with_stop(stop::max_attempts(3))
+                       .with_hooks({.on_give_up = [&](const retry_summary& s) {
+                           ++give_ups;
+                           last = s;
+                       }});
     {
         retry_fsm fsm(p);
         fsm.resume(at(0s));
@@ -289,8 +294,11 @@ BOOST_AUTO_TEST_CASE(settle_drops_the_action_just_decided) {
     auto open = std::make_shared<toggle>(true);
     auto stop_now = std::make_shared<toggle>(false);
     int give_ups = 0;
-    const auto p = retry_policy{}.with_backoff(backoff::fixed(1s)).with_attempt_when(open).with_stop_when(stop_now).with_hooks(
-        {.on_give_up = [&](const retry_summary&) { ++give_ups; }});
+    const auto p = retry_policy{}
+                       .with_backoff(backoff::fixed(1s))
+                       .with_attempt_when(open)
+                       .with_stop_when(stop_now)
+                       .with_hooks({.on_give_up = [&](const retry_summary&) { ++give_ups; }});
     {
         retry_fsm fsm(p);  // an attempt decided, its before_attempt hook cancelled
         const auto a = fsm.resume(at(0s));
@@ -355,21 +363,27 @@ BOOST_AUTO_TEST_CASE(settle_drops_the_action_just_decided) {
 
 BOOST_AUTO_TEST_CASE(hooks_see_every_step_in_order) {
     std::vector<std::string> seen;
-    const auto p = retry_policy{}
-                       .with_backoff(backoff::fixed(1s))
-                       .with_stop(stop::max_attempts(2))
-                       .with_hooks({.before_attempt = [&](const attempt_context& c) { seen.push_back("before " + std::to_string(c.number)); },
-                                    .after_attempt = [&](const attempt_context& c, const classification&, const decision& d) {
-                                        seen.push_back("after " + std::to_string(c.number) +
-                                                       (d.what == decision::action::retry ? " retry" : " stop"));
-                                    },
-                                    .on_give_up = [&](const retry_summary& s) { seen.push_back("give up " + std::string(to_string(s.reason))); }});
+    const auto p =
+        retry_policy{}
+            .with_backoff(backoff::fixed(1s))
+            .with_stop(stop::max_attempts(2))
+            .with_hooks(
+                {.before_attempt =
+                     [&](const attempt_context& c) { seen.push_back("before " + std::to_string(c.number)); },
+                 .after_attempt =
+                     [&](const attempt_context& c, const classification&, const decision& d) {
+                         seen.push_back("after " + std::to_string(c.number) +
+                                        (d.what == decision::action::retry ? " retry" : " stop"));
+                     },
+                 .on_give_up =
+                     [&](const retry_summary& s) { seen.push_back("give up " + std::string(to_string(s.reason))); }});
     retry_fsm fsm(p);
     fsm.resume(at(0s));
     fsm.resume(failed(1ms));
     fsm.resume(at(1s));
     fsm.resume(failed(1s));
-    const std::vector<std::string> want{"before 1", "after 1 retry", "before 2", "after 2 stop", "give up attempts_exhausted"};
+    const std::vector<std::string> want{"before 1", "after 1 retry", "before 2", "after 2 stop",
+                                        "give up attempts_exhausted"};
     BOOST_TEST(seen == want, boost::test_tools::per_element());
 }
 
@@ -417,15 +431,16 @@ BOOST_AUTO_TEST_CASE(the_previous_outcome_reaches_the_next_attempt_and_a_custom_
 BOOST_AUTO_TEST_CASE(the_after_hook_sees_the_attempt_before_and_a_hint_is_not_cut_by_the_gate) {
     auto open = std::make_shared<toggle>(true);
     std::vector<std::string> seen;
-    const auto p = retry_policy{}
-                       .with_backoff(backoff::fixed(1s))
-                       .with_max_delay(1min)
-                       .with_stop(stop::max_attempts(3))
-                       .with_attempt_when(open)
-                       .with_hooks({.after_attempt = [&](const attempt_context& c, const classification& now, const decision&) {
-                           seen.push_back(std::to_string(c.number) + ": now " + now.ec.message() + ", before " +
-                                          (c.previous ? c.previous->how().ec.message() : std::string("none")));
-                       }});
+    const auto p =
+        retry_policy{}
+            .with_backoff(backoff::fixed(1s))
+            .with_max_delay(1min)
+            .with_stop(stop::max_attempts(3))
+            .with_attempt_when(open)
+            .with_hooks({.after_attempt = [&](const attempt_context& c, const classification& now, const decision&) {
+                seen.push_back(std::to_string(c.number) + ": now " + now.ec.message() + ", before " +
+                               (c.previous ? c.previous->how().ec.message() : std::string("none")));
+            }});
     retry_fsm fsm(p);
     fsm.resume(at(0s));
     auto a = fsm.resume(failed(1ms, boost::asio::error::connection_refused));

@@ -2,8 +2,6 @@
 // per-attempt timeout, Retry-After, budget, cancellation, nesting, RocketMQ.
 #include <steadfast/engine.hpp>
 #include <steadfast/engine/manual_clock.hpp>
-#include <steadfast_test/manual_flag.hpp>
-#include <steadfast_test/virtual_time.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -16,16 +14,18 @@
 
 #include <chrono>
 #include <stdexcept>
+#include <steadfast_test/manual_flag.hpp>
+#include <steadfast_test/virtual_time.hpp>
 #include <string>
 #include <vector>
 
 using namespace std::chrono_literals;
 using namespace steadfast;
 namespace asio = boost::asio;
-using steadfast_test::virtual_sleep;
-using steadfast_test::secs;
-using steadfast_test::virtual_time;
 using std::chrono::nanoseconds;
+using steadfast_test::secs;
+using steadfast_test::virtual_sleep;
+using steadfast_test::virtual_time;
 
 namespace {
 using ec_result = boost::system::result<int>;
@@ -139,9 +139,8 @@ BOOST_AUTO_TEST_CASE(exceptions_are_classified) {
     BOOST_TEST(r3.attempts() == 1u);
 
     // A user classifier can make any exception permanent.
-    auto strict = p.with_exception_classifier([](const std::exception_ptr&) {
-        return classification::permanent(make_error_code(error::exception_thrown));
-    });
+    auto strict = p.with_exception_classifier(
+        [](const std::exception_ptr&) { return classification::permanent(make_error_code(error::exception_thrown)); });
     auto r4 = steadfast_test::run_virtual(ioc, steadfast::retry<manual_timer>(strict, always));
     BOOST_TEST((r4.reason() == stop_reason::permanent));
     BOOST_TEST(r4.attempts() == 1u);
@@ -178,9 +177,12 @@ BOOST_AUTO_TEST_CASE(the_next_attempt_and_the_backoff_see_the_previous_outcome) 
         });
         auto p = retry_policy{}.with_backoff(wait_as_told).with_stop(stop::max_attempts(4)).with_max_delay(10s);
         auto send = [&](const attempt_context& c) -> asio::awaitable<int> {
-            if (!c.previous) seen.push_back("first");
-            else if (c.previous->exception()) seen.push_back("after a throw");
-            else if (const int* v = c.previous->value<int>()) seen.push_back("after " + std::to_string(*v));
+            if (!c.previous)
+                seen.push_back("first");
+            else if (c.previous->exception())
+                seen.push_back("after a throw");
+            else if (const int* v = c.previous->value<int>())
+                seen.push_back("after " + std::to_string(*v));
             if (c.number == 2) throw std::runtime_error("boom");
             co_return c.number == 1 ? 429 : c.number == 3 ? 503 : 200;
         };
@@ -222,7 +224,8 @@ BOOST_AUTO_TEST_CASE(many_timeouts_each_at_its_own_deadline) {
             } catch (const boost::system::system_error&) {
                 cut.push_back(std::to_string(op) + "@" +
                               std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                 manual_clock::now().time_since_epoch()).count()));
+                                                 manual_clock::now().time_since_epoch())
+                                                 .count()));
             }
             co_return asio::error::timed_out;
         };
@@ -256,11 +259,13 @@ BOOST_AUTO_TEST_CASE(a_pending_timeout_never_keeps_run_from_returning) {
     const auto p = retry_policy{}.with_attempt_timeout(1h);
     int ok = 0;
     for (int i = 0; i < 3; ++i)
-        steadfast::async_retry(ioc.get_executor(), p,
-                               [](const attempt_context&) -> asio::awaitable<error_code> { co_return error_code{}; },
-                               [&](retry_result<error_code> r) { ok += r.ok(); });
-    asio::co_spawn(ioc, steadfast::retry(p, [](const attempt_context&) -> asio::awaitable<error_code> { co_return error_code{}; }),
-                   [&](std::exception_ptr, retry_result<error_code> r) { ok += r.ok(); });
+        steadfast::async_retry(
+            ioc.get_executor(), p,
+            [](const attempt_context&) -> asio::awaitable<error_code> { co_return error_code{}; },
+            [&](retry_result<error_code> r) { ok += r.ok(); });
+    asio::co_spawn(
+        ioc, steadfast::retry(p, [](const attempt_context&) -> asio::awaitable<error_code> { co_return error_code{}; }),
+        [&](std::exception_ptr, retry_result<error_code> r) { ok += r.ok(); });
     // A deadline at the clock's end (never) next to a short timeout that
     // passes while the other attempt runs: the timer is never armed at the end.
     const auto never = retry_policy{}.with_stop(stop::max_elapsed(nanoseconds::max()));
@@ -274,8 +279,10 @@ BOOST_AUTO_TEST_CASE(a_pending_timeout_never_keeps_run_from_returning) {
     };
     for (int form = 0; form < 2; ++form) {
         if (form == 0) {
-            steadfast::async_retry(ioc.get_executor(), never, sleep_for(30ms), [&](retry_result<error_code> r) { ok += r.ok(); });
-            steadfast::async_retry(ioc.get_executor(), short_timeout, sleep_for(1ms), [&](retry_result<error_code> r) { ok += r.ok(); });
+            steadfast::async_retry(ioc.get_executor(), never, sleep_for(30ms),
+                                   [&](retry_result<error_code> r) { ok += r.ok(); });
+            steadfast::async_retry(ioc.get_executor(), short_timeout, sleep_for(1ms),
+                                   [&](retry_result<error_code> r) { ok += r.ok(); });
         } else {
             asio::co_spawn(ioc, steadfast::retry(never, sleep_for(30ms)),
                            [&](std::exception_ptr, retry_result<error_code> r) { ok += r.ok(); });
@@ -285,9 +292,10 @@ BOOST_AUTO_TEST_CASE(a_pending_timeout_never_keeps_run_from_returning) {
     }
     // An executor that counts as outstanding work is not kept by the shared
     // timer or a pooled attempt signal.
-    steadfast::async_retry(asio::prefer(ioc.get_executor(), asio::execution::outstanding_work.tracked), p,
-                           [](const attempt_context&) -> asio::awaitable<error_code> { co_return error_code{}; },
-                           [&](retry_result<error_code> r) { ok += r.ok(); });
+    steadfast::async_retry(
+        asio::prefer(ioc.get_executor(), asio::execution::outstanding_work.tracked), p,
+        [](const attempt_context&) -> asio::awaitable<error_code> { co_return error_code{}; },
+        [&](retry_result<error_code> r) { ok += r.ok(); });
     const auto t0 = std::chrono::steady_clock::now();
     ioc.run();  // would block for an hour, or for ever, if the timer or an executor stayed
     BOOST_TEST(ok == 9);
@@ -359,7 +367,8 @@ BOOST_AUTO_TEST_CASE(retry_after_is_never_shortened) {
     for (bool wait_it_out : {false, true}) {
         virtual_time vt;
         asio::io_context ioc;
-        auto p = retry_policy{}.with_backoff(backoff::fixed(100ms)).with_stop(stop::max_attempts(3)).with_max_delay(30s);
+        auto p =
+            retry_policy{}.with_backoff(backoff::fixed(100ms)).with_stop(stop::max_attempts(3)).with_max_delay(30s);
         if (wait_it_out) p = p.with_pushback(pushback_rule::wait_it_out);
         std::vector<std::int64_t> delays;
         p = p.with_hooks({.after_attempt = [&](const attempt_context&, const classification&, const decision& d) {
@@ -409,7 +418,8 @@ BOOST_AUTO_TEST_CASE(cancellation_during_sleep_is_prompt_and_clean) {
     auto p = retry_policy{}.with_backoff(backoff::fixed(1h)).with_stop(stop::never());
     std::optional<retry_result<ec_result>> out;
     asio::co_spawn(ioc, steadfast::retry<manual_timer>(p, failing_until(1000)),
-                   asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr, retry_result<ec_result> r) { out = std::move(r); }));
+                   asio::bind_cancellation_slot(
+                       sig.slot(), [&](std::exception_ptr, retry_result<ec_result> r) { out = std::move(r); }));
     manual_timer later(ioc, 5s);
     later.async_wait([&](error_code) { sig.emit(asio::cancellation_type::terminal); });
     steadfast::run_virtual(ioc);
@@ -439,7 +449,8 @@ BOOST_AUTO_TEST_CASE(cancellation_during_attempt) {
         if (with_timeout) p = p.with_attempt_timeout(1h);  // takes the racing path
         std::optional<retry_result<int>> out;
         asio::co_spawn(ioc, steadfast::retry<manual_timer>(p, hang),
-                       asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr, retry_result<int> r) { out = std::move(r); }));
+                       asio::bind_cancellation_slot(
+                           sig.slot(), [&](std::exception_ptr, retry_result<int> r) { out = std::move(r); }));
         manual_timer later(ioc, 3s);
         later.async_wait([&](error_code) { sig.emit(asio::cancellation_type::terminal); });
         steadfast::run_virtual(ioc);

@@ -7,12 +7,11 @@
 #include <boost/system/system_error.hpp>
 #include <boost/test/unit_test.hpp>
 
-#include <vector>
-
 #include <chrono>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 using namespace std::chrono_literals;
 using namespace steadfast;
@@ -117,9 +116,10 @@ BOOST_AUTO_TEST_CASE(retry_then_attempts_exhausted) {
 
 BOOST_AUTO_TEST_CASE(success_permanent_cancelled_stop_at_once) {
     retry_policy p;
-    for (auto [c, want] : {std::pair{classification::success(), stop_reason::success},
-                           std::pair{classification::permanent(boost::asio::error::access_denied), stop_reason::permanent},
-                           std::pair{classification::cancelled(boost::asio::error::operation_aborted), stop_reason::cancelled}}) {
+    for (auto [c, want] :
+         {std::pair{classification::success(), stop_reason::success},
+          std::pair{classification::permanent(boost::asio::error::access_denied), stop_reason::permanent},
+          std::pair{classification::cancelled(boost::asio::error::operation_aborted), stop_reason::cancelled}}) {
         steadfast::retry_state st(p);
         st.begin_attempt(0s);
         auto d = st.on_outcome(c, 0s);
@@ -150,18 +150,20 @@ BOOST_AUTO_TEST_CASE(default_classifier_knows_permanent_asio_errors) {
 // Hooks combine: each event runs the first set's hook, then the second's.
 BOOST_AUTO_TEST_CASE(hooks_combine_in_order) {
     std::vector<std::string> seen;
-    retry_hooks metrics{.before_attempt = [&](const attempt_context& c) { seen.push_back("m" + std::to_string(c.number)); },
-                        .on_give_up = [&](const retry_summary&) { seen.push_back("m-give-up"); }};
-    retry_hooks logging{.before_attempt = [&](const attempt_context& c) { seen.push_back("l" + std::to_string(c.number)); },
-                        .after_attempt = [&](const attempt_context&, const classification&, const decision&) {
-                            seen.push_back("l-after");
-                        }};
+    retry_hooks metrics{
+        .before_attempt = [&](const attempt_context& c) { seen.push_back("m" + std::to_string(c.number)); },
+        .on_give_up = [&](const retry_summary&) { seen.push_back("m-give-up"); }};
+    retry_hooks logging{
+        .before_attempt = [&](const attempt_context& c) { seen.push_back("l" + std::to_string(c.number)); },
+        .after_attempt = [&](const attempt_context&, const classification&,
+                             const decision&) { seen.push_back("l-after"); }};
     auto p = retry_policy{}.with_hooks(metrics).with_more_hooks(logging);
     const auto& h = p.hooks();
     h.before_attempt(attempt_context{});
     h.after_attempt(attempt_context{}, classification{}, decision{});
     h.on_give_up(retry_summary{});
-    BOOST_TEST(seen == (std::vector<std::string>{"m1", "l1", "l-after", "m-give-up"}), boost::test_tools::per_element());
+    BOOST_TEST(seen == (std::vector<std::string>{"m1", "l1", "l-after", "m-give-up"}),
+               boost::test_tools::per_element());
     BOOST_TEST(!combine({}, {}).before_attempt);  // nothing set: nothing to call
 }
 
@@ -233,10 +235,7 @@ BOOST_AUTO_TEST_CASE(retry_after_hint_replaces_and_is_never_shortened) {
 }
 
 BOOST_AUTO_TEST_CASE(deadline_bounds_time_left_and_timeout) {
-    auto p = retry_policy{}
-                 .with_backoff(backoff::fixed(4s))
-                 .with_stop(stop::max_elapsed(10s))
-                 .with_attempt_timeout(3s);
+    auto p = retry_policy{}.with_backoff(backoff::fixed(4s)).with_stop(stop::max_elapsed(10s)).with_attempt_timeout(3s);
     steadfast::retry_state st(p);
     auto ctx = st.begin_attempt(0s);
     BOOST_TEST(ctx.time_left->count() == nanoseconds(10s).count());
@@ -250,7 +249,8 @@ BOOST_AUTO_TEST_CASE(deadline_bounds_time_left_and_timeout) {
 }
 
 BOOST_AUTO_TEST_CASE(budget_is_charged_and_refunded) {
-    auto budget = std::make_shared<retry_budget>(retry_budget::options{.capacity = 20, .retry_cost = 5, .timeout_cost = 10, .success_refund = 1});
+    auto budget = std::make_shared<retry_budget>(
+        retry_budget::options{.capacity = 20, .retry_cost = 5, .timeout_cost = 10, .success_refund = 1});
     auto p = retry_policy{}.with_backoff(backoff::fixed(1s)).with_stop(stop::never()).with_budget(budget);
     steadfast::retry_state a(p);
     a.begin_attempt(0s);
@@ -281,8 +281,10 @@ BOOST_AUTO_TEST_CASE(budget_is_charged_and_refunded) {
 }
 
 BOOST_AUTO_TEST_CASE(seeded_jitter_is_reproducible) {
-    auto p = retry_policy{}.with_backoff(backoff::exponential(100ms, 2.0, 10s).with_jitter(jitter::full))
-                 .with_stop(stop::never()).with_seed(42);
+    auto p = retry_policy{}
+                 .with_backoff(backoff::exponential(100ms, 2.0, 10s).with_jitter(jitter::full))
+                 .with_stop(stop::never())
+                 .with_seed(42);
     auto sequence = [](const retry_policy& pol) { return delay_sequence(pol, 8); };
     BOOST_TEST(sequence(p) == sequence(p), boost::test_tools::per_element());
     BOOST_TEST((sequence(p) != sequence(p.with_seed(43))));

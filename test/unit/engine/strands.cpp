@@ -4,8 +4,8 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/test/unit_test.hpp>
 
@@ -25,26 +25,30 @@ BOOST_AUTO_TEST_CASE(two_threads_many_operations) {
     asio::io_context ioc(2);
     auto budget = std::make_shared<retry_budget>(retry_budget::options{.capacity = 1'000'000, .retry_cost = 1});
     std::atomic<int> attempts{0}, retries{0}, done{0}, ok{0};
-    auto policy = retry_policy{}
-                      .with_backoff(backoff::exponential(50us, 2.0, 1ms).with_jitter(jitter::full))
-                      .with_stop(stop::max_attempts(20))
-                      .with_budget(budget)
-                      .with_hooks({.after_attempt = [&](const attempt_context&, const classification&, const decision& d) {
-                          if (d.what == decision::action::retry) retries.fetch_add(1, std::memory_order_relaxed);
-                      }});
+    auto policy =
+        retry_policy{}
+            .with_backoff(backoff::exponential(50us, 2.0, 1ms).with_jitter(jitter::full))
+            .with_stop(stop::max_attempts(20))
+            .with_budget(budget)
+            .with_hooks({.after_attempt = [&](const attempt_context&, const classification&, const decision& d) {
+                if (d.what == decision::action::retry) retries.fetch_add(1, std::memory_order_relaxed);
+            }});
     constexpr int ops = 400;
     for (int i = 0; i < ops; ++i) {
         auto strand = asio::make_strand(ioc);
         // State shared by attempts of one operation, touched only on its strand.
         auto failures_left = std::make_shared<int>(i % 4);
-        steadfast::async_retry(strand, policy, [&, failures_left](const attempt_context&) -> asio::awaitable<error_code> {
-            attempts.fetch_add(1, std::memory_order_relaxed);
-            if ((*failures_left)-- > 0) co_return asio::error::connection_refused;
-            co_return error_code{};
-        }, [&](retry_result<error_code> r) {
-            ok += r.ok();
-            done.fetch_add(1);
-        });
+        steadfast::async_retry(
+            strand, policy,
+            [&, failures_left](const attempt_context&) -> asio::awaitable<error_code> {
+                attempts.fetch_add(1, std::memory_order_relaxed);
+                if ((*failures_left)-- > 0) co_return asio::error::connection_refused;
+                co_return error_code{};
+            },
+            [&](retry_result<error_code> r) {
+                ok += r.ok();
+                done.fetch_add(1);
+            });
     }
     std::thread other([&] { ioc.run(); });
     ioc.run();

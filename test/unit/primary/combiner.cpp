@@ -94,13 +94,14 @@ struct fixture {
         http::client::options o;
         o.port = std::to_string(sec.port);
         pool.emplace(ioc.get_executor(), o, connections);
-        comb.emplace(ioc.get_executor(), *pool, primary::combiner::limits{},
-                     [](std::string body, std::string key) {
-                         http::request r{"POST", "/api/messages", {{"Content-Type", "application/json"}}, std::move(body)};
-                         r.set("Idempotency-Key", std::move(key));
-                         return r;
-                     },
-                     cond(stop));
+        comb.emplace(
+            ioc.get_executor(), *pool, primary::combiner::limits{},
+            [](std::string body, std::string key) {
+                http::request r{"POST", "/api/messages", {{"Content-Type", "application/json"}}, std::move(body)};
+                r.set("Idempotency-Key", std::move(key));
+                return r;
+            },
+            cond(stop));
     }
     // Sends one message on each of `streams` (seq `seq`), all at once; each
     // stream's outcome.
@@ -130,7 +131,9 @@ std::vector<std::string> names(int n) {
     for (int i = 0; i < n; ++i) v.push_back("s" + std::to_string(i));
     return v;
 }
-unsigned status_of(const http::outcome& o) { return o.has_response() ? o.res().status : 0; }
+unsigned status_of(const http::outcome& o) {
+    return o.has_response() ? o.res().status : 0;
+}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(primary_combiner)
@@ -171,7 +174,8 @@ BOOST_FIXTURE_TEST_CASE(a_409_is_the_named_streams_and_the_others_are_sent_again
     // applied); alone, it is applied.
     sec.answer = [](const std::vector<std::string>& in) {
         if (in.size() > 1 && std::find(in.begin(), in.end(), "s3") != in.end())
-            return http::response::json(409, envelope::encode(envelope::rejection{envelope::rejection::kind::gap, "s3", 0, 0, 9}));
+            return http::response::json(
+                409, envelope::encode(envelope::rejection{envelope::rejection::kind::gap, "s3", 0, 0, 9}));
         return http::response::json(200, "{}");
     };
     auto got = send_all(streams, 2);
@@ -181,7 +185,8 @@ BOOST_FIXTURE_TEST_CASE(a_409_is_the_named_streams_and_the_others_are_sent_again
         if (s != "s3") BOOST_TEST(status_of(got[s]) == 200u, s);
     const auto reqs = sec.seen();
     bool shared_with_s3 = false;
-    for (const auto& r : reqs) shared_with_s3 = shared_with_s3 || (r.size() > 1 && std::count(r.begin(), r.end(), "s3"));
+    for (const auto& r : reqs)
+        shared_with_s3 = shared_with_s3 || (r.size() > 1 && std::count(r.begin(), r.end(), "s3"));
     BOOST_TEST(shared_with_s3);  // it did share, and the others still got their 200
 }
 
@@ -219,8 +224,7 @@ BOOST_FIXTURE_TEST_CASE(a_stop_ends_the_waiting_sends, one_connection) {
     BOOST_TEST(got.size() == 6u);
     BOOST_TEST(status_of(got["s0"]) == 200u);  // in flight: its answer still comes
     for (const auto& s : streams)
-        if (s != "s0")
-            BOOST_TEST((!got[s].has_response() && got[s].error().ec == asio::error::operation_aborted), s);
+        if (s != "s0") BOOST_TEST((!got[s].has_response() && got[s].error().ec == asio::error::operation_aborted), s);
     BOOST_TEST(sec.seen().size() == 1u);  // nothing was sent after the stop
 }
 

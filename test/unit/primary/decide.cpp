@@ -42,7 +42,8 @@ BOOST_AUTO_TEST_CASE(a_gap_below_the_batch_is_a_rewind_within_retention) {
     auto d = decide(batch, answer(409, R"({"error":"gap","stream":"s","expected":4})"));
     BOOST_TEST((d.what == verdict::rewind));
     BOOST_TEST(d.upto == 3u);
-    BOOST_TEST(d.detail == "the secondary expects seq 4, though it had acknowledged at least up to " + std::to_string(batch.first - 1));
+    BOOST_TEST(d.detail == "the secondary expects seq 4, though it had acknowledged at least up to " +
+                               std::to_string(batch.first - 1));
     auto r = decide_rewind(4, 1, 21);  // seqs 1.. still retained
     BOOST_TEST((r.what == verdict::rewind));
     BOOST_TEST(r.upto == 3u);

@@ -4,10 +4,10 @@
 #include <primary/outbox.hpp>
 
 #include <boost/test/unit_test.hpp>
-#include <steadfast_test/scratch_dir.hpp>
 
 #include <filesystem>
 #include <random>
+#include <steadfast_test/scratch_dir.hpp>
 
 using namespace steadfast;
 
@@ -76,8 +76,8 @@ BOOST_FIXTURE_TEST_CASE(a_publish_key_finds_its_first_message_until_purged, fixt
     BOOST_TEST((again.what == k::replayed));
     BOOST_TEST(again.p.seq == 1u);
     BOOST_TEST(again.p.id == a.p.id);
-    BOOST_TEST((out->publish_once("key-1", "s", "{\"a\":2}", 1'500).what == k::conflict));  // another payload
-    BOOST_TEST((out->publish_once("key-1", "t", "{\"a\":1}", 1'500).what == k::conflict));  // another stream
+    BOOST_TEST((out->publish_once("key-1", "s", "{\"a\":2}", 1'500).what == k::conflict));   // another payload
+    BOOST_TEST((out->publish_once("key-1", "t", "{\"a\":1}", 1'500).what == k::conflict));   // another stream
     BOOST_TEST((out->publish_once("key-1", "s", "{\"a\": 1}", 1'500).what == k::conflict));  // bytes, not meaning
     BOOST_TEST(kept("s") == range(1, 1));
     open();  // kept across a restart
@@ -105,7 +105,8 @@ BOOST_FIXTURE_TEST_CASE(a_stream_acknowledged_without_pause_still_ages_out, fixt
     // Acknowledgements every 10 ms for 5 s: marks are started at most a
     // second apart, so the oldest age out while newer ones come.
     publish("s", 500);
-    for (int i = 1; i <= 500; ++i) out->acknowledge("s", static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(i), 10 * i);
+    for (int i = 1; i <= 500; ++i)
+        out->acknowledge("s", static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(i), 10 * i);
     BOOST_TEST(marks() <= 6);
     BOOST_TEST(marks() >= 5);
     out->purge(2'500);
@@ -144,8 +145,9 @@ BOOST_FIXTURE_TEST_CASE(an_outbox_with_a_time_on_every_row_is_upgraded, fixture)
     out.reset();
     db->exec("DROP TABLE outbox");
     db->exec("DROP TABLE acks");
-    db->exec("CREATE TABLE outbox(stream TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL, payload TEXT NOT NULL, "
-             "at_ms INTEGER NOT NULL, acked_ms INTEGER, PRIMARY KEY(stream, seq)) WITHOUT ROWID");
+    db->exec(
+        "CREATE TABLE outbox(stream TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL, payload TEXT NOT NULL, "
+        "at_ms INTEGER NOT NULL, acked_ms INTEGER, PRIMARY KEY(stream, seq)) WITHOUT ROWID");
     db->exec("CREATE INDEX outbox_acked ON outbox(acked_ms) WHERE acked_ms IS NOT NULL");
     for (int i = 1; i <= 6; ++i)
         db->exec("INSERT INTO outbox VALUES('s'," + std::to_string(i) + ",'id" + std::to_string(i) + "','1',0," +
@@ -197,8 +199,9 @@ BOOST_FIXTURE_TEST_CASE(read_only_opens_change_nothing, fixture) {
     // A dead-letter table of a version without requeue, read beside a running primary.
     out.reset();
     db->exec("DROP TABLE dead_letter");
-    db->exec("CREATE TABLE dead_letter(n INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL, seq INTEGER NOT NULL, "
-             "id TEXT NOT NULL, payload TEXT NOT NULL, reason TEXT NOT NULL, at_ms INTEGER NOT NULL)");
+    db->exec(
+        "CREATE TABLE dead_letter(n INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL, seq INTEGER NOT NULL, "
+        "id TEXT NOT NULL, payload TEXT NOT NULL, reason TEXT NOT NULL, at_ms INTEGER NOT NULL)");
     db->exec("INSERT INTO dead_letter(stream, seq, id, payload, reason, at_ms) VALUES('s', 1, 'i', '[1]', 'r', 1)");
     db.reset();
     app::database ro(dir.string(), "primary.db", "steadfast-primary", app::sync_mode::off, app::open_mode::read_only);
@@ -206,7 +209,8 @@ BOOST_FIXTURE_TEST_CASE(read_only_opens_change_nothing, fixture) {
     const auto dl = o.dead_letters();
     BOOST_REQUIRE(dl.size() == 1u);
     BOOST_TEST(!dl[0].requeued_seq.has_value());
-    BOOST_TEST(primary::to_json(dl[0]) == R"({"at_ms":1,"id":"i","n":1,"reason":"r","seq":1,"stream":"s","payload":[1]})");
+    BOOST_TEST(primary::to_json(dl[0]) ==
+               R"({"at_ms":1,"id":"i","n":1,"reason":"r","seq":1,"stream":"s","payload":[1]})");
 }
 
 BOOST_FIXTURE_TEST_CASE(an_acknowledgement_ends_only_the_schedule_of_a_head_it_covers, fixture) {

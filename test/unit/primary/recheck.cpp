@@ -12,7 +12,9 @@ using namespace steadfast::primary;
 using behind_t = std::vector<std::pair<std::string, std::uint64_t>>;
 
 namespace {
-envelope::positions_page page(std::vector<envelope::stream_position> s, bool more) { return {std::move(s), more}; }
+envelope::positions_page page(std::vector<envelope::stream_position> s, bool more) {
+    return {std::move(s), more};
+}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(primary_recheck)
@@ -49,8 +51,9 @@ BOOST_AUTO_TEST_CASE(page_boundaries_change_nothing) {
         recheck_merge m(acked);
         for (std::size_t i = 0; i < all.size(); i += size) {
             const auto end = std::min(all.size(), i + size);
-            BOOST_TEST(m.add(page({all.begin() + static_cast<std::ptrdiff_t>(i), all.begin() + static_cast<std::ptrdiff_t>(end)},
-                                  end < all.size())));
+            BOOST_TEST(m.add(
+                page({all.begin() + static_cast<std::ptrdiff_t>(i), all.begin() + static_cast<std::ptrdiff_t>(end)},
+                     end < all.size())));
         }
         BOOST_TEST((m.finish() == whole), "pages of " << size);
     }

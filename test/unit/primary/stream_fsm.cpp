@@ -2,6 +2,7 @@
 // way node::deliver drives them but without sockets, timers or a database:
 // each test feeds the events a driver would see and checks every action.
 #include <primary/stream_fsm.hpp>
+
 #include <steadfast/transport/envelope.hpp>
 
 #include <boost/test/unit_test.hpp>
@@ -285,12 +286,12 @@ BOOST_AUTO_TEST_CASE(a_read_for_a_window_forgotten_meanwhile_is_read_again) {
     h.next();
     h.after_read(rows(11, 11));
     h.answered(answer(verdict::ack, 11));
-    auto a = h.next();                 // grace wait
-    a = h.next();                      // no commit: the read before retiring
+    auto a = h.next();  // grace wait
+    a = h.next();       // no commit: the read before retiring
     BOOST_TEST((a.what == type::read));
-    BOOST_TEST(h.fsm.resend_last());   // a recheck meanwhile lowers the position
+    BOOST_TEST(h.fsm.resend_last());  // a recheck meanwhile lowers the position
     BOOST_TEST(h.fsm.acked() == 10u);
-    a = h.after_read({});             // the read after 11 is stale
+    a = h.after_read({});  // the read after 11 is stale
     BOOST_TEST((a.what == type::read));
     BOOST_TEST(a.from == 10u);
     a = h.after_read(rows(11, 11));
@@ -412,7 +413,7 @@ BOOST_AUTO_TEST_CASE(a_link_failure_writes_the_next_ladder_step_and_reads_again)
     BOOST_TEST(a.seq == 11u);
     BOOST_TEST((a.server_wait == 7s));
     BOOST_TEST(h.fsm.current().link_error == "http_503");
-    a = h.next();  // written
+    a = h.next();                        // written
     BOOST_TEST((a.what == type::read));  // the schedule is read with the window
     BOOST_TEST(a.from == 10u);
     // A step that could not be written: pause, then read again.
@@ -555,7 +556,7 @@ BOOST_AUTO_TEST_CASE(progress_past_a_rewind_allows_the_same_rewind_later) {
     h.after_read(rows(15, 17));
     h.answered(answer(verdict::ack, 17));  // past 14
     auto a = h.next();
-    BOOST_TEST((a.what == type::send));  // 18, read ahead
+    BOOST_TEST((a.what == type::send));           // 18, read ahead
     a = h.answered(answer(verdict::rewind, 14));  // restored again
     BOOST_TEST((a.what == type::rewind_facts));
     h.ev.oldest = 10;
@@ -673,7 +674,7 @@ BOOST_AUTO_TEST_CASE(a_log_is_read_before_the_first_send_and_after_a_wrong_seque
     BOOST_TEST(a.seq == 13u);
     h.next();
     a = h.after_read(rows(13, 13));
-    BOOST_TEST((a.what == type::sync_log));  // still to be read
+    BOOST_TEST((a.what == type::sync_log));    // still to be read
     a = h.answered(answer(verdict::ack, 12));  // level: nothing to acknowledge
     BOOST_TEST((a.what == type::read));
     a = h.after_read(rows(13, 13));
@@ -701,7 +702,7 @@ BOOST_AUTO_TEST_CASE(a_log_that_lost_messages_rewinds_without_asking_the_outbox_
 BOOST_AUTO_TEST_CASE(a_partial_acknowledgement_reads_the_rest_again) {
     harness h(10, 5);
     h.next();
-    h.after_read(rows(11, 15));  // 11..13 sent, 14 and 15 wait in the window
+    h.after_read(rows(11, 15));                     // 11..13 sent, 14 and 15 wait in the window
     auto a = h.answered(answer(verdict::ack, 11));  // a gap inside the batch
     BOOST_TEST(a.delivered == 1u);
     a = h.next();

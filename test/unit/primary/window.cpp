@@ -1,6 +1,7 @@
 // What joins a stream's send window (apps/primary/window.hpp): a commit in
 // memory, and the rows of a read that ran while commits joined.
 #include <primary/window.hpp>
+
 #include <steadfast/transport/envelope.hpp>
 
 #include <boost/test/unit_test.hpp>

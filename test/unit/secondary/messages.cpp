@@ -24,11 +24,11 @@ http::request post(std::string body, std::string content_type = "application/jso
 struct disk {
     asio::io_context ioc;
     std::uint64_t free_bytes = 1 << 30;
-    app::storage_health health{ioc.get_executor(), {"/d", 1 << 20, std::chrono::milliseconds(1000),
-                                                    [this](const std::string&, std::string&) -> std::optional<std::uint64_t> {
-                                                        return free_bytes;
-                                                    }},
-                               {}};
+    app::storage_health health{
+        ioc.get_executor(),
+        {"/d", 1 << 20, std::chrono::milliseconds(1000),
+         [this](const std::string&, std::string&) -> std::optional<std::uint64_t> { return free_bytes; }},
+        {}};
 };
 }  // namespace
 
@@ -76,7 +76,8 @@ BOOST_AUTO_TEST_CASE(bodies_decode_or_name_the_fault) {
     BOOST_REQUIRE(std::holds_alternative<http::response>(bad));
     BOOST_TEST(std::get<http::response>(bad).status == 400u);
     BOOST_TEST(std::get<http::response>(bad).body.find("seq") != std::string::npos);
-    auto big = secondary::decode_messages(R"({"id":"a-1","stream":"a","seq":1,"payload":")" + std::string(3000, 'x') + "\"}", 1024);
+    auto big = secondary::decode_messages(
+        R"({"id":"a-1","stream":"a","seq":1,"payload":")" + std::string(3000, 'x') + "\"}", 1024);
     BOOST_REQUIRE(std::holds_alternative<http::response>(big));
     BOOST_TEST(std::get<http::response>(big).status == 400u);
 }
@@ -88,7 +89,8 @@ BOOST_AUTO_TEST_CASE(store_answers_become_http_answers) {
     auto r = secondary::answer_of(std::variant<secondary::store::answer, std::string>(a));
     BOOST_TEST(r.status == 409u);
     BOOST_TEST(r.body == a.body);
-    auto failed = secondary::answer_of(std::variant<secondary::store::answer, std::string>(std::string("disk I/O error")));
+    auto failed =
+        secondary::answer_of(std::variant<secondary::store::answer, std::string>(std::string("disk I/O error")));
     BOOST_TEST(failed.status == 503u);
     BOOST_TEST(*failed.get("Retry-After") == "1");
     BOOST_TEST(failed.body.find("disk I/O error") != std::string::npos);
@@ -103,8 +105,9 @@ BOOST_AUTO_TEST_CASE(page_queries_are_checked) {
     BOOST_REQUIRE(std::holds_alternative<secondary::page_query>(q));
     BOOST_TEST(std::get<secondary::page_query>(q).after == "a.b");
     BOOST_TEST(std::get<secondary::page_query>(q).limit == 10000u);
-    for (const char* bad : {"/api/streams?limit=0", "/api/streams?limit=10001", "/api/streams?limit=x", "/api/streams?limit=-1",
-                            "/api/streams?after=a&after=b", "/api/streams?aftr=a", "/api/streams?limit=1&limit=2"}) {
+    for (const char* bad :
+         {"/api/streams?limit=0", "/api/streams?limit=10001", "/api/streams?limit=x", "/api/streams?limit=-1",
+          "/api/streams?after=a&after=b", "/api/streams?aftr=a", "/api/streams?limit=1&limit=2"}) {
         auto b = secondary::parse_page_query(bad);
         BOOST_TEST(std::holds_alternative<http::response>(b), bad);
         if (auto* r = std::get_if<http::response>(&b)) BOOST_TEST(r->status == 400u, bad);
@@ -123,10 +126,13 @@ BOOST_AUTO_TEST_CASE(faults_wrap_a_handler) {
     std::vector<std::string> reported;
     auto run = [&](const http::router::handler& h) {
         std::optional<http::response> out;
-        asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
-            http::request req{"POST", "/api/messages", {}, {}};
-            out = co_await h(req);
-        }, asio::detached);
+        asio::co_spawn(
+            ioc,
+            [&]() -> asio::awaitable<void> {
+                http::request req{"POST", "/api/messages", {}, {}};
+                out = co_await h(req);
+            },
+            asio::detached);
         ioc.restart();
         ioc.run();
         return *out;

@@ -2,10 +2,10 @@
 #include <secondary/store.hpp>
 
 #include <boost/test/unit_test.hpp>
-#include <steadfast_test/scratch_dir.hpp>
 
 #include <filesystem>
 #include <random>
+#include <steadfast_test/scratch_dir.hpp>
 
 using namespace steadfast;
 
@@ -178,4 +178,3 @@ BOOST_FIXTURE_TEST_CASE(positions_come_in_name_order_pages, fixture) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
-

@@ -13,9 +13,13 @@ using namespace steadfast;
 namespace asio = boost::asio;
 
 namespace {
-verdict kind_of(unsigned status) { return http::classify(http::outcome{http::response::error(status, "x")}, {}).kind; }
+verdict kind_of(unsigned status) {
+    return http::classify(http::outcome{http::response::error(status, "x")}, {}).kind;
+}
 verdict kind_of(error_code ec, bool sent, bool repeatable) {
-    return http::classify(http::outcome{http::transport_error{ec, http::phase::read, sent, {}}}, {.retry_500 = true, .repeatable = repeatable}).kind;
+    return http::classify(http::outcome{http::transport_error{ec, http::phase::read, sent, {}}},
+                          {.retry_500 = true, .repeatable = repeatable})
+        .kind;
 }
 }  // namespace
 
@@ -24,7 +28,8 @@ BOOST_AUTO_TEST_SUITE(transport_classify)
 BOOST_AUTO_TEST_CASE(statuses) {
     for (unsigned s : {200u, 201u, 202u, 204u}) BOOST_TEST((kind_of(s) == verdict::success));
     for (unsigned s : {408u, 429u, 500u, 502u, 503u, 504u}) BOOST_TEST((kind_of(s) == verdict::retryable), s);
-    for (unsigned s : {301u, 400u, 401u, 403u, 404u, 409u, 413u, 415u, 422u, 501u, 505u}) BOOST_TEST((kind_of(s) == verdict::permanent), s);
+    for (unsigned s : {301u, 400u, 401u, 403u, 404u, 409u, 413u, 415u, 422u, 501u, 505u})
+        BOOST_TEST((kind_of(s) == verdict::permanent), s);
 }
 
 // The edges of the table: 199 and 300 are not successes, 299 is.
@@ -35,7 +40,8 @@ BOOST_AUTO_TEST_CASE(status_boundaries) {
     BOOST_TEST((kind_of(407u) == verdict::permanent));
     BOOST_TEST((kind_of(505u) == verdict::permanent));
     // 500 only when the options say so.
-    BOOST_TEST((http::classify(http::outcome{http::response::error(500, "x")}, {.retry_500 = false}).kind == verdict::permanent));
+    BOOST_TEST((http::classify(http::outcome{http::response::error(500, "x")}, {.retry_500 = false}).kind ==
+                verdict::permanent));
 }
 
 // Every transient network error, one by one: retryable unsent, and sent
@@ -43,12 +49,13 @@ BOOST_AUTO_TEST_CASE(status_boundaries) {
 // eof, is the commonest: a restarted server.)
 BOOST_AUTO_TEST_CASE(each_transient_error) {
     namespace e = asio::error;
-    for (error_code ec : {error_code(e::connection_refused), error_code(e::connection_reset), error_code(e::connection_aborted),
-                          error_code(e::broken_pipe), error_code(e::timed_out), error_code(e::network_unreachable),
-                          error_code(e::host_unreachable), error_code(e::network_down), error_code(e::network_reset),
-                          error_code(e::eof), error_code(e::try_again), error_code(e::host_not_found_try_again),
-                          error_code(boost::beast::error::timeout), error_code(boost::beast::http::error::end_of_stream),
-                          error_code(boost::beast::http::error::partial_message)}) {
+    for (error_code ec :
+         {error_code(e::connection_refused), error_code(e::connection_reset), error_code(e::connection_aborted),
+          error_code(e::broken_pipe), error_code(e::timed_out), error_code(e::network_unreachable),
+          error_code(e::host_unreachable), error_code(e::network_down), error_code(e::network_reset),
+          error_code(e::eof), error_code(e::try_again), error_code(e::host_not_found_try_again),
+          error_code(boost::beast::error::timeout), error_code(boost::beast::http::error::end_of_stream),
+          error_code(boost::beast::http::error::partial_message)}) {
         BOOST_TEST((kind_of(ec, false, false) == verdict::retryable), ec.message());
         BOOST_TEST((kind_of(ec, true, true) == verdict::retryable), ec.message());
         BOOST_TEST((kind_of(ec, true, false) == verdict::permanent), ec.message());
@@ -65,9 +72,10 @@ BOOST_AUTO_TEST_CASE(transport_failures) {
     BOOST_TEST((kind_of(boost::beast::error::timeout, false, false) == verdict::retryable));
     BOOST_TEST((kind_of(asio::error::host_not_found_try_again, false, false) == verdict::retryable));
     // Sent: only when the request may be repeated.
-    for (error_code ec : {error_code(asio::error::connection_reset), error_code(asio::error::broken_pipe),
-                          error_code(boost::beast::error::timeout), error_code(boost::beast::http::error::partial_message),
-                          error_code(boost::beast::http::error::bad_version)}) {
+    for (error_code ec :
+         {error_code(asio::error::connection_reset), error_code(asio::error::broken_pipe),
+          error_code(boost::beast::error::timeout), error_code(boost::beast::http::error::partial_message),
+          error_code(boost::beast::http::error::bad_version)}) {
         BOOST_TEST((kind_of(ec, true, true) == verdict::retryable), ec.message());
         BOOST_TEST((kind_of(ec, true, false) == verdict::permanent), ec.message());
     }
@@ -77,7 +85,8 @@ BOOST_AUTO_TEST_CASE(transport_failures) {
     http::outcome reset{http::transport_error{asio::error::connection_reset, http::phase::read, true, {}}};
     BOOST_TEST((http::make_classifier(http::request{"PUT", "/", {}, {}})(reset).kind == verdict::retryable));
     BOOST_TEST((http::make_classifier(http::request{"POST", "/", {}, {}})(reset).kind == verdict::permanent));
-    BOOST_TEST((http::make_classifier(http::request{"POST", "/", {{"idempotency-key", "k"}}, {}})(reset).kind == verdict::retryable));
+    BOOST_TEST((http::make_classifier(http::request{"POST", "/", {{"idempotency-key", "k"}}, {}})(reset).kind ==
+                verdict::retryable));
 }
 
 BOOST_AUTO_TEST_CASE(retry_after_forms) {

@@ -46,34 +46,44 @@ BOOST_AUTO_TEST_CASE(every_kind_of_bad_input_is_named) {
     BOOST_TEST(error_of(R"({"id":"a","stream":"a b","seq":1,"payload":1})").find("\"stream\" must be") == 0u);
     BOOST_TEST(error_of(R"({"id":"a","stream":"s","payload":1})") == "missing field \"seq\"");
     BOOST_TEST(error_of(R"({"id":"a","stream":"s","seq":0,"payload":1})").find("got 0") != std::string::npos);
-    BOOST_TEST(error_of(R"({"id":"a","stream":"s","seq":-3,"payload":1})").find("got a negative number") != std::string::npos);
-    BOOST_TEST(error_of(R"({"id":"a","stream":"s","seq":1.5,"payload":1})").find("got a fraction") != std::string::npos);
+    BOOST_TEST(error_of(R"({"id":"a","stream":"s","seq":-3,"payload":1})").find("got a negative number") !=
+               std::string::npos);
+    BOOST_TEST(error_of(R"({"id":"a","stream":"s","seq":1.5,"payload":1})").find("got a fraction") !=
+               std::string::npos);
     BOOST_TEST(error_of(R"({"id":"a","stream":"s","seq":"1","payload":1})").find("got a string") != std::string::npos);
-    BOOST_TEST(error_of(R"({"id":"a","stream":"s","seq":99999999999999999999,"payload":1})").find("\"seq\" must be") == 0u);
+    BOOST_TEST(error_of(R"({"id":"a","stream":"s","seq":99999999999999999999,"payload":1})").find("\"seq\" must be") ==
+               0u);
     BOOST_TEST(error_of(R"({"id":"a","stream":"s","seq":1,"epoch":-1,"payload":1})").find("\"epoch\" must be") == 0u);
     BOOST_TEST(error_of(R"({"id":"a","stream":"s","seq":1})") == "missing field \"payload\"");
     BOOST_TEST(error_of(R"({"id":"a","stream":"s","seq":1,"payload":1,"extra":2})") == "unknown field \"extra\"");
     BOOST_TEST(error_of(R"({"messages":[]})") == "\"messages\" must not be empty");
     BOOST_TEST(error_of(R"({"messages":{}})") == "\"messages\" must be an array, got an object");
     BOOST_TEST(error_of(R"({"messages":[1],"x":1})") == "a batch has only the field \"messages\"");
-    BOOST_TEST(error_of(R"({"messages":[{"id":"a","stream":"s","seq":1,"payload":1},{"id":"b","stream":"s","seq":3,"payload":1}]})")
-                   .find("messages[1]: seq 3 of stream \"s\" does not follow 1") == 0u);
-    BOOST_TEST(error_of(R"({"messages":[{"id":"a","stream":"s","seq":1,"payload":1},{"id":"a","stream":"t","seq":1,"payload":1}]})")
-                   .find("duplicate id") != std::string::npos);
-    BOOST_TEST(error_of(R"({"messages":[{"id":"a","stream":"s","seq":1}]})") == "messages[0]: missing field \"payload\"");
+    BOOST_TEST(
+        error_of(
+            R"({"messages":[{"id":"a","stream":"s","seq":1,"payload":1},{"id":"b","stream":"s","seq":3,"payload":1}]})")
+            .find("messages[1]: seq 3 of stream \"s\" does not follow 1") == 0u);
+    BOOST_TEST(
+        error_of(
+            R"({"messages":[{"id":"a","stream":"s","seq":1,"payload":1},{"id":"a","stream":"t","seq":1,"payload":1}]})")
+            .find("duplicate id") != std::string::npos);
+    BOOST_TEST(error_of(R"({"messages":[{"id":"a","stream":"s","seq":1}]})") ==
+               "messages[0]: missing field \"payload\"");
 }
 
 BOOST_AUTO_TEST_CASE(size_and_depth_limits) {
     envelope::limits l;
     l.max_body_bytes = 64;
     BOOST_TEST(error_of(std::string(100, ' '), l).find("over the limit of 64") != std::string::npos);
-    std::string deep = R"({"id":"a","stream":"s","seq":1,"payload":)" + std::string(100, '[') + std::string(100, ']') + "}";
+    std::string deep =
+        R"({"id":"a","stream":"s","seq":1,"payload":)" + std::string(100, '[') + std::string(100, ']') + "}";
     BOOST_TEST(error_of(deep).find("nested deeper than 64") != std::string::npos);
     std::string huge_deep(200'000, '[');
     BOOST_TEST(error_of(huge_deep).find("nested deeper") != std::string::npos);  // no stack overflow
     l = {};
     l.max_id_bytes = 4;
-    BOOST_TEST(error_of(R"({"id":"abcdef","stream":"s","seq":1,"payload":1})", l).find("longer than 4") != std::string::npos);
+    BOOST_TEST(error_of(R"({"id":"abcdef","stream":"s","seq":1,"payload":1})", l).find("longer than 4") !=
+               std::string::npos);
 }
 
 // The documented maxima are allowed, one more is not: a 128-byte stream
@@ -91,7 +101,8 @@ BOOST_AUTO_TEST_CASE(limits_at_their_exact_boundary) {
         std::string b = R"({"messages":[)";
         for (int i = 1; i <= n; ++i) {
             if (i > 1) b += ',';
-            b += R"({"id":"m)" + std::to_string(i) + R"(","stream":"s","seq":)" + std::to_string(i) + R"(,"payload":1})";
+            b +=
+                R"({"id":"m)" + std::to_string(i) + R"(","stream":"s","seq":)" + std::to_string(i) + R"(,"payload":1})";
         }
         return b + "]}";
     };
@@ -123,7 +134,8 @@ BOOST_AUTO_TEST_CASE(payloads_travel_byte_for_byte) {
     BOOST_TEST(again == R"({"id":"i","stream":"s","seq":3,"epoch":0,"payload":)" + payload + "}");
     BOOST_TEST(envelope::encoded_size(m.id, m.stream, m.seq, m.epoch, m.payload.size()) == again.size());
     // In a batch too, with escaped keys and whitespace between tokens.
-    auto b = envelope::decode("{ \"messages\" : [ { \"p\\u0061yload\" : [ 1.50 ] , \"id\":\"x\",\"stream\":\"s\",\"seq\":1 } ] }");
+    auto b = envelope::decode(
+        "{ \"messages\" : [ { \"p\\u0061yload\" : [ 1.50 ] , \"id\":\"x\",\"stream\":\"s\",\"seq\":1 } ] }");
     auto& batch = std::get<envelope::batch>(std::get<envelope::decoded>(b));
     BOOST_TEST(batch.messages[0].payload == "[ 1.50 ]");
     BOOST_TEST(error_of(R"({"id":"a","id":"b","stream":"s","seq":1,"payload":1})") == "duplicate field \"id\"");
@@ -132,8 +144,8 @@ BOOST_AUTO_TEST_CASE(payloads_travel_byte_for_byte) {
 BOOST_AUTO_TEST_CASE(valid_json_the_fast_validator_refuses_is_still_valid) {
     // simdjson refuses integers beyond 64 bits; nlohmann, the reference,
     // accepts them: the payload is kept as it was written.
-    for (const std::string payload : {"123456789012345678901234567890", "[-123456789012345678901234567890,1]",
-                                      "{\"x\":12345678901234567890123}"}) {
+    for (const std::string payload :
+         {"123456789012345678901234567890", "[-123456789012345678901234567890,1]", "{\"x\":12345678901234567890123}"}) {
         auto r = envelope::decode(R"({"id":"i","stream":"s","seq":1,"payload":)" + payload + "}");
         BOOST_TEST_REQUIRE(std::holds_alternative<envelope::decoded>(r), payload);
         BOOST_TEST(std::get<envelope::message>(std::get<envelope::decoded>(r)).payload == payload);
@@ -143,7 +155,8 @@ BOOST_AUTO_TEST_CASE(valid_json_the_fast_validator_refuses_is_still_valid) {
     // "1\0junk" passed at the primary and was refused by the secondary.
     const std::string nul("1\0junk", 6);
     BOOST_TEST(std::holds_alternative<envelope::payload_error>(envelope::check_payload(nul, 100)));
-    BOOST_TEST(error_of(R"({"id":"i","stream":"s","seq":1,"payload":)" + nul + "}").find("NUL byte") != std::string::npos);
+    BOOST_TEST(error_of(R"({"id":"i","stream":"s","seq":1,"payload":)" + nul + "}").find("NUL byte") !=
+               std::string::npos);
     BOOST_TEST(error_of(std::string(R"({"id":"i","stream":"s","seq":1,"payload":"a)") + '\0' + "\"}").find("NUL") !=
                std::string::npos);
     // And what both refuse is refused with nlohmann's words.
@@ -159,7 +172,9 @@ BOOST_AUTO_TEST_CASE(depth_counts_per_envelope) {
     const std::string one = R"({"id":"a","stream":"s","seq":1,"payload":)" + nested(63) + "}";
     BOOST_TEST(error_of(one) == "");
     BOOST_TEST(error_of(R"({"messages":[)" + one + "]}") == "");
-    BOOST_TEST(error_of(R"({"id":"a","stream":"s","seq":1,"payload":)" + nested(64) + "}").find("nested deeper than 64") != std::string::npos);
+    BOOST_TEST(
+        error_of(R"({"id":"a","stream":"s","seq":1,"payload":)" + nested(64) + "}").find("nested deeper than 64") !=
+        std::string::npos);
     // /publish applies the same rule to a bare payload.
     const auto overhead = envelope::encoded_size("id", "s", UINT64_MAX, 0, 0);
     BOOST_TEST(std::holds_alternative<std::string_view>(envelope::check_payload(nested(63), overhead)));
@@ -177,10 +192,12 @@ BOOST_AUTO_TEST_CASE(depth_counts_per_envelope) {
 BOOST_AUTO_TEST_CASE(what_the_scanner_cannot_see_is_refused) {
     // nlohmann's accept() skips a byte order mark; the scanner would not.
     const auto overhead = envelope::encoded_size("id", "s", 1, 0, 0);
-    BOOST_TEST(std::get<envelope::payload_error>(envelope::check_payload("\xEF\xBB\xBF{\"a\":1}", overhead)).status == 400u);
+    BOOST_TEST(std::get<envelope::payload_error>(envelope::check_payload("\xEF\xBB\xBF{\"a\":1}", overhead)).status ==
+               400u);
     BOOST_TEST(std::get<envelope::payload_error>(envelope::check_payload(" \xEF\xBB\xBF[1]", overhead)).status == 400u);
-    BOOST_TEST(error_of("\xEF\xBB\xBF{\"id\":\"a\",\"stream\":\"s\",\"seq\":1,\"payload\":1}").find("byte order mark") !=
-               std::string::npos);
+    BOOST_TEST(
+        error_of("\xEF\xBB\xBF{\"id\":\"a\",\"stream\":\"s\",\"seq\":1,\"payload\":1}").find("byte order mark") !=
+        std::string::npos);
     // A tombstone's reason may echo any bytes: it stays valid JSON.
     const std::string t = envelope::encode_tombstone("i", "400 last read: '\xEF\x22\xff'");
     BOOST_TEST(std::holds_alternative<std::string_view>(envelope::check_payload(t, overhead)));
@@ -227,11 +244,13 @@ BOOST_AUTO_TEST_CASE(repair_requests_round_trip_and_refuse_nonsense) {
     BOOST_TEST_REQUIRE(single.has_value(), why);
     BOOST_TEST(single->from == 7u);
     BOOST_TEST(single->to == 7u);
-    BOOST_TEST(!envelope::decode_repair_request(envelope::encode(envelope::repair_request{"a", std::string(129, 'c'), 1, 2}), why));
+    BOOST_TEST(!envelope::decode_repair_request(
+        envelope::encode(envelope::repair_request{"a", std::string(129, 'c'), 1, 2}), why));
     BOOST_TEST(why.find("128") != std::string::npos);
-    for (const char* bad : {"", "[1]", R"({"repair":1})", R"({"repair":{"stream":"a b","from":1,"to":2}})",
-                            R"({"repair":{"stream":"a","from":0,"to":2}})", R"({"repair":{"stream":"a","from":3,"to":2}})",
-                            R"({"repair":{"stream":"a","from":-1,"to":2}})", R"({"repair":{"stream":"a","to":2}})"}) {
+    for (const char* bad :
+         {"", "[1]", R"({"repair":1})", R"({"repair":{"stream":"a b","from":1,"to":2}})",
+          R"({"repair":{"stream":"a","from":0,"to":2}})", R"({"repair":{"stream":"a","from":3,"to":2}})",
+          R"({"repair":{"stream":"a","from":-1,"to":2}})", R"({"repair":{"stream":"a","to":2}})"}) {
         why.clear();
         BOOST_TEST(!envelope::decode_repair_request(bad, why).has_value(), bad);
         BOOST_TEST(!why.empty(), bad);

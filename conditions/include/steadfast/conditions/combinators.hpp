@@ -48,8 +48,8 @@ public:
     bool value() const { return c_->value(); }
     const condition_ptr& get() const noexcept { return c_; }
     condition* operator->() const noexcept { return c_.get(); }
-    operator condition_ptr() const { return c_; }                         // NOLINT
-    operator std::shared_ptr<watchable>() const { return c_; }            // NOLINT: for retry policies
+    operator condition_ptr() const { return c_; }               // NOLINT
+    operator std::shared_ptr<watchable>() const { return c_; }  // NOLINT: for retry policies
 
     // Hidden friends: found only for cond arguments, never for a shared_ptr.
     friend cond operator!(const cond& a) { return detail::combine(detail::derived_condition::op::not_, a.c_, nullptr); }

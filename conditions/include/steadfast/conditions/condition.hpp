@@ -61,7 +61,7 @@ public:
         // g++ 12 miscompiles non-trivial captures of an initiation that
         // use_awaitable moves into its by-value coroutine parameter.
         return boost::asio::async_initiate<CompletionToken, void(error_code)>(initiate_wait{}, token,
-                                                                             shared_from_this(), want);
+                                                                              shared_from_this(), want);
     }
 
 protected:

@@ -72,10 +72,11 @@ public:
         signals_.clear(ignored);
     }
     void request() {
-        boost::asio::dispatch(get_executor(), [self = std::static_pointer_cast<shutdown_condition>(shared_from_this())] {
-            self->assign(true);
-            self->signals_.cancel();
-        });
+        boost::asio::dispatch(get_executor(),
+                              [self = std::static_pointer_cast<shutdown_condition>(shared_from_this())] {
+                                  self->assign(true);
+                                  self->signals_.cancel();
+                              });
     }
 
 private:

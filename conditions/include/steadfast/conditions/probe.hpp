@@ -31,7 +31,7 @@
 namespace steadfast {
 
 struct probe_options {
-    std::chrono::nanoseconds interval = std::chrono::seconds(1);          // between checks while online
+    std::chrono::nanoseconds interval = std::chrono::seconds(1);  // between checks while online
     backoff failing_backoff = backoff::exponential(std::chrono::milliseconds(250), 2.0, std::chrono::seconds(2));
     std::chrono::nanoseconds check_timeout = std::chrono::seconds(2);
     std::uint32_t failures_to_offline = 3;
@@ -46,7 +46,8 @@ public:
     probe_condition(executor_type ex, std::string name, check_fn check, probe_options o)
         : condition(ex, std::move(name), o.initially_online), check_(std::move(check)), opts_(std::move(o)) {
         if (!check_) throw std::invalid_argument("steadfast::probe_condition: needs a check function");
-        if (opts_.interval.count() <= 0) throw std::invalid_argument("steadfast::probe_condition: interval must be positive");
+        if (opts_.interval.count() <= 0)
+            throw std::invalid_argument("steadfast::probe_condition: interval must be positive");
         if (opts_.check_timeout.count() <= 0)
             throw std::invalid_argument("steadfast::probe_condition: check_timeout must be positive");
         if (opts_.failures_to_offline == 0)
@@ -95,7 +96,8 @@ private:
         const std::weak_ptr<probe_condition> weak = strong;
         // One attempt with a timeout, through the engine: the check is cancelled
         // when it overruns, and a throw is a failure like any other.
-        const auto once = retry_policy{}.with_stop(stop::max_attempts(1)).with_attempt_timeout(strong->opts_.check_timeout);
+        const auto once =
+            retry_policy{}.with_stop(stop::max_attempts(1)).with_attempt_timeout(strong->opts_.check_timeout);
         strong.reset();
         Timer timer(co_await asio::this_coro::executor);
         nanoseconds previous{};
@@ -118,7 +120,8 @@ private:
             } else {
                 ++self->failures_;
                 if (self->failures_ >= self->opts_.failures_to_offline) self->assign(false);
-                delay = self->opts_.failing_backoff.delay(self->failures_, previous, [&self] { return self->random_(); });
+                delay =
+                    self->opts_.failing_backoff.delay(self->failures_, previous, [&self] { return self->random_(); });
                 previous = delay;
             }
             timer.expires_after(std::chrono::duration_cast<typename Timer::duration>(delay));
@@ -145,7 +148,8 @@ private:
 
 template <class Timer = boost::asio::steady_timer>
 std::shared_ptr<probe_condition<Timer>> make_probe(condition::executor_type ex, std::string name,
-                                                   typename probe_condition<Timer>::check_fn check, probe_options o = {}) {
+                                                   typename probe_condition<Timer>::check_fn check,
+                                                   probe_options o = {}) {
     auto p = std::make_shared<probe_condition<Timer>>(std::move(ex), std::move(name), std::move(check), std::move(o));
     p->start();
     return p;

@@ -35,9 +35,9 @@ enum class error {
     cancelled,
     budget_exhausted,
     condition_met,
-    attempt_timeout,    // an attempt overran its per-attempt timeout
-    exception_thrown,   // an attempt threw an exception that carried no error code
-    pushback,           // the server's requested wait is longer than the policy allows
+    attempt_timeout,   // an attempt overran its per-attempt timeout
+    exception_thrown,  // an attempt threw an exception that carried no error code
+    pushback,          // the server's requested wait is longer than the policy allows
 };
 
 const boost::system::error_category& error_category() noexcept;

@@ -28,10 +28,10 @@ class watchable;  // an observable boolean state (steadfast/engine/watchable.hpp
 /// cancellation state: a per-attempt timeout, a stop-when condition or the
 /// caller's cancellation cancels the operations it awaits.
 struct attempt_context {
-    std::uint64_t number = 1;                  // 1 for the first attempt
-    nanoseconds elapsed{};                     // since the retry started
-    std::optional<nanoseconds> time_left;      // until the stop condition's deadline
-    std::optional<nanoseconds> timeout;        // this attempt's effective timeout
+    std::uint64_t number = 1;              // 1 for the first attempt
+    nanoseconds elapsed{};                 // since the retry started
+    std::optional<nanoseconds> time_left;  // until the stop condition's deadline
+    std::optional<nanoseconds> timeout;    // this attempt's effective timeout
     /// The outcome of the attempt before this one (nullptr for the first):
     /// its classification, exception or returned value.
     const previous_outcome* previous = nullptr;
@@ -166,7 +166,7 @@ private:
     friend struct detail::retry_state_access;
     std::uint64_t draw();
     const detail::policy_data* p_;
-    std::uint64_t attempts_ = 0;  // 64 bits: a retry-forever loop never wraps it
+    std::uint64_t attempts_ = 0;   // 64 bits: a retry-forever loop never wraps it
     std::uint32_t last_cost_ = 0;  // budget tokens the latest retry took
     nanoseconds previous_{};
     std::uint64_t rng_ = 0;

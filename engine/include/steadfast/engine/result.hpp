@@ -18,11 +18,17 @@ namespace detail {
 // The drivers fill a result in; users only read it.
 struct result_access {
     template <class R>
-    static retry_summary& summary(retry_result<R>& r) noexcept { return r.summary_; }
+    static retry_summary& summary(retry_result<R>& r) noexcept {
+        return r.summary_;
+    }
     template <class R>
-    static std::optional<R>& value(retry_result<R>& r) noexcept { return r.value_; }
+    static std::optional<R>& value(retry_result<R>& r) noexcept {
+        return r.value_;
+    }
     template <class R>
-    static std::exception_ptr& exception(retry_result<R>& r) noexcept { return r.exception_; }
+    static std::exception_ptr& exception(retry_result<R>& r) noexcept {
+        return r.exception_;
+    }
 };
 }  // namespace detail
 

@@ -21,12 +21,12 @@
 #include <boost/asio/append.hpp>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/associated_allocator.hpp>
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/compose.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/compose.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/execution/executor.hpp>
@@ -39,8 +39,8 @@
 
 #include <array>
 #include <chrono>
-#include <memory>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -73,8 +73,8 @@ struct attempt_parts<classified_attempt<F, C>> {
 };
 
 template <class A>
-using attempt_raw_t = typename awaitable_value<
-    std::invoke_result_t<typename attempt_parts<A>::fn_type&, const attempt_context&>>::type;
+using attempt_raw_t =
+    typename awaitable_value<std::invoke_result_t<typename attempt_parts<A>::fn_type&, const attempt_context&>>::type;
 
 template <class T>
 using stored_t = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
@@ -149,8 +149,10 @@ struct stop_wake {
     void operator()(bool v) const {
         if (!v) return;
         fsm->stop_seen();
-        if (timer) timer->cancel();
-        else if (attempt) attempt->emit(boost::asio::cancellation_type::all);
+        if (timer)
+            timer->cancel();
+        else if (attempt)
+            attempt->emit(boost::asio::cancellation_type::all);
     }
 };
 
@@ -301,8 +303,8 @@ boost::asio::awaitable<retry_result_for<Attempt>> retry(retry_policy policy, Att
     const auto ex = co_await asio::this_coro::executor;
     const auto start = clock::now();
     detail::retry_fsm fsm(policy);
-    std::optional<R> value;      // the latest attempt's
-    std::optional<Timer> timer;  // made on the first wait: an instant success needs none
+    std::optional<R> value;                               // the latest attempt's
+    std::optional<Timer> timer;                           // made on the first wait: an instant success needs none
     std::shared_ptr<detail::attempt_watch<Timer>> watch;  // leased on the first watched attempt
     detail::stop_wake<Timer> wake{&fsm};
     watchable::subscription stop_sub;  // stop-when, for the whole operation
@@ -391,7 +393,7 @@ public:
         std::optional<R> value;  // the latest attempt's
         timer_t timer;
         typename clock::time_point start = clock::time_point::min();  // min(): not started
-        std::shared_ptr<attempt_watch<Timer>> watch;  // made on the first watched attempt
+        std::shared_ptr<attempt_watch<Timer>> watch;                  // made on the first watched attempt
         stop_wake<timer_t> wake;
         watchable::subscription stop_sub;  // stop-when, from the first step to the end
         std::uint64_t rises = 0;           // stop-when's rises() at the initiation
@@ -505,20 +507,25 @@ private:
         // (settle: user code run by resume() may have cancelled this or set stop-when.)
         const retry_action a = d.fsm.settle(d.fsm.resume(ev), cancelled(self), ev.elapsed);
         switch (a.what) {
-            case act::done: return finish(self);
-            case act::yield: return on_ex(self, [](auto&& h) { asio::post(std::move(h)); });
+            case act::done:
+                return finish(self);
+            case act::yield:
+                return on_ex(self, [](auto&& h) { asio::post(std::move(h)); });
             case act::sleep:
             case act::wait_gate:
                 expire_for(d.timer, a, d.start);
                 wake_on_conditions(d.fsm, a, d.timer, d.wake, d.gate_sub);
                 return on_ex(self, [&d](auto&& h) { d.timer.async_wait(std::move(h)); });
-            case act::attempt: break;
+            case act::attempt:
+                break;
         }
-        auto attempt = asio::co_spawn(d.timer.get_executor(), guarded_attempt<raw_t>(parts::fn(d.attempt), d.fsm.context()),
-                                      asio::deferred);
+        auto attempt = asio::co_spawn(d.timer.get_executor(),
+                                      guarded_attempt<raw_t>(parts::fn(d.attempt), d.fsm.context()), asio::deferred);
         if (!d.fsm.watch_attempt()) return on_ex(self, std::move(attempt));
         arm_watch(d.fsm, d.watch, d.timer.get_executor(), d.wake, self.get_cancellation_state().slot());
-        on_ex(self, [&](auto&& h) { std::move(attempt)(asio::bind_cancellation_slot(d.watch->signal.slot(), std::move(h))); });
+        on_ex(self, [&](auto&& h) {
+            std::move(attempt)(asio::bind_cancellation_slot(d.watch->signal.slot(), std::move(h)));
+        });
     }
 
     template <class Self>
@@ -579,8 +586,9 @@ struct initiate_retry {
 /// its state and a timer wait (no coroutine frame).
 template <class Timer = boost::asio::steady_timer, class Executor, class Attempt,
           class CompletionToken = boost::asio::default_completion_token_t<Executor>>
-    requires(boost::asio::execution::is_executor<Executor>::value || boost::asio::is_executor<Executor>::value)
-auto async_retry(const Executor& ex, retry_policy policy, Attempt attempt, CompletionToken&& token = {}) {
+requires(boost::asio::execution::is_executor<Executor>::value ||
+         boost::asio::is_executor<Executor>::value) auto async_retry(const Executor& ex, retry_policy policy,
+                                                                     Attempt attempt, CompletionToken&& token = {}) {
     using result_t = retry_result_for<Attempt>;
     return boost::asio::async_initiate<CompletionToken, void(result_t)>(
         detail::initiate_retry<Timer, Executor, Attempt, result_t>{}, token, ex, std::move(policy), std::move(attempt));
@@ -589,7 +597,7 @@ auto async_retry(const Executor& ex, retry_policy policy, Attempt attempt, Compl
 /// The same on an execution context (an io_context, say): its executor.
 template <class Timer = boost::asio::steady_timer, class ExecutionContext, class Attempt,
           class CompletionToken = boost::asio::default_completion_token_t<typename ExecutionContext::executor_type>>
-    requires std::is_convertible_v<ExecutionContext&, boost::asio::execution_context&>
+requires std::is_convertible_v<ExecutionContext&, boost::asio::execution_context&>
 auto async_retry(ExecutionContext& ctx, retry_policy policy, Attempt attempt, CompletionToken&& token = {}) {
     return steadfast::async_retry<Timer>(ctx.get_executor(), std::move(policy), std::move(attempt),
                                          std::forward<CompletionToken>(token));

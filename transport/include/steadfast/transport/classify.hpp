@@ -30,7 +30,7 @@ struct classifier_options {
 /// - Host not found (authoritative) and any other error: permanent.
 ///   Cancellation: cancelled.
 classification classify(const outcome& o, const classifier_options& opts,
-                         std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
+                        std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
 
 /// A classifier for retry()/classified(): decides `repeatable` from the request.
 std::function<classification(const outcome&)> make_classifier(const request& req, classifier_options opts = {});

@@ -51,7 +51,7 @@ using decoded = std::variant<message, batch>;
 
 /// Why a JSON text could not be parsed.
 struct json_error {
-    std::string message;    // "JSON nested deeper than N levels", or the parser's (position, token)
+    std::string message;  // "JSON nested deeper than N levels", or the parser's (position, token)
     bool too_deep = false;
 };
 

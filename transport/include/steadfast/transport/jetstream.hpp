@@ -58,7 +58,9 @@ enum class errc {
     closed,               // the client was closed
 };
 const boost::system::error_category& category() noexcept;
-inline error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), category()}; }
+inline error_code make_error_code(errc e) noexcept {
+    return {static_cast<int>(e), category()};
+}
 
 /// What the engine should do about a failure: retryable (no responders,
 /// timeouts, not connected, unavailable, a transport error) or permanent.
@@ -71,7 +73,9 @@ struct classifier {
     classification operator()(const boost::system::result<T, error_code>& r) const noexcept {
         return r.has_value() ? classification::success() : classify(r.error());
     }
-    classification operator()(const error_code& ec) const noexcept { return ec ? classify(ec) : classification::success(); }
+    classification operator()(const error_code& ec) const noexcept {
+        return ec ? classify(ec) : classification::success();
+    }
 };
 
 struct options {
@@ -95,10 +99,10 @@ struct header {
 /// A reply (or a delivered message).
 struct message {
     std::string subject;
-    std::string reply;   // a delivered JetStream message: its ack subject
+    std::string reply;  // a delivered JetStream message: its ack subject
     std::string data;
-    unsigned status = 0;        // a status message (503 no responders, 404, 408, 409): its code
-    std::string description;    // and its description
+    unsigned status = 0;      // a status message (503 no responders, 404, 408, 409): its code
+    std::string description;  // and its description
     std::vector<header> headers;
     const std::string* get(std::string_view name) const noexcept;
 };
@@ -218,8 +222,7 @@ public:
     /// published to `subject` is handed to `sink`.
     /// At most `max_queued` wait to be drained; more are dropped and counted
     /// (a subject anyone may publish to cannot grow memory without end).
-    std::unique_ptr<inbox> subscribe(const std::string& subject, inbox_sink& sink,
-                                     std::size_t max_queued = SIZE_MAX);
+    std::unique_ptr<inbox> subscribe(const std::string& subject, inbox_sink& sink, std::size_t max_queued = SIZE_MAX);
 
 private:
     void start_request(std::string subject, std::string data, std::vector<header> headers, request_handler h);
@@ -249,7 +252,8 @@ struct publish_options {
 std::vector<header> publish_headers(const publish_options& o);
 
 template <class CompletionToken = boost::asio::default_completion_token_t<client::executor_type>>
-auto async_publish(client& c, std::string subject, std::string data, const publish_options& po, CompletionToken&& token = {}) {
+auto async_publish(client& c, std::string subject, std::string data, const publish_options& po,
+                   CompletionToken&& token = {}) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, pub_ack, api_error)>(
         [&c](auto handler, std::string s, std::string d, std::vector<header> h) {
             auto done = [](auto&& hd, error_code ec, message m) {
@@ -258,8 +262,9 @@ auto async_publish(client& c, std::string subject, std::string data, const publi
                 if (!ec) ec = decode_pub_ack(m, a, e);
                 std::move(hd)(ec, std::move(a), std::move(e));
             };
-            c.async_request(std::move(s), std::move(d), std::move(h),
-                            detail::transformed<std::decay_t<decltype(handler)>, decltype(done)>{std::move(handler), done});
+            c.async_request(
+                std::move(s), std::move(d), std::move(h),
+                detail::transformed<std::decay_t<decltype(handler)>, decltype(done)>{std::move(handler), done});
         },
         token, std::move(subject), std::move(data), publish_headers(po));
 }
@@ -269,7 +274,8 @@ std::string last_by_subject_request(std::string_view subject);
 /// The last message stored for `subject` in `stream` (seq 0: none); on an
 /// error, the API's own words in the api_error.
 template <class CompletionToken = boost::asio::default_completion_token_t<client::executor_type>>
-auto async_last_message(client& c, const std::string& stream, const std::string& subject, CompletionToken&& token = {}) {
+auto async_last_message(client& c, const std::string& stream, const std::string& subject,
+                        CompletionToken&& token = {}) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, stored_message, api_error)>(
         [&c](auto handler, std::string api, std::string body) {
             auto done = [](auto&& hd, error_code ec, message m) {
@@ -278,8 +284,9 @@ auto async_last_message(client& c, const std::string& stream, const std::string&
                 if (!ec) ec = decode_stored_message(m, s, e);
                 std::move(hd)(ec, std::move(s), std::move(e));
             };
-            c.async_request(std::move(api), std::move(body), {},
-                            detail::transformed<std::decay_t<decltype(handler)>, decltype(done)>{std::move(handler), done});
+            c.async_request(
+                std::move(api), std::move(body), {},
+                detail::transformed<std::decay_t<decltype(handler)>, decltype(done)>{std::move(handler), done});
         },
         token, "$JS.API.STREAM.MSG.GET." + stream, last_by_subject_request(subject));
 }
@@ -325,13 +332,15 @@ public:
     template <class CompletionToken = boost::asio::default_completion_token_t<client::executor_type>>
     auto async_fetch(std::size_t batch, std::chrono::milliseconds wait, CompletionToken&& token = {}) {
         return boost::asio::async_initiate<CompletionToken, void(error_code, std::vector<delivery>)>(
-            [this](auto handler, std::size_t b, std::chrono::milliseconds w) { start_fetch(b, w, fetch_handler(std::move(handler))); },
+            [this](auto handler, std::size_t b, std::chrono::milliseconds w) {
+                start_fetch(b, w, fetch_handler(std::move(handler)));
+            },
             token, batch, wait);
     }
 
-    error_code ack(const delivery& d);                                 // +ACK
+    error_code ack(const delivery& d);                                   // +ACK
     error_code nak(const delivery& d, std::chrono::milliseconds delay);  // -NAK, redelivered after delay
-    error_code term(const delivery& d);                                // +TERM: never again
+    error_code term(const delivery& d);                                  // +TERM: never again
 
     const consumer_config& config() const noexcept { return cfg_; }
     std::uint64_t last_pending() const noexcept { return last_pending_; }  // consumer lag, from the last delivery
@@ -354,7 +363,6 @@ private:
     std::vector<delivery> ready_;
 };
 
-
 template <class CompletionToken>
 auto async_ensure_stream(client& c, const stream_config& cfg, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, stream_state, std::string)>(
@@ -376,11 +384,13 @@ auto async_ensure_stream(client& c, const stream_config& cfg, CompletionToken&& 
                     if (!e2) e2 = check_stream_reply(m2, cf, s2, w2);
                     std::move(h2)(e2, std::move(s2), std::move(w2));
                 };
-                c.async_request("$JS.API.STREAM.CREATE." + cf.name, stream_create_request(cf), {},
-                                detail::transformed<std::decay_t<decltype(hd)>, decltype(created)>{std::move(hd), created});
+                c.async_request(
+                    "$JS.API.STREAM.CREATE." + cf.name, stream_create_request(cf), {},
+                    detail::transformed<std::decay_t<decltype(hd)>, decltype(created)>{std::move(hd), created});
             };
-            c.async_request("$JS.API.STREAM.INFO." + cf.name, std::string{}, {},
-                            detail::transformed<std::decay_t<decltype(handler)>, decltype(info)>{std::move(handler), info});
+            c.async_request(
+                "$JS.API.STREAM.INFO." + cf.name, std::string{}, {},
+                detail::transformed<std::decay_t<decltype(handler)>, decltype(info)>{std::move(handler), info});
         },
         token, cfg);
 }
@@ -394,8 +404,9 @@ auto async_ensure_consumer(client& c, const consumer_config& cfg, CompletionToke
                 if (!ec) ec = api_reply_error(m, e);
                 std::move(hd)(ec, std::move(e.description));
             };
-            c.async_request(std::move(subject), std::move(body), {},
-                            detail::transformed<std::decay_t<decltype(handler)>, decltype(done)>{std::move(handler), done});
+            c.async_request(
+                std::move(subject), std::move(body), {},
+                detail::transformed<std::decay_t<decltype(handler)>, decltype(done)>{std::move(handler), done});
         },
         token, "$JS.API.CONSUMER.DURABLE.CREATE." + cfg.stream + "." + cfg.durable, consumer_create_request(cfg));
 }

@@ -95,9 +95,9 @@ public:
         std::uint64_t connections_accepted = 0;
         std::uint64_t requests = 0;
         std::uint64_t active_connections = 0;
-        std::uint64_t connections_rejected = 0;  // over max_connections and the reserve (or evicted from it)
-        std::uint64_t reserved_connections = 0;  // accepted into the reserve
-        std::uint64_t header_timeouts = 0;  // closed: no complete request header in time
+        std::uint64_t connections_rejected = 0;    // over max_connections and the reserve (or evicted from it)
+        std::uint64_t reserved_connections = 0;    // accepted into the reserve
+        std::uint64_t header_timeouts = 0;         // closed: no complete request header in time
         std::uint64_t tls_handshake_failures = 0;  // a wrong certificate, no client certificate, not TLS, ...
     };
 

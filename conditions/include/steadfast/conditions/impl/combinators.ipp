@@ -9,17 +9,23 @@ namespace detail {
 namespace {
 std::string derived_name(derived_condition::op o, const condition_ptr& a, const condition_ptr& b) {
     switch (o) {
-        case derived_condition::op::not_: return "!" + a->name();
-        case derived_condition::op::and_: return "(" + a->name() + " && " + b->name() + ")";
-        case derived_condition::op::or_: return "(" + a->name() + " || " + b->name() + ")";
+        case derived_condition::op::not_:
+            return "!" + a->name();
+        case derived_condition::op::and_:
+            return "(" + a->name() + " && " + b->name() + ")";
+        case derived_condition::op::or_:
+            return "(" + a->name() + " || " + b->name() + ")";
     }
     return {};
 }
 bool initial(derived_condition::op o, const condition_ptr& a, const condition_ptr& b) {
     switch (o) {
-        case derived_condition::op::not_: return !a->value();
-        case derived_condition::op::and_: return a->value() && b->value();
-        case derived_condition::op::or_: return a->value() || b->value();
+        case derived_condition::op::not_:
+            return !a->value();
+        case derived_condition::op::and_:
+            return a->value() && b->value();
+        case derived_condition::op::or_:
+            return a->value() || b->value();
     }
     return false;
 }
@@ -36,9 +42,12 @@ derived_condition::derived_condition(op o, condition_ptr a, condition_ptr b)
 
 bool derived_condition::compute() const {
     switch (op_) {
-        case op::not_: return !a_->value();
-        case op::and_: return a_->value() && b_->value();
-        case op::or_: return a_->value() || b_->value();
+        case op::not_:
+            return !a_->value();
+        case op::and_:
+            return a_->value() && b_->value();
+        case op::or_:
+            return a_->value() || b_->value();
     }
     return false;
 }

@@ -28,8 +28,10 @@ public:
     }
     void remove(condition* c) {
         std::lock_guard lock(mutex_);
-        if (c->svc_prev_) c->svc_prev_->svc_next_ = c->svc_next_;
-        else if (head_ == c) head_ = c->svc_next_;
+        if (c->svc_prev_)
+            c->svc_prev_->svc_next_ = c->svc_next_;
+        else if (head_ == c)
+            head_ = c->svc_next_;
         if (c->svc_next_) c->svc_next_->svc_prev_ = c->svc_prev_;
         c->svc_prev_ = c->svc_next_ = nullptr;
     }
@@ -93,8 +95,10 @@ void condition::link(waiter_base* w) noexcept {
 
 void condition::unlink(waiter_base* w) noexcept {
     w->sub.reset();
-    if (w->prev) w->prev->next = w->next;
-    else waiters_ = w->next;
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        waiters_ = w->next;
     if (w->next) w->next->prev = w->prev;
     w->prev = w->next = nullptr;
     --waiter_count_;

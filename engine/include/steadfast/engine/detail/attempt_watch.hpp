@@ -17,8 +17,8 @@
 #include <boost/asio/execution/context.hpp>
 #include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/execution_context.hpp>
-#include <boost/asio/prefer.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/prefer.hpp>
 #include <boost/asio/query.hpp>
 #include <boost/intrusive/set.hpp>
 
@@ -67,8 +67,7 @@ public:
 
     /// The service of `ex`'s execution context.
     static attempt_timeouts& of(const boost::asio::any_io_executor& ex) {
-        return boost::asio::use_service<attempt_timeouts>(
-            boost::asio::query(ex, boost::asio::execution::context));
+        return boost::asio::use_service<attempt_timeouts>(boost::asio::query(ex, boost::asio::execution::context));
     }
 
     /// A watch for an operation on `ex`: one given back by an earlier
@@ -76,7 +75,8 @@ public:
     /// `ex` without counting as outstanding work: a pooled watch or the
     /// service's timer must never keep io_context::run() from returning.
     std::shared_ptr<watch> lease(const boost::asio::any_io_executor& ex) {
-        boost::asio::any_io_executor plain = boost::asio::prefer(ex, boost::asio::execution::outstanding_work.untracked);
+        boost::asio::any_io_executor plain =
+            boost::asio::prefer(ex, boost::asio::execution::outstanding_work.untracked);
         {
             std::lock_guard lock(mu_);
             if (!free_.empty()) {
@@ -199,10 +199,10 @@ private:
     using timer_type = typename Timer::template rebind_executor<boost::asio::any_io_executor>::other;
     std::mutex mu_;
     boost::intrusive::multiset<watch> set_;
-    std::optional<timer_type> timer_;          // made on first use
+    std::optional<timer_type> timer_;  // made on first use
     static constexpr std::size_t max_free = 64;
     std::vector<std::shared_ptr<watch>> free_;  // given back, for the next operations
-    time_point armed_ = time_point::max();     // the pending wait's expiry (max: none)
+    time_point armed_ = time_point::max();      // the pending wait's expiry (max: none)
     bool idle_check_ = false;
 };
 

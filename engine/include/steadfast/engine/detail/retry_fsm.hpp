@@ -38,7 +38,7 @@ struct retry_action {
 
 /// What the driver saw since the last action.
 struct retry_event {
-    nanoseconds elapsed{};  // since the start, read just now
+    nanoseconds elapsed{};   // since the start, read just now
     bool cancelled = false;  // the caller's cancellation (any type) was requested
     bool expired = false;    // wait_gate: the wait ran out rather than being woken
     // After action::attempt: the outcome as classified, and whether the

@@ -12,16 +12,21 @@
 namespace steadfast {
 
 namespace {
-[[noreturn]] void invalid(const std::string& what) { throw std::invalid_argument("steadfast::backoff: " + what); }
+[[noreturn]] void invalid(const std::string& what) {
+    throw std::invalid_argument("steadfast::backoff: " + what);
+}
 
-std::string str(nanoseconds d) { return std::to_string(d.count()) + "ns"; }
+std::string str(nanoseconds d) {
+    return std::to_string(d.count()) + "ns";
+}
 
 }  // namespace
 
 nanoseconds random_between(nanoseconds lo, nanoseconds hi, std::uint64_t r) noexcept {
     if (hi <= lo) return lo;
     auto span = static_cast<std::uint64_t>(hi.count() - lo.count());
-    if (span == std::numeric_limits<std::uint64_t>::max()) return lo + nanoseconds(static_cast<nanoseconds::rep>(r >> 1));
+    if (span == std::numeric_limits<std::uint64_t>::max())
+        return lo + nanoseconds(static_cast<nanoseconds::rep>(r >> 1));
     return lo + nanoseconds(static_cast<nanoseconds::rep>(r % (span + 1)));
 }
 
@@ -32,7 +37,8 @@ backoff::backoff()
       cap_(std::chrono::seconds(30)),
       multiplier_(2.0) {}
 
-backoff::backoff(kind k, nanoseconds first, nanoseconds cap) : kind_(k), jitter_(jitter::none), first_(first), cap_(cap) {}
+backoff::backoff(kind k, nanoseconds first, nanoseconds cap)
+    : kind_(k), jitter_(jitter::none), first_(first), cap_(cap) {}
 
 backoff backoff::fixed(nanoseconds d) {
     if (d.count() < 0) invalid("fixed delay must not be negative, got " + str(d));
@@ -87,9 +93,13 @@ backoff backoff::schedule(std::string_view ladder) {
     return schedule(std::move(steps));
 }
 
-backoff backoff::rocketmq() { return schedule("10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"); }
+backoff backoff::rocketmq() {
+    return schedule("10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h");
+}
 
-backoff backoff::rocketmq_delay_levels() { return schedule("1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"); }
+backoff backoff::rocketmq_delay_levels() {
+    return schedule("1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h");
+}
 
 backoff backoff::custom(std::function<nanoseconds(std::uint64_t, nanoseconds)> fn) {
     if (!fn) invalid("a custom backoff needs a function");
@@ -117,10 +127,12 @@ backoff backoff::with_jitter(jitter j) const {
 nanoseconds backoff::base_delay(std::uint64_t n, nanoseconds previous, const previous_outcome* outcome) const {
     if (n == 0) n = 1;
     switch (kind_) {
-        case kind::fixed: return first_;
+        case kind::fixed:
+            return first_;
         case kind::linear: {
             const std::uint64_t k = n - 1;  // compared unsigned: n may exceed the signed range
-            if (step_.count() != 0 && k > static_cast<std::uint64_t>((cap_ - first_).count() / step_.count())) return cap_;
+            if (step_.count() != 0 && k > static_cast<std::uint64_t>((cap_ - first_).count() / step_.count()))
+                return cap_;
             return std::min(cap_, first_ + step_ * static_cast<nanoseconds::rep>(k));
         }
         case kind::exponential: {
@@ -128,7 +140,8 @@ nanoseconds backoff::base_delay(std::uint64_t n, nanoseconds previous, const pre
             if (!(v < static_cast<double>(cap_.count()))) return cap_;
             return std::min(cap_, nanoseconds(static_cast<nanoseconds::rep>(v)));
         }
-        case kind::schedule: return (*steps_)[std::min<std::size_t>(n, steps_->size()) - 1];
+        case kind::schedule:
+            return (*steps_)[std::min<std::size_t>(n, steps_->size()) - 1];
         case kind::custom: {
             static const previous_outcome none;  // asked without an attempt (a ladder's plan)
             return std::max(nanoseconds(0), (*fn_)(n, previous, outcome ? *outcome : none));
@@ -148,8 +161,10 @@ nanoseconds backoff::delay(std::uint64_t n, nanoseconds previous, const std::fun
     const nanoseconds cap = std::min(cap_, max_base);
     auto base = [&] { return std::min(cap, base_delay(n, previous, outcome)); };
     switch (jitter_) {
-        case jitter::none: return base();
-        case jitter::full: return random_between(nanoseconds(0), base(), draw());
+        case jitter::none:
+            return base();
+        case jitter::full:
+            return random_between(nanoseconds(0), base(), draw());
         case jitter::equal: {
             const nanoseconds half = base() / 2;
             return half + random_between(nanoseconds(0), half, draw());
@@ -173,12 +188,18 @@ nanoseconds parse_duration(std::string_view text) {
     if (ec != std::errc()) invalid("duration \"" + std::string(text) + "\" is out of range");
     const std::string_view unit = text.substr(digits);
     std::uint64_t scale = 0;
-    if (unit == "ms") scale = 1'000'000ull;
-    else if (unit == "s") scale = 1'000'000'000ull;
-    else if (unit == "m" || unit == "min") scale = 60'000'000'000ull;
-    else if (unit == "h") scale = 3'600'000'000'000ull;
-    else if (unit == "d") scale = 86'400'000'000'000ull;
-    else invalid("duration \"" + std::string(text) + "\" needs a unit: ms, s, m, h or d");
+    if (unit == "ms")
+        scale = 1'000'000ull;
+    else if (unit == "s")
+        scale = 1'000'000'000ull;
+    else if (unit == "m" || unit == "min")
+        scale = 60'000'000'000ull;
+    else if (unit == "h")
+        scale = 3'600'000'000'000ull;
+    else if (unit == "d")
+        scale = 86'400'000'000'000ull;
+    else
+        invalid("duration \"" + std::string(text) + "\" needs a unit: ms, s, m, h or d");
     if (v > static_cast<std::uint64_t>(std::numeric_limits<nanoseconds::rep>::max()) / scale)
         invalid("duration \"" + std::string(text) + "\" is out of range");
     return nanoseconds(static_cast<nanoseconds::rep>(v * scale));

@@ -175,9 +175,12 @@ decision retry_state::on_outcome(const classification& c, nanoseconds elapsed, c
             // quota does), or success_refund when no retry was needed.
             if (p_->budget_) p_->budget_->release(last_cost_ ? last_cost_ : p_->budget_->settings().success_refund);
             return stop_with(stop_reason::success);
-        case verdict::cancelled: return stop_with(stop_reason::cancelled);
-        case verdict::permanent: return stop_with(stop_reason::permanent);
-        case verdict::retryable: break;
+        case verdict::cancelled:
+            return stop_with(stop_reason::cancelled);
+        case verdict::permanent:
+            return stop_with(stop_reason::permanent);
+        case verdict::retryable:
+            break;
     }
     const nanoseconds cap = p_->max_delay_.value_or(p_->backoff_.cap());
     decision d{decision::action::retry, stop_reason::success, {}, c.delay_hint.has_value()};
@@ -190,7 +193,8 @@ decision retry_state::on_outcome(const classification& c, nanoseconds elapsed, c
         if (auto r = p_->stop_.check(attempts_, elapsed, d.delay)) return stop_with(*r);
         if (d.delay > cap && !p_->wait_out_pushback_) return stop_with(stop_reason::pushback);
     } else {
-        d.delay = p_->backoff_.delay(attempts_, previous_, [this] { return draw(); }, cap, outcome);
+        d.delay = p_->backoff_.delay(
+            attempts_, previous_, [this] { return draw(); }, cap, outcome);
         if (auto r = p_->stop_.check(attempts_, elapsed, d.delay)) return stop_with(*r);
     }
     if (p_->budget_) {

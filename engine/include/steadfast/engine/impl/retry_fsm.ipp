@@ -23,7 +23,8 @@ classification retry_fsm::classify(const std::exception_ptr& e) const {
 retry_action retry_fsm::resume(const retry_event& ev) {
     switch (at_) {
         case phase::start:
-        case phase::waiting: return next(ev);
+        case phase::waiting:
+            return next(ev);
         case phase::gate:
             if (!ev.cancelled && !stop_requested() && !p().attempt_when_->value()) {
                 if (ev.expired) return finish(stop_reason::deadline, ev.elapsed);
@@ -31,8 +32,10 @@ retry_action retry_fsm::resume(const retry_event& ev) {
                 return {retry_action::type::wait_gate, p().stop_.deadline().value_or(nanoseconds::max())};
             }
             return next(ev);
-        case phase::attempting: return after_attempt(ev);
-        case phase::done: break;
+        case phase::attempting:
+            return after_attempt(ev);
+        case phase::done:
+            break;
     }
     return {retry_action::type::done, {}};
 }
@@ -70,7 +73,8 @@ retry_action retry_fsm::after_attempt(const retry_event& ev) {
     if (ev.timed_out && c.kind != verdict::success) c = classification::retryable(error::attempt_timeout);
     // A success that arrives after the caller cancelled still reports
     // cancelled (the driver keeps the value).
-    if (ev.cancelled && c.kind != verdict::cancelled) c = classification::cancelled(boost::asio::error::operation_aborted);
+    if (ev.cancelled && c.kind != verdict::cancelled)
+        c = classification::cancelled(boost::asio::error::operation_aborted);
     previous_outcome now;
     now.how_ = c;
     now.exception_ = ev.exception;

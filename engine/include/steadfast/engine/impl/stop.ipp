@@ -26,7 +26,8 @@ std::optional<stop_reason> eval(const stop_condition::node& n, std::uint64_t att
                                 nanoseconds next_delay) {
     using kind = stop_condition::node::kind;
     switch (n.k) {
-        case kind::never: return std::nullopt;
+        case kind::never:
+            return std::nullopt;
         case kind::attempts:
             if (attempts >= n.attempts) return stop_reason::attempts_exhausted;
             return std::nullopt;
@@ -50,7 +51,8 @@ std::optional<stop_reason> eval(const stop_condition::node& n, std::uint64_t att
 std::optional<nanoseconds> limit(const stop_condition::node& n) {
     using kind = stop_condition::node::kind;
     switch (n.k) {
-        case kind::elapsed: return n.elapsed;
+        case kind::elapsed:
+            return n.elapsed;
         case kind::any: {
             auto a = limit(*n.left), b = limit(*n.right);
             if (a && b) return std::min(*a, *b);
@@ -62,7 +64,8 @@ std::optional<nanoseconds> limit(const stop_condition::node& n) {
             if (a && b) return std::max(*a, *b);
             return std::nullopt;
         }
-        default: return std::nullopt;
+        default:
+            return std::nullopt;
     }
 }
 }  // namespace
@@ -74,7 +77,9 @@ std::optional<stop_reason> stop_condition::check(std::uint64_t attempts, nanosec
     return eval(*node_, attempts, elapsed, next_delay);
 }
 
-std::optional<nanoseconds> stop_condition::deadline() const { return limit(*node_); }
+std::optional<nanoseconds> stop_condition::deadline() const {
+    return limit(*node_);
+}
 
 stop_condition operator||(stop_condition a, stop_condition b) {
     auto n = std::make_shared<stop_condition::node>();

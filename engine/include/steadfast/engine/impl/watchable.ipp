@@ -10,8 +10,10 @@ watchable::~watchable() {
 void watchable::subscription::reset() noexcept {
     if (!owner_) return;
     if (owner_->cursor_ == this) owner_->cursor_ = next_;
-    if (prev_) prev_->next_ = next_;
-    else owner_->head_ = next_;
+    if (prev_)
+        prev_->next_ = next_;
+    else
+        owner_->head_ = next_;
     if (next_) next_->prev_ = prev_;
     --owner_->count_;
     owner_ = nullptr;
