@@ -121,6 +121,9 @@ stream_action stream_fsm::acknowledge(std::uint64_t upto) {
 stream_action stream_fsm::resume(stream_event& ev) {
     reenter(coro_) {
         while (!ev.stop) {
+            // The last pass's batch is done with: not kept through the waits
+            // below (a stream on the ladder would hold up to a request's body).
+            batch_ = std::vector<pending_message>();
             if (window_.empty() && reading_ahead()) {
                 // The read-ahead is still running: wait for it rather than read twice.
                 yield return wait(std::nullopt, stream_action::on_read_ahead);
@@ -199,7 +202,6 @@ stream_action stream_fsm::resume(stream_event& ev) {
             if (sync_log_) {
                 // Where does the log stand? (at start, after a wrong expected
                 // sequence, after a rewind.)
-                batch_.clear();
                 yield return act(type::sync_log);
                 d_ = std::move(ev.d);
                 server_wait_ = {};

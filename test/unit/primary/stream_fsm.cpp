@@ -207,6 +207,7 @@ BOOST_AUTO_TEST_CASE(a_commit_joins_the_window_in_memory_and_is_sent_without_a_r
     BOOST_TEST((a.delay == 5000ms));
     BOOST_TEST(a.wake_on == (w::on_commit | w::on_stop));
     BOOST_TEST(a.check_drained);
+    BOOST_TEST(a.clear_commit);  // else a wake left set would end the wait at once, again and again
     auto m = msg(12);
     h.fsm.committed(1, &m, true);
     h.commit = true;
@@ -249,6 +250,21 @@ BOOST_AUTO_TEST_CASE(an_idle_stream_reads_once_more_then_retires) {
     BOOST_TEST((a.what == type::done));
     BOOST_TEST(a.check_drained);
     BOOST_TEST((h.next().what == type::done));  // and stays done
+    BOOST_TEST(h.fsm.batch().empty());          // nothing held after the end
+}
+
+BOOST_AUTO_TEST_CASE(a_wake_during_the_last_read_keeps_the_stream) {
+    harness h(10, 1);
+    h.next();
+    h.after_read(rows(11, 11));
+    h.answered(answer(verdict::ack, 11));
+    h.next();  // the grace wait, no commit
+    auto a = h.next();
+    BOOST_TEST((a.what == type::read));
+    h.commit = true;  // woken meanwhile
+    a = h.after_read({});
+    BOOST_TEST((a.what == type::wait));  // waits again instead of retiring
+    BOOST_TEST(a.check_drained);
 }
 
 BOOST_AUTO_TEST_CASE(an_empty_read_waits_for_a_commit_then_reads_again) {
@@ -257,6 +273,7 @@ BOOST_AUTO_TEST_CASE(an_empty_read_waits_for_a_commit_then_reads_again) {
     a = h.after_read({});
     BOOST_TEST((a.what == type::wait));
     BOOST_TEST((a.delay == 5000ms));
+    BOOST_TEST(a.check_drained);
     h.fsm.committed(1, nullptr, true);
     h.commit = true;
     a = h.next();
@@ -399,6 +416,13 @@ BOOST_AUTO_TEST_CASE(the_operator_asking_ends_a_ladder_wait_and_is_consumed) {
     a = s.after_read(rows(11, 11), schedule{1, s.now + 60'000, 11});
     BOOST_TEST((a.what == type::send));
     BOOST_TEST(!s.retry_now);
+    // Without a schedule too: the flag only skips the next ladder wait.
+    harness n(10, 1);
+    n.retry_now = true;
+    n.next();
+    a = n.after_read(rows(11, 11));
+    BOOST_TEST((a.what == type::send));
+    BOOST_TEST(!n.retry_now);
 }
 
 BOOST_AUTO_TEST_CASE(a_link_failure_writes_the_next_ladder_step_and_reads_again) {
@@ -505,10 +529,26 @@ BOOST_AUTO_TEST_CASE(a_lost_secondary_rewinds_within_retention) {
     BOOST_TEST(h.fsm.acked() == 14u);
     BOOST_TEST((a.what == type::read));
     BOOST_TEST(a.from == 14u);
+    h.db = rows(15, 22);  // what the read-ahead finds after 17
     a = h.after_read(rows(15, 17));
-    h.answered(answer(verdict::ack, 17));
+    a = h.answered(answer(verdict::ack, 17));
     // Acknowledged again, not delivered again; the latency counts only new ones.
-    // (The acknowledged action came with the answer above.)
+    BOOST_TEST((a.what == type::acknowledged));
+    BOOST_TEST(a.delivered == 0u);
+    BOOST_TEST(a.first_fresh == 21u);
+    BOOST_TEST(h.fsm.pending() == 2u);
+    BOOST_TEST(h.fsm.acked_max() == 20u);
+    a = h.next();
+    BOOST_TEST(seqs(h.fsm.batch()) == range(18, 20), boost::test_tools::per_element());
+    a = h.answered(answer(verdict::ack, 20));
+    BOOST_TEST(a.delivered == 0u);
+    BOOST_TEST(h.fsm.pending() == 2u);
+    a = h.next();
+    BOOST_TEST(seqs(h.fsm.batch()) == range(21, 22), boost::test_tools::per_element());
+    a = h.answered(answer(verdict::ack, 22));
+    BOOST_TEST(a.delivered == 2u);
+    BOOST_TEST(a.first_fresh == 21u);
+    BOOST_TEST(h.fsm.pending() == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(a_rewind_beyond_retention_blocks) {
@@ -645,6 +685,23 @@ BOOST_AUTO_TEST_CASE(stopping_ends_the_processor) {
     BOOST_TEST((r.next().what == type::done));
 }
 
+BOOST_AUTO_TEST_CASE(stop_ends_a_ladder_wait_and_an_idle_wait) {
+    harness h(10, 1);
+    h.next();
+    auto a = h.after_read(rows(11, 11), schedule{1, h.now + 60'000, 11});
+    BOOST_TEST((a.what == type::wait));
+    BOOST_TEST((a.wake_on & w::on_stop));
+    h.stop = true;
+    BOOST_TEST((h.next().what == type::done));
+    harness i(10, 0);
+    i.next();
+    a = i.after_read({});
+    BOOST_TEST((a.what == type::wait));
+    BOOST_TEST((a.wake_on & w::on_stop));
+    i.stop = true;
+    BOOST_TEST((i.next().what == type::done));
+}
+
 BOOST_AUTO_TEST_CASE(a_log_is_read_before_the_first_send_and_after_a_wrong_sequence) {
     delivery_config js = harness::small();
     js.reads_log = true;
@@ -666,6 +723,7 @@ BOOST_AUTO_TEST_CASE(a_log_is_read_before_the_first_send_and_after_a_wrong_seque
     BOOST_TEST((a.what == type::read));
     a = h.after_read(rows(13, 13));
     BOOST_TEST((a.what == type::sync_log));
+    BOOST_TEST(h.fsm.batch().empty());  // the failed batch's latency is not observed by the log's ack
     // The log unreachable: the ladder, with the head after what is acknowledged.
     decision down = answer(verdict::redeliver);
     down.link_error = "jetstream_unavailable";
@@ -736,11 +794,20 @@ BOOST_AUTO_TEST_CASE(a_batch_respects_the_body_limit) {
     h.next();
     auto r = rows(11, 15);
     const auto one = steadfast::envelope::encoded_size(r[0].id, "s", r[0].seq, 0, r[0].payload.size());
-    h.c.body_limit = one * 2 + 40;  // about two envelopes and the batch's framing
+    // Exactly two envelopes, their commas and the batch's framing.
+    h.c.body_limit =
+        steadfast::envelope::batch_prefix.size() + steadfast::envelope::batch_suffix.size() + 2 * (one + 1);
     auto a = h.after_read(std::move(r));
-    while (a.what != type::send) a = h.next();
-    BOOST_TEST(h.fsm.batch().size() < 5u);
-    BOOST_TEST(h.fsm.batch().size() >= 1u);
+    BOOST_TEST((a.what == type::send));
+    BOOST_TEST(seqs(h.fsm.batch()) == range(11, 12), boost::test_tools::per_element());
+    h.answered(answer(verdict::ack, 12));
+    a = h.next();
+    BOOST_TEST(seqs(h.fsm.batch()) == range(13, 14), boost::test_tools::per_element());
+    // One envelope less: one at a time.
+    h.c.body_limit -= one;
+    h.answered(answer(verdict::ack, 14));
+    a = h.next();
+    BOOST_TEST(seqs(h.fsm.batch()) == range(15, 15), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
