@@ -6,7 +6,6 @@
 // quick retries through the engine; decide() says what an answer means.
 // A processor exists while its stream has messages; an idle one retires.
 #include "node.hpp"
-#include "recheck.hpp"
 
 #include <steadfast/transport/classify.hpp>
 #include <steadfast/transport/envelope.hpp>
@@ -57,8 +56,7 @@ void node::start_processor(const std::string& stream, bool retry_at_once) {
     auto& s = streams_.at(stream);
     s.wake = make_flag(ioc_.get_executor(), "pending-" + stream, true);
     s.retry_now = make_flag(ioc_.get_executor(), "retry-now-" + stream, retry_at_once);
-    s.read_done = make_flag(ioc_.get_executor(), "read-ahead-" + stream, true);
-    streams_gauge_.Set(static_cast<double>(streams_.size()));
+    m_.streams.Set(static_cast<double>(streams_.size()));
     // Shutdown and demotion end it through stop_: its send stops (the retry's
     // stop-when) and so do its waits.
     asio::co_spawn(ioc_, deliver(stream), [this, stream](std::exception_ptr e) {
@@ -93,145 +91,34 @@ void node::retry_now(const char* why) {
     app::log(level::info, "retry_now", {{"why", why}, {"streams_waiting", waiting}});
 }
 
-// A secondary restored from an older copy says so only when it is sent
-// something (a 409 gap below what it had acknowledged), and a quiet stream
-// sends nothing: its lost messages would stay lost while every metric looks
-// healthy. So when the secondary is first seen, comes back or restarts, the
-// primary asks it what it holds (GET /api/streams, a page of 1,000 streams a
-// request) and each stream acknowledged within --retain that the secondary
-// holds less of resends its last acknowledged message: the gap rewinds the
-// stream from retention, or blocks it beyond retention, as at any send.
-// Nothing starts for a stream the secondary is level with (a drained stream
-// costs nothing at a reconnect). A secondary without that route (an older
-// version: 404) is rechecked the old way, every quiet stream resending. At
-// most one every 5 s (a later request waits for the next slot): a secondary
-// behind a balancer may show a new instance at every probe.
-void node::recheck_streams() {
-    if (js_ || stopping_) return;
-    using clock = std::chrono::steady_clock;
-    constexpr auto every = 5s;
-    // One under way compares with pages some of which may come from the
-    // secondary before this news (a restart onto a restored copy): another
-    // follows it. One queued covers this one.
-    if (rechecking_) {
-        recheck_again_ = true;
-        return;
-    }
-    if (recheck_timer_armed_) return;
-    if (const auto since = clock::now() - last_recheck_; last_recheck_ != clock::time_point{} && since < every) {
-        recheck_timer_armed_ = true;
-        auto t = std::make_shared<asio::steady_timer>(ioc_, every - since);
-        t->async_wait([this, t](const boost::system::error_code&) {
-            recheck_timer_armed_ = false;
-            recheck_streams();
-        });
-        return;
-    }
-    rechecking_ = true;
-    last_recheck_ = clock::now();
-    asio::co_spawn(ioc_, recheck(), [this](std::exception_ptr e) {
-        rechecking_ = false;
-        if (e) {
-            try {
-                std::rethrow_exception(e);
-            } catch (const std::exception& ex) {
-                recheck_failed({{"error", ex.what()}});
-            }
-        }
-        // The secondary could not be asked, or changed meanwhile: again in
-        // the next slot (5 s after this one began).
-        if (std::exchange(recheck_again_, false) && !stopping_) recheck_streams();
-    });
+std::optional<std::uint64_t> node::acked_max(const std::string& stream) const {
+    auto it = streams_.find(stream);
+    if (it == streams_.end() || it->second.fsm.acked_max() == UINT64_MAX) return std::nullopt;
+    return it->second.fsm.acked_max();
 }
 
-// Logged, and counted (a recheck that keeps failing shows on /metrics).
-void node::recheck_failed(nlohmann::json fields) {
-    recheck_failures_.Increment();
-    app::log(level::warn, "recheck_failed", std::move(fields));
+std::optional<std::string> node::blocked(const std::string& stream) const {
+    auto it = blocked_.find(stream);
+    if (it == blocked_.end()) return std::nullopt;
+    return it->second.reason;
 }
 
-asio::awaitable<std::optional<std::vector<std::pair<std::string, std::uint64_t>>>> node::streams_behind(
-    const std::map<std::string, std::uint64_t>& acked, std::size_t& pages) {
-    recheck_merge merge(acked);  // recheck.hpp: the comparison, as plain code
-    for (;;) {
-        const std::string& after = merge.after();
-        http::request req{
-            "GET", "/api/streams?limit=1000" + (after.empty() ? std::string() : "&after=" + after), {}, {}};
-        if (!tokens_.empty()) req.set("Authorization", "Bearer " + tokens_.front());
-        const auto o = co_await recheck_client_->send(req);
-        ++pages;
-        if (stopping_) co_return std::nullopt;
-        if (!o.has_response()) {
-            recheck_failed({{"error", std::string(to_string(o.error().phase)) + ": " + o.error().ec.message()},
-                            {"note", "tried again in 5 s"}});
-            co_return std::nullopt;
-        }
-        if (o.res().status == 404 || o.res().status == 405) {
-            // A secondary before GET /api/streams: every quiet stream resends.
-            co_return std::vector<std::pair<std::string, std::uint64_t>>(acked.begin(), acked.end());
-        }
-        auto page = o.res().status == 200 ? envelope::decode_positions(o.res().body) : std::nullopt;
-        if (!page) {
-            recheck_failed({{"error", "GET /api/streams answered " + std::to_string(o.res().status)},
-                            {"note", "tried again in 5 s"}});
-            co_return std::nullopt;
-        }
-        const std::string before = merge.after();
-        if (!merge.add(*page) || (page->more && (page->streams.empty() || merge.after() == before))) {
-            // A page that does not move on would be asked for forever.
-            recheck_failed({{"error", "GET /api/streams answered a page that does not move past \"" + before + "\""},
-                            {"note", "tried again in 5 s"}});
-            co_return std::nullopt;
-        }
-        if (!page->more) break;
-        if (!envelope::valid_stream_name(merge.after())) {
-            recheck_failed({{"error", "GET /api/streams named a stream no primary could have made"}});
-            co_return std::nullopt;
-        }
+// The recheck (http_link.cpp) found `stream` held for less than `upto`.
+bool node::resend_last(const std::string& stream, std::uint64_t upto) {
+    if (blocked_.count(stream)) return false;
+    if (auto it = streams_.find(stream); it != streams_.end()) {
+        // A processor with messages to send finds out at its next send; an
+        // idle one (waiting to retire) is sent back one (not again while a
+        // recheck's resend is on its way: acked < acked_max).
+        if (!it->second.fsm.resend_last()) return false;
+        it->second.wake->set();
+        return true;
     }
-    co_return merge.finish();
-}
-
-asio::awaitable<void> node::recheck() {
-    auto read = [this](app::database&, bool&) { return out_.recently_acknowledged(); };
-    auto got = co_await worker_.run<std::map<std::string, std::uint64_t>>(ioc_.get_executor(), std::move(read));
-    if (auto* e = std::get_if<std::string>(&got)) {
-        recheck_failed({{"error", *e}});
-        recheck_again_ = true;
-        co_return;
-    }
-    auto& acked = std::get<0>(got);
-    std::erase_if(acked, [this](const auto& kv) { return kv.second == 0 || blocked_.count(kv.first) > 0; });
-    if (acked.empty() || stopping_) co_return;
-    std::size_t pages = 0;
-    auto behind = co_await streams_behind(acked, pages);
-    if (!behind) recheck_again_ = true;
-    if (!behind || stopping_) co_return;
-    std::size_t n = 0;
-    for (const auto& [name, upto] : *behind) {
-        if (blocked_.count(name)) continue;
-        if (auto it = streams_.find(name); it != streams_.end()) {
-            // A processor with messages to send finds out at its next
-            // send; an idle one (waiting to retire) is sent back one
-            // (not again while a recheck's resend is on its way:
-            // acked < acked_max).
-            if (!it->second.fsm.resend_last()) continue;
-            it->second.wake->set();
-        } else {
-            // Sends the last acknowledged message again, which is not
-            // counted as delivered again.
-            add_stream(name, upto - 1, upto, 0);
-            start_processor(name);
-        }
-        ++n;
-    }
-    app::log(level::info, "recheck",
-             {{"streams", n},
-              {"checked", acked.size()},
-              {"requests", pages},
-              {"why",
-               "the secondary was first seen, came back or restarted: each stream it holds less of than was "
-               "acknowledged resends its last acknowledged message, in case it was restored from an older copy"}});
+    // Sends the last acknowledged message again, which is not counted as
+    // delivered again.
+    add_stream(stream, upto - 1, upto, 0);
+    start_processor(stream);
+    return true;
 }
 
 // The processor has ended: forget the stream, unless messages arrived in the
@@ -251,7 +138,7 @@ void node::retire(const std::string& stream) {
         add_stream(stream, acked, acked_max, pending);
         start_processor(stream);
     } else {
-        if (combined_) combined_->forget(stream);
+        link_->forget(stream);
         if (auto t = trims_.find(stream); t != trims_.end()) {
             // A last mark of what was acknowledged; then nothing of the stream
             // stays in memory.
@@ -260,7 +147,7 @@ void node::retire(const std::string& stream) {
         }
     }
     ++retired_since_trim_;
-    streams_gauge_.Set(static_cast<double>(streams_.size()));
+    m_.streams.Set(static_cast<double>(streams_.size()));
 }
 
 void node::purge_retained() {
@@ -281,16 +168,6 @@ void node::purge_retained() {
         });
 }
 
-// Waits until `c` holds or `deadline` passes: the conditions library's
-// deadline condition or'ed with `c`, awaited without polling.
-asio::awaitable<void> node::wait_until(std::chrono::steady_clock::time_point deadline, cond c) {
-    if (c.value()) co_return;
-    cond until_woken = c;
-    if (deadline != std::chrono::steady_clock::time_point::max())
-        until_woken = c || cond(make_deadline(ioc_.get_executor(), "deadline", deadline));
-    co_await until_woken->async_wait_until(true, asio::as_tuple(asio::use_awaitable));
-}
-
 // A wait of the stream's machine: until its delay passes or something it
 // names happens (stop always does), without polling.
 asio::awaitable<void> node::wait_for(const stream_action& a, const stream_state& st) {
@@ -303,74 +180,7 @@ asio::awaitable<void> node::wait_for(const stream_action& a, const stream_state&
     if (a.wake_on & w::on_read_ahead) c = c || cond(st.read_done);
     const auto deadline =
         a.delay ? std::chrono::steady_clock::now() + *a.delay : std::chrono::steady_clock::time_point::max();
-    co_await wait_until(deadline, std::move(c));
-}
-
-// A batch's envelopes, comma-joined: one stream's part of a request.
-std::string node::encode_list(const std::string& stream, const std::vector<pending_message>& batch) const {
-    std::size_t n = 0;
-    for (const auto& m : batch) n += envelope::encoded_size(m.id, stream, m.seq, o_.epoch, m.payload.size()) + 1;
-    std::string list;
-    list.reserve(n);
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-        if (i) list += ',';
-        envelope::encode_to(list, batch[i].id, stream, batch[i].seq, o_.epoch, batch[i].payload);
-    }
-    return list;
-}
-
-// One envelope, or a batch of them: the data of a JetStream message (and, put
-// together by the combiner, the body of an HTTP request).
-std::string node::encode_body(const std::string& stream, const std::vector<pending_message>& batch) const {
-    return envelope::encode_body({encode_list(stream, batch)}, batch.size());
-}
-
-// The Idempotency-Key (HTTP) and Nats-Msg-Id (JetStream) of a request: the
-// message's id, or the first id and the last seq of a batch.
-std::string node::batch_key(const std::vector<pending_message>& batch) {
-    if (batch.size() == 1) return batch.front().id;
-    return batch.front().id + ".." + std::to_string(batch.back().seq);
-}
-
-http::request node::make_request(std::string body, std::string key) const {
-    http::request req{"POST", "/api/messages", {{"Content-Type", "application/json"}}, std::move(body)};
-    req.set("Idempotency-Key", std::move(key));
-    if (!tokens_.empty()) req.set("Authorization", "Bearer " + tokens_.front());
-    return req;
-}
-
-// One batch over HTTP (sharing a request with other streams' batches when
-// several are ready at once), retried quickly; what the answer means (decide()).
-asio::awaitable<decision> node::send_http(const std::string& stream, const std::vector<pending_message>& batch,
-                                          const retry_policy& quick, std::chrono::nanoseconds& server_wait) {
-    const std::string list = encode_list(stream, batch), key = batch_key(batch);
-    // What the classifier looks at: a POST with an Idempotency-Key (the
-    // secondary deduplicates), so a send cut short may be repeated.
-    http::request shape{"POST", "/api/messages", {}, {}};
-    shape.set("Idempotency-Key", key);
-    // Named first: g++ 12 mishandles non-trivial temporaries inside a co_await expression.
-    auto attempt = classified([this, &stream, &list, &key, n = batch.size()](
-                                  const attempt_context&) { return combined_->send(stream, list, n, key); },
-                              http::make_classifier(shape));
-    auto r = co_await steadfast::retry(quick, std::move(attempt));
-
-    delivery_outcome outcome;
-    if (r.reason() == stop_reason::condition || r.reason() == stop_reason::cancelled || stop_->value()) {
-        outcome.what = delivery_outcome::kind::stopped;
-    } else if (r.has_value() && r.value().has_response()) {
-        outcome.status = r.value().res().status;
-        outcome.body = r.value().res().body;
-        if (auto ra = r.value().res().get("Retry-After"))
-            server_wait = http::parse_retry_after(*ra, std::chrono::system_clock::now()).value_or(server_wait);
-    } else {
-        // TLS's fault (a certificate, a name, not TLS; with TLS 1.3 a
-        // refused client certificate shows after the handshake): an error
-        // of OpenSSL's, not a reset, a timeout or a truncated stream.
-        const bool handshake = r.has_value() && http::is_tls_error(r.value().error().ec);
-        outcome.what = handshake ? delivery_outcome::kind::tls : delivery_outcome::kind::transport;
-        outcome.detail = std::string(to_string(r.reason())) + ": " + r.last_error().message();
-    }
-    co_return decide(sent_batch{batch.front().seq, batch.back().seq}, outcome);
+    co_await wait_until(ioc_.get_executor(), deadline, std::move(c));
 }
 
 namespace {
@@ -402,12 +212,10 @@ asio::awaitable<void> node::deliver(std::string stream) {
                      .with_stop_when(stop_)
                      .with_attempt_when(online_)
                      .with_hooks({.before_attempt = [this](const attempt_context& c) {
-                         attempts_.Increment();
-                         if (c.number > 1) retries_.Increment();
+                         m_.attempts.Increment();
+                         if (c.number > 1) m_.retries.Increment();
                      }});
-    // A JetStream request has no timeout of its own (an HTTP attempt has the
-    // client's): the engine's attempt timeout bounds it.
-    if (js_) quick = std::move(quick).with_attempt_timeout(o_.attempt_timeout);
+    quick = link_->quick(std::move(quick));  // JetStream: an attempt timeout of its own
     stream_event ev;
     for (;;) {
         ev.stop = stop_->value();
@@ -423,7 +231,7 @@ asio::awaitable<void> node::deliver(std::string stream) {
         using t = stream_action::type;
         switch (a.what) {
             case t::read: {
-                outbox_reads_.Increment();
+                m_.outbox_reads.Increment();
                 auto read = [this, &stream, from = a.from, position = a.from_position](app::database&, bool&) {
                     loaded l;
                     l.acked = position ? out_.position(stream).acked_seq : from;
@@ -449,16 +257,11 @@ asio::awaitable<void> node::deliver(std::string stream) {
                 start_read_ahead(stream, st);
                 break;
             case t::sync_log:
-                ev.d = co_await sync_log(stream, st, quick);
+                ev.d = co_await link_->sync(stream, fsm.acked(), quick);
                 break;
-            case t::send: {
-                // Not one conditional expression with two co_awaits: g++ 12 destroys its result twice.
-                if (js_)
-                    ev.d = co_await send_js(stream, st, fsm.batch(), quick);
-                else
-                    ev.d = co_await send_http(stream, fsm.batch(), quick, ev.server_wait);
+            case t::send:
+                ev.d = co_await link_->send(stream, fsm.batch(), quick, ev.server_wait);
                 break;
-            }
             case t::rewind_facts: {
                 auto facts = [this, &stream](app::database&, bool&) {
                     rewind_facts f;
@@ -479,7 +282,7 @@ asio::awaitable<void> node::deliver(std::string stream) {
                 const auto now = now_ms();
                 for (const auto& m : fsm.batch())
                     if (m.seq >= a.first_fresh && m.seq <= a.upto)
-                        latency_.Observe(static_cast<double>(now - m.at_ms) / 1000.0);
+                        m_.latency.Observe(static_cast<double>(now - m.at_ms) / 1000.0);
                 acknowledge(stream, a);
                 break;
             }
@@ -504,7 +307,7 @@ asio::awaitable<void> node::deliver(std::string stream) {
                 ev.ok = co_await dead_letter(stream, fsm.batch().front(), fsm.current().reason);
                 break;
             case t::rewound:
-                rewinds_.Increment();
+                m_.rewinds.Increment();
                 app::log(level::warn, "rewind", {{"stream", stream}, {"from_seq", a.seq}, {"detail", a.detail}});
                 break;
             case t::block:
@@ -532,10 +335,10 @@ void node::refresh_stream_metrics() {
     double oldest = 0;
     auto expose = [&](const std::string& stream, std::uint64_t pending, std::int64_t head_at_ms) {
         if (pending == 0) return;
-        stream_pending_.Add({{"stream", stream}}).Set(static_cast<double>(pending));
+        m_.stream_pending.Add({{"stream", stream}}).Set(static_cast<double>(pending));
         const double age =
             head_at_ms > 0 ? static_cast<double>(std::max<std::int64_t>(now - head_at_ms, 0)) / 1000.0 : 0.0;
-        stream_age_.Add({{"stream", stream}}).Set(age);
+        m_.stream_age.Add({{"stream", stream}}).Set(age);
         oldest = std::max(oldest, age);
         now_exposed.insert(stream);
     };
@@ -543,11 +346,11 @@ void node::refresh_stream_metrics() {
     for (const auto& [stream, b] : blocked_) expose(stream, b.pending, b.head_at_ms);
     for (const auto& stream : exposed_streams_)
         if (!now_exposed.count(stream)) {
-            stream_pending_.Remove(&stream_pending_.Add({{"stream", stream}}));
-            stream_age_.Remove(&stream_age_.Add({{"stream", stream}}));
+            m_.stream_pending.Remove(&m_.stream_pending.Add({{"stream", stream}}));
+            m_.stream_age.Remove(&m_.stream_age.Add({{"stream", stream}}));
         }
     exposed_streams_ = std::move(now_exposed);
-    oldest_age_.Set(oldest);
+    m_.oldest_age.Set(oldest);
 }
 
 // The rows a window holds after `after`: at least a batch, at least 1,000,
@@ -561,8 +364,9 @@ std::vector<pending_message> node::read_window(const std::string& stream, std::u
 // machine's read-ahead (which it has set up), and says when they are there.
 void node::start_read_ahead(const std::string& stream, stream_state& st) {
     auto ra = st.fsm.read_ahead_slot();
+    if (!st.read_done) st.read_done = make_flag(ioc_.get_executor(), "read-ahead-" + stream, false);
     st.read_done->clear();
-    outbox_reads_.Increment();
+    m_.outbox_reads.Increment();
     worker_.post(
         [this, stream, ra](app::database&) {
             ra->rows = read_window(stream, ra->after);
@@ -587,9 +391,9 @@ void node::acknowledge(const std::string& stream, const stream_action& a) {
     if (a.upto > t->target.load(std::memory_order_relaxed)) t->target.store(a.upto, std::memory_order_relaxed);
     t->last.store(a.upto, std::memory_order_relaxed);
     schedule_trim(stream);
-    delivered_.Increment(static_cast<double>(a.delivered));
+    m_.delivered.Increment(static_cast<double>(a.delivered));
     pending_total_ -= std::min<std::uint64_t>(pending_total_, a.delivered);
-    depth_.Set(static_cast<double>(pending_total_));
+    m_.depth.Set(static_cast<double>(pending_total_));
     check_drained();
 }
 
@@ -624,8 +428,8 @@ void node::trim(const std::string& stream, const std::shared_ptr<ack_trim>& t) {
 // The last step repeats for as long as it takes; nothing is dead-lettered.
 asio::awaitable<bool> node::next_step(const std::string& stream, std::uint64_t head_seq, const decision& d,
                                       std::chrono::nanoseconds server_wait) {
-    link_errors_.Add({{"reason", d.link_error}}).Increment();
-    redeliveries_.Increment();
+    m_.link_errors.Add({{"reason", d.link_error}}).Increment();
+    m_.redeliveries.Increment();
     auto read = [this, &stream](app::database&, bool&) { return out_.get_schedule(stream); };
     auto got = co_await worker_.run<schedule>(ioc_.get_executor(), std::move(read));
     if (auto* e = std::get_if<std::string>(&got)) {
@@ -675,7 +479,7 @@ asio::awaitable<bool> node::dead_letter(const std::string& stream, const pending
                  {{"stream", stream}, {"seq", m.seq}, {"error", *e}, {"note", "the message is kept and sent again"}});
         co_return false;
     }
-    dead_.Increment();
+    m_.dead_letters.Increment();
     app::log(level::error, "dead_letter",
              {{"stream", stream},
               {"seq", m.seq},
@@ -695,8 +499,8 @@ asio::awaitable<void> node::block(const std::string& stream, const std::string& 
     auto r = co_await worker_.run<bool>(ioc_.get_executor(), std::move(job));
     const auto& fsm = streams_.at(stream).fsm;
     blocked_[stream] = {reason, fsm.pending(), fsm.head_at_ms()};
-    blocks_.Increment();
-    blocked_gauge_.Set(static_cast<double>(blocked_.size()));
+    m_.blocks.Increment();
+    m_.blocked.Set(static_cast<double>(blocked_.size()));
     app::log(level::error, "blocked",
              {{"stream", stream},
               {"reason", reason},

@@ -73,18 +73,6 @@ bool valid_subject_tokens(std::string_view stream) {
            stream.find("..") == std::string_view::npos;
 }
 
-// Over JetStream, a message must fit the server's max_payload as one
-// envelope with its headers: refused at intake (413) rather than accepted and
-// then blocked. Unknown while not connected (checked again when sent).
-std::optional<std::string> node::too_large_for_log(std::string_view stream, std::size_t payload_bytes) const {
-    if (!js_) return std::nullopt;
-    const std::size_t limit = js_->max_payload();
-    const std::size_t size = envelope_overhead(stream) + payload_bytes + 512;  // 512: the NATS headers, generously
-    if (limit == 0 || size <= limit) return std::nullopt;
-    return "the message would be " + std::to_string(size) +
-           " bytes in JetStream, over the NATS server's max_payload of " + std::to_string(limit);
-}
-
 std::optional<http::response> node::refuse_publish(const http::request& req, std::string& stream) {
     if (auto r = app::refuse_unauthorized(req, tokens_)) return r;
     if (!http::is_json(req)) return http::response::error(415, "Content-Type must be application/json");
@@ -100,10 +88,7 @@ std::optional<http::response> node::refuse_publish(const http::request& req, std
     if (auto q = http::query_param(req.target, "stream")) stream = std::move(*q);
     if (!envelope::valid_stream_name(stream))
         return http::response::error(400, "stream must be 1 to 128 characters of A-Z a-z 0-9 . _ -");
-    if (js_ && !valid_subject_tokens(stream))
-        return http::response::error(400,
-                                     "stream must not begin or end with a dot or hold two in a row "
-                                     "(over JetStream its dots separate subject tokens)");
+    if (auto why = link_->refuse_stream(stream)) return http::response::error(400, *why);
     if (at_stream_cap(stream)) {
         auto r = http::response::error(
             429, "too many streams with pending messages (limit " + std::to_string(o_.max_streams) + "); retry later");
@@ -124,11 +109,7 @@ http::router node::routes() {
     http::router r;
     r.add("GET", "/health", [this](http::request&) -> asio::awaitable<http::response> {
         nlohmann::json j{{"status", "ok"}, {"secondary_online", online_->value()}};
-        if (js_)
-            j["jetstream"] = {{"connected", js_->connected()->value()},
-                              {"server", js_->connected_url()},
-                              {"stream", o_.js_stream},
-                              {"problem", js_problem_}};
+        link_->health(j);
         co_return http::response::json(200, j.dump());
     });
     // Readiness, for load balancers and orchestrators: 503 while starting or
@@ -165,17 +146,16 @@ http::router node::routes() {
     });
     r.add("GET", "/metrics", [this](http::request&) -> asio::awaitable<http::response> {
         if (server_) {
-            app::sync_counter(refused_, server_->get_stats().connections_rejected);
-            app::sync_counter(tls_failures_, server_->get_stats().tls_handshake_failures);
+            app::sync_counter(m_.refused, server_->get_stats().connections_rejected);
+            app::sync_counter(m_.tls_failures, server_->get_stats().tls_handshake_failures);
         }
-        if (combined_) app::sync_counter(requests_, combined_->requests());
-        db_metrics_.sync(worker_.get_stats());
+        m_.db.sync(worker_.get_stats());
         storage_.check_disk();
-        free_gauge_.Set(static_cast<double>(storage_.available()));
+        m_.free_bytes.Set(static_cast<double>(storage_.available()));
         refresh_stream_metrics();
-        refresh_jetstream_metrics();
+        link_->refresh_metrics();
         http::response res;
-        res.body = app::expose(*registry_);
+        res.body = app::expose(*m_.registry);
         res.set("Content-Type", "text/plain; version=0.0.4");
         co_return res;
     });
@@ -186,7 +166,7 @@ http::router node::routes() {
         auto checked = envelope::check_payload(req.body, envelope_overhead(stream));
         if (auto* e = std::get_if<envelope::payload_error>(&checked))
             co_return http::response::error(e->status, e->what);
-        if (auto big = too_large_for_log(stream, std::get<std::string_view>(checked).size()))
+        if (auto big = link_->too_large(envelope_overhead(stream) + std::get<std::string_view>(checked).size()))
             co_return http::response::error(413, *big);
         // A publisher's Idempotency-Key: the same key again finds the first
         // message instead of storing a second (outbox::publish_once).
@@ -319,7 +299,7 @@ void node::outbox_works() {
 // Once a transition (storage_health): a disk under the watermark, or a
 // failed commit; then recovered, counting the publishes refused meanwhile.
 void node::storage_changed(bool ok, const std::string& why) {
-    storage_ok_gauge_.Set(ok ? 1 : 0);
+    m_.storage_ok.Set(ok ? 1 : 0);
     if (!ok) {
         nlohmann::json f{{"error", why == "low_disk_space" ? std::string("low disk space") : why}};
         if (why == "low_disk_space") {
@@ -337,9 +317,9 @@ void node::storage_changed(bool ok, const std::string& why) {
 
 // After a commit of `n` messages on `stream` (on the io thread).
 void node::committed(const std::string& stream, std::size_t n, pending_message* one) {
-    published_.Increment(static_cast<double>(n));
+    m_.published.Increment(static_cast<double>(n));
     pending_total_ += n;
-    depth_.Set(static_cast<double>(pending_total_));
+    m_.depth.Set(static_cast<double>(pending_total_));
     if (auto b = blocked_.find(stream); b != blocked_.end()) {
         b->second.pending += n;  // kept, not delivered: the stream is blocked
         return;
@@ -446,7 +426,7 @@ void node::read_stdin() {
             app::log(level::warn, "stdin_line_skipped", {{"line", line_no}, {"status", e->status}, {"error", e->what}});
             return;
         }
-        if (auto big = too_large_for_log(o_.stream, std::get<std::string_view>(checked).size())) {
+        if (auto big = link_->too_large(overhead + std::get<std::string_view>(checked).size())) {
             app::log(level::warn, "stdin_line_skipped", {{"line", line_no}, {"status", 413}, {"error", *big}});
             return;
         }

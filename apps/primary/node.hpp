@@ -1,8 +1,12 @@
 // steadfast-primary's node: the state shared by its parts, each in a file of
 // its own (one reason to change each):
-//   main.cpp      flags, wiring, start and stop, `status`
+//   main.cpp      the process: signals, exit codes
+//   flags.cpp     the flags, checked (config.hpp: what they set)
+//   commands.cpp  `status`, `dead-letters` (offline)
+//   node.cpp      wiring, start and stop
 //   intake.cpp    /publish and --stdin: check, commit, answer
 //   delivery.cpp  the per-stream processor: carries out stream_fsm's actions
+//   link.cpp, http_link.cpp, jetstream_link.cpp  the link to the secondary
 //   stream_fsm.cpp  a stream's delivery decisions (plain code, unit-tested)
 //   decide.cpp    what an answer means for a batch (plain code, unit-tested)
 //   ladder.cpp    when a failed head is tried next (plain code, unit-tested)
@@ -18,7 +22,10 @@
 #include "../common/sqlite.hpp"
 #include "../common/storage_health.hpp"
 #include "combiner.hpp"
+#include "config.hpp"
 #include "decide.hpp"
+#include "link.hpp"
+#include "metrics.hpp"
 #include "outbox.hpp"
 #include "stream_fsm.hpp"
 
@@ -43,34 +50,6 @@
 
 namespace steadfast::primary {
 
-struct options {
-    std::string secondary, data, listen, token_file, stream = "default", ladder;
-    std::vector<std::string> tokens;  // token_file's, read when the flags are (SIGHUP reloads them)
-    bool from_stdin = false, exit_when_drained = false;
-    app::sync_mode sync = app::sync_mode::full;
-    std::uint64_t epoch = 0;
-    std::size_t batch_max = 4000, batch_bytes = 512 * 1024;
-    std::size_t connections = 8, max_streams = 10'000;
-    http::server::options listener;  // --max-connections, --reserved-connections, --header-timeout
-    std::uint64_t min_free = 0;      // --min-free-space (0: off)
-    std::uint32_t quick_retries = 5;
-    std::chrono::milliseconds max_backoff{30'000}, attempt_timeout{10'000}, retain{3'600'000};
-    std::optional<http::tls_client_options> secondary_tls;  // an https:// --secondary
-    std::optional<http::tls_server_options> listen_tls;     // HTTPS on --listen
-    // A nats:// --secondary: JetStream. Stream `<js_stream>`, subjects `<js_prefix>.<stream>`.
-    std::string js_stream = "steadfast", js_prefix;
-    unsigned js_replicas = 1;
-    bool jetstream() const { return jetstream::is_nats_url(secondary); }
-};
-
-/// Exit codes (also in --help and the README).
-enum exit_code : int { exit_ok = 0, exit_error = 1, exit_usage = 2, exit_demoted = 3 };
-
-std::int64_t now_ms();
-
-/// Over JetStream a stream's name becomes subject tokens: no empty one.
-bool valid_subject_tokens(std::string_view stream);
-
 // An io_context whose pending handlers (suspended coroutines) can be destroyed
 // while the node's members they refer to still exist.
 struct io_context_owner : boost::asio::io_context {
@@ -92,7 +71,7 @@ struct stream_state {
     // is the operator's "try again now") and on SIGHUP (after a fix of the
     // configuration, of either side).
     std::shared_ptr<flag> retry_now;
-    std::shared_ptr<flag> read_done;  // false while a read-ahead runs
+    std::shared_ptr<flag> read_done;  // false while a read-ahead runs (made by the first)
     // JetStream: the log's seq of this stream's last message, as this primary
     // wrote or read it (the next publish expects it); unknown: read the log first.
     std::optional<std::uint64_t> js_last;
@@ -110,14 +89,21 @@ struct ack_trim {
     bool scheduled = false;
 };
 
-class node {
+class node final : link_host {
 public:
     node(const options& o, app::database& db);
     ~node();
     int run();
 
 private:
-    // main.cpp
+    // link_host: what the link asks of the node (delivery.cpp).
+    bool stopping() const override { return stopping_; }
+    cond online() const override { return online_; }
+    std::optional<std::uint64_t> acked_max(const std::string& stream) const override;
+    std::optional<std::string> blocked(const std::string& stream) const override;
+    bool resend_last(const std::string& stream, std::uint64_t upto) override;
+
+    // node.cpp
     void stop(const std::string& why, int code = exit_ok);
     void check_drained();
 
@@ -148,78 +134,17 @@ private:
         node& n_;
         std::map<std::string, std::size_t>::iterator held_;  // in admitting_, erased only by the last holder
     };
-    std::optional<std::string> too_large_for_log(std::string_view stream, std::size_t payload_bytes) const;
 
     // delivery.cpp
     void start_processor(const std::string& stream, bool retry_at_once = false);
     // SIGHUP: every stream waiting for a ladder step tries again now.
     void retry_now(const char* why);
-    // The secondary is back after being unreachable: streams with nothing to
-    // send resend their last acknowledged message, to find out whether it was
-    // restored from an older copy (HTTP only).
-    void recheck_streams();
-    boost::asio::awaitable<void> recheck();
-    void recheck_failed(nlohmann::json fields);
-    // The streams a recheck resends to: what this primary acknowledged within
-    // --retain (`acked`) that the secondary holds less of, by its pages of
-    // GET /api/streams; all of them from a secondary without that route.
-    // nullopt: the secondary could not be asked (tried again later).
-    boost::asio::awaitable<std::optional<std::vector<std::pair<std::string, std::uint64_t>>>> streams_behind(
-        const std::map<std::string, std::uint64_t>& acked, std::size_t& pages);
-    std::string secondary_instance_;    // the secondary's X-Steadfast-Instance, as last probed
-    bool rechecking_ = false;           // a recheck is under way
-    bool recheck_again_ = false;        // it could not finish: another in the next slot
-    bool recheck_timer_armed_ = false;  // a recheck waits for its slot (at most one every 5 s)
-    std::chrono::steady_clock::time_point last_recheck_{};
     boost::asio::awaitable<void> deliver(std::string stream);
-    boost::asio::awaitable<void> wait_until(std::chrono::steady_clock::time_point deadline, cond c);
     // A wait action of the stream's machine: its delay, woken by what it names.
     boost::asio::awaitable<void> wait_for(const stream_action& a, const stream_state& st);
     // A new stream's state (its processor is started by start_processor).
     stream_state& add_stream(const std::string& stream, std::uint64_t acked, std::uint64_t acked_max,
                              std::uint64_t pending);
-    boost::asio::awaitable<bool> probe();
-    http::request make_request(std::string body, std::string key) const;
-    std::string encode_list(const std::string& stream, const std::vector<pending_message>& batch) const;
-    std::string encode_body(const std::string& stream, const std::vector<pending_message>& batch) const;
-    static std::string batch_key(const std::vector<pending_message>& batch);
-    boost::asio::awaitable<decision> send_http(const std::string& stream, const std::vector<pending_message>& batch,
-                                               const retry_policy& quick, std::chrono::nanoseconds& server_wait);
-
-    // delivery_js.cpp: the same processor with JetStream as the secondary
-    std::string js_subject(const std::string& stream) const;
-    boost::asio::awaitable<decision> send_js(const std::string& stream, stream_state& st,
-                                             const std::vector<pending_message>& batch, const retry_policy& quick);
-    boost::asio::awaitable<decision> sync_log(const std::string& stream, stream_state& st, const retry_policy& quick);
-    boost::asio::awaitable<bool> probe_jetstream();
-    boost::asio::awaitable<bool> fence_jetstream();
-    struct fence_watch : jetstream::client::inbox_sink {
-        node* n = nullptr;
-        void on_messages() override;
-    } fence_watch_;
-    std::unique_ptr<jetstream::client::inbox> fence_sub_;
-    // Secondaries' requests to resend a hole in the log (repair_subject()).
-    struct repair_watch : jetstream::client::inbox_sink {
-        node* n = nullptr;
-        void on_messages() override;
-    } repair_watch_;
-    std::unique_ptr<jetstream::client::inbox> repair_sub_;
-    void repair_requested(const std::string& body);
-    boost::asio::awaitable<void> repair(envelope::repair_request r);
-    struct last_repair {
-        std::chrono::steady_clock::time_point at;
-        std::uint64_t from = 0;
-    };
-    std::map<std::string, last_repair> repair_at_;  // the last repair per stream, kept 2 minutes
-    int repairs_running_ = 0;
-    std::uint64_t repair_counter_ = 0;
-    // At most 10 repairs begin a second; refusals are logged at most once a second.
-    std::chrono::steady_clock::time_point repair_window_{}, repair_log_at_{};
-    unsigned repairs_in_window_ = 0;
-    std::uint64_t repair_log_suppressed_ = 0;
-    void log_repair_refusal(const char* event, nlohmann::json fields);
-    bool fenced_ = false, js_ready_logged_ = false;
-    void refresh_jetstream_metrics();
     void acknowledge(const std::string& stream, const stream_action& a);
     std::vector<pending_message> read_window(const std::string& stream, std::uint64_t after);
     void start_read_ahead(const std::string& stream, stream_state& st);
@@ -240,33 +165,14 @@ private:
     outbox out_;
     app::db_worker worker_;
     backoff ladder_;
-    std::optional<http::client_pool> link_;  // an http(s):// secondary
-    std::optional<combiner> combined_;       // streams' batches sharing link_'s requests
-    std::optional<http::client> probe_client_;
-    std::optional<http::client>
-        recheck_client_;                     // GET /api/streams, one request at a time (after ioc_: destroyed first)
-    std::unique_ptr<jetstream::client> js_;  // a nats:// secondary
-    std::string js_problem_;                 // why the last JetStream check failed ("" when it passed), logged once
-    std::vector<std::string> tokens_;        // --token-file: the first is sent, any is accepted on /publish
+    std::unique_ptr<link> link_;                    // the secondary's (after ioc_: destroyed first)
+    std::vector<std::string> tokens_;               // --token-file: the first is sent, any is accepted on /publish
     std::shared_ptr<shutdown_condition> shutdown_;  // SIGINT, SIGTERM or stop()
     std::shared_ptr<epoch_fence> demoted_;
     cond stop_;
     std::shared_ptr<probe_condition<>> online_;
     watchable::subscription online_sub_, demoted_sub_;
-    std::string probe_error_;  // why the last health check failed ("" when it passed)
-    std::shared_ptr<prometheus::Registry> registry_;
-    prometheus::Counter &published_, &delivered_, &attempts_, &requests_, &outbox_reads_, &retries_, &dead_, &rewinds_,
-        &refused_, &redeliveries_, &blocks_, &tls_failures_;
-    prometheus::Family<prometheus::Counter>& link_errors_;
-    prometheus::Gauge &depth_, &online_gauge_, &blocked_gauge_, &streams_gauge_;
-    prometheus::Histogram& latency_;
-    // Per stream, set at each scrape from the streams in memory ("is it stuck?").
-    prometheus::Family<prometheus::Gauge>& stream_pending_;
-    prometheus::Family<prometheus::Gauge>& stream_age_;
-    prometheus::Gauge& oldest_age_;
-    prometheus::Gauge& js_connected_;
-    prometheus::Counter &js_disconnects_, &js_reconnects_, &js_duplicates_, &js_repairs_;
-    app::db_metrics db_metrics_;
+    metrics m_;
     std::set<std::string> exposed_streams_;
     void refresh_stream_metrics();
     std::map<std::string, stream_state> streams_;
@@ -287,8 +193,6 @@ private:
     bool ready_ = false;  // /ready: the event loop runs and no shutdown has begun
     // The outbox can take a write: free space above --min-free-space, and the
     // last commit worked (false from a failed one until a write succeeds).
-    prometheus::Gauge &storage_ok_gauge_, &free_gauge_;
-    prometheus::Counter& recheck_failures_;
     app::storage_health storage_;
     void storage_changed(bool ok, const std::string& why);
     // Refused publishes while the outbox fails: logged at most once a second

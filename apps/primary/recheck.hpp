@@ -3,7 +3,7 @@
 // /api/streams (each stream's last applied seq, in name order). A stream the
 // secondary lacks, or holds less of, is behind; one it holds as much of, or
 // more, is not; one only the secondary has is none of this primary's
-// business. The pages are fed as they come (delivery.cpp asks for them).
+// business. The pages are fed as they come (http_link.cpp asks for them).
 #pragma once
 
 #include <steadfast/transport/envelope.hpp>

@@ -11,7 +11,9 @@
 // last message and decide_log() says whether the log continues this
 // primary's stream (ack up to it), lost some of it (rewind), belongs to
 // someone else (block) or to a newer epoch (demote).
-#include "node.hpp"
+#include "../common/log.hpp"
+#include "../common/metrics.hpp"
+#include "link.hpp"
 
 #include <steadfast/transport/envelope.hpp>
 
@@ -26,8 +28,120 @@ using steadfast::app::level;
 
 namespace steadfast::primary {
 
-std::string node::js_subject(const std::string& stream) const {
-    return o_.js_prefix + "." + stream;
+class jetstream_link final : public link {
+public:
+    jetstream_link(const link_env& env, link_host& host);
+    ~jetstream_link() override { close(); }
+    void close() override {
+        fence_sub_.reset();  // before the NATS client they subscribe through
+        repair_sub_.reset();
+    }
+
+    bool reads_log() const noexcept override { return true; }
+    // Nothing is sent before the stream is known to exist with the replicas asked for.
+    bool initially_online() const noexcept override { return false; }
+    asio::awaitable<bool> probe() override;
+    // A JetStream request has no timeout of its own (an HTTP attempt has the
+    // client's): the engine's attempt timeout bounds it.
+    retry_policy quick(retry_policy p) const override {
+        return std::move(p).with_attempt_timeout(env_.o.attempt_timeout);
+    }
+    asio::awaitable<decision> send(const std::string& stream, const std::vector<pending_message>& batch,
+                                   const retry_policy& quick, std::chrono::nanoseconds& server_wait) override;
+    asio::awaitable<decision> sync(const std::string& stream, std::uint64_t acked, const retry_policy& quick) override;
+    void forget(const std::string& stream) override { positions_.erase(stream); }
+    std::optional<std::string> refuse_stream(std::string_view stream) const override;
+    std::optional<std::string> too_large(std::size_t bytes) const override;
+    void health(nlohmann::json& j) const override {
+        j["jetstream"] = {{"connected", js_->connected()->value()},
+                          {"server", js_->connected_url()},
+                          {"stream", env_.o.js_stream},
+                          {"problem", js_problem_}};
+    }
+    void refresh_metrics() override;
+    std::string_view demoted_reason() const override {
+        return "the JetStream log holds a newer epoch (another primary took over)";
+    }
+
+private:
+    // A stream's place in the log, as this primary wrote or read it.
+    struct position {
+        // The log's seq of the stream's last message (the next publish
+        // expects it); unknown: read the log first.
+        std::optional<std::uint64_t> js_last;
+        // Seqs up to here may have been published before a rewind (the
+        // server's deduplication window may hold their ids).
+        std::uint64_t resend_upto = 0;
+    };
+    std::string js_subject(const std::string& stream) const;
+    asio::awaitable<bool> fence_jetstream();
+    void repair_requested(const std::string& body);
+    asio::awaitable<void> repair(envelope::repair_request r);
+    void log_repair_refusal(const char* event, nlohmann::json fields);
+
+    link_env env_;
+    link_host& host_;
+    std::unique_ptr<jetstream::client> js_;
+    std::string js_problem_;  // why the last JetStream check failed ("" when it passed), logged once
+    bool fenced_ = false, js_ready_logged_ = false;
+    std::map<std::string, position> positions_;  // streams with a processor
+    struct fence_watch : jetstream::client::inbox_sink {
+        jetstream_link* n = nullptr;
+        void on_messages() override;
+    } fence_watch_;
+    std::unique_ptr<jetstream::client::inbox> fence_sub_;
+    // Secondaries' requests to resend a hole in the log (repair_subject()).
+    struct repair_watch : jetstream::client::inbox_sink {
+        jetstream_link* n = nullptr;
+        void on_messages() override;
+    } repair_watch_;
+    std::unique_ptr<jetstream::client::inbox> repair_sub_;
+    struct last_repair {
+        std::chrono::steady_clock::time_point at;
+        std::uint64_t from = 0;
+    };
+    std::map<std::string, last_repair> repair_at_;  // the last repair per stream, kept 2 minutes
+    int repairs_running_ = 0;
+    std::uint64_t repair_counter_ = 0;
+    // At most 10 repairs begin a second; refusals are logged at most once a second.
+    std::chrono::steady_clock::time_point repair_window_{}, repair_log_at_{};
+    unsigned repairs_in_window_ = 0;
+    std::uint64_t repair_log_suppressed_ = 0;
+};
+
+jetstream_link::jetstream_link(const link_env& env, link_host& host) : env_(env), host_(host) {
+    jetstream::options jo;
+    jo.servers = jetstream::parse_servers(env.o.secondary);
+    jo.name = "steadfast-primary";
+    js_ = std::make_unique<jetstream::client>(env.ex, std::move(jo));
+    // A newer primary's epoch fence, as it is written: demoted at once.
+    fence_watch_.n = this;
+    fence_sub_ = js_->subscribe(env.o.js_prefix, fence_watch_);
+    // A secondary that found a hole in the log asks for it again.
+    repair_watch_.n = this;
+    repair_sub_ = js_->subscribe(envelope::repair_subject(env.o.js_stream), repair_watch_, 1000);
+}
+
+// Over JetStream a stream's name becomes subject tokens: no empty one.
+std::optional<std::string> jetstream_link::refuse_stream(std::string_view stream) const {
+    if (valid_subject_tokens(stream)) return std::nullopt;
+    return "stream must not begin or end with a dot or hold two in a row "
+           "(over JetStream its dots separate subject tokens)";
+}
+
+// A message must fit the server's max_payload as one envelope with its
+// headers: refused at intake (413) rather than accepted and then blocked.
+// Unknown while not connected (checked again when sent).
+std::optional<std::string> jetstream_link::too_large(std::size_t bytes) const {
+    const std::size_t limit = js_->max_payload();
+    const std::size_t size = bytes + 512;  // 512: the NATS headers, generously
+    if (limit == 0 || size <= limit) return std::nullopt;
+    return "the message would be " + std::to_string(size) +
+           " bytes in JetStream, over the NATS server's max_payload of " + std::to_string(limit);
+}
+
+std::string jetstream_link::js_subject(const std::string& stream) const {
+    return env_.o.js_prefix + "." + stream;
 }
 
 namespace {
@@ -66,16 +180,16 @@ auto publish_attempt(jetstream::client& js, const std::string& subject, const st
 }
 }  // namespace
 
-asio::awaitable<decision> node::send_js(const std::string& stream, stream_state& st,
-                                        const std::vector<pending_message>& batch, const retry_policy& quick) {
+asio::awaitable<decision> jetstream_link::send(const std::string& stream, const std::vector<pending_message>& batch,
+                                               const retry_policy& quick, std::chrono::nanoseconds&) {
+    auto& st = positions_[stream];
     const std::string subject = js_subject(stream);
-    const std::string body = encode_body(stream, batch);
+    const std::string body = encode_body(stream, batch, env_.o.epoch);
     // A resend (a rewind or a repair) gets its own Nats-Msg-Id: under the
     // batch's own key, the server's window would answer "duplicate" for the
     // copy it lost. Retries of one publish keep one id (the same expectation).
     std::string key = batch_key(batch);
-    const std::uint64_t sent_before =
-        std::max(st.fsm.acked_max() == UINT64_MAX ? 0 : st.fsm.acked_max(), st.resend_upto);
+    const std::uint64_t sent_before = std::max(host_.acked_max(stream).value_or(0), st.resend_upto);
     if (batch.front().seq <= sent_before) key += "@" + std::to_string(st.js_last.value_or(0));
     const jetstream::publish_options po{std::move(key), st.js_last, {}};
     std::string api_said;
@@ -83,18 +197,19 @@ asio::awaitable<decision> node::send_js(const std::string& stream, stream_state&
     auto r = co_await steadfast::retry(quick, std::move(attempt));
 
     publish_outcome o;
-    if (stopped_by(r.reason()) || stop_->value()) {
+    if (stopped_by(r.reason()) || env_.stop.value()) {
         o.what = publish_outcome::kind::stopped;
     } else if (r.has_value() && r.value().has_value()) {
         const auto& ack = r.value().value();
         st.js_last = ack.seq;
-        if (ack.duplicate) js_duplicates_.Increment();
+        if (ack.duplicate) env_.m.js_duplicates.Increment();
     } else {
         const auto ec = r.last_error();
         o.detail = describe(ec, api_said);
-        if (ec == make_error_code(jetstream::errc::wrong_last_sequence))
+        if (ec == make_error_code(jetstream::errc::wrong_last_sequence)) {
             o.what = publish_outcome::kind::wrong_sequence;
-        else if (ec == make_error_code(jetstream::errc::too_large))
+            st.js_last.reset();  // unknown until the log is read (the machine's resync)
+        } else if (ec == make_error_code(jetstream::errc::too_large))
             o.what = publish_outcome::kind::too_large;
         else
             o.what = unavailable(ec) ? publish_outcome::kind::unavailable : publish_outcome::kind::refused;
@@ -102,12 +217,14 @@ asio::awaitable<decision> node::send_js(const std::string& stream, stream_state&
     co_return decide_publish(sent_batch{batch.front().seq, batch.back().seq}, o);
 }
 
-asio::awaitable<decision> node::sync_log(const std::string& stream, stream_state& st, const retry_policy& quick) {
+asio::awaitable<decision> jetstream_link::sync(const std::string& stream, std::uint64_t acked_now,
+                                               const retry_policy& quick) {
+    auto& st = positions_[stream];
     const std::string subject = js_subject(stream);
     std::string api_said;
     auto attempt = [&](const attempt_context&) -> asio::awaitable<boost::system::result<jetstream::stored_message>> {
-        auto [ec, m, err] =
-            co_await jetstream::async_last_message(*js_, o_.js_stream, subject, asio::as_tuple(asio::use_awaitable));
+        auto [ec, m, err] = co_await jetstream::async_last_message(*js_, env_.o.js_stream, subject,
+                                                                   asio::as_tuple(asio::use_awaitable));
         if (ec) {
             api_said = err.description;
             co_return ec;
@@ -116,7 +233,7 @@ asio::awaitable<decision> node::sync_log(const std::string& stream, stream_state
     };
     auto classified_attempt = classified(attempt, jetstream::classifier{});
     auto r = co_await steadfast::retry(quick, std::move(classified_attempt));
-    if (stopped_by(r.reason()) || stop_->value()) co_return decision{verdict::stop, 0, 0, "stopping", {}, {}};
+    if (stopped_by(r.reason()) || env_.stop.value()) co_return decision{verdict::stop, 0, 0, "stopping", {}, {}};
     if (!r.has_value() || !r.value().has_value()) {
         const auto ec = r.last_error();
         co_return decision{verdict::redeliver,
@@ -149,36 +266,36 @@ asio::awaitable<decision> node::sync_log(const std::string& stream, stream_state
             h.id = last->id;
         }
     }
-    const std::uint64_t head_seq = h.seq, acked = st.fsm.acked();
+    const std::uint64_t head_seq = h.seq, acked = acked_now;
     auto read = [this, &stream, head_seq, acked](app::database&, bool&) {
         outbox_facts f;
-        const auto pos = out_.position(stream);
+        const auto pos = env_.out.position(stream);
         f.acked = std::max(acked, pos.acked_seq);
         f.next_seq = pos.next_seq;
-        f.oldest = out_.oldest_seq(stream).value_or(0);
+        f.oldest = env_.out.oldest_seq(stream).value_or(0);
         if (head_seq > 0) {
-            auto rows = out_.pending(stream, head_seq - 1, 1, SIZE_MAX);
+            auto rows = env_.out.pending(stream, head_seq - 1, 1, SIZE_MAX);
             if (!rows.empty() && rows.front().seq == head_seq) f.id_at_head = rows.front().id;
         }
         return f;
     };
-    auto got = co_await worker_.run<outbox_facts>(ioc_.get_executor(), std::move(read));
+    auto got = co_await env_.worker.run<outbox_facts>(env_.ex, std::move(read));
     if (auto* e = std::get_if<std::string>(&got)) {
         app::log(level::error, "outbox_read_failed", {{"stream", stream}, {"error", *e}});
-        co_await wait_until(std::chrono::steady_clock::now() + 1s, stop_);
+        co_await wait_until(env_.ex, std::chrono::steady_clock::now() + 1s, env_.stop);
         co_return decision{verdict::stop, 0, 0, "stopping", {}, {}};  // the processor restarts after a second
     }
     const auto& facts = std::get<outbox_facts>(got);
-    decision d = decide_log(h, o_.epoch, facts);
+    decision d = decide_log(h, env_.o.epoch, facts);
     if (d.what == verdict::rewind)
         st.resend_upto = std::max(st.resend_upto, facts.next_seq - 1);  // any may have been sent
     if (d.what == verdict::ack || d.what == verdict::rewind) {
         st.js_last = m.seq;
-        if (d.what == verdict::ack && d.upto > st.fsm.acked())
+        if (d.what == verdict::ack && d.upto > acked_now)
             app::log(level::info, "log_ahead",
                      {{"stream", stream},
                       {"acked_to", d.upto},
-                      {"from", st.fsm.acked()},
+                      {"from", acked_now},
                       {"note", "the log had messages whose acknowledgement was lost"}});
     }
     co_return d;
@@ -189,8 +306,9 @@ asio::awaitable<decision> node::sync_log(const std::string& stream, stream_state
 // created so, and answers with a leader; and, once, this primary's epoch is
 // in the log (fence_jetstream). A misconfiguration (another stream's
 // subjects, other replicas, limits) is said once, plainly; messages wait.
-asio::awaitable<bool> node::probe_jetstream() {
-    const jetstream::stream_config cfg{o_.js_stream, {o_.js_prefix, o_.js_prefix + ".>"}, o_.js_replicas, 2min};
+asio::awaitable<bool> jetstream_link::probe() {
+    const jetstream::stream_config cfg{
+        env_.o.js_stream, {env_.o.js_prefix, env_.o.js_prefix + ".>"}, env_.o.js_replicas, 2min};
     auto [ec, st, why] = co_await jetstream::async_ensure_stream(*js_, cfg, asio::as_tuple(asio::use_awaitable));
     if (!ec && st.replicas > 1 && st.leader.empty()) {
         ec = make_error_code(jetstream::errc::unavailable);
@@ -207,23 +325,23 @@ asio::awaitable<bool> node::probe_jetstream() {
         if (problem.empty()) {
             js_ready_logged_ = true;
             app::log(level::info, "jetstream_ready",
-                     {{"stream", o_.js_stream},
+                     {{"stream", env_.o.js_stream},
                       {"replicas", st.replicas},
                       {"leader", st.leader},
                       {"server", js_->connected_url()},
                       {"messages", st.messages},
-                      {"epoch", o_.epoch}});
+                      {"epoch", env_.o.epoch}});
         } else if (ec == make_error_code(jetstream::errc::config_mismatch) ||
                    ec == make_error_code(jetstream::errc::api_error)) {
             app::log(level::error, "jetstream_misconfigured",
-                     {{"stream", o_.js_stream},
+                     {{"stream", env_.o.js_stream},
                       {"error", problem},
                       {"hint",
                        "--js-stream, --js-prefix and --js-replicas must match the existing stream, which must have "
                        "no limits (or use another name)"}});
         } else {
             app::log(level::warn, "jetstream_unavailable",
-                     {{"stream", o_.js_stream},
+                     {{"stream", env_.o.js_stream},
                       {"error", problem},
                       {"connected", js_->connected()->value()},
                       {"server", js_->connected_url()},
@@ -240,11 +358,11 @@ asio::awaitable<bool> node::probe_jetstream() {
 // (expecting the subject's last sequence, so that two primaries starting at
 // once cannot both pass). The secondaries raise their fence when they read it,
 // and an older primary still running sees it (fence_watch) and is demoted.
-asio::awaitable<bool> node::fence_jetstream() {
-    const std::string subject = o_.js_prefix;
+asio::awaitable<bool> jetstream_link::fence_jetstream() {
+    const std::string subject = env_.o.js_prefix;
     for (int round = 0; round < 3; ++round) {
-        auto [ec, m, err] =
-            co_await jetstream::async_last_message(*js_, o_.js_stream, subject, asio::as_tuple(asio::use_awaitable));
+        auto [ec, m, err] = co_await jetstream::async_last_message(*js_, env_.o.js_stream, subject,
+                                                                   asio::as_tuple(asio::use_awaitable));
         if (ec) {
             js_problem_ = "reading the epoch fence: " + describe(ec, err.description);
             co_return false;
@@ -255,22 +373,22 @@ asio::awaitable<bool> node::fence_jetstream() {
             if (j.is_object() && j.contains("epoch") && j["epoch"].is_number_unsigned())
                 seen = j["epoch"].get<std::uint64_t>();
         }
-        if (m.seq && seen > o_.epoch) {
-            demoted_->observe(seen);
+        if (m.seq && seen > env_.o.epoch) {
+            env_.demoted->observe(seen);
             co_return false;
         }
-        if (m.seq && seen == o_.epoch) {
+        if (m.seq && seen == env_.o.epoch) {
             fenced_ = true;
             co_return true;
         }
-        std::string data = nlohmann::json{{"epoch", o_.epoch}}.dump(), s = subject;
-        const jetstream::publish_options po{"steadfast-epoch-" + std::to_string(o_.epoch),
+        std::string data = nlohmann::json{{"epoch", env_.o.epoch}}.dump(), s = subject;
+        const jetstream::publish_options po{"steadfast-epoch-" + std::to_string(env_.o.epoch),
                                             m.seq,
-                                            {{"Steadfast-Epoch-Fence", std::to_string(o_.epoch)}}};
+                                            {{"Steadfast-Epoch-Fence", std::to_string(env_.o.epoch)}}};
         auto [pe, ack, perr] = co_await jetstream::async_publish(*js_, std::move(s), std::move(data), po,
                                                                  asio::as_tuple(asio::use_awaitable));
         if (!pe) {
-            app::log(level::info, "epoch_fence", {{"epoch", o_.epoch}, {"previous", seen}, {"log_seq", ack.seq}});
+            app::log(level::info, "epoch_fence", {{"epoch", env_.o.epoch}, {"previous", seen}, {"log_seq", ack.seq}});
             fenced_ = true;
             co_return true;
         }
@@ -283,7 +401,7 @@ asio::awaitable<bool> node::fence_jetstream() {
     co_return false;
 }
 
-void node::fence_watch::on_messages() {
+void jetstream_link::fence_watch::on_messages() {
     for (auto& m : n->fence_sub_->drain(SIZE_MAX)) {
         const auto* f = m.get("Steadfast-Epoch-Fence");
         if (!f) continue;
@@ -293,7 +411,7 @@ void node::fence_watch::on_messages() {
         } catch (const std::exception&) {
             continue;
         }
-        if (e > n->o_.epoch) n->demoted_->observe(e);
+        if (e > n->env_.o.epoch) n->env_.demoted->observe(e);
     }
 }
 
@@ -305,14 +423,14 @@ void node::fence_watch::on_messages() {
 // one repair per stream every 10 s (the same range again only after 2
 // minutes), 10 begun a second, 4 at once, 10,000 messages a request; the
 // secondary asks again while its gap lasts.
-void node::repair_watch::on_messages() {
+void jetstream_link::repair_watch::on_messages() {
     // 64 a turn: a flood of requests never holds the event loop (and at most
     // 1,000 wait: the subscription drops the rest).
     for (auto& m : n->repair_sub_->drain(64)) n->repair_requested(m.data);
-    if (n->repair_sub_->queued() > 0) asio::post(n->ioc_, [w = this] { w->on_messages(); });
+    if (n->repair_sub_->queued() > 0) asio::post(n->env_.ex, [w = this] { w->on_messages(); });
 }
 
-void node::log_repair_refusal(const char* event, nlohmann::json fields) {
+void jetstream_link::log_repair_refusal(const char* event, nlohmann::json fields) {
     const auto now = std::chrono::steady_clock::now();
     if (now - repair_log_at_ < 1s) {
         ++repair_log_suppressed_;
@@ -323,15 +441,15 @@ void node::log_repair_refusal(const char* event, nlohmann::json fields) {
     app::log(level::warn, event, std::move(fields));
 }
 
-void node::repair_requested(const std::string& body) {
+void jetstream_link::repair_requested(const std::string& body) {
     std::string why;
     auto r = envelope::decode_repair_request(body, why);
     if (!r) {
         log_repair_refusal("repair_request_refused",
-                           {{"error", why}, {"subject", envelope::repair_subject(o_.js_stream)}});
+                           {{"error", why}, {"subject", envelope::repair_subject(env_.o.js_stream)}});
         return;
     }
-    if (stopping_ || stop_->value()) return;
+    if (host_.stopping() || env_.stop.value()) return;
     const auto now = std::chrono::steady_clock::now();
     std::erase_if(repair_at_, [&](const auto& kv) { return now - kv.second.at >= 2min; });
     if (auto last = repair_at_.find(r->stream); last != repair_at_.end()) {
@@ -350,12 +468,12 @@ void node::repair_requested(const std::string& body) {
                                            {"note", "repairs under way; the secondary asks again"}});
         return;
     }
-    if (auto b = blocked_.find(r->stream); b != blocked_.end()) {
+    if (auto b = host_.blocked(r->stream)) {
         log_repair_refusal("repair_not_possible", {{"stream", r->stream},
                                                    {"from_seq", r->from},
                                                    {"to_seq", r->to},
                                                    {"consumer", r->consumer},
-                                                   {"reason", "the stream is blocked: " + b->second.reason}});
+                                                   {"reason", "the stream is blocked: " + *b}});
         return;
     }
     ++repairs_in_window_;
@@ -363,7 +481,7 @@ void node::repair_requested(const std::string& body) {
     app::log(level::warn, "repair_requested",
              {{"stream", r->stream}, {"from_seq", r->from}, {"to_seq", r->to}, {"consumer", r->consumer}});
     std::string stream = r->stream;  // (the order of co_spawn's arguments is unspecified)
-    asio::co_spawn(ioc_, repair(std::move(*r)), [stream = std::move(stream)](std::exception_ptr e) {
+    asio::co_spawn(env_.ex, repair(std::move(*r)), [stream = std::move(stream)](std::exception_ptr e) {
         if (!e) return;
         try {
             std::rethrow_exception(e);
@@ -384,35 +502,35 @@ struct repair_rows {
 // messages are retained for --retain), in batches, to the repair subject.
 // Only what was acknowledged can be missing from the log: the range stops
 // there. Beyond retention it says so; the stream itself goes on.
-asio::awaitable<void> node::repair(envelope::repair_request r) {
+asio::awaitable<void> jetstream_link::repair(envelope::repair_request r) {
     ++repairs_running_;
     struct running {
         int& n;
         ~running() { --n; }
     } guard{repairs_running_};
     constexpr std::uint64_t max_per_request = 10'000;  // a larger hole: the secondary asks again for the rest
-    const std::string subject = o_.js_prefix + ".$repair." + r.stream;
+    const std::string subject = env_.o.js_prefix + ".$repair." + r.stream;
     const std::string id_prefix = "repair:" + std::to_string(now_ms()) + "." + std::to_string(++repair_counter_) + ":";
     auto quick = retry_policy{}
-                     .with_backoff(backoff::exponential(100ms, 2.0, o_.max_backoff).with_jitter(jitter::full))
-                     .with_stop(stop::max_attempts(std::max<std::uint32_t>(o_.quick_retries, 3)))
-                     .with_stop_when(stop_)
-                     .with_attempt_when(online_)
-                     .with_attempt_timeout(o_.attempt_timeout);
+                     .with_backoff(backoff::exponential(100ms, 2.0, env_.o.max_backoff).with_jitter(jitter::full))
+                     .with_stop(stop::max_attempts(std::max<std::uint32_t>(env_.o.quick_retries, 3)))
+                     .with_stop_when(env_.stop)
+                     .with_attempt_when(host_.online())
+                     .with_attempt_timeout(env_.o.attempt_timeout);
     std::uint64_t cursor = r.from, end = 0, sent = 0;
     for (bool first = true;; first = false) {
         auto read = [this, stream = r.stream, cursor, first](app::database&, bool&) {
             repair_rows x;
             if (first) {
-                const auto pos = out_.position(stream);
+                const auto pos = env_.out.position(stream);
                 x.acked = pos.acked_seq;
                 x.next_seq = pos.next_seq;
-                x.oldest = out_.oldest_seq(stream).value_or(0);
+                x.oldest = env_.out.oldest_seq(stream).value_or(0);
             }
-            x.rows = out_.pending(stream, cursor - 1, o_.batch_max, o_.batch_bytes);
+            x.rows = env_.out.pending(stream, cursor - 1, env_.o.batch_max, env_.o.batch_bytes);
             return x;
         };
-        auto got = co_await worker_.run<repair_rows>(ioc_.get_executor(), std::move(read));
+        auto got = co_await env_.worker.run<repair_rows>(env_.ex, std::move(read));
         if (auto* e = std::get_if<std::string>(&got)) {
             app::log(level::error, "repair_failed", {{"stream", r.stream}, {"error", "reading the outbox: " + *e}});
             co_return;
@@ -421,8 +539,7 @@ asio::awaitable<void> node::repair(envelope::repair_request r) {
         if (first) {
             // The outbox's acknowledgement mark lags the processor's by up to 10 ms.
             std::uint64_t acked = x.acked;
-            if (auto it = streams_.find(r.stream); it != streams_.end() && it->second.fsm.acked_max() != UINT64_MAX)
-                acked = std::max(acked, it->second.fsm.acked_max());
+            if (auto m = host_.acked_max(r.stream)) acked = std::max(acked, *m);
             const decision d = decide_repair(r.from, acked, x.oldest, x.next_seq);
             if (d.what == verdict::block) {
                 app::log(level::error, "repair_impossible",
@@ -460,13 +577,13 @@ asio::awaitable<void> node::repair(envelope::repair_request r) {
                       {"detail", "seq " + std::to_string(cursor) + " is no longer retained"}});
             co_return;
         }
-        const std::string body = encode_body(r.stream, x.rows);
+        const std::string body = encode_body(r.stream, x.rows, env_.o.epoch);
         const jetstream::publish_options po{id_prefix + batch_key(x.rows), std::nullopt, {}};
         std::string api_said;
         auto attempt = publish_attempt(*js_, subject, body, po, api_said);
         auto res = co_await steadfast::retry(quick, std::move(attempt));
         if (!res.has_value() || !res.value().has_value()) {
-            if (!stop_->value())
+            if (!env_.stop.value())
                 app::log(level::error, "repair_failed",
                          {{"stream", r.stream},
                           {"from_seq", cursor},
@@ -479,16 +596,19 @@ asio::awaitable<void> node::repair(envelope::repair_request r) {
         cursor = x.rows.back().seq + 1;
         if (cursor > end) break;
     }
-    js_repairs_.Increment();
+    env_.m.js_repairs.Increment();
     app::log(level::info, "repaired",
              {{"stream", r.stream}, {"from_seq", r.from}, {"to_seq", end}, {"messages", sent}});
 }
 
-void node::refresh_jetstream_metrics() {
-    if (!js_) return;
-    js_connected_.Set(js_->connected()->value() ? 1 : 0);
-    app::sync_counter(js_disconnects_, js_->disconnects());
-    app::sync_counter(js_reconnects_, js_->reconnects());
+void jetstream_link::refresh_metrics() {
+    env_.m.js_connected.Set(js_->connected()->value() ? 1 : 0);
+    app::sync_counter(env_.m.js_disconnects, js_->disconnects());
+    app::sync_counter(env_.m.js_reconnects, js_->reconnects());
+}
+
+std::unique_ptr<link> make_jetstream_link(const link_env& env, link_host& host) {
+    return std::make_unique<jetstream_link>(env, host);
 }
 
 }  // namespace steadfast::primary
