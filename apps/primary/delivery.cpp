@@ -135,6 +135,7 @@ void node::retire(const std::string& stream) {
     streams_.erase(it);
     if (more) {
         // Positions carry over: the outbox's copy may lag behind them.
+        link_->restarted(stream);
         add_stream(stream, acked, acked_max, pending);
         start_processor(stream);
     } else {

@@ -50,6 +50,7 @@ public:
                                    const retry_policy& quick, std::chrono::nanoseconds& server_wait) override;
     asio::awaitable<decision> sync(const std::string& stream, std::uint64_t acked, const retry_policy& quick) override;
     void forget(const std::string& stream) override { positions_.erase(stream); }
+    void restarted(const std::string& stream) override { positions_.erase(stream); }
     std::optional<std::string> refuse_stream(std::string_view stream) const override;
     std::optional<std::string> too_large(std::size_t bytes) const override;
     void health(nlohmann::json& j) const override {

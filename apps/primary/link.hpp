@@ -87,6 +87,9 @@ public:
                                                   const retry_policy& quick);
     /// `stream` retired: nothing of it stays in the link.
     virtual void forget(const std::string& stream) { (void)stream; }
+    /// `stream`'s processor ended with messages left and starts again: what
+    /// the link expects of the secondary for it is learnt afresh.
+    virtual void restarted(const std::string& stream) { (void)stream; }
 
     /// Intake: a stream name this link cannot carry (the 400's text).
     virtual std::optional<std::string> refuse_stream(std::string_view stream) const {

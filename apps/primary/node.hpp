@@ -72,12 +72,6 @@ struct stream_state {
     // configuration, of either side).
     std::shared_ptr<flag> retry_now;
     std::shared_ptr<flag> read_done;  // false while a read-ahead runs (made by the first)
-    // JetStream: the log's seq of this stream's last message, as this primary
-    // wrote or read it (the next publish expects it); unknown: read the log first.
-    std::optional<std::uint64_t> js_last;
-    // JetStream: seqs up to here may have been published before a rewind
-    // (the server's deduplication window may hold their ids).
-    std::uint64_t resend_upto = 0;
 };
 
 // Acknowledgements are coalesced: the outbox is marked up to the latest target
@@ -165,14 +159,15 @@ private:
     outbox out_;
     app::db_worker worker_;
     backoff ladder_;
-    std::unique_ptr<link> link_;                    // the secondary's (after ioc_: destroyed first)
-    std::vector<std::string> tokens_;               // --token-file: the first is sent, any is accepted on /publish
+    std::vector<std::string> tokens_;  // --token-file: the first is sent, any is accepted on /publish
+    metrics m_;
+    // The secondary's: after ioc_, tokens_ and m_, which it refers to (destroyed before them).
+    std::unique_ptr<link> link_;
     std::shared_ptr<shutdown_condition> shutdown_;  // SIGINT, SIGTERM or stop()
     std::shared_ptr<epoch_fence> demoted_;
     cond stop_;
     std::shared_ptr<probe_condition<>> online_;
     watchable::subscription online_sub_, demoted_sub_;
-    metrics m_;
     std::set<std::string> exposed_streams_;
     void refresh_stream_metrics();
     std::map<std::string, stream_state> streams_;
