@@ -5,7 +5,7 @@
 #include "config.hpp"
 #include "outbox.hpp"
 
-#include <steadfast/transport/envelope.hpp>
+#include <steadfast/replication/envelope.hpp>
 
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>

@@ -3,7 +3,7 @@
 // has a unit test. The delivery processor carries out what it returns.
 #pragma once
 
-#include <steadfast/transport/envelope.hpp>
+#include <steadfast/replication/envelope.hpp>
 
 #include <cstdint>
 #include <optional>

@@ -7,8 +7,8 @@
 // A processor exists while its stream has messages; an idle one retires.
 #include "node.hpp"
 
+#include <steadfast/replication/envelope.hpp>
 #include <steadfast/transport/classify.hpp>
-#include <steadfast/transport/envelope.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>

@@ -7,8 +7,8 @@
 #include "config.hpp"
 
 #include <steadfast/engine.hpp>
+#include <steadfast/replication/envelope.hpp>
 #include <steadfast/transport/client.hpp>
-#include <steadfast/transport/envelope.hpp>
 #include <steadfast/transport/http.hpp>
 #include <steadfast/version.hpp>
 

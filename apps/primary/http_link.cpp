@@ -11,8 +11,8 @@
 #include "link.hpp"
 #include "recheck.hpp"
 
+#include <steadfast/replication/envelope.hpp>
 #include <steadfast/transport/classify.hpp>
-#include <steadfast/transport/envelope.hpp>
 #include <steadfast/transport/health.hpp>
 #include <steadfast/transport/http.hpp>
 #include <steadfast/transport/pool.hpp>

@@ -6,7 +6,7 @@
 #include "../common/token.hpp"
 #include "node.hpp"
 
-#include <steadfast/transport/envelope.hpp>
+#include <steadfast/replication/envelope.hpp>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>

@@ -13,6 +13,7 @@
 
 #include <steadfast/conditions.hpp>
 #include <steadfast/engine.hpp>
+#include <steadfast/replication/conditions.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>

@@ -5,7 +5,7 @@
 #include "../common/options.hpp"
 #include "../common/token_reload.hpp"
 
-#include <steadfast/transport/envelope.hpp>
+#include <steadfast/replication/envelope.hpp>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>

@@ -31,7 +31,8 @@
 
 #include <steadfast/conditions.hpp>
 #include <steadfast/engine.hpp>
-#include <steadfast/transport/envelope.hpp>
+#include <steadfast/replication/conditions.hpp>
+#include <steadfast/replication/envelope.hpp>
 #include <steadfast/transport/http.hpp>
 #include <steadfast/transport/jetstream.hpp>
 #include <steadfast/transport/pool.hpp>

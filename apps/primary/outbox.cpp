@@ -2,7 +2,7 @@
 
 #include "../common/random_id.hpp"
 
-#include <steadfast/transport/envelope.hpp>
+#include <steadfast/replication/envelope.hpp>
 
 #include <nlohmann/json.hpp>
 

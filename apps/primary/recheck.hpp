@@ -6,7 +6,7 @@
 // business. The pages are fed as they come (http_link.cpp asks for them).
 #pragma once
 
-#include <steadfast/transport/envelope.hpp>
+#include <steadfast/replication/envelope.hpp>
 
 #include <cstdint>
 #include <map>

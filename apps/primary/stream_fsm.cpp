@@ -2,7 +2,7 @@
 
 #include "window.hpp"
 
-#include <steadfast/transport/envelope.hpp>
+#include <steadfast/replication/envelope.hpp>
 
 #include <algorithm>
 #include <iterator>

@@ -1,6 +1,6 @@
 #include "window.hpp"
 
-#include <steadfast/transport/envelope.hpp>
+#include <steadfast/replication/envelope.hpp>
 
 namespace steadfast::primary::window {
 

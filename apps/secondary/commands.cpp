@@ -5,7 +5,7 @@
 #include "../common/sqlite.hpp"
 #include "store.hpp"
 
-#include <steadfast/transport/envelope.hpp>
+#include <steadfast/replication/envelope.hpp>
 
 #include <nlohmann/json.hpp>
 

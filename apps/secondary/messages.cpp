@@ -2,7 +2,7 @@
 
 #include "../common/token.hpp"
 
-#include <steadfast/transport/envelope.hpp>
+#include <steadfast/replication/envelope.hpp>
 
 #include <boost/asio/use_awaitable.hpp>
 

@@ -3,7 +3,7 @@
 #include "../common/log.hpp"
 
 #include <steadfast/engine.hpp>
-#include <steadfast/transport/envelope.hpp>
+#include <steadfast/replication/envelope.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>

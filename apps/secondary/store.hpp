@@ -12,7 +12,7 @@
 
 #include "../common/sqlite.hpp"
 
-#include <steadfast/transport/envelope.hpp>
+#include <steadfast/replication/envelope.hpp>
 
 #include <cstdint>
 #include <functional>

@@ -7,7 +7,7 @@
 // the now-known-valid text with a small scanner to find each field's span.
 // Field values are small and parsed alone; payloads are never parsed into a
 // document, so their text (number spelling, key order, escapes) is kept.
-#include <steadfast/transport/envelope.hpp>
+#include <steadfast/replication/envelope.hpp>
 #include <steadfast/transport/http.hpp>
 
 #include <simdjson.h>

@@ -1,7 +1,7 @@
 // Smallest use of the installed package: a co_await retry that succeeds on the third attempt.
 #include <steadfast/conditions.hpp>
 #include <steadfast/engine.hpp>
-#include <steadfast/transport/envelope.hpp>
+#include <steadfast/replication/envelope.hpp>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>

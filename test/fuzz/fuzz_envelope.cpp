@@ -2,7 +2,7 @@
 // again to the same messages, payload text included; the fast validator
 // (simdjson) accepts nothing the reference (nlohmann) refuses; and a payload
 // the primary accepts decodes in an envelope, unchanged. Run: bash test/fuzz/run.sh [seconds]
-#include <steadfast/transport/envelope.hpp>
+#include <steadfast/replication/envelope.hpp>
 
 #include <nlohmann/json.hpp>
 

@@ -1,7 +1,7 @@
 // libFuzzer target: the server's request handling apart from sockets: the
 // same parser and limits (parse_request), routing, and the envelope decoding a
 // message endpoint does. Run: bash test/fuzz/run.sh [seconds]
-#include <steadfast/transport/envelope.hpp>
+#include <steadfast/replication/envelope.hpp>
 #include <steadfast/transport/server.hpp>
 
 #include <cstdint>

@@ -31,8 +31,8 @@ BOOST_AUTO_TEST_CASE(probe_follows_the_peer) {
     o.interval = 10ms;
     o.failing_backoff = backoff::fixed(10ms);
     o.failures_to_offline = 2;
-    auto online = make_secondary_online(
-        ioc.get_executor(), [&] { return http::health_check(c, "/x"); }, o);
+    auto online = make_probe(
+        ioc.get_executor(), "secondary-online", [&] { return http::health_check(c, "/x"); }, o);
     std::vector<bool> transitions;
     watchable::subscription sub;
     online->subscribe(sub, [&](bool v) {

@@ -100,22 +100,6 @@ BOOST_AUTO_TEST_CASE(many_waiters_and_destroyed_context) {
     BOOST_TEST(f->waiter_count() == 0u);
 }
 
-BOOST_AUTO_TEST_CASE(epoch_fence_turns_demoted) {
-    asio::io_context ioc;
-    auto demoted = make_demoted(ioc.get_executor(), 7);
-    demoted->observe(3);
-    demoted->observe(7);
-    pump(ioc);
-    BOOST_TEST(!demoted->value());
-    BOOST_TEST(demoted->newest_seen() == 7u);
-    demoted->observe(9);
-    demoted->observe(8);  // older than 9: the newest stays
-    pump(ioc);
-    BOOST_TEST(demoted->value());
-    BOOST_TEST(demoted->newest_seen() == 9u);
-    BOOST_TEST(demoted->name() == "demoted");
-}
-
 BOOST_AUTO_TEST_CASE(external_source_and_shutdown) {
     asio::io_context ioc;
     external_condition::push_fn pusher;

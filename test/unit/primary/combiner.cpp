@@ -5,7 +5,7 @@
 // one stream, a 400 of a shared request, a stop while waiting).
 #include <primary/combiner.hpp>
 
-#include <steadfast/transport/envelope.hpp>
+#include <steadfast/replication/envelope.hpp>
 #include <steadfast/transport/server.hpp>
 
 #include <boost/asio/co_spawn.hpp>

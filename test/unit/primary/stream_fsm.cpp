@@ -3,7 +3,7 @@
 // each test feeds the events a driver would see and checks every action.
 #include <primary/stream_fsm.hpp>
 
-#include <steadfast/transport/envelope.hpp>
+#include <steadfast/replication/envelope.hpp>
 
 #include <boost/test/unit_test.hpp>
 

@@ -2,7 +2,7 @@
 // memory, and the rows of a read that ran while commits joined.
 #include <primary/window.hpp>
 
-#include <steadfast/transport/envelope.hpp>
+#include <steadfast/replication/envelope.hpp>
 
 #include <boost/test/unit_test.hpp>
 

@@ -1,5 +1,5 @@
 // Envelope decoding: every required field, type, range and limit.
-#include <steadfast/transport/envelope.hpp>
+#include <steadfast/replication/envelope.hpp>
 
 #include <boost/test/unit_test.hpp>
 
@@ -15,7 +15,7 @@ std::string error_of(const std::string& body, const envelope::limits& l = {}) {
 }
 }  // namespace
 
-BOOST_AUTO_TEST_SUITE(transport_envelope)
+BOOST_AUTO_TEST_SUITE(replication_envelope)
 
 BOOST_AUTO_TEST_CASE(single_and_batch) {
     auto r = envelope::decode(R"({"id":"a-1","stream":"orders","seq":1,"payload":{"x":[1,2]}})");

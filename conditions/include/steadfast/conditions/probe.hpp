@@ -155,12 +155,4 @@ std::shared_ptr<probe_condition<Timer>> make_probe(condition::executor_type ex, 
     return p;
 }
 
-/// Ready-made: "secondary-online", from a probe of the secondary's health.
-template <class Timer = boost::asio::steady_timer>
-std::shared_ptr<probe_condition<Timer>> make_secondary_online(condition::executor_type ex,
-                                                              typename probe_condition<Timer>::check_fn check,
-                                                              probe_options o = {}) {
-    return make_probe<Timer>(std::move(ex), "secondary-online", std::move(check), std::move(o));
-}
-
 }  // namespace steadfast

@@ -1,7 +1,7 @@
 // The health probe of a peer, for steadfast::probe_condition:
 //
 //   http::client probe_client(ex, http::client::from_url("http://127.0.0.1:9001"));
-//   auto online = steadfast::make_secondary_online(ex, [&] { return http::health_check(probe_client); });
+//   auto online = steadfast::make_probe(ex, "secondary-online", [&] { return http::health_check(probe_client); });
 //
 // Use a client of its own: a client sends one request at a time.
 #pragma once
