@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Issue 29's end-to-end figure: 16 streams, fsync on both sides, DELIVERED end
+# to end, as a fraction of what the same load generator gets from the
+# primary's GET /health with the same connections in the same run (the
+# machine's floor for a request through this event loop).
+#   for C in 16 64 (CONNS="16 64"):
+#     1. a fresh pair (--sync full on both sides);
+#     2. wrk -t2 -cC on /health for 4 s: requests a second, CPU a request;
+#     3. wrk -t2 -cC on /publish (publish16.lua, 16 streams) for 5 s, then
+#        until the secondary has everything: delivered a second (from the
+#        start of publishing to the last delivery), the ratio to /health, the
+#        CPU a message (both apps and wrk), each side's group commits.
+#   PERF=1: also perf-records the primary while it takes publishes, and
+#   prints where its cycles go (self time by library and symbol).
+# Goals (issue 29): delivered / /health >= 0.28 with 16 publishers, >= 0.5 with 64.
+BENCH_NAME=group
+source "$(dirname "$0")/lib.sh"
+build_apps
+CONNS=${CONNS:-16 64}
+
+# run C: one round with C connections.
+run() {
+  local c=$1 S P SP PP h0 hc0p hc0s hrate hcpu c0p c0s t0 t2 pub published delivered
+  S=$(port); P=$(port)
+  "$BIN/steadfast-secondary" --listen "127.0.0.1:$S" --data "$WORK/s$c" --sync full 2>"$WORK/s$c.log" &
+  SP=$!; PIDS+=($SP); wait_up "http://127.0.0.1:$S/health"
+  "$BIN/steadfast-primary" --secondary "http://127.0.0.1:$S" --data "$WORK/p$c" --listen "127.0.0.1:$P" \
+    --sync full 2>"$WORK/p$c.log" &
+  PP=$!; PIDS+=($PP); wait_up "http://127.0.0.1:$P/health"
+  # 2. The floor: /health through the same event loop, same connections.
+  hc0p=$(cpu_s "$PP")
+  run_timed "$WORK/wrkh$c.cpu" wrk -t2 -c"$c" -d4s "http://127.0.0.1:$P/health" >"$WORK/wrkh$c"
+  hrate=$(awk '/Requests\/sec/ {print int($2)}' "$WORK/wrkh$c")
+  hcpu=$(python3 -c "import sys; r=$hrate*4; print(round(((float(sys.argv[1])-float(sys.argv[2]))+float(sys.argv[3]))/max(r,1)*1e6,1))" \
+    "$(cpu_s "$PP")" "$hc0p" "$(cat "$WORK/wrkh$c.cpu")")
+  # 3. /publish, delivered end to end.
+  c0p=$(cpu_s "$PP"); c0s=$(cpu_s "$SP")
+  local perf_pid=""
+  if [ "${PERF:-0}" = 1 ]; then
+    perf record -q -g -o "$WORK/perf$c.data" -p "$PP" -- sleep 5 >/dev/null 2>&1 &
+    perf_pid=$!
+  fi
+  t0=$(date +%s.%N)
+  run_timed "$WORK/wrkp$c.cpu" wrk -t2 -c"$c" -d5s -s test/bench/publish16.lua "http://127.0.0.1:$P" >"$WORK/wrkp$c"
+  pub=$(awk '/Requests\/sec/ {print int($2)}' "$WORK/wrkp$c")
+  read -r published delivered t2 < <(wait_delivered "$P")
+  [ -n "$perf_pid" ] && wait "$perf_pid" || true
+  python3 - "$c" "$hrate" "$hcpu" "$pub" "$published" "$delivered" "$t0" "$t2" "$(cpu_s "$PP")" "$c0p" \
+    "$(cpu_s "$SP")" "$c0s" "$(cat "$WORK/wrkp$c.cpu")" <<'PY'
+import sys
+c, hrate, hcpu, pub, published, delivered, t0, t2, p1, p0, s1, s0, w = sys.argv[1:]
+delivered = int(delivered); rate = delivered / (float(t2) - float(t0))
+n = max(delivered, 1)
+p = (float(p1) - float(p0)) / n * 1e6; s = (float(s1) - float(s0)) / n * 1e6; wk = float(w) / n * 1e6
+goal = {"16": 0.28, "64": 0.5}.get(c)
+print(f"-c{c}: /health {int(hrate)}/s ({hcpu} us CPU a request, primary and wrk); /publish acknowledged {pub}/s; "
+      f"delivered {rate:.0f} msg/s ({delivered} of {published}); ratio {rate / max(int(hrate), 1):.3f}"
+      + (f" (goal >= {goal})" if goal else ""))
+print(f"  CPU a message: primary {p:.0f} us, secondary {s:.0f} us, wrk {wk:.0f} us ({p + s + wk:.0f} us in all)")
+PY
+  echo "  primary's database thread: $(db_stats "http://127.0.0.1:$P/metrics" primary)"
+  echo "  secondary's database thread: $(db_stats "http://127.0.0.1:$S/metrics" secondary)"
+  if [ -n "$perf_pid" ]; then
+    echo "  the primary's cycles while taking publishes (perf: self time, [k] the kernel's, top 15):"
+    { perf report -q -i "$WORK/perf$c.data" --no-children --sort dso,symbol --stdio 2>/dev/null || true; } |
+      grep -E '^ +[0-9.]+%' | head -15 | cut -c1-110 | sed 's/ *$//; s/^/    /' || true
+  fi
+  kill "$PP" "$SP" 2>/dev/null || true
+  wait "$PP" "$SP" 2>/dev/null || true
+}
+
+echo "== 16 streams, fsync on both sides, delivered end to end, against /health with the same connections"
+for c in $CONNS; do run "$c"; done
