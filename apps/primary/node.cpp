@@ -59,7 +59,8 @@ node::node(const options& o, app::database& db)
         app::log(v ? level::info : level::warn, v ? "secondary_online" : "secondary_offline", std::move(fields));
         if (v) link_->came_online();
     });
-    m_.online.Set(1);
+    // As the probe stands (a JetStream link is offline until its first check).
+    m_.online.Set(online_->value() ? 1 : 0);
 }
 
 node::~node() {

@@ -99,11 +99,16 @@ std::vector<std::string> parse_servers(std::string_view list) {
                                         "...': credentials in a NATS URL are not supported (and would be logged)");
         const auto colon = hostport.rfind(':');
         unsigned port = 0;
-        if (colon == std::string_view::npos || colon == 0 ||
-            std::from_chars(hostport.data() + colon + 1, hostport.data() + hostport.size(), port).ec != std::errc{} ||
-            port == 0 || port > 65535 || hostport.find('/') != std::string_view::npos)
+        // The whole port, digits only: "4333x" or "4333?tls=true" is not a
+        // port (from_chars stops at the first non-digit).
+        const char* end = hostport.data() + hostport.size();
+        const auto [stop, ec] = colon == std::string_view::npos
+                                    ? std::from_chars_result{end, std::errc::invalid_argument}
+                                    : std::from_chars(hostport.data() + colon + 1, end, port);
+        if (colon == std::string_view::npos || colon == 0 || ec != std::errc{} || stop != end || port == 0 ||
+            port > 65535 || hostport.find('/') != std::string_view::npos)
             throw std::invalid_argument("'" + std::string(one) +
-                                        "' is not a nats://HOST:PORT address (a port 1-65535, no path)");
+                                        "' is not a nats://HOST:PORT address (a port 1-65535, no path or options)");
         out.emplace_back(one);
     }
     if (out.empty()) throw std::invalid_argument("no NATS server given (nats://HOST:PORT[,nats://HOST:PORT...])");

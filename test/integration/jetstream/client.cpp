@@ -89,6 +89,10 @@ BOOST_AUTO_TEST_CASE(parses_servers_and_ack_subjects) {
     BOOST_CHECK_THROW(js::parse_servers("http://a:1"), std::invalid_argument);
     BOOST_CHECK_THROW(js::parse_servers("nats://a"), std::invalid_argument);
     BOOST_CHECK_THROW(js::parse_servers("nats://a:0"), std::invalid_argument);
+    // The whole port or nothing (issue 30: these passed and the process died later).
+    BOOST_CHECK_THROW(js::parse_servers("nats://127.0.0.1:4333x"), std::invalid_argument);
+    BOOST_CHECK_THROW(js::parse_servers("nats://127.0.0.1:4333?tls=true"), std::invalid_argument);
+    BOOST_CHECK_THROW(js::parse_servers("nats://127.0.0.1:4333,nats://b:42 "), std::invalid_argument);
     BOOST_CHECK_THROW(js::parse_servers(""), std::invalid_argument);
     auto d = js::parse_ack_subject("$JS.ACK.S.C.2.17.9.1700000000000000000.41");
     BOOST_REQUIRE(d);
