@@ -1,8 +1,21 @@
 #include "db_worker.hpp"
 
 #include <chrono>
+#include <optional>
 
 namespace steadfast::app {
+
+namespace {
+// A job's exception as a failure: a database error keeps SQLite's code.
+db_failure failure_of(const std::exception& e) {
+    if (const auto* d = dynamic_cast<const db_error*>(&e)) return {d->code(), e.what()};
+    return {make_db_error_code(db_job_threw), e.what()};
+}
+}  // namespace
+
+void throw_exception_from_error(const db_failure& f, const boost::source_location&) {
+    throw db_error(f.what, f.code.value());
+}
 
 db_worker::db_worker(database& db) : db_(db), thread_([this] { loop(); }) {}
 
@@ -47,8 +60,8 @@ void db_worker::loop() {
             if (queue_.empty()) return;  // stopping, nothing left
             group.swap(queue_);
         }
-        std::vector<std::string> errors(group.size());
-        std::string commit_error;
+        std::vector<std::optional<db_failure>> errors(group.size());
+        std::optional<db_failure> commit_error;
         using clock = std::chrono::steady_clock;
         const auto started = clock::now();
         auto committing = started;
@@ -64,8 +77,8 @@ void db_worker::loop() {
                     // whole transaction back: every job of the group is
                     // undone, and fails with this error (not with the
                     // missing savepoint's).
-                    if (sqlite3_get_autocommit(db_.handle())) throw db_error(e.what());
-                    errors[i] = e.what();
+                    errors[i] = failure_of(e);
+                    if (sqlite3_get_autocommit(db_.handle())) throw db_error(e.what(), errors[i]->code.value());
                     db_.exec("ROLLBACK TO job");
                 }
                 db_.exec("RELEASE job");
@@ -75,7 +88,7 @@ void db_worker::loop() {
             commits_.fetch_add(1, std::memory_order_relaxed);
             jobs_.fetch_add(group.size(), std::memory_order_relaxed);
         } catch (const std::exception& e) {
-            commit_error = e.what();
+            commit_error = failure_of(e);
             try {
                 db_.exec("ROLLBACK");
             } catch (...) {
@@ -90,8 +103,8 @@ void db_worker::loop() {
         }
         for (std::size_t i = 0; i < group.size(); ++i) {
             // A job's own error first (it failed whatever came after).
-            const std::string& err = !errors[i].empty() ? errors[i] : commit_error;
-            group[i].done(err.empty() ? std::string{} : err);
+            const std::optional<db_failure>& err = errors[i] ? errors[i] : commit_error;
+            group[i].done(err ? &*err : nullptr);
         }
     }
 }

@@ -13,6 +13,8 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/assert/source_location.hpp>
+#include <boost/system/result.hpp>
 
 #include <atomic>
 #include <condition_variable>
@@ -28,9 +30,25 @@
 
 namespace steadfast::app {
 
-/// A job's outcome: its value, or the database error that failed it.
+/// Why a job failed: the error (db_category(): SQLite's result code, or
+/// db_job_threw for an exception of the job's own) and the whole message
+/// (SQLite's, with what it names: the statement, the file).
+struct db_failure {
+    boost::system::error_code code;
+    std::string what;
+};
+/// boost::system::result's value() on a failed job: throws db_error.
+[[noreturn]] void throw_exception_from_error(const db_failure& f, const boost::source_location& loc);
+
+/// A job's outcome: its value, or why it failed.
 template <class R>
-using db_result = std::variant<R, std::string>;
+using db_result = boost::system::result<R, db_failure>;
+/// What a failed job's log line says: its message (nullopt: it worked).
+template <class R>
+std::optional<std::string> failed(const db_result<R>& r) {
+    if (r.has_value()) return std::nullopt;
+    return r.error().what;
+}
 
 class db_worker {
 public:
@@ -69,8 +87,9 @@ public:
                     value->emplace(fn(db, keep));
                     return keep;
                 };
-                j.done = [h, value, ex = owned->ex](const std::string& err) {
-                    db_result<R> r = err.empty() ? db_result<R>(std::move(**value)) : db_result<R>(err);
+                j.done = [h, value, ex = owned->ex](const db_failure* err) {
+                    db_result<R> r = err ? db_result<R>(boost::system::in_place_error, *err)
+                                         : db_result<R>(boost::system::in_place_value, std::move(**value));
                     auto hex = boost::asio::get_associated_executor(*h, ex);
                     boost::asio::post(hex, boost::asio::append(std::move(*h), std::move(r)));
                 };
@@ -83,7 +102,8 @@ public:
     /// on the database thread (error empty on success). For producers that are
     /// not coroutines, such as the stdin reader.
     void post(std::function<bool(database&)> work, std::function<void(const std::string&)> done) {
-        submit(job{std::move(work), std::move(done)});
+        submit(
+            job{std::move(work), [d = std::move(done)](const db_failure* err) { d(err ? err->what : std::string{}); }});
     }
 
     /// Jobs waiting (for metrics and back-pressure).
@@ -100,7 +120,7 @@ public:
 private:
     struct job {
         std::function<bool(database&)> work;
-        std::function<void(const std::string&)> done;
+        std::function<void(const db_failure*)> done;  // nullptr: it worked
     };
     void submit(job j);
     void loop();

@@ -20,20 +20,38 @@ sync_mode parse_sync(std::string_view s) {
     throw std::invalid_argument("--sync must be full or off, got \"" + std::string(s) + "\"");
 }
 
+namespace {
+class db_category_impl final : public boost::system::error_category {
+public:
+    const char* name() const noexcept override { return "sqlite"; }
+    std::string message(int ev) const override {
+        if (ev == db_job_threw) return "the job failed";
+        return sqlite3_errstr(ev);
+    }
+};
+}  // namespace
+
+const boost::system::error_category& db_category() noexcept {
+    static const db_category_impl c;
+    return c;
+}
+
 statement::statement(sqlite3* db, std::string_view sql) : db_(db) {
     if (sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &s_, nullptr) != SQLITE_OK)
-        throw db_error("cannot prepare \"" + std::string(sql) + "\": " + sqlite3_errmsg(db));
+        throw db_error("cannot prepare \"" + std::string(sql) + "\": " + sqlite3_errmsg(db),
+                       sqlite3_extended_errcode(db));
 }
 statement::~statement() {
     sqlite3_finalize(s_);
 }
 statement& statement::bind(int i, std::int64_t v) {
-    if (sqlite3_bind_int64(s_, i, v) != SQLITE_OK) throw db_error(sqlite3_errmsg(db_));
+    if (const int rc = sqlite3_bind_int64(s_, i, v); rc != SQLITE_OK) throw db_error(sqlite3_errmsg(db_), rc);
     return *this;
 }
 statement& statement::bind(int i, std::string_view v) {
-    if (sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT) != SQLITE_OK)
-        throw db_error(sqlite3_errmsg(db_));
+    if (const int rc = sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+        rc != SQLITE_OK)
+        throw db_error(sqlite3_errmsg(db_), rc);
     return *this;
 }
 bool statement::step() {
@@ -41,8 +59,9 @@ bool statement::step() {
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
     const std::string msg = sqlite3_errmsg(db_);
+    const int code = sqlite3_extended_errcode(db_);
     sqlite3_reset(s_);
-    throw db_error(msg);
+    throw db_error(msg, code);
 }
 void statement::reset() {
     sqlite3_reset(s_);
@@ -114,10 +133,11 @@ sqlite3* open_connection(const std::string& path, int flags, bool gather_wal = f
     configure_sqlite();  // before the VFS is looked up
     const char* vfs = gather_wal ? coalescing_wal_vfs() : nullptr;
     sqlite3* db = nullptr;
-    if (sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, vfs) != SQLITE_OK) {
+    if (const int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, vfs); rc != SQLITE_OK) {
         std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
+        const int code = db ? sqlite3_extended_errcode(db) : rc;
         sqlite3_close(db);
-        throw db_error("cannot open \"" + path + "\": " + msg);
+        throw db_error("cannot open \"" + path + "\": " + msg, code);
     }
     sqlite3_busy_timeout(db, 5000);
     return db;
@@ -177,9 +197,11 @@ database::database(const std::string& dir, const std::string& name, const std::s
             if (db_) sqlite3_close(db_);
             db_ = nullptr;
             if (!has_wal) throw;
-            throw db_error(std::string(e.what()) + " (\"" + path_ +
-                           "-wal\" holds commits not yet in the database, and reading them needs write access to the "
-                           "directory: the server did not stop cleanly; copy the directory somewhere writable)");
+            throw db_error(
+                std::string(e.what()) + " (\"" + path_ +
+                    "-wal\" holds commits not yet in the database, and reading them needs write access to the "
+                    "directory: the server did not stop cleanly; copy the directory somewhere writable)",
+                e.code().value());
         }
         try {
             statement app(db_, "SELECT value FROM meta WHERE key='application'");
@@ -265,7 +287,7 @@ void database::exec(std::string_view sql) {
     if (sqlite3_exec(db_, s.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
         std::string msg = err ? err : sqlite3_errmsg(db_);
         sqlite3_free(err);
-        throw db_error("\"" + s + "\" failed on \"" + path_ + "\": " + msg);
+        throw db_error("\"" + s + "\" failed on \"" + path_ + "\": " + msg, sqlite3_extended_errcode(db_));
     }
 }
 

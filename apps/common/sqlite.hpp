@@ -3,6 +3,8 @@
 // database thread only; callers get error values).
 #pragma once
 
+#include <boost/system/error_code.hpp>
+
 #include <sqlite3.h>
 
 #include <cstdint>
@@ -13,8 +15,24 @@
 
 namespace steadfast::app {
 
+/// SQLite's result codes (extended ones too) as error codes: message() is
+/// sqlite3_errstr's ("database or disk is full", "disk I/O error", ...).
+/// Also db_job_threw: a job failed with an exception of its own.
+const boost::system::error_category& db_category() noexcept;
+inline constexpr int db_job_threw = 0x10000;  // outside SQLite's codes
+inline boost::system::error_code make_db_error_code(int code) noexcept {
+    return {code, db_category()};
+}
+
 struct db_error : std::runtime_error {
-    using std::runtime_error::runtime_error;
+    /// `sqlite_code`: SQLite's result code of the failure (SQLITE_ERROR when
+    /// the check is ours: a directory in use, a file of another program).
+    explicit db_error(const std::string& what, int sqlite_code = SQLITE_ERROR)
+        : std::runtime_error(what), code_(sqlite_code) {}
+    boost::system::error_code code() const noexcept { return make_db_error_code(code_); }
+
+private:
+    int code_;
 };
 
 enum class sync_mode { full, off };

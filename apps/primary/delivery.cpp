@@ -241,10 +241,10 @@ asio::awaitable<void> node::deliver(std::string stream) {
                     return l;
                 };
                 auto got = co_await worker_.run<loaded>(ioc_.get_executor(), std::move(read));
-                if (auto* e = std::get_if<std::string>(&got)) {
+                if (auto e = app::failed(got)) {
                     ev.error = std::move(*e);
                 } else {
-                    auto& l = std::get<loaded>(got);
+                    auto& l = *got;
                     ev.position = l.acked;
                     ev.rows = std::move(l.batch);
                     ev.sched = l.sched;
@@ -271,11 +271,11 @@ asio::awaitable<void> node::deliver(std::string stream) {
                     return f;
                 };
                 auto got = co_await worker_.run<rewind_facts>(ioc_.get_executor(), std::move(facts));
-                if (auto* e = std::get_if<std::string>(&got)) {
+                if (auto e = app::failed(got)) {
                     ev.error = std::move(*e);
                 } else {
-                    ev.oldest = std::get<rewind_facts>(got).oldest;
-                    ev.next_seq = std::get<rewind_facts>(got).next_seq;
+                    ev.oldest = got->oldest;
+                    ev.next_seq = got->next_seq;
                 }
                 break;
             }
@@ -433,12 +433,12 @@ asio::awaitable<bool> node::next_step(const std::string& stream, std::uint64_t h
     m_.redeliveries.Increment();
     auto read = [this, &stream](app::database&, bool&) { return out_.get_schedule(stream); };
     auto got = co_await worker_.run<schedule>(ioc_.get_executor(), std::move(read));
-    if (auto* e = std::get_if<std::string>(&got)) {
+    if (auto e = app::failed(got)) {
         app::log(level::error, "schedule_failed", {{"stream", stream}, {"error", *e}});
         co_return false;
     }
     // The ladder's arithmetic (ladder.hpp): the step, the Retry-After, the bound.
-    const ladder_plan plan = plan_next_step(std::get<schedule>(got), head_seq, ladder_, server_wait, now_ms());
+    const ladder_plan plan = plan_next_step(*got, head_seq, ladder_, server_wait, now_ms());
     if (plan.retry_after_bounded)
         app::log(level::warn, "retry_after_bounded",
                  {{"stream", stream},
@@ -452,7 +452,7 @@ asio::awaitable<bool> node::next_step(const std::string& stream, std::uint64_t h
         return true;
     };
     auto w = co_await worker_.run<bool>(ioc_.get_executor(), std::move(write));
-    if (auto* e = std::get_if<std::string>(&w)) {
+    if (auto e = app::failed(w)) {
         app::log(level::error, "schedule_failed", {{"stream", stream}, {"error", *e}});
         co_return false;
     }
@@ -475,7 +475,7 @@ asio::awaitable<bool> node::dead_letter(const std::string& stream, const pending
         return true;
     };
     auto r = co_await worker_.run<bool>(ioc_.get_executor(), std::move(job));
-    if (auto* e = std::get_if<std::string>(&r)) {
+    if (auto e = app::failed(r)) {
         app::log(level::error, "dead_letter_failed",
                  {{"stream", stream}, {"seq", m.seq}, {"error", *e}, {"note", "the message is kept and sent again"}});
         co_return false;
@@ -507,7 +507,7 @@ asio::awaitable<void> node::block(const std::string& stream, const std::string& 
               {"reason", reason},
               {"detail", detail},
               {"pending", fsm.pending()},
-              {"recorded", !std::holds_alternative<std::string>(r)},
+              {"recorded", r.has_value()},
               {"hint", "nothing was acknowledged or dead-lettered; a restart tries the stream again"}});
     check_drained();
 }

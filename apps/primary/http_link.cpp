@@ -282,12 +282,12 @@ asio::awaitable<std::optional<std::vector<std::pair<std::string, std::uint64_t>>
 asio::awaitable<void> http_link::recheck() {
     auto read = [this](app::database&, bool&) { return env_.out.recently_acknowledged(); };
     auto got = co_await env_.worker.run<std::map<std::string, std::uint64_t>>(env_.ex, std::move(read));
-    if (auto* e = std::get_if<std::string>(&got)) {
+    if (auto e = app::failed(got)) {
         recheck_failed({{"error", *e}});
         recheck_again_ = true;
         co_return;
     }
-    auto& acked = std::get<0>(got);
+    auto& acked = *got;
     std::erase_if(acked, [this](const auto& kv) { return kv.second == 0 || host_.blocked(kv.first).has_value(); });
     if (acked.empty() || host_.stopping()) co_return;
     std::size_t pages = 0;

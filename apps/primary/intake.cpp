@@ -132,8 +132,7 @@ http::router node::routes() {
                 return true;
             };
             auto w = co_await worker_.run<bool>(ioc_.get_executor(), std::move(probe));
-            if (std::holds_alternative<std::string>(w))
-                co_return http::response::json(503, "{\"status\":\"storage_failed\"}");
+            if (w.has_error()) co_return http::response::json(503, "{\"status\":\"storage_failed\"}");
             worker_.post(
                 [](app::database& db) {
                     db.touch();  // the probe's megabyte goes again
@@ -189,7 +188,7 @@ http::router node::routes() {
         };
         auto result = co_await worker_.run<keyed_publish>(ioc_.get_executor(), std::move(job));
         --publishing_;
-        if (auto* e = std::get_if<std::string>(&result)) {
+        if (auto e = app::failed(result)) {
             publish_failed(stream, *e);  // checks the watermark again
             if (storage_.disk_low()) {
                 // The same answer as the refusals before the store is tried.
@@ -203,7 +202,7 @@ http::router node::routes() {
             check_drained();
             co_return res;
         }
-        const auto& [what, p] = std::get<0>(result);
+        const auto& [what, p] = *result;
         if (what == keyed_publish::status::stored) {
             // First, before anything that could throw: delivery must learn of
             // every stored message.
@@ -225,9 +224,9 @@ http::router node::routes() {
         if (auto refused = app::refuse_unauthorized(req, tokens_)) co_return std::move(*refused);
         auto job = [this](app::database&, bool&) { return out_.dead_letters(); };
         auto rows = co_await worker_.run<std::vector<dead_letter_row>>(ioc_.get_executor(), std::move(job));
-        if (auto* e = std::get_if<std::string>(&rows)) co_return http::response::error(503, "storage failure: " + *e);
+        if (auto e = app::failed(rows)) co_return http::response::error(503, "storage failure: " + *e);
         std::string body = "[";
-        for (const auto& d : std::get<0>(rows)) {
+        for (const auto& d : *rows) {
             if (body.size() > 1) body += ',';
             body += to_json(d);
         }
@@ -248,12 +247,12 @@ http::router node::routes() {
         if (stopping_) co_return http::response::error(503, "shutting down");
         auto job = [this, n](app::database&, bool&) { return out_.requeue(n, now_ms()); };
         auto result = co_await worker_.run<requeue_result>(ioc_.get_executor(), std::move(job));
-        if (auto* e = std::get_if<std::string>(&result)) {
+        if (auto e = app::failed(result)) {
             auto res = http::response::error(503, "storage failure, nothing requeued: " + *e);
             res.set("Retry-After", "1");
             co_return res;
         }
-        const auto& rq = std::get<0>(result);
+        const auto& rq = *result;
         switch (rq.what) {
             case requeue_result::status::not_found:
                 co_return http::response::error(404, "no dead letter " + std::to_string(n));

@@ -281,12 +281,12 @@ asio::awaitable<decision> jetstream_link::sync(const std::string& stream, std::u
         return f;
     };
     auto got = co_await env_.worker.run<outbox_facts>(env_.ex, std::move(read));
-    if (auto* e = std::get_if<std::string>(&got)) {
+    if (auto e = app::failed(got)) {
         app::log(level::error, "outbox_read_failed", {{"stream", stream}, {"error", *e}});
         co_await wait_until(env_.ex, std::chrono::steady_clock::now() + 1s, env_.stop);
         co_return decision{verdict::stop, 0, 0, "stopping", {}, {}};  // the processor restarts after a second
     }
-    const auto& facts = std::get<outbox_facts>(got);
+    const auto& facts = *got;
     decision d = decide_log(h, env_.o.epoch, facts);
     if (d.what == verdict::rewind)
         st.resend_upto = std::max(st.resend_upto, facts.next_seq - 1);  // any may have been sent
@@ -532,11 +532,11 @@ asio::awaitable<void> jetstream_link::repair(envelope::repair_request r) {
             return x;
         };
         auto got = co_await env_.worker.run<repair_rows>(env_.ex, std::move(read));
-        if (auto* e = std::get_if<std::string>(&got)) {
+        if (auto e = app::failed(got)) {
             app::log(level::error, "repair_failed", {{"stream", r.stream}, {"error", "reading the outbox: " + *e}});
             co_return;
         }
-        auto& x = std::get<repair_rows>(got);
+        auto& x = *got;
         if (first) {
             // The outbox's acknowledgement mark lags the processor's by up to 10 ms.
             std::uint64_t acked = x.acked;

@@ -40,13 +40,13 @@ std::variant<envelope::decoded, http::response> decode_messages(std::string_view
     return std::move(std::get<envelope::decoded>(decoded));
 }
 
-http::response answer_of(std::variant<store::answer, std::string>&& result) {
-    if (auto* e = std::get_if<std::string>(&result)) {
+http::response answer_of(app::db_result<store::answer>&& result) {
+    if (auto e = app::failed(result)) {
         auto r = http::response::error(503, "storage failure: " + *e);
         r.set("Retry-After", "1");
         return r;
     }
-    auto& a = std::get<store::answer>(result);
+    auto& a = *result;
     return http::response::json(a.status, std::move(a.body));
 }
 
@@ -83,11 +83,11 @@ http::router::handler message_routes::messages() const {
         // Named before the co_await (g++ 12 and lambda temporaries in co_await).
         auto job = [&st = r.st, d](app::database&, bool& keep) { return st.apply(*d, keep); };
         auto result = co_await r.worker.run<store::answer>(r.ex, std::move(job));
-        if (auto* e = std::get_if<std::string>(&result)) {
+        if (auto e = app::failed(result)) {
             r.health.commit_failed(*e);
             r.m.reject("storage");
         } else {
-            const auto& a = std::get<store::answer>(result);
+            const auto& a = *result;
             // Only a commit that wrote something shows the store works again
             // (a duplicate or a 409 commits nothing).
             if (a.applied > 0) r.health.commit_ok();
@@ -110,8 +110,8 @@ http::router::handler message_routes::streams() const {
             return st.positions_after(q.after, q.limit);
         };
         auto got = co_await r.worker.run<envelope::positions_page>(r.ex, std::move(page));
-        if (auto* e = std::get_if<std::string>(&got)) co_return http::response::error(503, "storage failure: " + *e);
-        co_return http::response::json(200, envelope::encode(std::get<envelope::positions_page>(got)));
+        if (auto e = app::failed(got)) co_return http::response::error(503, "storage failure: " + *e);
+        co_return http::response::json(200, envelope::encode(*got));
     };
 }
 

@@ -33,7 +33,7 @@ std::variant<envelope::decoded, http::response> decode_messages(std::string_view
 
 /// The store's answer as the HTTP answer; a failed commit is 503 with
 /// Retry-After (nothing applied: the primary keeps the messages).
-http::response answer_of(std::variant<store::answer, std::string>&& result);
+http::response answer_of(app::db_result<store::answer>&& result);
 
 /// GET /api/streams' query: after= and limit= (1 to max_positions_page,
 /// default 1000), or the 400 naming what is wrong.

@@ -55,7 +55,7 @@ asio::awaitable<std::string> service::recheck_storage() {
         return true;
     };
     auto r = co_await worker_.run<bool>(ioc_.get_executor(), std::move(probe));
-    std::string err = std::holds_alternative<std::string>(r) ? std::get<std::string>(r) : std::string{};
+    std::string err = r.has_error() ? r.error().what : std::string{};
     if (err.empty()) {
         worker_.post(
             [](app::database& d) {
@@ -123,7 +123,8 @@ http::router service::routes() {
         using positions_t = std::pair<std::uint64_t, std::vector<std::pair<std::string, std::uint64_t>>>;
         auto read = [this](app::database&, bool&) { return positions_t{st_.fence(), st_.last_applied()}; };
         auto positions = co_await worker_.run<positions_t>(ioc_.get_executor(), std::move(read));
-        if (auto* p = std::get_if<0>(&positions)) {
+        if (positions.has_value()) {
+            const auto* p = &*positions;
             m_.epoch.Set(static_cast<double>(p->first));
             for (const auto& [stream, seq] : p->second)
                 m_.last_seq.Add({{"stream", stream}}).Set(static_cast<double>(seq));

@@ -319,7 +319,7 @@ asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::del
         return out;
     };
     auto result = co_await worker_.run<std::vector<applied_one>>(ioc_.get_executor(), std::move(job));
-    if (auto* e = std::get_if<std::string>(&result)) {
+    if (auto e = app::failed(result)) {
         // Nothing was applied: JetStream delivers them again.
         h_.storage(*e);
         h_.rejected("storage");
@@ -327,7 +327,7 @@ asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::del
         co_await pause(200ms);
         co_return;
     }
-    auto& out = std::get<std::vector<applied_one>>(result);
+    auto& out = *result;
     bool gap = false;
     std::set<std::string> gap_counted;  // streams whose gap this fetch counted
     for (std::size_t i = 0; i < ds.size(); ++i) {

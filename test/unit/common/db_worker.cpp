@@ -7,6 +7,9 @@
 #include <common/db_worker.hpp>
 #include <common/sqlite.hpp>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <sys/resource.h>
@@ -123,6 +126,52 @@ BOOST_FIXTURE_TEST_CASE(jobs_queued_during_a_commit_share_the_next_and_fail_alon
     BOOST_TEST(results[3] == "");
     BOOST_TEST(results[4] == "not a database error");
     BOOST_TEST((rows() == std::vector<std::int64_t>{1, 4}));
+}
+
+// run()'s outcomes are typed: the value, or a db_failure whose code says
+// what failed (SQLite's extended result code in db_category(), or
+// db_job_threw) beside SQLite's whole message; value() on a failure throws.
+BOOST_FIXTURE_TEST_CASE(run_answers_a_value_or_a_typed_failure, fixture) {
+    namespace asio = boost::asio;
+    std::optional<app::db_result<int>> ok, constraint, threw;
+    {
+        asio::io_context ioc;
+        app::db_worker w(*db);
+        asio::co_spawn(
+            ioc,
+            [&]() -> asio::awaitable<void> {
+                auto one = [](app::database& d, bool&) {
+                    insert(d, 1);
+                    return 7;
+                };
+                ok = co_await w.run<int>(ioc.get_executor(), std::move(one));
+                auto again = [](app::database& d, bool&) {
+                    insert(d, 1);  // the primary key again
+                    return 8;
+                };
+                constraint = co_await w.run<int>(ioc.get_executor(), std::move(again));
+                auto own = [](app::database&, bool&) -> int { throw std::runtime_error("not a database error"); };
+                threw = co_await w.run<int>(ioc.get_executor(), std::move(own));
+            },
+            asio::detached);
+        ioc.run();
+    }
+    BOOST_REQUIRE(ok && constraint && threw);
+    BOOST_TEST(ok->has_value());
+    BOOST_TEST(**ok == 7);
+    BOOST_TEST(!app::failed(*ok));
+    BOOST_REQUIRE(constraint->has_error());
+    BOOST_TEST(constraint->error().code == app::make_db_error_code(SQLITE_CONSTRAINT_PRIMARYKEY));
+    BOOST_TEST(&constraint->error().code.category() == &app::db_category());
+    BOOST_TEST(constraint->error().code.message() == "constraint failed");
+    BOOST_TEST(constraint->error().what.find("UNIQUE constraint failed: t.n") != std::string::npos,
+               constraint->error().what);
+    BOOST_TEST(*app::failed(*constraint) == constraint->error().what);
+    BOOST_CHECK_THROW((void)constraint->value(), app::db_error);
+    BOOST_REQUIRE(threw->has_error());
+    BOOST_TEST(threw->error().code == app::make_db_error_code(app::db_job_threw));
+    BOOST_TEST(threw->error().what == "not a database error");
+    BOOST_TEST((rows() == std::vector<std::int64_t>{1}));
 }
 
 BOOST_FIXTURE_TEST_CASE(a_failed_commit_fails_its_whole_group_and_the_next_one_commits, fixture) {

@@ -86,11 +86,11 @@ BOOST_AUTO_TEST_CASE(store_answers_become_http_answers) {
     secondary::store::answer a;
     a.status = 409;
     a.body = R"({"error":"gap","stream":"a","expected":3})";
-    auto r = secondary::answer_of(std::variant<secondary::store::answer, std::string>(a));
+    auto r = secondary::answer_of(app::db_result<secondary::store::answer>(a));
     BOOST_TEST(r.status == 409u);
     BOOST_TEST(r.body == a.body);
-    auto failed =
-        secondary::answer_of(std::variant<secondary::store::answer, std::string>(std::string("disk I/O error")));
+    auto failed = secondary::answer_of(app::db_result<secondary::store::answer>(
+        app::db_failure{app::make_db_error_code(SQLITE_IOERR), "disk I/O error"}));
     BOOST_TEST(failed.status == 503u);
     BOOST_TEST(*failed.get("Retry-After") == "1");
     BOOST_TEST(failed.body.find("disk I/O error") != std::string::npos);
