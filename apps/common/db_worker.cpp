@@ -1,5 +1,6 @@
 #include "db_worker.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 
@@ -49,6 +50,14 @@ void db_worker::submit(job j) {
         queue_.push_back(std::move(j));
     }
     cv_.notify_one();
+}
+
+bool db_worker::drop(std::uint64_t id) {
+    std::lock_guard l(m_);
+    const auto it = std::find_if(queue_.begin(), queue_.end(), [id](const job& j) { return j.id == id; });
+    if (it == queue_.end()) return false;
+    queue_.erase(it);
+    return true;
 }
 
 void db_worker::loop() {

@@ -9,9 +9,14 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/append.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/prefer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/assert/source_location.hpp>
 #include <boost/system/result.hpp>
@@ -98,12 +103,66 @@ public:
             boost::asio::use_awaitable);
     }
 
+    /// The same, with any completion token: completion signature
+    /// `void(db_result<R>)`, on the handler's associated executor (else
+    /// `ex`), never inline, after the commit. Per-operation cancellation
+    /// (terminal, partial and total alike): a job the database thread has not
+    /// taken yet is dropped, never runs, and completes with a db_failure of
+    /// `operation_aborted`; a job already in its group completes as usual (a
+    /// transaction is not cut short). The cancellation slot is cleared on the
+    /// handler's executor before the handler runs, so emit cancellations from
+    /// that executor (as Asio's rules for slots ask).
+    template <class R, class Fn,
+              class CompletionToken = boost::asio::default_completion_token_t<boost::asio::any_io_executor>>
+    auto async_run(boost::asio::any_io_executor ex, Fn fn, CompletionToken&& token = {}) {
+        return boost::asio::async_initiate<CompletionToken, void(db_result<R>)>(
+            [this](auto handler, boost::asio::any_io_executor ex, Fn fn) {
+                using H = decltype(handler);
+                auto slot = boost::asio::get_associated_cancellation_slot(handler);
+                auto hex = boost::asio::get_associated_executor(handler, ex);
+                auto h = std::make_shared<H>(std::move(handler));
+                auto value = std::make_shared<std::optional<R>>();
+                // Completes on the handler's executor: the slot is cleared
+                // there first, then the handler runs.
+                // Outstanding work on the executor until the answer is posted
+                // (the event loop does not run out of work meanwhile).
+                auto work = boost::asio::prefer(hex, boost::asio::execution::outstanding_work.tracked);
+                auto finish = [h, work, slot](db_result<R> r) mutable {
+                    boost::asio::post(work, [h, slot, r = std::move(r)]() mutable {
+                        if (slot.is_connected()) slot.clear();
+                        std::move (*h)(std::move(r));
+                    });
+                };
+                job j;
+                j.id = ++last_id_;
+                j.work = [fn = std::move(fn), value](database& db) mutable {
+                    bool keep = true;
+                    value->emplace(fn(db, keep));
+                    return keep;
+                };
+                j.done = [finish, value](const db_failure* err) mutable {
+                    finish(err ? db_result<R>(boost::system::in_place_error, *err)
+                               : db_result<R>(boost::system::in_place_value, std::move(**value)));
+                };
+                if (slot.is_connected()) {
+                    slot.assign([this, id = j.id, finish](boost::asio::cancellation_type) mutable {
+                        if (drop(id))
+                            finish(db_result<R>(boost::system::in_place_error,
+                                                db_failure{boost::asio::error::operation_aborted,
+                                                           "cancelled before the database thread took it"}));
+                    });
+                }
+                submit(std::move(j));
+            },
+            token, std::move(ex), std::move(fn));
+    }
+
     /// From any thread: runs `work(db)` in the next group and then `done(error)`
     /// on the database thread (error empty on success). For producers that are
     /// not coroutines, such as the stdin reader.
     void post(std::function<bool(database&)> work, std::function<void(const std::string&)> done) {
-        submit(
-            job{std::move(work), [d = std::move(done)](const db_failure* err) { d(err ? err->what : std::string{}); }});
+        submit(job{0, std::move(work),
+                   [d = std::move(done)](const db_failure* err) { d(err ? err->what : std::string{}); }});
     }
 
     /// Jobs waiting (for metrics and back-pressure).
@@ -119,16 +178,20 @@ public:
 
 private:
     struct job {
+        std::uint64_t id = 0;  // async_run's, for a cancellation to find it (0: none)
         std::function<bool(database&)> work;
         std::function<void(const db_failure*)> done;  // nullptr: it worked
     };
     void submit(job j);
+    /// Removes job `id` if it is still queued (true: it will never run).
+    bool drop(std::uint64_t id);
     void loop();
 
     database& db_;
     mutable std::mutex m_;
     std::condition_variable cv_;
     std::deque<job> queue_;
+    std::atomic<std::uint64_t> last_id_{0};
     bool stopping_ = false;
     std::atomic<std::uint64_t> commits_{0}, jobs_{0}, work_ns_{0}, commit_ns_{0};
     std::thread thread_;

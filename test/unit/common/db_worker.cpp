@@ -7,7 +7,10 @@
 #include <common/db_worker.hpp>
 #include <common/sqlite.hpp>
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/deferred.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/test/unit_test.hpp>
@@ -172,6 +175,101 @@ BOOST_FIXTURE_TEST_CASE(run_answers_a_value_or_a_typed_failure, fixture) {
     BOOST_TEST(threw->error().code == app::make_db_error_code(app::db_job_threw));
     BOOST_TEST(threw->error().what == "not a database error");
     BOOST_TEST((rows() == std::vector<std::int64_t>{1}));
+}
+
+// async_run takes any completion token, answers on the handler's executor,
+// never inline, and keeps that executor's event loop from running out of work
+// until it has answered.
+BOOST_FIXTURE_TEST_CASE(async_run_takes_any_completion_token, fixture) {
+    namespace asio = boost::asio;
+    asio::io_context ioc;
+    std::optional<app::db_result<int>> by_callback, by_deferred;
+    bool launched = false;
+    {
+        app::db_worker w(*db);
+        w.async_run<int>(
+            ioc.get_executor(),
+            [](app::database& d, bool&) {
+                insert(d, 5);
+                return 5;
+            },
+            [&](app::db_result<int> r) { by_callback = std::move(r); });
+        BOOST_TEST(!by_callback.has_value());  // never inline
+        auto op = w.async_run<int>(
+            ioc.get_executor(),
+            [&launched](app::database& d, bool&) {
+                launched = true;
+                insert(d, 6);
+                return 6;
+            },
+            asio::deferred);
+        ioc.run();  // returns once the callback has run: the job kept it busy
+        BOOST_REQUIRE(by_callback.has_value());
+        BOOST_TEST(**by_callback == 5);
+        BOOST_TEST(!launched);  // deferred: nothing until it is launched
+        std::move(op)([&](app::db_result<int> r) { by_deferred = std::move(r); });
+        ioc.restart();
+        ioc.run();
+    }
+    BOOST_REQUIRE(by_deferred.has_value());
+    BOOST_TEST(**by_deferred == 6);
+    BOOST_TEST((rows() == std::vector<std::int64_t>{5, 6}));
+}
+
+// Per-operation cancellation: a queued job is dropped and never runs; a job
+// the database thread has taken completes as usual.
+BOOST_FIXTURE_TEST_CASE(async_run_cancels_a_queued_job_only, fixture) {
+    namespace asio = boost::asio;
+    for (auto type :
+         {asio::cancellation_type::terminal, asio::cancellation_type::partial, asio::cancellation_type::total}) {
+        asio::io_context ioc;
+        std::optional<app::db_result<int>> got;
+        asio::cancellation_signal sig;
+        {
+            app::db_worker w(*db);
+            {
+                hold busy(w);
+                w.async_run<int>(
+                    ioc.get_executor(),
+                    [](app::database& d, bool&) {
+                        insert(d, 7);
+                        return 7;
+                    },
+                    asio::bind_cancellation_slot(sig.slot(), [&](app::db_result<int> r) { got = std::move(r); }));
+                sig.emit(type);  // still queued behind the holding job
+                busy.release();
+            }
+            ioc.run();
+        }
+        BOOST_REQUIRE(got.has_value());
+        BOOST_REQUIRE(got->has_error());
+        BOOST_TEST(got->error().code == boost::asio::error::operation_aborted);
+        BOOST_TEST(rows().empty());  // it never ran
+    }
+    // Taken already: the cancellation is too late, the job completes.
+    asio::io_context ioc;
+    std::optional<app::db_result<int>> got;
+    asio::cancellation_signal sig;
+    std::promise<void> running, go;
+    {
+        app::db_worker w(*db);
+        w.async_run<int>(
+            ioc.get_executor(),
+            [&](app::database& d, bool&) {
+                running.set_value();
+                go.get_future().wait();
+                insert(d, 8);
+                return 8;
+            },
+            asio::bind_cancellation_slot(sig.slot(), [&](app::db_result<int> r) { got = std::move(r); }));
+        running.get_future().wait();
+        sig.emit(asio::cancellation_type::terminal);
+        go.set_value();
+        ioc.run();
+    }
+    BOOST_REQUIRE(got.has_value());
+    BOOST_TEST(got->has_value());
+    BOOST_TEST((rows() == std::vector<std::int64_t>{8}));
 }
 
 BOOST_FIXTURE_TEST_CASE(a_failed_commit_fails_its_whole_group_and_the_next_one_commits, fixture) {
