@@ -15,7 +15,7 @@ db_failure failure_of(const std::exception& e) {
 }  // namespace
 
 void throw_exception_from_error(const db_failure& f, const boost::source_location&) {
-    throw db_error(f.what, f.code.value());
+    throw db_error(f.what, f.code);
 }
 
 db_worker::db_worker(database& db) : db_(db), thread_([this] { loop(); }) {}
@@ -47,9 +47,16 @@ std::size_t db_worker::queued() const {
 void db_worker::submit(job j) {
     {
         std::lock_guard l(m_);
-        queue_.push_back(std::move(j));
+        if (!exited_) {
+            queue_.push_back(std::move(j));
+            cv_.notify_one();
+            return;
+        }
     }
-    cv_.notify_one();
+    // The thread has stopped: nothing would ever run it.
+    // Answered at once rather than never (a caller would wait for good).
+    const db_failure f{boost::asio::error::shut_down, "the database thread has stopped"};
+    j.done(&f);
 }
 
 bool db_worker::drop(std::uint64_t id) {
@@ -66,7 +73,10 @@ void db_worker::loop() {
         {
             std::unique_lock l(m_);
             cv_.wait(l, [&] { return stopping_ || !queue_.empty(); });
-            if (queue_.empty()) return;  // stopping, nothing left
+            if (queue_.empty()) {  // stopping, nothing left
+                exited_ = true;
+                return;
+            }
             group.swap(queue_);
         }
         std::vector<std::optional<db_failure>> errors(group.size());
@@ -87,7 +97,7 @@ void db_worker::loop() {
                     // undone, and fails with this error (not with the
                     // missing savepoint's).
                     errors[i] = failure_of(e);
-                    if (sqlite3_get_autocommit(db_.handle())) throw db_error(e.what(), errors[i]->code.value());
+                    if (sqlite3_get_autocommit(db_.handle())) throw db_error(e.what(), errors[i]->code);
                     db_.exec("ROLLBACK TO job");
                 }
                 db_.exec("RELEASE job");

@@ -13,6 +13,7 @@
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/deferred.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/post.hpp>
@@ -112,14 +113,15 @@ public:
     /// transaction is not cut short). The cancellation slot is cleared on the
     /// handler's executor before the handler runs, so emit cancellations from
     /// that executor (as Asio's rules for slots ask).
-    template <class R, class Fn,
-              class CompletionToken = boost::asio::default_completion_token_t<boost::asio::any_io_executor>>
+    // The default token: deferred (any_io_executor has no default of its own
+    // in Boost 1.81), which a coroutine can co_await.
+    template <class R, class Fn, class CompletionToken = boost::asio::deferred_t>
     auto async_run(boost::asio::any_io_executor ex, Fn fn, CompletionToken&& token = {}) {
         return boost::asio::async_initiate<CompletionToken, void(db_result<R>)>(
-            [this](auto handler, boost::asio::any_io_executor ex, Fn fn) {
+            [this](auto handler, boost::asio::any_io_executor run_ex, Fn job_fn) {
                 using H = decltype(handler);
                 auto slot = boost::asio::get_associated_cancellation_slot(handler);
-                auto hex = boost::asio::get_associated_executor(handler, ex);
+                auto hex = boost::asio::get_associated_executor(handler, run_ex);
                 auto h = std::make_shared<H>(std::move(handler));
                 auto value = std::make_shared<std::optional<R>>();
                 // Completes on the handler's executor: the slot is cleared
@@ -135,7 +137,7 @@ public:
                 };
                 job j;
                 j.id = ++last_id_;
-                j.work = [fn = std::move(fn), value](database& db) mutable {
+                j.work = [fn = std::move(job_fn), value](database& db) mutable {
                     bool keep = true;
                     value->emplace(fn(db, keep));
                     return keep;
@@ -145,8 +147,12 @@ public:
                                : db_result<R>(boost::system::in_place_value, std::move(**value)));
                 };
                 if (slot.is_connected()) {
-                    slot.assign([this, id = j.id, finish](boost::asio::cancellation_type) mutable {
-                        if (drop(id))
+                    // A weak hold on the worker: a cancellation after it is
+                    // gone finds nothing to drop.
+                    slot.assign([this, alive = std::weak_ptr<void>(alive_), id = j.id,
+                                 finish](boost::asio::cancellation_type type) mutable {
+                        if (type == boost::asio::cancellation_type::none) return;
+                        if (alive.lock() && drop(id))
                             finish(db_result<R>(boost::system::in_place_error,
                                                 db_failure{boost::asio::error::operation_aborted,
                                                            "cancelled before the database thread took it"}));
@@ -192,7 +198,9 @@ private:
     std::condition_variable cv_;
     std::deque<job> queue_;
     std::atomic<std::uint64_t> last_id_{0};
+    std::shared_ptr<void> alive_ = std::make_shared<int>(0);  // weakly held by cancellation slots
     bool stopping_ = false;
+    bool exited_ = false;  // the thread has left: a job submitted now is answered at once (shut_down)
     std::atomic<std::uint64_t> commits_{0}, jobs_{0}, work_ns_{0}, commit_ns_{0};
     std::thread thread_;
 };

@@ -28,11 +28,13 @@ struct db_error : std::runtime_error {
     /// `sqlite_code`: SQLite's result code of the failure (SQLITE_ERROR when
     /// the check is ours: a directory in use, a file of another program).
     explicit db_error(const std::string& what, int sqlite_code = SQLITE_ERROR)
-        : std::runtime_error(what), code_(sqlite_code) {}
-    boost::system::error_code code() const noexcept { return make_db_error_code(code_); }
+        : std::runtime_error(what), code_(make_db_error_code(sqlite_code)) {}
+    /// Any code (a cancelled job's operation_aborted).
+    db_error(const std::string& what, boost::system::error_code code) : std::runtime_error(what), code_(code) {}
+    boost::system::error_code code() const noexcept { return code_; }
 
 private:
-    int code_;
+    boost::system::error_code code_;
 };
 
 enum class sync_mode { full, off };

@@ -8,6 +8,7 @@
 #include <common/sqlite.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
@@ -246,9 +247,10 @@ BOOST_FIXTURE_TEST_CASE(async_run_cancels_a_queued_job_only, fixture) {
         BOOST_TEST(got->error().code == boost::asio::error::operation_aborted);
         BOOST_TEST(rows().empty());  // it never ran
     }
-    // Taken already: the cancellation is too late, the job completes.
+    // Taken already: the cancellation is too late, the job completes, once.
     asio::io_context ioc;
     std::optional<app::db_result<int>> got;
+    int calls = 0;
     asio::cancellation_signal sig;
     std::promise<void> running, go;
     {
@@ -261,15 +263,107 @@ BOOST_FIXTURE_TEST_CASE(async_run_cancels_a_queued_job_only, fixture) {
                 insert(d, 8);
                 return 8;
             },
-            asio::bind_cancellation_slot(sig.slot(), [&](app::db_result<int> r) { got = std::move(r); }));
+            asio::bind_cancellation_slot(sig.slot(), [&](app::db_result<int> r) {
+                ++calls;
+                got = std::move(r);
+            }));
         running.get_future().wait();
         sig.emit(asio::cancellation_type::terminal);
         go.set_value();
         ioc.run();
+        sig.emit(asio::cancellation_type::terminal);  // after the answer: the slot was cleared
     }
+    BOOST_TEST(calls == 1);
     BOOST_REQUIRE(got.has_value());
     BOOST_TEST(got->has_value());
     BOOST_TEST((rows() == std::vector<std::int64_t>{8}));
+}
+
+// A cancellation of type none is no cancellation; value() on a cancelled
+// job throws db_error with its code; a job submitted after the thread has
+// stopped is answered at once (shut_down) instead of never.
+BOOST_FIXTURE_TEST_CASE(async_run_none_is_no_cancellation_and_a_stopped_worker_answers, fixture) {
+    namespace asio = boost::asio;
+    asio::io_context ioc;
+    std::optional<app::db_result<int>> kept, cancelled, late;
+    asio::cancellation_signal none_sig, sig;
+    {
+        app::db_worker w(*db);
+        {
+            hold busy(w);
+            w.async_run<int>(
+                ioc.get_executor(),
+                [](app::database& d, bool&) {
+                    insert(d, 1);
+                    return 1;
+                },
+                asio::bind_cancellation_slot(none_sig.slot(), [&](app::db_result<int> r) { kept = std::move(r); }));
+            w.async_run<int>(
+                ioc.get_executor(), [](app::database&, bool&) { return 2; },
+                asio::bind_cancellation_slot(sig.slot(), [&](app::db_result<int> r) { cancelled = std::move(r); }));
+            none_sig.emit(asio::cancellation_type::none);
+            sig.emit(asio::cancellation_type::total);
+            busy.release();
+        }
+        ioc.run();
+        w.stop();
+        ioc.restart();
+        w.async_run<int>(
+            ioc.get_executor(), [](app::database&, bool&) { return 3; },
+            [&](app::db_result<int> r) { late = std::move(r); });
+        ioc.run();
+    }
+    BOOST_REQUIRE(kept.has_value());
+    BOOST_TEST(kept->has_value());
+    BOOST_REQUIRE(cancelled.has_value());
+    BOOST_REQUIRE(cancelled->has_error());
+    try {
+        (void)cancelled->value();
+        BOOST_FAIL("value() did not throw");
+    } catch (const app::db_error& e) {
+        BOOST_TEST(e.code() == boost::asio::error::operation_aborted);
+    }
+    BOOST_REQUIRE(late.has_value());
+    BOOST_REQUIRE(late->has_error());
+    BOOST_TEST(late->error().code == boost::asio::error::shut_down);
+}
+
+// Completion on the handler's associated executor (another event loop here),
+// and the default token (deferred) awaited in a coroutine.
+BOOST_FIXTURE_TEST_CASE(async_run_completes_on_the_handlers_executor_and_awaits, fixture) {
+    namespace asio = boost::asio;
+    asio::io_context ioc, other;
+    std::optional<app::db_result<int>> got, awaited;
+    {
+        app::db_worker w(*db);
+        w.async_run<int>(
+            ioc.get_executor(),
+            [](app::database& d, bool&) {
+                insert(d, 4);
+                return 4;
+            },
+            asio::bind_executor(other.get_executor(), [&](app::db_result<int> r) { got = std::move(r); }));
+        BOOST_TEST(ioc.run() == 0u);  // nothing for this loop: the handler is the other's
+        BOOST_TEST(!got.has_value());
+        other.run();
+        BOOST_REQUIRE(got.has_value());
+        BOOST_TEST(**got == 4);
+        asio::co_spawn(
+            ioc,
+            [&]() -> asio::awaitable<void> {
+                auto job = [](app::database& d, bool&) {
+                    insert(d, 5);
+                    return 5;
+                };
+                awaited = co_await w.async_run<int>(ioc.get_executor(), std::move(job));
+            },
+            asio::detached);
+        ioc.restart();
+        ioc.run();
+    }
+    BOOST_REQUIRE(awaited.has_value());
+    BOOST_TEST(**awaited == 5);
+    BOOST_TEST((rows() == std::vector<std::int64_t>{4, 5}));
 }
 
 BOOST_FIXTURE_TEST_CASE(a_failed_commit_fails_its_whole_group_and_the_next_one_commits, fixture) {
