@@ -9,16 +9,39 @@ std::string head(std::string_view body) {
 }
 
 decision make(verdict v, std::uint64_t upto = 0, std::uint64_t epoch = 0, std::string reason = {},
-              std::string link_error = {}, std::string detail = {}) {
+              link_fault link_error = {}, std::string detail = {}) {
     return decision{v, upto, epoch, std::move(reason), std::move(link_error), std::move(detail)};
 }
 }  // namespace
 
+std::string link_fault::label() const {
+    switch (what) {
+        case kind::none:
+            return {};
+        case kind::transport:
+            return "transport";
+        case kind::tls:
+            return "tls";
+        case kind::auth:
+            return "auth";
+        case kind::http_status:
+            return "http_" + std::to_string(status);
+        case kind::foreign_status:
+            return "foreign_" + std::to_string(status);
+        case kind::jetstream_unavailable:
+            return "jetstream_unavailable";
+        case kind::jetstream_refused:
+            return "jetstream_refused";
+    }
+    return {};
+}
+
 decision decide(const sent_batch& b, const delivery_outcome& o) {
     using k = delivery_outcome::kind;
     if (o.what == k::stopped) return make(verdict::stop, 0, 0, "stopping");
-    if (o.what == k::transport) return make(verdict::redeliver, 0, 0, "transport: " + o.detail, "transport");
-    if (o.what == k::tls) return make(verdict::redeliver, 0, 0, "tls: " + o.detail, "tls");
+    if (o.what == k::transport)
+        return make(verdict::redeliver, 0, 0, "transport: " + o.detail, {link_fault::kind::transport});
+    if (o.what == k::tls) return make(verdict::redeliver, 0, 0, "tls: " + o.detail, {link_fault::kind::tls});
 
     const unsigned s = o.status;
     if (s >= 200 && s < 300) return make(verdict::ack, b.last, 0, {}, {});
@@ -43,22 +66,23 @@ decision decide(const sent_batch& b, const delivery_outcome& o) {
             case rk::unknown:
                 break;
         }
-        return make(verdict::redeliver, 0, 0, "409 " + head(o.body), "http_409");
+        return make(verdict::redeliver, 0, 0, "409 " + head(o.body), {link_fault::kind::http_status, 409});
     }
     if (s == 400 || s == 413 || s == 422) {
         // Not the secondary's refusal (a proxy's page, another service at a
         // wrong address): the link is wrong, not the message.
         if (!envelope::is_error_answer(o.body)) {
-            auto d =
-                make(verdict::redeliver, 0, 0, std::to_string(s) + " " + head(o.body), "foreign_" + std::to_string(s));
+            auto d = make(verdict::redeliver, 0, 0, std::to_string(s) + " " + head(o.body),
+                          {link_fault::kind::foreign_status, s});
             d.not_a_secondary = true;
             return d;
         }
         if (b.count() > 1) return make(verdict::isolate, 0, 0, std::to_string(s) + " " + head(o.body), {});
         return make(verdict::dead_letter, 0, 0, std::to_string(s) + " " + head(o.body), {});
     }
-    std::string label = (s == 401 || s == 403) ? "auth" : "http_" + std::to_string(s);
-    auto d = make(verdict::redeliver, 0, 0, std::to_string(s) + " " + head(o.body), std::move(label));
+    const link_fault f =
+        (s == 401 || s == 403) ? link_fault{link_fault::kind::auth, s} : link_fault{link_fault::kind::http_status, s};
+    auto d = make(verdict::redeliver, 0, 0, std::to_string(s) + " " + head(o.body), f);
     // A secondary serves POST /api/messages with JSON: an answer that says the
     // route, the method or the type is unknown (or a method it never heard
     // of) comes from something else.
@@ -92,9 +116,11 @@ decision decide_publish(const sent_batch& b, const publish_outcome& o) {
             return make(verdict::resync, 0, 0, "wrong_last_sequence", {},
                         "the subject's last message is not this primary's last");
         case k::unavailable:
-            return make(verdict::redeliver, 0, 0, "jetstream unavailable: " + o.detail, "jetstream_unavailable");
+            return make(verdict::redeliver, 0, 0, "jetstream unavailable: " + o.detail,
+                        {link_fault::kind::jetstream_unavailable});
         case k::refused:
-            return make(verdict::redeliver, 0, 0, "jetstream refused: " + o.detail, "jetstream_refused");
+            return make(verdict::redeliver, 0, 0, "jetstream refused: " + o.detail,
+                        {link_fault::kind::jetstream_refused});
         case k::too_large:
             if (b.count() > 1) return make(verdict::isolate, 0, 0, "too large: " + o.detail, {});
             return make(

@@ -45,12 +45,34 @@ enum class verdict {
     resync,       // JetStream: the log's last message is not the one expected: read it, decide_log()
 };
 
+/// Why a delivery failed through no fault of its messages (a redeliver's
+/// cause): the link, or the secondary, is wrong. Its label() names it on
+/// /metrics (steadfast_primary_link_errors_total{reason}) and in the log.
+struct link_fault {
+    enum class kind : unsigned char {
+        none,
+        transport,              // no answer: connect, write or read failed or timed out
+        tls,                    // no answer: the TLS handshake failed
+        auth,                   // 401 or 403
+        http_status,            // another status a secondary may give (`status`)
+        foreign_status,         // a 400, 413 or 422 without the secondary's {"error":..} body (`status`)
+        jetstream_unavailable,  // no server, no responders, no leader, timeouts
+        jetstream_refused,      // JetStream refused (a permission, a limit)
+    };
+    kind what = kind::none;
+    unsigned status = 0;  // http_status, foreign_status
+    /// "transport", "tls", "auth", "http_503", "foreign_400",
+    /// "jetstream_unavailable", "jetstream_refused" ("" for none).
+    std::string label() const;
+    bool operator==(const link_fault&) const = default;
+};
+
 struct decision {
     verdict what = verdict::redeliver;
     std::uint64_t upto = 0;   // ack: the last seq applied; rewind: the seq to resend after
     std::uint64_t epoch = 0;  // demote: the epoch the secondary reported
     std::string reason;       // for the log and the dead letter; block: "conflict" or "beyond_retention"
-    std::string link_error;   // redeliver: a metric label ("http_404", "auth", "transport", ...)
+    link_fault link_error;    // redeliver: what failed (its label() on /metrics)
     std::string detail;       // block and rewind: what was seen, for the log
     // redeliver: the answer is not one a steadfast-secondary gives (404, 405,
     // 415, 501, or a 400/413/422 without its {"error":..} body): --secondary

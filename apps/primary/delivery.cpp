@@ -29,21 +29,25 @@ namespace steadfast::primary {
 namespace {
 
 std::string_view hint_for(const decision& d) {
-    const std::string& link_error = d.link_error;
-    if (link_error == "auth") return "check --token-file against the secondary's";
+    using k = link_fault::kind;
+    if (d.link_error.what == k::auth) return "check --token-file against the secondary's";
     if (d.not_a_secondary)
         return "is --secondary the address of a steadfast-secondary? (its answer is not one a secondary gives)";
-    if (link_error == "transport")
-        return "is the secondary running and reachable? (if it serves HTTPS, --secondary must be https://)";
-    if (link_error == "jetstream_unavailable")
-        return "are the NATS servers of --secondary running, with JetStream on, and does the stream have a leader?";
-    if (link_error == "jetstream_refused")
-        return "JetStream refused the publish: check the account's permissions and limits and the stream's "
-               "configuration";
-    if (link_error == "tls")
-        return "check --tls-ca (the CA that signed the secondary's certificate), --tls-server-name, "
-               "--tls-cert/--tls-key if the secondary asks for a certificate, and that the secondary serves HTTPS";
-    return "the secondary is failing; messages are kept and sent again";
+    switch (d.link_error.what) {
+        case k::transport:
+            return "is the secondary running and reachable? (if it serves HTTPS, --secondary must be https://)";
+        case k::jetstream_unavailable:
+            return "are the NATS servers of --secondary running, with JetStream on, and does the stream have a "
+                   "leader?";
+        case k::jetstream_refused:
+            return "JetStream refused the publish: check the account's permissions and limits and the stream's "
+                   "configuration";
+        case k::tls:
+            return "check --tls-ca (the CA that signed the secondary's certificate), --tls-server-name, "
+                   "--tls-cert/--tls-key if the secondary asks for a certificate, and that the secondary serves HTTPS";
+        default:
+            return "the secondary is failing; messages are kept and sent again";
+    }
 }
 }  // namespace
 
@@ -429,7 +433,7 @@ void node::trim(const std::string& stream, const std::shared_ptr<ack_trim>& t) {
 // The last step repeats for as long as it takes; nothing is dead-lettered.
 asio::awaitable<bool> node::next_step(const std::string& stream, std::uint64_t head_seq, const decision& d,
                                       std::chrono::nanoseconds server_wait) {
-    m_.link_errors.Add({{"reason", d.link_error}}).Increment();
+    m_.link_errors.Add({{"reason", d.link_error.label()}}).Increment();
     m_.redeliveries.Increment();
     auto read = [this, &stream](app::database&, bool&) { return out_.get_schedule(stream); };
     auto got = co_await worker_.run<schedule>(ioc_.get_executor(), std::move(read));
@@ -459,7 +463,7 @@ asio::awaitable<bool> node::next_step(const std::string& stream, std::uint64_t h
     app::log(level::warn, "link_error",
              {{"stream", stream},
               {"seq", head_seq},
-              {"reason", d.link_error},
+              {"reason", d.link_error.label()},
               {"detail", d.reason.substr(0, 300)},
               {"secondary", o_.secondary},
               {"hint", hint_for(d)},

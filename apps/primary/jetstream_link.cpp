@@ -237,12 +237,13 @@ asio::awaitable<decision> jetstream_link::sync(const std::string& stream, std::u
     if (stopped_by(r.reason()) || env_.stop.value()) co_return decision{verdict::stop, 0, 0, "stopping", {}, {}};
     if (!r.has_value() || !r.value().has_value()) {
         const auto ec = r.last_error();
-        co_return decision{verdict::redeliver,
-                           0,
-                           0,
-                           "reading the log: " + describe(ec, api_said),
-                           unavailable(ec) ? "jetstream_unavailable" : "jetstream_refused",
-                           {}};
+        co_return decision{
+            verdict::redeliver,
+            0,
+            0,
+            "reading the log: " + describe(ec, api_said),
+            {unavailable(ec) ? link_fault::kind::jetstream_unavailable : link_fault::kind::jetstream_refused},
+            {}};
     }
     const auto& m = r.value().value();
 

@@ -71,7 +71,7 @@ BOOST_AUTO_TEST_CASE(conflict_blocks_and_stale_epoch_demotes) {
     // A 409 that says nothing known: the secondary is wrong, not the message.
     d = decide(batch, answer(409, "<html>conflict</html>"));
     BOOST_TEST((d.what == verdict::redeliver));
-    BOOST_TEST(d.link_error == "http_409");
+    BOOST_TEST(d.link_error.label() == "http_409");
 }
 
 BOOST_AUTO_TEST_CASE(only_400_413_422_reject_messages) {
@@ -84,7 +84,7 @@ BOOST_AUTO_TEST_CASE(only_400_413_422_reject_messages) {
         for (const char* foreign : {"<html>Bad Request</html>", "{}", "", R"({"error":7})"}) {
             auto d = decide(sent_batch{5, 5}, answer(s, foreign));
             BOOST_TEST((d.what == verdict::redeliver), s << " " << foreign);
-            BOOST_TEST(d.link_error == "foreign_" + std::to_string(s));
+            BOOST_TEST(d.link_error.label() == "foreign_" + std::to_string(s));
             BOOST_TEST(d.not_a_secondary);
         }
         BOOST_TEST(!decide(sent_batch{5, 5}, answer(s, refusal)).not_a_secondary);
@@ -92,7 +92,7 @@ BOOST_AUTO_TEST_CASE(only_400_413_422_reject_messages) {
     for (unsigned s : {401u, 403u, 404u, 405u, 415u, 418u, 429u, 500u, 501u, 502u, 503u, 504u, 599u}) {
         auto d = decide(sent_batch{5, 5}, answer(s));
         BOOST_TEST((d.what == verdict::redeliver), "status " << s);
-        BOOST_TEST(d.link_error == (s == 401 || s == 403 ? std::string("auth") : "http_" + std::to_string(s)));
+        BOOST_TEST(d.link_error.label() == (s == 401 || s == 403 ? std::string("auth") : "http_" + std::to_string(s)));
         // Routes, methods and a type every secondary has: the address is wrong.
         BOOST_TEST(d.not_a_secondary == (s == 404 || s == 405 || s == 415 || s == 501), "status " << s);
     }
@@ -105,7 +105,7 @@ BOOST_AUTO_TEST_CASE(transport_failures_and_stops) {
     t.detail = "connection refused";
     auto d = decide(sent_batch{5, 5}, t);
     BOOST_TEST((d.what == verdict::redeliver));
-    BOOST_TEST(d.link_error == "transport");
+    BOOST_TEST(d.link_error.label() == "transport");
     delivery_outcome s;
     s.what = delivery_outcome::kind::stopped;
     BOOST_TEST((decide(batch, s).what == verdict::stop));
@@ -117,7 +117,7 @@ BOOST_AUTO_TEST_CASE(a_failed_tls_handshake_is_the_links_fault_and_keeps_the_mes
     t.detail = "certificate verify failed";
     auto d = decide(sent_batch{5, 9}, t);
     BOOST_TEST((d.what == verdict::redeliver));  // never a dead letter: the configuration is wrong, not the message
-    BOOST_TEST(d.link_error == "tls");
+    BOOST_TEST(d.link_error.label() == "tls");
     BOOST_TEST(d.reason.find("certificate verify failed") != std::string::npos);
 }
 
@@ -131,10 +131,10 @@ BOOST_AUTO_TEST_CASE(a_publish_outcome_decides_like_an_answer) {
     BOOST_TEST((decide_publish(batch, {k::wrong_sequence, {}}).what == verdict::resync));
     d = decide_publish(batch, {k::unavailable, "no responders"});
     BOOST_TEST((d.what == verdict::redeliver));
-    BOOST_TEST(d.link_error == "jetstream_unavailable");
+    BOOST_TEST(d.link_error.label() == "jetstream_unavailable");
     d = decide_publish(batch, {k::refused, "permissions violation"});
     BOOST_TEST((d.what == verdict::redeliver));
-    BOOST_TEST(d.link_error == "jetstream_refused");
+    BOOST_TEST(d.link_error.label() == "jetstream_refused");
     // Too large for the server: found by isolating, then the stream stops;
     // the server's limit never turns a message into a dead letter.
     BOOST_TEST((decide_publish(batch, {k::too_large, "max_payload"}).what == verdict::isolate));
@@ -261,6 +261,25 @@ BOOST_AUTO_TEST_CASE(a_shared_request_gives_each_stream_its_own_answer) {
     const std::vector<std::string_view> one{"a"};
     BOOST_TEST(all(split_answer(one, true, 400, R"({"error":"bad"})"), f::answer));
     BOOST_TEST(all(split_answer(one, true, 409, R"({"error":"gap","stream":"z","expected":3})"), f::answer));
+}
+
+// The link's faults are values, their labels the metric's: each kind has its
+// own, and the status is part of the value.
+BOOST_AUTO_TEST_CASE(link_faults_are_typed_with_their_metric_labels) {
+    using k = link_fault::kind;
+    BOOST_TEST(link_fault{}.label() == "");
+    BOOST_TEST(link_fault{k::transport}.label() == "transport");
+    BOOST_TEST(link_fault{k::tls}.label() == "tls");
+    BOOST_TEST((link_fault{k::auth, 401}.label() == "auth"));
+    BOOST_TEST((link_fault{k::http_status, 503}.label() == "http_503"));
+    BOOST_TEST((link_fault{k::foreign_status, 400}.label() == "foreign_400"));
+    BOOST_TEST(link_fault{k::jetstream_unavailable}.label() == "jetstream_unavailable");
+    BOOST_TEST(link_fault{k::jetstream_refused}.label() == "jetstream_refused");
+    const auto d = decide({1, 1}, delivery_outcome{delivery_outcome::kind::answered, 503, "busy", {}});
+    BOOST_TEST((d.link_error == link_fault{k::http_status, 503}));
+    BOOST_TEST(!(d.link_error == link_fault{k::http_status, 502}));
+    const auto a = decide({1, 1}, delivery_outcome{delivery_outcome::kind::answered, 403, "no", {}});
+    BOOST_TEST((a.link_error == link_fault{k::auth, 403}));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

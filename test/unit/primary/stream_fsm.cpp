@@ -430,13 +430,13 @@ BOOST_AUTO_TEST_CASE(a_link_failure_writes_the_next_ladder_step_and_reads_again)
     h.next();
     h.after_read(rows(11, 13));
     decision d = answer(verdict::redeliver);
-    d.link_error = "http_503";
+    d.link_error = {link_fault::kind::http_status, 503};
     h.ev.server_wait = 7s;
     auto a = h.answered(d);
     BOOST_TEST((a.what == type::next_step));
     BOOST_TEST(a.seq == 11u);
     BOOST_TEST((a.server_wait == 7s));
-    BOOST_TEST(h.fsm.current().link_error == "http_503");
+    BOOST_TEST(h.fsm.current().link_error.label() == "http_503");
     a = h.next();                        // written
     BOOST_TEST((a.what == type::read));  // the schedule is read with the window
     BOOST_TEST(a.from == 10u);
@@ -726,7 +726,7 @@ BOOST_AUTO_TEST_CASE(a_log_is_read_before_the_first_send_and_after_a_wrong_seque
     BOOST_TEST(h.fsm.batch().empty());  // the failed batch's latency is not observed by the log's ack
     // The log unreachable: the ladder, with the head after what is acknowledged.
     decision down = answer(verdict::redeliver);
-    down.link_error = "jetstream_unavailable";
+    down.link_error = {link_fault::kind::jetstream_unavailable};
     a = h.answered(down);
     BOOST_TEST((a.what == type::next_step));
     BOOST_TEST(a.seq == 13u);
