@@ -37,7 +37,7 @@ store::position& store::position_of(positions& ps, std::string_view stream) {
 }
 
 std::optional<envelope::rejection> store::apply_one(const envelope::message& m, std::uint64_t& fence,
-                                                    std::string_view& status, positions& ps) {
+                                                    envelope::apply_status& status, positions& ps) {
     using kind = envelope::rejection::kind;
     if (m.epoch < fence) return envelope::rejection{kind::stale_epoch, {}, fence, 0, 0};
 
@@ -48,7 +48,7 @@ std::optional<envelope::rejection> store::apply_one(const envelope::message& m, 
         const bool same = id.step() && id.column_text(0) == m.id;
         id.reset();
         if (!same) return envelope::rejection{kind::conflict, m.stream, 0, m.seq, 0};
-        status = "duplicate";
+        status = envelope::apply_status::duplicate;
     } else if (m.seq != pos.last_seq + 1) {
         return envelope::rejection{kind::gap, m.stream, 0, 0, pos.last_seq + 1};
     } else {
@@ -58,7 +58,7 @@ std::optional<envelope::rejection> store::apply_one(const envelope::message& m, 
         pos.last_seq = m.seq;
         pos.max_epoch = std::max(pos.max_epoch, m.epoch);
         pos.changed = true;
-        status = "applied";
+        status = envelope::apply_status::applied;
     }
     // A newer primary fences the older one on every stream, from now on.
     fence = std::max(fence, m.epoch);
@@ -156,11 +156,13 @@ store::answer store::apply(const envelope::decoded& d, bool& keep) {
         static constexpr const char* reasons[] = {"stale_epoch", "conflict", "gap", "unknown"};
         return answer{409, envelope::encode(r), reasons[static_cast<int>(r.what)], 0, 0};
     };
-    auto count = [&](std::string_view status) { ++(status == "applied" ? a.applied : a.duplicates); };
+    auto count = [&](envelope::apply_status status) {
+        ++(status == envelope::apply_status::applied ? a.applied : a.duplicates);
+    };
 
     positions ps;  // keys view the messages' stream names, which outlive it
     if (auto* m = std::get_if<envelope::message>(&d)) {
-        std::string_view status;
+        envelope::apply_status status{};
         if (auto r = apply_one(*m, fence, status, ps)) return reject(*r);
         count(status);
         a.body = envelope::encode_applied(status, m->seq);
@@ -176,7 +178,7 @@ store::answer store::apply(const envelope::decoded& d, bool& keep) {
         std::optional<envelope::rejection> first_gap;
         for (const auto& msg : msgs) {
             if (first_gap && first_gap->stream == msg.stream) continue;
-            std::string_view status;
+            envelope::apply_status status{};
             if (auto r = apply_one(msg, fence, status, ps)) {
                 if (r->what != envelope::rejection::kind::gap) return reject(*r);
                 if (!first_gap) first_gap = std::move(r);

@@ -70,7 +70,7 @@ private:
     using positions = std::map<std::string_view, position, std::less<>>;
     position& position_of(positions& ps, std::string_view stream);
     std::optional<envelope::rejection> apply_one(const envelope::message& m, std::uint64_t& fence,
-                                                 std::string_view& status, positions& ps);
+                                                 envelope::apply_status& status, positions& ps);
     app::statement& stmt(std::optional<app::statement>& s, std::string_view sql);
 
     app::database& db_;

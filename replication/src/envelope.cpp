@@ -438,9 +438,13 @@ std::variant<std::string_view, payload_error> check_payload(std::string_view bod
     return body;
 }
 
-std::string encode_applied(std::string_view status, std::uint64_t seq) {
+std::string_view to_string(apply_status s) noexcept {
+    return s == apply_status::applied ? "applied" : "duplicate";
+}
+
+std::string encode_applied(apply_status status, std::uint64_t seq) {
     std::string out = "{\"status\":\"";
-    out += status;
+    out += to_string(status);
     out += "\",\"seq\":";
     append_u64(out, seq);
     out += '}';
@@ -455,7 +459,7 @@ std::string encode_results(const std::vector<result_item>& items) {
         out += "{\"seq\":";
         append_u64(out, items[i].seq);
         out += ",\"status\":\"";
-        out += items[i].status;
+        out += to_string(items[i].status);
         out += "\"}";
     }
     out += "]}";

@@ -218,8 +218,9 @@ BOOST_AUTO_TEST_CASE(answers_round_trip) {
     BOOST_TEST((envelope::decode_rejection(R"({"error":"stale_epoch","epoch":"x"})").what == k::stale_epoch));
     BOOST_TEST((envelope::decode_rejection(R"({"error":"gap"})").what == k::unknown));
     BOOST_TEST((envelope::decode_rejection("<html>").what == k::unknown));
-    BOOST_TEST(envelope::encode_results({{1, "applied"}, {2, "duplicate"}}) ==
-               R"({"results":[{"seq":1,"status":"applied"},{"seq":2,"status":"duplicate"}]})");
+    BOOST_TEST(
+        envelope::encode_results({{1, envelope::apply_status::applied}, {2, envelope::apply_status::duplicate}}) ==
+        R"({"results":[{"seq":1,"status":"applied"},{"seq":2,"status":"duplicate"}]})");
     std::string line;
     envelope::encode_dump_line(line, "s", 2, "i\"d", "[1.0]");
     BOOST_TEST(line == "{\"stream\":\"s\",\"seq\":2,\"id\":\"i\\\"d\",\"payload\":[1.0]}\n");

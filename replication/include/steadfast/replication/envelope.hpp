@@ -97,11 +97,17 @@ std::variant<std::string_view, payload_error> check_payload(std::string_view bod
 
 // ---- the secondary's answers ----
 
+/// What the secondary did with a message it accepted: applied it now, or
+/// found it applied already (the same id at that seq).
+enum class apply_status : unsigned char { applied, duplicate };
+/// "applied" or "duplicate", as the answers spell it.
+std::string_view to_string(apply_status s) noexcept;
+
 /// 200 bodies.
-std::string encode_applied(std::string_view status, std::uint64_t seq);  // {"status":..,"seq":N}
+std::string encode_applied(apply_status status, std::uint64_t seq);  // {"status":..,"seq":N}
 struct result_item {
     std::uint64_t seq = 0;
-    std::string_view status;  // "applied" or "duplicate"
+    apply_status status = apply_status::applied;
 };
 std::string encode_results(const std::vector<result_item>& items);  // {"results":[{"seq":N,"status":..},...]}
 
