@@ -29,6 +29,14 @@ inline void register_build_info(prometheus::Registry& r, const std::string& bina
         .Set(1);
 }
 
+/// An unlabelled counter or gauge, registered in `r` (both daemons' series).
+inline prometheus::Counter& counter(prometheus::Registry& r, const std::string& name, const std::string& help) {
+    return prometheus::BuildCounter().Name(name).Help(help).Register(r).Add({});
+}
+inline prometheus::Gauge& gauge(prometheus::Registry& r, const std::string& name, const std::string& help) {
+    return prometheus::BuildGauge().Name(name).Help(help).Register(r).Add({});
+}
+
 inline std::string expose(prometheus::Registry& r) {
     return prometheus::TextSerializer().Serialize(r.Collect());
 }
@@ -69,7 +77,7 @@ public:
 private:
     static prometheus::Counter& counter(prometheus::Registry& r, const std::string& app, const std::string& name,
                                         const std::string& help) {
-        return prometheus::BuildCounter().Name("steadfast_" + app + "_db_" + name).Help(help).Register(r).Add({});
+        return app::counter(r, "steadfast_" + app + "_db_" + name, help);
     }
     prometheus::Counter &commits_, &jobs_, &work_, &commit_;
 };

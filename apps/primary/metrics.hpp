@@ -15,55 +15,50 @@
 namespace steadfast::primary {
 
 struct metrics {
-    static prometheus::Counter& counter(prometheus::Registry& r, const char* name, const char* help) {
-        return prometheus::BuildCounter().Name(name).Help(help).Register(r).Add({});
-    }
-    static prometheus::Gauge& gauge(prometheus::Registry& r, const char* name, const char* help) {
-        return prometheus::BuildGauge().Name(name).Help(help).Register(r).Add({});
-    }
-
     std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
     prometheus::Counter& published =
-        counter(*registry, "steadfast_primary_published_total", "Messages accepted into the outbox");
+        app::counter(*registry, "steadfast_primary_published_total", "Messages accepted into the outbox");
     prometheus::Counter& delivered =
-        counter(*registry, "steadfast_primary_delivered_total", "Messages acknowledged by the secondary");
+        app::counter(*registry, "steadfast_primary_delivered_total", "Messages acknowledged by the secondary");
     prometheus::Counter& attempts =
-        counter(*registry, "steadfast_primary_attempts_total", "Send attempts to the secondary");
+        app::counter(*registry, "steadfast_primary_attempts_total", "Send attempts to the secondary");
     prometheus::Counter& requests =
-        counter(*registry, "steadfast_primary_requests_total",
-                "HTTP requests sent to the secondary, each carrying one or more streams' batches");
+        app::counter(*registry, "steadfast_primary_requests_total",
+                     "HTTP requests sent to the secondary, each carrying one or more streams' batches");
     prometheus::Counter& outbox_reads =
-        counter(*registry, "steadfast_primary_outbox_reads_total",
-                "Reads of a stream's pending messages back from the outbox (a message that joined its "
-                "stream's send window when committed is not read back)");
+        app::counter(*registry, "steadfast_primary_outbox_reads_total",
+                     "Reads of a stream's pending messages back from the outbox (a message that joined its "
+                     "stream's send window when committed is not read back)");
     prometheus::Counter& retries =
-        counter(*registry, "steadfast_primary_retries_total", "Send attempts that were retries");
+        app::counter(*registry, "steadfast_primary_retries_total", "Send attempts that were retries");
     prometheus::Counter& dead_letters =
-        counter(*registry, "steadfast_primary_dead_letter_total", "Messages moved to the dead-letter table");
-    prometheus::Counter& rewinds = counter(*registry, "steadfast_primary_rewinds_total",
-                                           "Resends from retention after the secondary lost acknowledged messages");
-    prometheus::Counter& refused = counter(*registry, "steadfast_primary_connections_rejected_total",
-                                           "Connections to /publish closed at once: over --max-connections");
+        app::counter(*registry, "steadfast_primary_dead_letter_total", "Messages moved to the dead-letter table");
+    prometheus::Counter& rewinds =
+        app::counter(*registry, "steadfast_primary_rewinds_total",
+                     "Resends from retention after the secondary lost acknowledged messages");
+    prometheus::Counter& refused = app::counter(*registry, "steadfast_primary_connections_rejected_total",
+                                                "Connections to /publish closed at once: over --max-connections");
     prometheus::Counter& redeliveries =
-        counter(*registry, "steadfast_primary_redeliveries_total",
-                "Durable redeliveries scheduled (ladder steps) after the quick retries were used up");
-    prometheus::Counter& blocks = counter(*registry, "steadfast_primary_blocks_total",
-                                          "Times a stream was blocked (conflict, beyond retention, ...)");
+        app::counter(*registry, "steadfast_primary_redeliveries_total",
+                     "Durable redeliveries scheduled (ladder steps) after the quick retries were used up");
+    prometheus::Counter& blocks = app::counter(*registry, "steadfast_primary_blocks_total",
+                                               "Times a stream was blocked (conflict, beyond retention, ...)");
     prometheus::Counter& tls_failures =
-        counter(*registry, "steadfast_primary_tls_handshake_failures_total",
-                "TLS handshakes on --listen that failed: no or a wrong client certificate, not TLS, ...");
+        app::counter(*registry, "steadfast_primary_tls_handshake_failures_total",
+                     "TLS handshakes on --listen that failed: no or a wrong client certificate, not TLS, ...");
     prometheus::Family<prometheus::Counter>& link_errors =
         prometheus::BuildCounter()
             .Name("steadfast_primary_link_errors_total")
             .Help("Failed deliveries that are the link's or the secondary's fault, by reason; messages kept")
             .Register(*registry);
-    prometheus::Gauge& depth = gauge(*registry, "steadfast_primary_outbox_depth", "Messages waiting in the outbox");
+    prometheus::Gauge& depth =
+        app::gauge(*registry, "steadfast_primary_outbox_depth", "Messages waiting in the outbox");
     prometheus::Gauge& online =
-        gauge(*registry, "steadfast_primary_secondary_online", "1 when the secondary's health probe passes");
-    prometheus::Gauge& blocked =
-        gauge(*registry, "steadfast_primary_blocked_streams", "Streams stopped for a conflict or beyond retention");
+        app::gauge(*registry, "steadfast_primary_secondary_online", "1 when the secondary's health probe passes");
+    prometheus::Gauge& blocked = app::gauge(*registry, "steadfast_primary_blocked_streams",
+                                            "Streams stopped for a conflict or beyond retention");
     prometheus::Gauge& streams =
-        gauge(*registry, "steadfast_primary_active_streams", "Streams with messages to deliver");
+        app::gauge(*registry, "steadfast_primary_active_streams", "Streams with messages to deliver");
     prometheus::Histogram& latency = prometheus::BuildHistogram()
                                          .Name("steadfast_primary_delivery_latency_seconds")
                                          .Help("From acceptance to acknowledgement")
@@ -80,27 +75,28 @@ struct metrics {
             .Name("steadfast_primary_stream_oldest_pending_age_seconds")
             .Help("Age of the oldest message not yet acknowledged, per stream with any")
             .Register(*registry);
-    prometheus::Gauge& oldest_age = gauge(*registry, "steadfast_primary_oldest_pending_age_seconds",
-                                          "Age of the oldest message not yet acknowledged, over all streams (0: none)");
-    prometheus::Gauge& js_connected = gauge(*registry, "steadfast_primary_jetstream_connected",
-                                            "1 while connected to a NATS server (a nats:// --secondary)");
+    prometheus::Gauge& oldest_age =
+        app::gauge(*registry, "steadfast_primary_oldest_pending_age_seconds",
+                   "Age of the oldest message not yet acknowledged, over all streams (0: none)");
+    prometheus::Gauge& js_connected = app::gauge(*registry, "steadfast_primary_jetstream_connected",
+                                                 "1 while connected to a NATS server (a nats:// --secondary)");
     prometheus::Counter& js_disconnects =
-        counter(*registry, "steadfast_primary_jetstream_disconnects_total", "Connections to NATS lost");
+        app::counter(*registry, "steadfast_primary_jetstream_disconnects_total", "Connections to NATS lost");
     prometheus::Counter& js_reconnects =
-        counter(*registry, "steadfast_primary_jetstream_reconnects_total", "Reconnections to NATS");
+        app::counter(*registry, "steadfast_primary_jetstream_reconnects_total", "Reconnections to NATS");
     prometheus::Counter& js_duplicates =
-        counter(*registry, "steadfast_primary_jetstream_duplicates_total",
-                "Publishes JetStream had stored already (a retry after a lost acknowledgement)");
-    prometheus::Counter& js_repairs = counter(*registry, "steadfast_primary_jetstream_repairs_total",
-                                              "Holes in the log resent from retention at a secondary's request");
+        app::counter(*registry, "steadfast_primary_jetstream_duplicates_total",
+                     "Publishes JetStream had stored already (a retry after a lost acknowledgement)");
+    prometheus::Counter& js_repairs = app::counter(*registry, "steadfast_primary_jetstream_repairs_total",
+                                                   "Holes in the log resent from retention at a secondary's request");
     app::db_metrics db{*registry, "primary"};
     prometheus::Gauge& storage_ok =
-        gauge(*registry, "steadfast_primary_storage_ok", "1 while the outbox commits and has --min-free-space");
-    prometheus::Gauge& free_bytes = gauge(*registry, "steadfast_primary_storage_free_bytes",
-                                          "Free bytes on the data directory's filesystem (as of the last check)");
+        app::gauge(*registry, "steadfast_primary_storage_ok", "1 while the outbox commits and has --min-free-space");
+    prometheus::Gauge& free_bytes = app::gauge(*registry, "steadfast_primary_storage_free_bytes",
+                                               "Free bytes on the data directory's filesystem (as of the last check)");
     prometheus::Counter& recheck_failures =
-        counter(*registry, "steadfast_primary_recheck_failures_total",
-                "Rechecks of a secondary that could not ask it what it holds (tried again in 5 s)");
+        app::counter(*registry, "steadfast_primary_recheck_failures_total",
+                     "Rechecks of a secondary that could not ask it what it holds (tried again in 5 s)");
 };
 
 }  // namespace steadfast::primary

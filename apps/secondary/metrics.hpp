@@ -19,16 +19,9 @@ namespace steadfast::secondary {
 
 struct metrics {
     std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
-    prometheus::Counter& applied = prometheus::BuildCounter()
-                                       .Name("steadfast_secondary_applied_total")
-                                       .Help("Messages applied")
-                                       .Register(*registry)
-                                       .Add({});
-    prometheus::Counter& duplicates = prometheus::BuildCounter()
-                                          .Name("steadfast_secondary_duplicates_total")
-                                          .Help("Messages received again and not applied again")
-                                          .Register(*registry)
-                                          .Add({});
+    prometheus::Counter& applied = app::counter(*registry, "steadfast_secondary_applied_total", "Messages applied");
+    prometheus::Counter& duplicates = app::counter(*registry, "steadfast_secondary_duplicates_total",
+                                                   "Messages received again and not applied again");
     prometheus::Family<prometheus::Counter>& rejected = prometheus::BuildCounter()
                                                             .Name("steadfast_secondary_rejected_total")
                                                             .Help("Requests rejected, by reason")
@@ -38,73 +31,37 @@ struct metrics {
                                          .Help("POST /api/messages latency")
                                          .Register(*registry)
                                          .Add({}, app::latency_buckets());
-    prometheus::Gauge& storage_ok = prometheus::BuildGauge()
-                                        .Name("steadfast_secondary_storage_ok")
-                                        .Help("1 while the store commits and has --min-free-space")
-                                        .Register(*registry)
-                                        .Add({});
-    prometheus::Gauge& free_bytes = prometheus::BuildGauge()
-                                        .Name("steadfast_secondary_storage_free_bytes")
-                                        .Help("Free bytes on the data directory's filesystem (as of the last check)")
-                                        .Register(*registry)
-                                        .Add({});
-    prometheus::Gauge& epoch = prometheus::BuildGauge()
-                                   .Name("steadfast_secondary_epoch")
-                                   .Help("The epoch fence: messages of a lower epoch are refused (409 stale_epoch)")
-                                   .Register(*registry)
-                                   .Add({});
-    prometheus::Counter& refused = prometheus::BuildCounter()
-                                       .Name("steadfast_secondary_connections_rejected_total")
-                                       .Help("Connections closed at once: over --max-connections")
-                                       .Register(*registry)
-                                       .Add({});
-    prometheus::Counter& accepted = prometheus::BuildCounter()
-                                        .Name("steadfast_secondary_connections_accepted_total")
-                                        .Help("Connections accepted (keep-alive reuses them)")
-                                        .Register(*registry)
-                                        .Add({});
+    prometheus::Gauge& storage_ok =
+        app::gauge(*registry, "steadfast_secondary_storage_ok", "1 while the store commits and has --min-free-space");
+    prometheus::Gauge& free_bytes = app::gauge(*registry, "steadfast_secondary_storage_free_bytes",
+                                               "Free bytes on the data directory's filesystem (as of the last check)");
+    prometheus::Gauge& epoch = app::gauge(*registry, "steadfast_secondary_epoch",
+                                          "The epoch fence: messages of a lower epoch are refused (409 stale_epoch)");
+    prometheus::Counter& refused = app::counter(*registry, "steadfast_secondary_connections_rejected_total",
+                                                "Connections closed at once: over --max-connections");
+    prometheus::Counter& accepted = app::counter(*registry, "steadfast_secondary_connections_accepted_total",
+                                                 "Connections accepted (keep-alive reuses them)");
     prometheus::Counter& tls_failures =
-        prometheus::BuildCounter()
-            .Name("steadfast_secondary_tls_handshake_failures_total")
-            .Help("TLS handshakes that failed: no or a wrong client certificate, not TLS, ...")
-            .Register(*registry)
-            .Add({});
+        app::counter(*registry, "steadfast_secondary_tls_handshake_failures_total",
+                     "TLS handshakes that failed: no or a wrong client certificate, not TLS, ...");
     prometheus::Family<prometheus::Gauge>& last_seq = prometheus::BuildGauge()
                                                           .Name("steadfast_secondary_last_applied_seq")
                                                           .Help("The last seq applied, per stream")
                                                           .Register(*registry);
-    prometheus::Gauge& last_applied_at = prometheus::BuildGauge()
-                                             .Name("steadfast_secondary_last_applied_timestamp_seconds")
-                                             .Help("When a message was last applied (Unix time; 0: none since start)")
-                                             .Register(*registry)
-                                             .Add({});
-    prometheus::Gauge& js_connected = prometheus::BuildGauge()
-                                          .Name("steadfast_secondary_jetstream_connected")
-                                          .Help("1 while connected to a NATS server (--source)")
-                                          .Register(*registry)
-                                          .Add({});
+    prometheus::Gauge& last_applied_at = app::gauge(*registry, "steadfast_secondary_last_applied_timestamp_seconds",
+                                                    "When a message was last applied (Unix time; 0: none since start)");
+    prometheus::Gauge& js_connected = app::gauge(*registry, "steadfast_secondary_jetstream_connected",
+                                                 "1 while connected to a NATS server (--source)");
     prometheus::Gauge& js_lag =
-        prometheus::BuildGauge()
-            .Name("steadfast_secondary_jetstream_consumer_pending")
-            .Help("Messages in the stream not yet delivered to this consumer (its lag), as of the last delivery")
-            .Register(*registry)
-            .Add({});
-    prometheus::Gauge& js_blocked = prometheus::BuildGauge()
-                                        .Name("steadfast_secondary_jetstream_blocked_streams")
-                                        .Help("Streams not applying (conflict, gap)")
-                                        .Register(*registry)
-                                        .Add({});
+        app::gauge(*registry, "steadfast_secondary_jetstream_consumer_pending",
+                   "Messages in the stream not yet delivered to this consumer (its lag), as of the last delivery");
+    prometheus::Gauge& js_blocked =
+        app::gauge(*registry, "steadfast_secondary_jetstream_blocked_streams", "Streams not applying (conflict, gap)");
     prometheus::Counter& js_redeliveries =
-        prometheus::BuildCounter()
-            .Name("steadfast_secondary_jetstream_redeliveries_total")
-            .Help("Messages JetStream delivered again (not acknowledged in time, or nak'd)")
-            .Register(*registry)
-            .Add({});
-    prometheus::Counter& js_repairs = prometheus::BuildCounter()
-                                          .Name("steadfast_secondary_jetstream_repair_requests_total")
-                                          .Help("Requests to the primary to resend a hole in the log")
-                                          .Register(*registry)
-                                          .Add({});
+        app::counter(*registry, "steadfast_secondary_jetstream_redeliveries_total",
+                     "Messages JetStream delivered again (not acknowledged in time, or nak'd)");
+    prometheus::Counter& js_repairs = app::counter(*registry, "steadfast_secondary_jetstream_repair_requests_total",
+                                                   "Requests to the primary to resend a hole in the log");
     app::db_metrics db{*registry, "secondary"};
 
     metrics() {
