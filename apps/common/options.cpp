@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <set>
 
 namespace po = boost::program_options;
@@ -87,6 +88,21 @@ po::parsed_options parse_command_line(int argc, char** argv, const po::options_d
             throw po::error("unexpected argument \"" + word + "\" (flags take the form --name value)");
         }
     return parsed;
+}
+
+std::optional<std::string> data_command(int argc, char** argv, const std::string& binary, const std::string& command,
+                                        const char* data_help) {
+    std::string data;
+    po::options_description d(binary + " " + command);
+    d.add_options()("data", po::value(&data)->required(), data_help)("help", "this help");
+    po::variables_map vm;
+    po::store(parse_command_line(argc - 1, argv + 1, d), vm);
+    if (vm.count("help")) {
+        std::cout << "usage: " << binary << " " << command << " --data DIR\n" << d;
+        return std::nullopt;
+    }
+    po::notify(vm);
+    return data;
 }
 
 void read_options(int argc, char** argv, const po::options_description& d, po::variables_map& vm,

@@ -43,6 +43,12 @@ void read_options(int argc, char** argv, const boost::program_options::options_d
 boost::program_options::parsed_options parse_command_line(int argc, char** argv,
                                                           const boost::program_options::options_description& d);
 
+/// `BINARY COMMAND --data DIR [--help]` (argv[1] is COMMAND): the data
+/// directory, or nullopt when --help was asked for (the usage is printed).
+/// Throws boost::program_options::error for anything else.
+std::optional<std::string> data_command(int argc, char** argv, const std::string& binary, const std::string& command,
+                                        const char* data_help);
+
 /// The log level of --log-level (debug, info, warn, error).
 level parse_level(const std::string& text);
 

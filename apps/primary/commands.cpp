@@ -90,17 +90,8 @@ int requeue_dead_letter(const std::string& dir, std::int64_t n) {
 
 // `steadfast-primary status|dead-letters --data DIR`: read-only, beside a running server.
 int read_only_command(int argc, char** argv, const std::string& name, int (*fn)(const std::string&)) {
-    std::string data;
-    po::options_description d("steadfast-primary " + name);
-    d.add_options()("data", po::value(&data)->required(), "data directory")("help", "this help");
-    po::variables_map vm;
-    po::store(app::parse_command_line(argc - 1, argv + 1, d), vm);
-    if (vm.count("help")) {
-        std::cout << "usage: steadfast-primary " << name << " --data DIR\n" << d;
-        return 0;
-    }
-    po::notify(vm);
-    return fn(data);
+    const auto data = app::data_command(argc, argv, "steadfast-primary", name, "data directory");
+    return data ? fn(*data) : 0;
 }
 
 }  // namespace

@@ -33,18 +33,10 @@ int main(int argc, char** argv) {
             throw po::error(std::string("unknown command \"") + argv[1] +
                             "\" (commands: dump, status, set-fence; or flags to serve)");
         if (command == "dump" || command == "status") {
-            po::options_description d("steadfast-secondary " + std::string(command));
-            std::string data;
-            d.add_options()("data", po::value(&data)->required(), "data directory (read-only access is enough)")(
-                "help", "this help");
-            po::variables_map vm;
-            po::store(app::parse_command_line(argc - 1, argv + 1, d), vm);
-            if (vm.count("help")) {
-                std::cout << "usage: steadfast-secondary " << command << " --data DIR\n" << d;
-                return 0;
-            }
-            po::notify(vm);
-            return command == "dump" ? secondary::dump(data) : secondary::status(data);
+            const auto data = app::data_command(argc, argv, "steadfast-secondary", std::string(command),
+                                                "data directory (read-only access is enough)");
+            if (!data) return 0;
+            return command == "dump" ? secondary::dump(*data) : secondary::status(*data);
         }
         if (command == "set-fence") {
             po::options_description d("steadfast-secondary set-fence");
