@@ -68,11 +68,6 @@ node::stream_admission::~stream_admission() {
 
 // The checks before a publish touches the outbox, in the contract's order:
 // token, content type, stream name, stream cap. nullopt: go on.
-bool valid_subject_tokens(std::string_view stream) {
-    return !stream.empty() && stream.front() != '.' && stream.back() != '.' &&
-           stream.find("..") == std::string_view::npos;
-}
-
 std::optional<http::response> node::refuse_publish(const http::request& req, std::string& stream) {
     if (auto r = app::refuse_unauthorized(req, tokens_)) return r;
     if (!http::is_json(req)) return http::response::error(415, "Content-Type must be application/json");

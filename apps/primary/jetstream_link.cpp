@@ -123,6 +123,11 @@ jetstream_link::jetstream_link(const link_env& env, link_host& host) : env_(env)
     repair_sub_ = js_->subscribe(envelope::repair_subject(env.o.js_stream), repair_watch_, 1000);
 }
 
+bool valid_subject_tokens(std::string_view stream) {
+    return !stream.empty() && stream.front() != '.' && stream.back() != '.' &&
+           stream.find("..") == std::string_view::npos;
+}
+
 // Over JetStream a stream's name becomes subject tokens: no empty one.
 std::optional<std::string> jetstream_link::refuse_stream(std::string_view stream) const {
     if (valid_subject_tokens(stream)) return std::nullopt;
