@@ -35,23 +35,14 @@ std::size_t node::envelope_overhead(std::string_view stream) const {
     return envelope::encoded_size(id, stream, UINT64_MAX, o_.epoch, 0);
 }
 
-bool node::has_pending(const std::string& stream) const {
-    if (auto it = streams_.find(stream); it != streams_.end() && it->second.fsm.pending() > 0) return true;
-    auto b = blocked_.find(stream);
-    return b != blocked_.end() && b->second.pending > 0;
-}
-
 // Whether a publish to `stream` would exceed --max-streams: streams with
 // pending messages (idle processors in their grace period do not count), and
 // streams that publishes under way are adding to (each counted once).
 bool node::at_stream_cap(const std::string& stream) const {
-    if (has_pending(stream) || admitting_.contains(stream)) return false;
-    auto busy = static_cast<std::size_t>(std::count_if(streams_.begin(), streams_.end(),
-                                                       [](const auto& kv) { return kv.second.fsm.pending() > 0; })) +
-                static_cast<std::size_t>(std::count_if(blocked_.begin(), blocked_.end(),
-                                                       [](const auto& kv) { return kv.second.pending > 0; }));
+    if (rep_.has_pending(stream) || admitting_.contains(stream)) return false;
+    auto busy = rep_.busy_streams();
     for (const auto& [s, n] : admitting_)
-        if (!has_pending(s)) ++busy;
+        if (!rep_.has_pending(s)) ++busy;
     return busy >= o_.max_streams;
 }
 
@@ -83,7 +74,7 @@ std::optional<http::response> node::refuse_publish(const http::request& req, std
     if (auto q = http::query_param(req.target, "stream")) stream = std::move(*q);
     if (!envelope::valid_stream_name(stream))
         return http::response::error(400, "stream must be 1 to 128 characters of A-Z a-z 0-9 . _ -");
-    if (auto why = link_->refuse_stream(stream)) return http::response::error(400, *why);
+    if (auto why = rep_.secondary().refuse_stream(stream)) return http::response::error(400, *why);
     if (at_stream_cap(stream)) {
         auto r = http::response::error(
             429, "too many streams with pending messages (limit " + std::to_string(o_.max_streams) + "); retry later");
@@ -103,8 +94,8 @@ std::optional<http::response> node::refuse_publish(const http::request& req, std
 http::router node::routes() {
     http::router r;
     r.add("GET", "/health", [this](http::request&) -> asio::awaitable<http::response> {
-        nlohmann::json j{{"status", "ok"}, {"secondary_online", online_->value()}};
-        link_->health(j);
+        nlohmann::json j{{"status", "ok"}, {"secondary_online", rep_.secondary_online()}};
+        rep_.secondary().health(j);
         co_return http::response::json(200, j.dump());
     });
     // Readiness, for load balancers and orchestrators: 503 while starting or
@@ -146,8 +137,7 @@ http::router node::routes() {
         m_.db.sync(worker_.get_stats());
         storage_.check_disk();
         m_.free_bytes.Set(static_cast<double>(storage_.available()));
-        refresh_stream_metrics();
-        link_->refresh_metrics();
+        rep_.refresh_metrics();
         http::response res;
         res.body = app::expose(*m_.registry);
         res.set("Content-Type", "text/plain; version=0.0.4");
@@ -160,7 +150,8 @@ http::router node::routes() {
         auto checked = envelope::check_payload(req.body, envelope_overhead(stream));
         if (auto* e = std::get_if<envelope::payload_error>(&checked))
             co_return http::response::error(e->status, e->what);
-        if (auto big = link_->too_large(envelope_overhead(stream) + std::get<std::string_view>(checked).size()))
+        if (auto big =
+                rep_.secondary().too_large(envelope_overhead(stream) + std::get<std::string_view>(checked).size()))
             co_return http::response::error(413, *big);
         // A publisher's Idempotency-Key: the same key again finds the first
         // message instead of storing a second (outbox::publish_once).
@@ -202,7 +193,7 @@ http::router node::routes() {
             // First, before anything that could throw: delivery must learn of
             // every stored message.
             pending_message m{p.seq, p.id, std::move(items->front().second), at_ms};  // as stored
-            committed(p.stream, 1, &m);
+            rep_.committed(p.stream, 1, &m);
         }
         outbox_works();
         if (what == keyed_publish::status::conflict)
@@ -259,7 +250,7 @@ http::router node::routes() {
                 break;
         }
         app::log(level::info, "requeued", {{"n", n}, {"stream", rq.p.stream}, {"seq", rq.p.seq}, {"id", rq.p.id}});
-        committed(rq.p.stream, 1);
+        rep_.committed(rq.p.stream, 1);
         co_return http::response::json(202, envelope::encode_requeued(n, rq.p.id, rq.p.stream, rq.p.seq));
     });
     return r;
@@ -307,27 +298,6 @@ void node::storage_changed(bool ok, const std::string& why) {
     app::log(level::info, "storage_recovered", {{"failed_publishes", failed_publishes_}});
     failure_reported_ = false;
     failed_publishes_ = failed_unlogged_ = 0;
-}
-
-// After a commit of `n` messages on `stream` (on the io thread).
-void node::committed(const std::string& stream, std::size_t n, pending_message* one) {
-    m_.published.Increment(static_cast<double>(n));
-    pending_total_ += n;
-    m_.depth.Set(static_cast<double>(pending_total_));
-    if (auto b = blocked_.find(stream); b != blocked_.end()) {
-        b->second.pending += n;  // kept, not delivered: the stream is blocked
-        return;
-    }
-    auto it = streams_.find(stream);
-    if (it == streams_.end()) {
-        // A stream seen before starts after what it acknowledged; the
-        // processor reads that position from the outbox.
-        add_stream(stream, UINT64_MAX, UINT64_MAX, n);
-        start_processor(stream);
-    } else {
-        it->second.fsm.committed(n, one, online_->value());
-        it->second.wake->set();
-    }
 }
 
 // The --stdin reader thread: one JSON payload a line; lines are committed in
@@ -401,7 +371,7 @@ void node::read_stdin() {
                     }
                     std::map<std::string, std::size_t> per;
                     for (auto& p : *result) ++per[p.stream];
-                    for (auto& [s, k] : per) committed(s, k);
+                    for (auto& [s, k] : per) rep_.committed(s, k);
                     check_drained();
                 });
                 std::lock_guard l(m);
@@ -420,7 +390,7 @@ void node::read_stdin() {
             app::log(level::warn, "stdin_line_skipped", {{"line", line_no}, {"status", e->status}, {"error", e->what}});
             return;
         }
-        if (auto big = link_->too_large(overhead + std::get<std::string_view>(checked).size())) {
+        if (auto big = rep_.secondary().too_large(overhead + std::get<std::string_view>(checked).size())) {
             app::log(level::warn, "stdin_line_skipped", {{"line", line_no}, {"status", 413}, {"error", *big}});
             return;
         }

@@ -5,7 +5,9 @@
 // connection pool (so streams deliver concurrently and independently), with
 // quick retries through the engine; decide() says what an answer means.
 // A processor exists while its stream has messages; an idle one retires.
-#include "node.hpp"
+#include "replicator.hpp"
+
+#include "../common/log.hpp"
 
 #include <steadfast/replication/envelope.hpp>
 #include <steadfast/transport/classify.hpp>
@@ -51,19 +53,145 @@ std::string_view hint_for(const decision& d) {
 }
 }  // namespace
 
-stream_state& node::add_stream(const std::string& stream, std::uint64_t acked, std::uint64_t acked_max,
-                               std::uint64_t pending) {
+replicator::replicator(const replicator_env& env, replicator_hooks hooks)
+    : env_(env),
+      hooks_(std::move(hooks)),
+      delivery_{env.o.batch_max, std::min(env.o.batch_bytes, envelope::limits{}.max_body_bytes), env.o.epoch},
+      ladder_(env.o.ladder.empty() ? backoff::rocketmq() : backoff::schedule(env.o.ladder)),
+      acks_(env.ex, env.out, env.worker),
+      stopped_(make_flag(env.ex, "stopped", false)),
+      idle_(make_flag(env.ex, "processors-ended", false)),
+      demoted_(make_demoted(env.ex, env.o.epoch)),
+      stop_(cond(stopped_) || cond(demoted_)),
+      purge_timer_(env.ex) {
+    // The one place that knows which link --secondary names.
+    link_ = make_link(link_env{env.o, env.ex, env.out, env.worker, stop_, demoted_, env.tokens, env.m}, *this);
+    delivery_.reads_log = link_->reads_log();
+    probe_options po;
+    po.interval = 1s;
+    po.failing_backoff = backoff::exponential(50ms, 1.5, 200ms);
+    po.check_timeout = 1s;
+    po.failures_to_offline = 2;
+    po.initially_online = link_->initially_online();
+    online_ = make_secondary_online(
+        env.ex, [this] { return link_->probe(); }, po);
+    online_->subscribe(online_sub_, [this](bool v) {
+        env_.m.online.Set(v ? 1 : 0);
+        nlohmann::json fields{{"secondary", env_.o.secondary}};
+        if (auto why = link_->offline_error(); !v && !why.empty()) fields["error"] = std::move(why);
+        app::log(v ? level::info : level::warn, v ? "secondary_online" : "secondary_offline", std::move(fields));
+        if (v) link_->came_online();
+    });
+    // As the probe stands (a JetStream link is offline until its first check).
+    env_.m.online.Set(online_->value() ? 1 : 0);
+    demoted_->subscribe(demoted_sub_, [this](bool v) {
+        if (!v) return;
+        app::log(
+            level::error, "demoted",
+            {{"epoch", env_.o.epoch}, {"newer_epoch", demoted_->newest_seen()}, {"reason", link_->demoted_reason()}});
+        if (hooks_.demoted) hooks_.demoted();
+    });
+}
+
+replicator::~replicator() = default;
+
+void replicator::start() {
+    // A restart tries blocked streams again; each is blocked anew if the
+    // reason still holds.
+    env_.out.clear_blocked();
+    for (auto& [name, s] : env_.out.status()) {
+        if (s.pending == 0) continue;
+        pending_ += s.pending;
+        add_stream(name, s.acked_seq, s.acked_seq, s.pending);
+    }
+    env_.m.depth.Set(static_cast<double>(pending_));
+    // A stream waiting for a ladder step tries once at once: a restart is how
+    // an operator says "the configuration is fixed" (the step is kept).
+    for (auto& [name, s] : streams_) start_processor(name, true);
+    arm_purge();
+}
+
+void replicator::stop() {
+    if (stopping_) return;
+    stopping_ = true;
+    stopped_->set();  // stop_: the processors' sends and waits end
+    online_->stop();
+    purge_timer_.cancel();
+    acks_.flush();
+    if (processors_ == 0) idle_->set();
+}
+
+// Acknowledged messages are kept for --retain, then purged.
+void replicator::arm_purge() {
+    const auto every = std::clamp<std::chrono::milliseconds>(env_.o.retain / 4, 100ms, 10s);
+    purge_timer_.expires_after(every);
+    purge_timer_.async_wait([this](const boost::system::error_code& ec) {
+        if (ec || stopping_) return;
+        purge_retained();
+        arm_purge();
+    });
+}
+
+// After a commit of `n` messages on `stream` (on the event loop).
+void replicator::committed(const std::string& stream, std::size_t n, pending_message* one) {
+    env_.m.published.Increment(static_cast<double>(n));
+    pending_ += n;
+    env_.m.depth.Set(static_cast<double>(pending_));
+    if (auto b = blocked_.find(stream); b != blocked_.end()) {
+        b->second.pending += n;  // kept, not delivered: the stream is blocked
+        return;
+    }
+    auto it = streams_.find(stream);
+    if (it == streams_.end()) {
+        // A stream seen before starts after what it acknowledged; the
+        // processor reads that position from the outbox.
+        add_stream(stream, UINT64_MAX, UINT64_MAX, n);
+        start_processor(stream);
+    } else {
+        it->second.fsm.committed(n, one, online_->value());
+        it->second.wake->set();
+    }
+}
+
+bool replicator::has_pending(const std::string& stream) const {
+    if (auto it = streams_.find(stream); it != streams_.end() && it->second.fsm.pending() > 0) return true;
+    auto b = blocked_.find(stream);
+    return b != blocked_.end() && b->second.pending > 0;
+}
+
+std::size_t replicator::busy_streams() const {
+    return static_cast<std::size_t>(std::count_if(streams_.begin(), streams_.end(),
+                                                  [](const auto& kv) { return kv.second.fsm.pending() > 0; })) +
+           static_cast<std::size_t>(
+               std::count_if(blocked_.begin(), blocked_.end(), [](const auto& kv) { return kv.second.pending > 0; }));
+}
+
+std::uint64_t replicator::blocked_pending() const {
+    std::uint64_t n = 0;
+    for (auto& [s, b] : blocked_) n += b.pending;
+    return n;
+}
+
+void replicator::refresh_metrics() {
+    refresh_stream_metrics();
+    link_->refresh_metrics();
+}
+
+stream_state& replicator::add_stream(const std::string& stream, std::uint64_t acked, std::uint64_t acked_max,
+                                     std::uint64_t pending) {
     return streams_.try_emplace(stream, delivery_, stream, acked, acked_max, pending).first->second;
 }
 
-void node::start_processor(const std::string& stream, bool retry_at_once) {
+void replicator::start_processor(const std::string& stream, bool retry_at_once) {
     auto& s = streams_.at(stream);
-    s.wake = make_flag(ioc_.get_executor(), "pending-" + stream, true);
-    s.retry_now = make_flag(ioc_.get_executor(), "retry-now-" + stream, retry_at_once);
-    m_.streams.Set(static_cast<double>(streams_.size()));
+    s.wake = make_flag(env_.ex, "pending-" + stream, true);
+    s.retry_now = make_flag(env_.ex, "retry-now-" + stream, retry_at_once);
+    env_.m.streams.Set(static_cast<double>(streams_.size()));
+    ++processors_;
+    idle_->clear();
     // Shutdown and demotion end it through stop_: its send stops (the retry's
     // stop-when) and so do its waits.
-    asio::co_spawn(ioc_, deliver(stream), [this, stream](std::exception_ptr e) {
+    asio::co_spawn(env_.ex, deliver(stream), [this, stream](std::exception_ptr e) {
         if (e) {
             try {
                 std::rethrow_exception(e);
@@ -74,15 +202,15 @@ void node::start_processor(const std::string& stream, bool retry_at_once) {
         // Retired once the coroutine is gone; after a failure, a second
         // later, so that a processor that fails at once cannot spin.
         if (!e) {
-            asio::post(ioc_, [this, stream] { retire(stream); });
+            asio::post(env_.ex, [this, stream] { retire(stream); });
         } else {
-            auto t = std::make_shared<asio::steady_timer>(ioc_, 1s);
+            auto t = std::make_shared<asio::steady_timer>(env_.ex, 1s);
             t->async_wait([this, stream, t](const boost::system::error_code&) { retire(stream); });
         }
     });
 }
 
-void node::retry_now(const char* why) {
+void replicator::retry_now(const char* why) {
     // Every stream: one that failed a moment ago has not written its ladder
     // step yet (its wait is not known), and the flag only skips the next
     // ladder wait; a stream that sends before one clears it.
@@ -95,20 +223,20 @@ void node::retry_now(const char* why) {
     app::log(level::info, "retry_now", {{"why", why}, {"streams_waiting", waiting}});
 }
 
-std::optional<std::uint64_t> node::acked_max(const std::string& stream) const {
+std::optional<std::uint64_t> replicator::acked_max(const std::string& stream) const {
     auto it = streams_.find(stream);
     if (it == streams_.end() || it->second.fsm.acked_max() == UINT64_MAX) return std::nullopt;
     return it->second.fsm.acked_max();
 }
 
-std::optional<std::string> node::blocked(const std::string& stream) const {
+std::optional<std::string> replicator::blocked(const std::string& stream) const {
     auto it = blocked_.find(stream);
     if (it == blocked_.end()) return std::nullopt;
     return it->second.reason;
 }
 
 // The recheck (http_link.cpp) found `stream` held for less than `upto`.
-bool node::resend_last(const std::string& stream, std::uint64_t upto) {
+bool replicator::resend_last(const std::string& stream, std::uint64_t upto) {
     if (blocked_.count(stream)) return false;
     if (auto it = streams_.find(stream); it != streams_.end()) {
         // A processor with messages to send finds out at its next send; an
@@ -127,7 +255,8 @@ bool node::resend_last(const std::string& stream, std::uint64_t upto) {
 
 // The processor has ended: forget the stream, unless messages arrived in the
 // meantime (then a new processor takes over).
-void node::retire(const std::string& stream) {
+void replicator::retire(const std::string& stream) {
+    --processors_;
     auto it = streams_.find(stream);
     if (it == streams_.end()) return;
     // Also when it ended with messages pending (a failure, a failed read of
@@ -144,28 +273,24 @@ void node::retire(const std::string& stream) {
         start_processor(stream);
     } else {
         link_->forget(stream);
-        if (auto t = trims_.find(stream); t != trims_.end()) {
-            // A last mark of what was acknowledged; then nothing of the stream
-            // stays in memory.
-            if (!t->second->scheduled) trim(stream, t->second);
-            trims_.erase(t);
-        }
+        acks_.forget(stream);
     }
     ++retired_since_trim_;
-    m_.streams.Set(static_cast<double>(streams_.size()));
+    env_.m.streams.Set(static_cast<double>(streams_.size()));
+    if (processors_ == 0 && stopping_) idle_->set();
 }
 
-void node::purge_retained() {
+void replicator::purge_retained() {
     // The allocator keeps what retired streams freed; give it back to the
     // system now and then (glibc keeps freed memory in its arenas otherwise).
     if (retired_since_trim_ >= 100) {
         retired_since_trim_ = 0;
         ::malloc_trim(0);
     }
-    const std::int64_t cutoff = now_ms() - o_.retain.count();
-    worker_.post(
+    const std::int64_t cutoff = now_ms() - env_.o.retain.count();
+    env_.worker.post(
         [this, cutoff](app::database&) {
-            out_.purge(cutoff);
+            env_.out.purge(cutoff);
             return true;
         },
         [](const std::string& err) {
@@ -175,7 +300,7 @@ void node::purge_retained() {
 
 // A wait of the stream's machine: until its delay passes or something it
 // names happens (stop always does), without polling.
-asio::awaitable<void> node::wait_for(const stream_action& a, const stream_state& st) {
+asio::awaitable<void> replicator::wait_for(const stream_action& a, const stream_state& st) {
     using w = stream_action;
     cond c = stop_;
     if (a.wake_on & w::on_commit) c = c || cond(st.wake);
@@ -185,7 +310,7 @@ asio::awaitable<void> node::wait_for(const stream_action& a, const stream_state&
     if (a.wake_on & w::on_read_ahead) c = c || cond(st.read_done);
     const auto deadline =
         a.delay ? std::chrono::steady_clock::now() + *a.delay : std::chrono::steady_clock::time_point::max();
-    co_await wait_until(ioc_.get_executor(), deadline, std::move(c));
+    co_await wait_until(env_.ex, deadline, std::move(c));
 }
 
 namespace {
@@ -201,24 +326,24 @@ struct rewind_facts {
 
 // The processor: carries out what the stream's machine (stream_fsm.hpp)
 // decides, and tells it what it saw.
-asio::awaitable<void> node::deliver(std::string stream) {
+asio::awaitable<void> replicator::deliver(std::string stream) {
     stream_state& st = streams_.at(stream);  // map nodes are stable; erased only by retire(), after this ends
     stream_fsm& fsm = st.fsm;
     // The client's connect/write/read timeouts bound an attempt; shutdown or
     // demotion (stop_) ends the quick retries at once, cancelling the send in
     // flight; no attempt starts while the secondary's probe fails.
     auto quick = retry_policy{}
-                     .with_backoff(backoff::exponential(100ms, 2.0, o_.max_backoff).with_jitter(jitter::full))
+                     .with_backoff(backoff::exponential(100ms, 2.0, env_.o.max_backoff).with_jitter(jitter::full))
                      // A Retry-After up to the ladder's first step is waited here; a
                      // longer one ends the quick retries (pushback) and the ladder
                      // waits it out durably (next_step).
-                     .with_max_delay(std::max<std::chrono::nanoseconds>(o_.max_backoff, ladder_.base_delay(1, {})))
-                     .with_stop(stop::max_attempts(o_.quick_retries))
+                     .with_max_delay(std::max<std::chrono::nanoseconds>(env_.o.max_backoff, ladder_.base_delay(1, {})))
+                     .with_stop(stop::max_attempts(env_.o.quick_retries))
                      .with_stop_when(stop_)
                      .with_attempt_when(online_)
                      .with_hooks({.before_attempt = [this](const attempt_context& c) {
-                         m_.attempts.Increment();
-                         if (c.number > 1) m_.retries.Increment();
+                         env_.m.attempts.Increment();
+                         if (c.number > 1) env_.m.retries.Increment();
                      }});
     quick = link_->quick(std::move(quick));  // JetStream: an attempt timeout of its own
     stream_event ev;
@@ -232,19 +357,19 @@ asio::awaitable<void> node::deliver(std::string stream) {
         ev = stream_event{};
         if (a.clear_commit) st.wake->clear();
         if (a.clear_retry_now) st.retry_now->clear();
-        if (a.check_drained) check_drained();
+        if (a.check_drained) hooks_.progress();
         using t = stream_action::type;
         switch (a.what) {
             case t::read: {
-                m_.outbox_reads.Increment();
+                env_.m.outbox_reads.Increment();
                 auto read = [this, &stream, from = a.from, position = a.from_position](app::database&, bool&) {
                     loaded l;
-                    l.acked = position ? out_.position(stream).acked_seq : from;
+                    l.acked = position ? env_.out.position(stream).acked_seq : from;
                     l.batch = read_window(stream, l.acked);
-                    l.sched = out_.get_schedule(stream);
+                    l.sched = env_.out.get_schedule(stream);
                     return l;
                 };
-                auto got = co_await worker_.run<loaded>(ioc_.get_executor(), std::move(read));
+                auto got = co_await env_.worker.run<loaded>(env_.ex, std::move(read));
                 if (auto e = app::failed(got)) {
                     ev.error = std::move(*e);
                 } else {
@@ -270,11 +395,11 @@ asio::awaitable<void> node::deliver(std::string stream) {
             case t::rewind_facts: {
                 auto facts = [this, &stream](app::database&, bool&) {
                     rewind_facts f;
-                    f.oldest = out_.oldest_seq(stream).value_or(0);
-                    f.next_seq = out_.position(stream).next_seq;
+                    f.oldest = env_.out.oldest_seq(stream).value_or(0);
+                    f.next_seq = env_.out.position(stream).next_seq;
                     return f;
                 };
-                auto got = co_await worker_.run<rewind_facts>(ioc_.get_executor(), std::move(facts));
+                auto got = co_await env_.worker.run<rewind_facts>(env_.ex, std::move(facts));
                 if (auto e = app::failed(got)) {
                     ev.error = std::move(*e);
                 } else {
@@ -287,17 +412,17 @@ asio::awaitable<void> node::deliver(std::string stream) {
                 const auto now = now_ms();
                 for (const auto& m : fsm.batch())
                     if (m.seq >= a.first_fresh && m.seq <= a.upto)
-                        m_.latency.Observe(static_cast<double>(now - m.at_ms) / 1000.0);
-                acknowledge(stream, a);
+                        env_.m.latency.Observe(static_cast<double>(now - m.at_ms) / 1000.0);
+                acknowledged(stream, a);
                 break;
             }
             case t::link_recovered:
                 app::log(
                     level::info, "link_recovered",
                     {{"stream", stream}, {"seq", a.seq}, {"ladder_steps", a.ladder_steps}, {"pending", fsm.pending()}});
-                worker_.post(
+                env_.worker.post(
                     [this, stream](app::database&) {
-                        out_.clear_schedule(stream);
+                        env_.out.clear_schedule(stream);
                         return true;
                     },
                     [stream](const std::string& err) {
@@ -312,7 +437,7 @@ asio::awaitable<void> node::deliver(std::string stream) {
                 ev.ok = co_await dead_letter(stream, fsm.batch().front(), fsm.current().reason);
                 break;
             case t::rewound:
-                m_.rewinds.Increment();
+                env_.m.rewinds.Increment();
                 app::log(level::warn, "rewind", {{"stream", stream}, {"from_seq", a.seq}, {"detail", a.detail}});
                 break;
             case t::block:
@@ -334,16 +459,16 @@ asio::awaitable<void> node::deliver(std::string stream) {
 // Per-stream pending counts and oldest ages, from what is in memory: the
 // streams with messages and the blocked ones. Streams gone since the last
 // scrape lose their series.
-void node::refresh_stream_metrics() {
+void replicator::refresh_stream_metrics() {
     const auto now = now_ms();
     std::set<std::string> now_exposed;
     double oldest = 0;
     auto expose = [&](const std::string& stream, std::uint64_t pending, std::int64_t head_at_ms) {
         if (pending == 0) return;
-        m_.stream_pending.Add({{"stream", stream}}).Set(static_cast<double>(pending));
+        env_.m.stream_pending.Add({{"stream", stream}}).Set(static_cast<double>(pending));
         const double age =
             head_at_ms > 0 ? static_cast<double>(std::max<std::int64_t>(now - head_at_ms, 0)) / 1000.0 : 0.0;
-        m_.stream_age.Add({{"stream", stream}}).Set(age);
+        env_.m.stream_age.Add({{"stream", stream}}).Set(age);
         oldest = std::max(oldest, age);
         now_exposed.insert(stream);
     };
@@ -351,34 +476,34 @@ void node::refresh_stream_metrics() {
     for (const auto& [stream, b] : blocked_) expose(stream, b.pending, b.head_at_ms);
     for (const auto& stream : exposed_streams_)
         if (!now_exposed.count(stream)) {
-            m_.stream_pending.Remove(&m_.stream_pending.Add({{"stream", stream}}));
-            m_.stream_age.Remove(&m_.stream_age.Add({{"stream", stream}}));
+            env_.m.stream_pending.Remove(&env_.m.stream_pending.Add({{"stream", stream}}));
+            env_.m.stream_age.Remove(&env_.m.stream_age.Add({{"stream", stream}}));
         }
     exposed_streams_ = std::move(now_exposed);
-    m_.oldest_age.Set(oldest);
+    env_.m.oldest_age.Set(oldest);
 }
 
 // The rows a window holds after `after`: at least a batch, at least 1,000,
 // within the larger of a batch's bytes and 4 MiB (on the database thread).
-std::vector<pending_message> node::read_window(const std::string& stream, std::uint64_t after) {
-    return out_.pending(stream, after, std::max<std::size_t>(o_.batch_max, 1000),
-                        std::max<std::size_t>(o_.batch_bytes, 4 << 20));
+std::vector<pending_message> replicator::read_window(const std::string& stream, std::uint64_t after) {
+    return env_.out.pending(stream, after, std::max<std::size_t>(env_.o.batch_max, 1000),
+                            std::max<std::size_t>(env_.o.batch_bytes, 4 << 20));
 }
 
 // Reads the rows after the window on the database thread, into the
 // machine's read-ahead (which it has set up), and says when they are there.
-void node::start_read_ahead(const std::string& stream, stream_state& st) {
+void replicator::start_read_ahead(const std::string& stream, stream_state& st) {
     auto ra = st.fsm.read_ahead_slot();
-    if (!st.read_done) st.read_done = make_flag(ioc_.get_executor(), "read-ahead-" + stream, false);
+    if (!st.read_done) st.read_done = make_flag(env_.ex, "read-ahead-" + stream, false);
     st.read_done->clear();
-    m_.outbox_reads.Increment();
-    worker_.post(
+    env_.m.outbox_reads.Increment();
+    env_.worker.post(
         [this, stream, ra](app::database&) {
             ra->rows = read_window(stream, ra->after);
             return true;
         },
         [this, ra, done = st.read_done](const std::string& err) {
-            asio::post(ioc_, [ra, done, failed = !err.empty()] {
+            asio::post(env_.ex, [ra, done, failed = !err.empty()] {
                 ra->failed = failed;
                 ra->running = false;
                 done->set();
@@ -386,57 +511,25 @@ void node::start_read_ahead(const std::string& stream, stream_state& st) {
         });
 }
 
-// The secondary applied up to `upto`: sending goes on at once, and the outbox
-// is marked on the database thread soon after, without waiting for it (queued
-// jobs are finished before exit; a mark lost to a crash only means that the
-// secondary answers "duplicate" after the restart).
-void node::acknowledge(const std::string& stream, const stream_action& a) {
-    auto& t = trims_[stream];
-    if (!t) t = std::make_shared<ack_trim>();
-    if (a.upto > t->target.load(std::memory_order_relaxed)) t->target.store(a.upto, std::memory_order_relaxed);
-    t->last.store(a.upto, std::memory_order_relaxed);
-    schedule_trim(stream);
-    m_.delivered.Increment(static_cast<double>(a.delivered));
-    pending_total_ -= std::min<std::uint64_t>(pending_total_, a.delivered);
-    m_.depth.Set(static_cast<double>(pending_total_));
-    check_drained();
-}
-
-// Marks the outbox at most every 10 ms per stream: a burst of
-// acknowledgements costs one transaction, and the event loop is not woken per
-// message. stop() queues a final one.
-void node::schedule_trim(const std::string& stream) {
-    auto t = trims_[stream];
-    if (t->scheduled) return;
-    t->scheduled = true;
-    auto timer = std::make_shared<asio::steady_timer>(ioc_, 10ms);
-    timer->async_wait([this, stream, t, timer](const boost::system::error_code&) {
-        t->scheduled = false;
-        trim(stream, t);  // also when retire() has forgotten the stream meanwhile
-    });
-}
-
-void node::trim(const std::string& stream, const std::shared_ptr<ack_trim>& t) {
-    worker_.post(
-        [this, stream, t](app::database&) {
-            out_.acknowledge(stream, t->target.load(std::memory_order_relaxed), t->last.load(std::memory_order_relaxed),
-                             now_ms());
-            return true;
-        },
-        [stream](const std::string& err) {
-            if (!err.empty()) app::log(level::error, "ack_failed", {{"stream", stream}, {"error", err}});
-        });
+// The secondary applied up to `upto`: sending goes on at once; the outbox is
+// marked soon after (acknowledger.hpp).
+void replicator::acknowledged(const std::string& stream, const stream_action& a) {
+    acks_.acknowledged(stream, a.upto);
+    env_.m.delivered.Increment(static_cast<double>(a.delivered));
+    pending_ -= std::min<std::uint64_t>(pending_, a.delivered);
+    env_.m.depth.Set(static_cast<double>(pending_));
+    hooks_.progress();
 }
 
 // Quick retries are used up on a failure of the link or the secondary: the
 // next ladder step goes to the outbox, so that a restart keeps the schedule.
 // The last step repeats for as long as it takes; nothing is dead-lettered.
-asio::awaitable<bool> node::next_step(const std::string& stream, std::uint64_t head_seq, const decision& d,
-                                      std::chrono::nanoseconds server_wait) {
-    m_.link_errors.Add({{"reason", d.link_error.label()}}).Increment();
-    m_.redeliveries.Increment();
-    auto read = [this, &stream](app::database&, bool&) { return out_.get_schedule(stream); };
-    auto got = co_await worker_.run<schedule>(ioc_.get_executor(), std::move(read));
+asio::awaitable<bool> replicator::next_step(const std::string& stream, std::uint64_t head_seq, const decision& d,
+                                            std::chrono::nanoseconds server_wait) {
+    env_.m.link_errors.Add({{"reason", d.link_error.label()}}).Increment();
+    env_.m.redeliveries.Increment();
+    auto read = [this, &stream](app::database&, bool&) { return env_.out.get_schedule(stream); };
+    auto got = co_await env_.worker.run<schedule>(env_.ex, std::move(read));
     if (auto e = app::failed(got)) {
         app::log(level::error, "schedule_failed", {{"stream", stream}, {"error", *e}});
         co_return false;
@@ -452,10 +545,10 @@ asio::awaitable<bool> node::next_step(const std::string& stream, std::uint64_t h
     const schedule s = plan.next;
     const auto delay = plan.delay;
     auto write = [this, &stream, s](app::database&, bool&) {
-        out_.set_schedule(stream, s);
+        env_.out.set_schedule(stream, s);
         return true;
     };
-    auto w = co_await worker_.run<bool>(ioc_.get_executor(), std::move(write));
+    auto w = co_await env_.worker.run<bool>(env_.ex, std::move(write));
     if (auto e = app::failed(w)) {
         app::log(level::error, "schedule_failed", {{"stream", stream}, {"error", *e}});
         co_return false;
@@ -465,26 +558,27 @@ asio::awaitable<bool> node::next_step(const std::string& stream, std::uint64_t h
               {"seq", head_seq},
               {"reason", d.link_error.label()},
               {"detail", d.reason.substr(0, 300)},
-              {"secondary", o_.secondary},
+              {"secondary", env_.o.secondary},
               {"hint", hint_for(d)},
               {"ladder_step", s.attempts},
               {"next_attempt_in_ms", delay.count()},
-              {"pending", pending_total_}});
+              {"pending", pending_}});
     co_return true;
 }
 
-asio::awaitable<bool> node::dead_letter(const std::string& stream, const pending_message& m, const std::string& why) {
+asio::awaitable<bool> replicator::dead_letter(const std::string& stream, const pending_message& m,
+                                              const std::string& why) {
     auto job = [this, &stream, m, why](app::database&, bool&) {
-        out_.dead_letter(stream, m, why, now_ms());
+        env_.out.dead_letter(stream, m, why, now_ms());
         return true;
     };
-    auto r = co_await worker_.run<bool>(ioc_.get_executor(), std::move(job));
+    auto r = co_await env_.worker.run<bool>(env_.ex, std::move(job));
     if (auto e = app::failed(r)) {
         app::log(level::error, "dead_letter_failed",
                  {{"stream", stream}, {"seq", m.seq}, {"error", *e}, {"note", "the message is kept and sent again"}});
         co_return false;
     }
-    m_.dead_letters.Increment();
+    env_.m.dead_letters.Increment();
     app::log(level::error, "dead_letter",
              {{"stream", stream},
               {"seq", m.seq},
@@ -496,16 +590,17 @@ asio::awaitable<bool> node::dead_letter(const std::string& stream, const pending
 
 // Stops the stream: its messages stay in the outbox, new ones are still
 // accepted; `status` and the metric report it until a restart tries again.
-asio::awaitable<void> node::block(const std::string& stream, const std::string& reason, const std::string& detail) {
+asio::awaitable<void> replicator::block(const std::string& stream, const std::string& reason,
+                                        const std::string& detail) {
     auto job = [this, &stream, &reason](app::database&, bool&) {
-        out_.set_blocked(stream, reason, now_ms());
+        env_.out.set_blocked(stream, reason, now_ms());
         return true;
     };
-    auto r = co_await worker_.run<bool>(ioc_.get_executor(), std::move(job));
+    auto r = co_await env_.worker.run<bool>(env_.ex, std::move(job));
     const auto& fsm = streams_.at(stream).fsm;
     blocked_[stream] = {reason, fsm.pending(), fsm.head_at_ms()};
-    m_.blocks.Increment();
-    m_.blocked.Set(static_cast<double>(blocked_.size()));
+    env_.m.blocks.Increment();
+    env_.m.blocked.Set(static_cast<double>(blocked_.size()));
     app::log(level::error, "blocked",
              {{"stream", stream},
               {"reason", reason},
@@ -513,7 +608,7 @@ asio::awaitable<void> node::block(const std::string& stream, const std::string& 
               {"pending", fsm.pending()},
               {"recorded", r.has_value()},
               {"hint", "nothing was acknowledged or dead-lettered; a restart tries the stream again"}});
-    check_drained();
+    hooks_.progress();
 }
 
 }  // namespace steadfast::primary
