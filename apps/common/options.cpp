@@ -309,15 +309,6 @@ void warn_invalid_certificate(const std::string& cert_file, std::string_view rol
           "peers that verify certificates refuse this one until it is replaced (SIGHUP does not reload it: restart)"}});
 }
 
-boost::asio::ip::tcp::endpoint listen(http::server& server, const std::string& host, std::uint16_t port) {
-    try {
-        return server.listen(host, port);
-    } catch (const boost::system::system_error& e) {
-        if (e.code() == boost::system::errc::address_not_available) throw;
-        throw config_error(e.what());
-    }
-}
-
 void report_fatal(std::string_view app, std::string_view event, const std::string& text) {
     init_log(app);
     log(level::error, event, {{"error", text}});

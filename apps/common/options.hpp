@@ -7,7 +7,8 @@
 // Built on Boost.Program_options' own parsers for the three.
 #pragma once
 
-#include "log.hpp"
+#include <common/listen.hpp>
+#include <common/log.hpp>
 
 #include <steadfast/transport/server.hpp>
 #include <steadfast/transport/tls.hpp>
@@ -96,22 +97,9 @@ std::uint64_t min_free_space_from(const boost::program_options::variables_map& v
 /// "64MiB", "512KiB", "1GiB", "1048576" (bytes), or invalid_argument.
 std::uint64_t parse_size(const std::string& text);
 
-/// A configuration the process cannot run with that no flag check could
-/// catch (the listen address in use): exit 2, like a bad flag, so that a
-/// service manager does not restart it forever.
-struct config_error : std::runtime_error {
-    using std::runtime_error::runtime_error;
-};
-
 /// Logs (error) a certificate that is expired or not yet valid: the process
 /// still starts, but peers that verify will refuse it. `role` names the flag.
 void warn_invalid_certificate(const std::string& cert_file, std::string_view role);
-
-/// server.listen(host, port), with its failure sorted for the exit code: an
-/// address in use, or not ours to bind, is config_error (exit 2); one not
-/// configured on this host yet (a boot where the network comes later) stays
-/// a system_error (exit 1: the unit tries again).
-boost::asio::ip::tcp::endpoint listen(http::server& server, const std::string& host, std::uint16_t port);
 
 /// A fatal error before or outside the event loop, as one JSON line on
 /// standard error like every other line: {"level":"error","event":EVENT,"error":TEXT}.

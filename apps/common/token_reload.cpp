@@ -1,7 +1,7 @@
 #include "token_reload.hpp"
 
-#include "log.hpp"
-#include "token.hpp"
+#include <common/log.hpp>
+#include <common/token.hpp>
 
 #include <csignal>
 #include <exception>

@@ -2,8 +2,8 @@
 // `dead-letters` read a data directory (beside a running primary: read-only),
 // `dead-letters --requeue N` writes one (the primary stopped).
 #include "../common/options.hpp"
-#include "config.hpp"
-#include "outbox.hpp"
+#include "flags.hpp"
+#include <primary/outbox.hpp>
 
 #include <steadfast/replication/envelope.hpp>
 

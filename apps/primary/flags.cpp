@@ -2,9 +2,11 @@
 // variables: app::read_options): what they mean, and every check that can
 // refuse them before anything starts (exit 2); then the log is set up and the
 // token file read.
+#include "flags.hpp"
+
 #include "../common/options.hpp"
-#include "../common/token.hpp"
-#include "config.hpp"
+#include <common/sqlite.hpp>
+#include <common/token.hpp>
 
 #include <steadfast/engine.hpp>
 #include <steadfast/replication/envelope.hpp>
@@ -100,7 +102,7 @@ std::optional<options> parse_flags(int argc, char** argv) {
     po::notify(vm);
     if (vm.count("token-file") && o.token_file.empty())
         throw std::invalid_argument("--token-file is empty: give a file, or leave the flag out to run without tokens");
-    o.sync = app::parse_sync(sync);
+    o.fsync = app::parse_sync(sync) == app::sync_mode::full;
     if (o.batch_max == 0 || o.batch_max > steadfast::envelope::limits{}.max_batch)
         throw std::invalid_argument("--batch-max must be 1 to " +
                                     std::to_string(steadfast::envelope::limits{}.max_batch) +
@@ -116,7 +118,7 @@ std::optional<options> parse_flags(int argc, char** argv) {
     o.secondary = app::non_empty(vm, "secondary");
     app::listener_from(vm, o.listener);
     // The largest message a publish may carry (the request body's limit).
-    o.min_free = app::min_free_space_from(vm, envelope::limits{}.max_body_bytes);
+    o.min_free_bytes = app::min_free_space_from(vm, envelope::limits{}.max_body_bytes);
     if (vm.count("listen")) o.listen = app::non_empty(vm, "listen");
     const auto log_level = app::parse_level(vm["log-level"].as<std::string>());
     try {

@@ -3,8 +3,8 @@
 // dead-lettered for its shape), committed to the outbox, and only then
 // acknowledged. A failed commit takes no seq and is answered 503 (HTTP) or
 // ends the process with a non-zero code (stdin).
-#include "../common/token.hpp"
 #include "node.hpp"
+#include <common/token.hpp>
 
 #include <steadfast/replication/envelope.hpp>
 
@@ -29,20 +29,17 @@ using steadfast::app::level;
 namespace steadfast::primary {
 
 std::size_t node::envelope_overhead(std::string_view stream) const {
-    // The largest id and seq this stream's messages can have: the check holds
-    // for every message of the stream, whatever seq it gets.
-    const std::string id = outbox::make_id(out_.instance(), stream, UINT64_MAX);
-    return envelope::encoded_size(id, stream, UINT64_MAX, o_.epoch, 0);
+    return c_.envelope_overhead(stream, o_.epoch);
 }
 
 // Whether a publish to `stream` would exceed --max-streams: streams with
 // pending messages (idle processors in their grace period do not count), and
 // streams that publishes under way are adding to (each counted once).
 bool node::at_stream_cap(const std::string& stream) const {
-    if (rep_.has_pending(stream) || admitting_.contains(stream)) return false;
-    auto busy = rep_.busy_streams();
+    if (c_.rep.has_pending(stream) || admitting_.contains(stream)) return false;
+    auto busy = c_.rep.busy_streams();
     for (const auto& [s, n] : admitting_)
-        if (!rep_.has_pending(s)) ++busy;
+        if (!c_.rep.has_pending(s)) ++busy;
     return busy >= o_.max_streams;
 }
 
@@ -60,7 +57,7 @@ node::stream_admission::~stream_admission() {
 // The checks before a publish touches the outbox, in the contract's order:
 // token, content type, stream name, stream cap. nullopt: go on.
 std::optional<http::response> node::refuse_publish(const http::request& req, std::string& stream) {
-    if (auto r = app::refuse_unauthorized(req, tokens_)) return r;
+    if (auto r = app::refuse_unauthorized(req, c_.tokens)) return r;
     if (!http::is_json(req)) return http::response::error(415, "Content-Type must be application/json");
     stream = o_.stream;
     // A misspelt parameter (?strem=x, ?STREAM=x) must not send the message
@@ -74,7 +71,7 @@ std::optional<http::response> node::refuse_publish(const http::request& req, std
     if (auto q = http::query_param(req.target, "stream")) stream = std::move(*q);
     if (!envelope::valid_stream_name(stream))
         return http::response::error(400, "stream must be 1 to 128 characters of A-Z a-z 0-9 . _ -");
-    if (auto why = rep_.secondary().refuse_stream(stream)) return http::response::error(400, *why);
+    if (auto why = c_.rep.secondary().refuse_stream(stream)) return http::response::error(400, *why);
     if (at_stream_cap(stream)) {
         auto r = http::response::error(
             429, "too many streams with pending messages (limit " + std::to_string(o_.max_streams) + "); retry later");
@@ -94,8 +91,8 @@ std::optional<http::response> node::refuse_publish(const http::request& req, std
 http::router node::routes() {
     http::router r;
     r.add("GET", "/health", [this](http::request&) -> asio::awaitable<http::response> {
-        nlohmann::json j{{"status", "ok"}, {"secondary_online", rep_.secondary_online()}};
-        rep_.secondary().health(j);
+        nlohmann::json j{{"status", "ok"}, {"secondary_online", c_.rep.secondary_online()}};
+        c_.rep.secondary().health(j);
         co_return http::response::json(200, j.dump());
     });
     // Readiness, for load balancers and orchestrators: 503 while starting or
@@ -117,9 +114,9 @@ http::router node::routes() {
                 db.probe_write(envelope::limits{}.max_body_bytes);
                 return true;
             };
-            auto w = co_await worker_.run<bool>(ioc_.get_executor(), std::move(probe));
+            auto w = co_await c_.worker.run<bool>(ioc_.get_executor(), std::move(probe));
             if (w.has_error()) co_return http::response::json(503, "{\"status\":\"storage_failed\"}");
-            worker_.post(
+            c_.worker.post(
                 [](app::database& db) {
                     db.touch();  // the probe's megabyte goes again
                     return true;
@@ -131,15 +128,15 @@ http::router node::routes() {
     });
     r.add("GET", "/metrics", [this](http::request&) -> asio::awaitable<http::response> {
         if (server_) {
-            app::sync_counter(m_.refused, server_->get_stats().connections_rejected);
-            app::sync_counter(m_.tls_failures, server_->get_stats().tls_handshake_failures);
+            app::sync_counter(c_.m.refused, server_->get_stats().connections_rejected);
+            app::sync_counter(c_.m.tls_failures, server_->get_stats().tls_handshake_failures);
         }
-        m_.db.sync(worker_.get_stats());
+        c_.m.db.sync(c_.worker.get_stats());
         storage_.check_disk();
-        m_.free_bytes.Set(static_cast<double>(storage_.available()));
-        rep_.refresh_metrics();
+        c_.m.free_bytes.Set(static_cast<double>(storage_.available()));
+        c_.rep.refresh_metrics();
         http::response res;
-        res.body = app::expose(*m_.registry);
+        res.body = app::expose(*c_.m.registry);
         res.set("Content-Type", "text/plain; version=0.0.4");
         co_return res;
     });
@@ -151,7 +148,7 @@ http::router node::routes() {
         if (auto* e = std::get_if<envelope::payload_error>(&checked))
             co_return http::response::error(e->status, e->what);
         if (auto big =
-                rep_.secondary().too_large(envelope_overhead(stream) + std::get<std::string_view>(checked).size()))
+                c_.rep.secondary().too_large(envelope_overhead(stream) + std::get<std::string_view>(checked).size()))
             co_return http::response::error(413, *big);
         // A publisher's Idempotency-Key: the same key again finds the first
         // message instead of storing a second (outbox::publish_once).
@@ -169,10 +166,10 @@ http::router node::routes() {
         // shared_ptr captured by a lambda temporary inside co_await twice (ASan).
         const std::int64_t at_ms = now_ms();
         auto job = [this, items, key, at_ms](app::database&, bool&) {
-            if (key.empty()) return keyed_publish{keyed_publish::status::stored, out_.publish(*items, at_ms).front()};
-            return out_.publish_once(key, items->front().first, items->front().second, at_ms);
+            if (key.empty()) return keyed_publish{keyed_publish::status::stored, c_.out.publish(*items, at_ms).front()};
+            return c_.out.publish_once(key, items->front().first, items->front().second, at_ms);
         };
-        auto result = co_await worker_.run<keyed_publish>(ioc_.get_executor(), std::move(job));
+        auto result = co_await c_.worker.run<keyed_publish>(ioc_.get_executor(), std::move(job));
         --publishing_;
         if (auto e = app::failed(result)) {
             publish_failed(stream, *e);  // checks the watermark again
@@ -193,7 +190,7 @@ http::router node::routes() {
             // First, before anything that could throw: delivery must learn of
             // every stored message.
             pending_message m{p.seq, p.id, std::move(items->front().second), at_ms};  // as stored
-            rep_.committed(p.stream, 1, &m);
+            c_.rep.committed(p.stream, 1, &m);
         }
         outbox_works();
         if (what == keyed_publish::status::conflict)
@@ -207,9 +204,9 @@ http::router node::routes() {
     // Dead letters, for operators (the same token as /publish): the list, and
     // a requeue as a new message at the end of its stream.
     r.add("GET", "/dead-letters", [this](http::request& req) -> asio::awaitable<http::response> {
-        if (auto refused = app::refuse_unauthorized(req, tokens_)) co_return std::move(*refused);
-        auto job = [this](app::database&, bool&) { return out_.dead_letters(); };
-        auto rows = co_await worker_.run<std::vector<dead_letter_row>>(ioc_.get_executor(), std::move(job));
+        if (auto refused = app::refuse_unauthorized(req, c_.tokens)) co_return std::move(*refused);
+        auto job = [this](app::database&, bool&) { return c_.out.dead_letters(); };
+        auto rows = co_await c_.worker.run<std::vector<dead_letter_row>>(ioc_.get_executor(), std::move(job));
         if (auto e = app::failed(rows)) co_return http::response::error(503, "storage failure: " + *e);
         std::string body = "[";
         for (const auto& d : *rows) {
@@ -220,7 +217,7 @@ http::router node::routes() {
         co_return http::response::json(200, std::move(body));
     });
     r.add("POST", "/dead-letters/requeue", [this](http::request& req) -> asio::awaitable<http::response> {
-        if (auto refused = app::refuse_unauthorized(req, tokens_)) co_return std::move(*refused);
+        if (auto refused = app::refuse_unauthorized(req, c_.tokens)) co_return std::move(*refused);
         std::int64_t n = 0;
         const auto q = http::query_param(req.target, "n");
         if (q) {
@@ -231,8 +228,8 @@ http::router node::routes() {
         if (n <= 0)
             co_return http::response::error(400, "give the dead letter's n: /dead-letters/requeue?n=N (N >= 1)");
         if (stopping_) co_return http::response::error(503, "shutting down");
-        auto job = [this, n](app::database&, bool&) { return out_.requeue(n, now_ms()); };
-        auto result = co_await worker_.run<requeue_result>(ioc_.get_executor(), std::move(job));
+        auto job = [this, n](app::database&, bool&) { return c_.out.requeue(n, now_ms()); };
+        auto result = co_await c_.worker.run<requeue_result>(ioc_.get_executor(), std::move(job));
         if (auto e = app::failed(result)) {
             auto res = http::response::error(503, "storage failure, nothing requeued: " + *e);
             res.set("Retry-After", "1");
@@ -250,7 +247,7 @@ http::router node::routes() {
                 break;
         }
         app::log(level::info, "requeued", {{"n", n}, {"stream", rq.p.stream}, {"seq", rq.p.seq}, {"id", rq.p.id}});
-        rep_.committed(rq.p.stream, 1);
+        c_.rep.committed(rq.p.stream, 1);
         co_return http::response::json(202, envelope::encode_requeued(n, rq.p.id, rq.p.stream, rq.p.seq));
     });
     return r;
@@ -284,7 +281,7 @@ void node::outbox_works() {
 // Once a transition (storage_health): a disk under the watermark, or a
 // failed commit; then recovered, counting the publishes refused meanwhile.
 void node::storage_changed(bool ok, const std::string& why) {
-    m_.storage_ok.Set(ok ? 1 : 0);
+    c_.m.storage_ok.Set(ok ? 1 : 0);
     if (!ok) {
         nlohmann::json f{{"error", why == "low_disk_space" ? std::string("low disk space") : why}};
         if (why == "low_disk_space") {
@@ -335,14 +332,14 @@ void node::read_stdin() {
         }
         asio::post(ioc_, [this] { ++publishing_; });  // runs before this group's completion
         auto result = std::make_shared<std::vector<published>>();
-        worker_.post(
+        c_.worker.post(
             [this, items, result](app::database&) {
                 // Groups run in input order on this thread: once one failed (in
                 // its job or at its commit), every later one fails as well, so
                 // that what is stored is always a prefix of the input.
                 if (stdin_failed_) throw app::db_error("not stored: an earlier group of input lines was not");
                 try {
-                    *result = out_.publish(*items, now_ms());
+                    *result = c_.out.publish(*items, now_ms());
                 } catch (...) {
                     stdin_failed_ = true;
                     throw;
@@ -371,7 +368,7 @@ void node::read_stdin() {
                     }
                     std::map<std::string, std::size_t> per;
                     for (auto& p : *result) ++per[p.stream];
-                    for (auto& [s, k] : per) rep_.committed(s, k);
+                    for (auto& [s, k] : per) c_.rep.committed(s, k);
                     check_drained();
                 });
                 std::lock_guard l(m);
@@ -390,7 +387,7 @@ void node::read_stdin() {
             app::log(level::warn, "stdin_line_skipped", {{"line", line_no}, {"status", e->status}, {"error", e->what}});
             return;
         }
-        if (auto big = rep_.secondary().too_large(overhead + std::get<std::string_view>(checked).size())) {
+        if (auto big = c_.rep.secondary().too_large(overhead + std::get<std::string_view>(checked).size())) {
             app::log(level::warn, "stdin_line_skipped", {{"line", line_no}, {"status", 413}, {"error", *big}});
             return;
         }

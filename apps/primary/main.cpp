@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
         if (auto code = run_command(argc, argv)) return *code;
         auto o = parse_flags(argc, argv);
         if (!o) return exit_ok;  // --help, --version
-        app::database db(o->data, "primary.db", "steadfast-primary", o->sync);
+        app::database db(o->data, "primary.db", "steadfast-primary",
+                         o->fsync ? app::sync_mode::full : app::sync_mode::off);
         node n(*o, db);
         return n.run();
     } catch (const po::error& e) {

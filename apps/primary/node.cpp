@@ -21,37 +21,27 @@ using steadfast::app::level;
 
 namespace steadfast::primary {
 
-std::int64_t now_ms() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
-
 node::node(const options& o, app::database& db)
     : o_(o),
-      db_(db),
-      out_(db),
-      worker_(db),
-      tokens_(o.tokens),
-      rep_(replicator_env{o, ioc_.get_executor(), out_, worker_, m_, tokens_},
-           {.progress = [this] { check_drained(); }, .demoted = [this] { stop("demoted", exit_demoted); }}),
+      c_(o, ioc_.get_executor(), db,
+         {.progress = [this] { check_drained(); }, .demoted = [this] { stop("demoted", exit_demoted); }}),
       shutdown_(make_shutdown_requested(ioc_.get_executor(), {SIGINT, SIGTERM})),
-      storage_(ioc_.get_executor(), {o.data, o.min_free},
+      storage_(ioc_.get_executor(), {o.data, o.min_free_bytes},
                [this](bool ok, const std::string& why) { storage_changed(ok, why); }) {
-    m_.storage_ok.Set(1);
+    c_.m.storage_ok.Set(1);
 }
 
 node::~node() {
-    rep_.close();
     // Queued database jobs refer to the streams: they finish first. Then the
     // suspended processors and sends are destroyed, while what they refer to
     // (the pool, the streams, the conditions) still exists.
-    worker_.stop();
+    c_.close();
     ioc_.shutdown();
 }
 
 int node::run() {
-    rep_.start();
-    app::register_build_info(*m_.registry, "steadfast-primary");
+    c_.rep.start();
+    app::register_build_info(*c_.m.registry, "steadfast-primary");
     // The listener first: an address in use is a configuration error (exit
     // 2), found before anything starts.
     std::optional<http::server> server;
@@ -73,20 +63,20 @@ int node::run() {
     // Ready once the event loop runs (the first handler it runs), until shutdown.
     asio::post(ioc_, [this] { ready_ = true; });
     app::log(level::info, "started",
-             {{"data", db_.path()},
-              {"pending", rep_.pending()},
+             {{"data", c_.db.path()},
+              {"pending", c_.rep.pending()},
               {"secondary", o_.secondary},
               {"epoch", o_.epoch},
-              {"streams", rep_.stream_count()},
+              {"streams", c_.rep.stream_count()},
               {"connections", o_.connections},
-              {"dead_letter", out_.dead_letter_count()}});
+              {"dead_letter", c_.out.dead_letter_count()}});
     input_closed_ = !o_.from_stdin;
 
     watchable::subscription shutdown_sub;
     shutdown_->subscribe(shutdown_sub, [this](bool v) {
         if (v && shutdown_->signal_number()) stop("signal " + std::to_string(shutdown_->signal_number()));
     });
-    app::token_reloader reload(ioc_.get_executor(), o_.token_file, tokens_, [this] { rep_.retry_now("SIGHUP"); });
+    app::token_reloader reload(ioc_.get_executor(), o_.token_file, c_.tokens, [this] { c_.rep.retry_now("SIGHUP"); });
 
     std::thread reader;
     if (o_.from_stdin) reader = std::thread([this] { read_stdin(); });
@@ -97,7 +87,7 @@ int node::run() {
         stdin_stop_ = true;  // it notices within 100 ms
         reader.join();
     }
-    app::log(level::info, "stopped", {{"pending", rep_.pending()}, {"exit_code", exit_code_}});
+    app::log(level::info, "stopped", {{"pending", c_.rep.pending()}, {"exit_code", exit_code_}});
     return exit_code_;
 }
 
@@ -106,9 +96,9 @@ void node::stop(const std::string& why, int code) {
     if (stopping_) return;
     stopping_ = true;
     app::log(code == exit_ok ? level::info : level::error, "shutting_down",
-             {{"reason", why}, {"pending", rep_.pending()}});
+             {{"reason", why}, {"pending", c_.rep.pending()}});
     shutdown_->request();
-    rep_.stop();  // the processors' sends and waits end
+    c_.rep.stop();  // the processors' sends and waits end
     storage_.stop();
     asio::co_spawn(
         ioc_,
@@ -123,11 +113,11 @@ void node::stop(const std::string& why, int code) {
 }
 
 void node::check_drained() {
-    if (o_.exit_when_drained && input_closed_ && rep_.pending() <= rep_.blocked_pending() && publishing_ == 0 &&
+    if (o_.exit_when_drained && input_closed_ && c_.rep.pending() <= c_.rep.blocked_pending() && publishing_ == 0 &&
         !stopping_) {
-        if (rep_.blocked_count() > 0) {
+        if (c_.rep.blocked_count() > 0) {
             app::log(level::error, "drained_except_blocked",
-                     {{"blocked", rep_.blocked_count()}, {"pending", rep_.pending()}});
+                     {{"blocked", c_.rep.blocked_count()}, {"pending", c_.rep.pending()}});
             stop("drained except blocked streams", exit_error);
             return;
         }

@@ -17,17 +17,18 @@
 // the stdin reader.
 #pragma once
 
-#include "../common/db_worker.hpp"
-#include "../common/log.hpp"
-#include "../common/metrics.hpp"
-#include "../common/sqlite.hpp"
-#include "../common/storage_health.hpp"
-#include "combiner.hpp"
-#include "config.hpp"
-#include "decide.hpp"
-#include "metrics.hpp"
-#include "outbox.hpp"
-#include "replicator.hpp"
+#include "flags.hpp"
+#include <common/db_worker.hpp>
+#include <common/log.hpp>
+#include <common/metrics.hpp>
+#include <common/sqlite.hpp>
+#include <common/storage_health.hpp>
+#include <primary/combiner.hpp>
+#include <primary/core.hpp>
+#include <primary/decide.hpp>
+#include <primary/metrics.hpp>
+#include <primary/outbox.hpp>
+#include <primary/replicator.hpp>
 
 #include <steadfast/conditions.hpp>
 #include <steadfast/engine.hpp>
@@ -94,13 +95,9 @@ private:
 
     const options& o_;
     io_context_owner ioc_{1};
-    app::database& db_;
-    outbox out_;
-    app::db_worker worker_;
-    std::vector<std::string> tokens_;  // --token-file: the first is sent, any is accepted on /publish
-    metrics m_;
-    // Delivery (replicator.hpp): after what it refers to (destroyed before it).
-    replicator rep_;
+    // The outbox, its database thread, the series and delivery (core.hpp);
+    // --token-file's tokens: the first is sent, any is accepted on /publish.
+    core c_;
     std::shared_ptr<shutdown_condition> shutdown_;  // SIGINT, SIGTERM
     int publishing_ = 0;                            // publishes between acceptance and commit (io thread only)
     // Streams that publishes under way are adding to, and how many

@@ -1,9 +1,9 @@
 #include "commands.hpp"
 
-#include "../common/log.hpp"
 #include "../common/options.hpp"
-#include "../common/sqlite.hpp"
-#include "store.hpp"
+#include <common/log.hpp>
+#include <common/sqlite.hpp>
+#include <secondary/store.hpp>
 
 #include <steadfast/replication/envelope.hpp>
 

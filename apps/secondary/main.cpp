@@ -1,11 +1,11 @@
 // steadfast-secondary: applies replicated messages exactly once, in order, per
 // stream, durably (SQLite, committed before the answer). Contract:
 // docs/contract.md. This file: the flags and the commands; serving is
-// service.cpp, the wire messages.cpp, the offline commands commands.cpp.
-#include "../common/log.hpp"
+// daemon.cpp over the library's service, the offline commands commands.cpp.
 #include "../common/options.hpp"
 #include "commands.hpp"
-#include "service.hpp"
+#include "daemon.hpp"
+#include <common/log.hpp>
 
 #include <steadfast/transport/jetstream.hpp>
 #include <steadfast/version.hpp>
@@ -160,8 +160,7 @@ int main(int argc, char** argv) {
         o.tls = app::tls_server_from(vm);
         o.log_level = app::parse_level(vm["log-level"].as<std::string>());
         app::init_log("secondary", o.log_level);
-        secondary::service s(o);
-        return s.run();
+        return secondary::serve(o);
     } catch (const po::error& e) {
         app::report_fatal("secondary", "usage_error", std::string(e.what()) + " (see --help)");
         return 2;

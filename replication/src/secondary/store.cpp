@@ -55,6 +55,17 @@ std::optional<envelope::rejection> store::apply_one(const envelope::message& m, 
         auto& ins = stmt(ins_, "INSERT INTO applied(stream, seq, id, payload) VALUES(?,?,?,?)");
         ins.bind(1, m.stream).bind(2, static_cast<std::int64_t>(m.seq)).bind(3, m.id).bind(4, m.payload);
         ins.step();
+        if (apply_) {
+            try {
+                apply_(db_.handle(), m);
+            } catch (const app::db_error&) {
+                throw;  // SQLite's own failure (a full disk): its code stays
+            } catch (const std::exception& e) {
+                throw app::db_error("the application's apply handler failed on stream " + m.stream + " seq " +
+                                        std::to_string(m.seq) + ": " + e.what(),
+                                    SQLITE_ABORT);
+            }
+        }
         pos.last_seq = m.seq;
         pos.max_epoch = std::max(pos.max_epoch, m.epoch);
         pos.changed = true;

@@ -34,6 +34,13 @@ public:
         std::uint64_t applied = 0, duplicates = 0;
     };
 
+    /// An application's handler of each message applied (not of duplicates),
+    /// in order, inside the transaction that records it: its writes commit
+    /// with the message's seq, or neither does. A throw fails the whole
+    /// request (nothing of it stays; the primary sends it again).
+    using apply_handler = std::function<void(sqlite3* db, const envelope::message& m)>;
+    void set_apply_handler(apply_handler h) { apply_ = std::move(h); }
+
     /// Applies one envelope or a batch inside the caller's transaction.
     /// `keep` is set to false when nothing of it may stay (a 409).
     answer apply(const envelope::decoded& d, bool& keep);
@@ -74,6 +81,7 @@ private:
     app::statement& stmt(std::optional<app::statement>& s, std::string_view sql);
 
     app::database& db_;
+    apply_handler apply_;
     std::uint64_t max_epoch_step_ = 0;
     std::optional<app::statement> sel_page_, sel_stream_, sel_id_, ins_, up_stream_, get_fence_, put_fence_;
 };

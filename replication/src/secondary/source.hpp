@@ -30,9 +30,9 @@
 #include <steadfast/conditions.hpp>
 #include <steadfast/transport/jetstream.hpp>
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/io_context.hpp>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -58,7 +58,7 @@ struct source_hooks {
 
 class js_source {
 public:
-    js_source(boost::asio::io_context& ioc, app::db_worker& worker, store& st, source_options o, source_hooks h);
+    js_source(boost::asio::any_io_executor ex, app::db_worker& worker, store& st, source_options o, source_hooks h);
     ~js_source();
     /// Consumes until stop().
     boost::asio::awaitable<void> run();
@@ -81,7 +81,7 @@ private:
     boost::asio::awaitable<bool> check_consumer();
     void ask_repair(const std::string& stream, std::uint64_t expected, std::uint64_t next_held);
 
-    boost::asio::io_context& ioc_;
+    boost::asio::any_io_executor ex_;
     app::db_worker& worker_;
     store& st_;
     source_options o_;

@@ -16,6 +16,7 @@
 #include "link.hpp"
 
 #include <steadfast/replication/envelope.hpp>
+#include <steadfast/transport/jetstream.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>

@@ -10,6 +10,8 @@ namespace {
 // A job's exception as a failure: a database error keeps SQLite's code.
 db_failure failure_of(const std::exception& e) {
     if (const auto* d = dynamic_cast<const db_error*>(&e)) return {d->code(), e.what()};
+    // A job's own error code (an embedding program's writes): kept.
+    if (const auto* s = dynamic_cast<const boost::system::system_error*>(&e)) return {s->code(), e.what()};
     return {make_db_error_code(db_job_threw), e.what()};
 }
 }  // namespace

@@ -28,19 +28,19 @@ namespace steadfast::primary {
 
 namespace {
 // The secondary's address and TLS, for deliveries and the health probe.
-http::client::options secondary_options(const options& o) {
+http::client::options secondary_options(const primary_config& o) {
     auto c = http::client::from_url(o.secondary);
     if (o.secondary_tls) c.tls = o.secondary_tls;
     return c;
 }
-http::client::options link_options(const options& o) {
+http::client::options link_options(const primary_config& o) {
     auto c = secondary_options(o);
     c.read_timeout = o.attempt_timeout;
     c.write_timeout = std::min<std::chrono::nanoseconds>(c.write_timeout, o.attempt_timeout);
     return c;
 }
 // --batch-max and --batch-bytes bound each request, shared by streams or not.
-combiner::limits request_limits(const options& o) {
+combiner::limits request_limits(const primary_config& o) {
     combiner::limits cl;
     cl.body_bytes = std::min(o.batch_bytes, envelope::limits{}.max_body_bytes);
     cl.messages = std::min(o.batch_max, envelope::limits{}.max_batch);
@@ -49,7 +49,7 @@ combiner::limits request_limits(const options& o) {
 // Its own timeouts end a check before the probe's 1 s does, so that a
 // secondary that accepts and never answers is reported as a timeout ("read:
 // The socket was closed due to a timeout"), not as a cancelled read.
-http::client::options probe_options_of(const options& o) {
+http::client::options probe_options_of(const primary_config& o) {
     auto probing = secondary_options(o);
     probing.connect_timeout = probing.read_timeout = probing.write_timeout = 900ms;
     return probing;

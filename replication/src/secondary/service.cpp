@@ -1,16 +1,12 @@
 #include "service.hpp"
 
-#include "../common/options.hpp"
-#include "../common/random_id.hpp"
-#include "../common/token.hpp"
-#include "../common/token_reload.hpp"
-#include "messages.hpp"
+#include <common/listen.hpp>
+#include <common/random_id.hpp>
+#include <common/token.hpp>
+#include <secondary/messages.hpp>
 
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/signal_set.hpp>
 #include <boost/asio/use_awaitable.hpp>
-
-#include <csignal>
 
 namespace asio = boost::asio;
 
@@ -18,17 +14,21 @@ namespace steadfast::secondary {
 
 using app::level;
 
-service::service(const options& o)
+service::service(const service_options& o, asio::any_io_executor ex, std::vector<std::string> tokens,
+                 store::apply_handler apply, service_hooks hooks)
     : o_(o),
-      tokens_(o.token_file.empty() ? std::vector<std::string>{} : app::read_token_file(o.token_file)),
+      ex_(std::move(ex)),
+      hooks_(std::move(hooks)),
+      tokens_(std::move(tokens)),
       db_(o.data, "secondary.db", "steadfast-secondary", o.sync),
       st_(db_),
       worker_(db_),
-      health_(ioc_.get_executor(), {o.data, o.min_free},
-              [this](bool ok, const std::string& why) { storage_changed(ok, why); }),
+      health_(ex_, {o.data, o.min_free}, [this](bool ok, const std::string& why) { storage_changed(ok, why); }),
       instance_(app::random_hex(16)) {
+    if (!o.schema.empty()) db_.exec(o.schema);
     // JetStream's log is written by a primary only: no step there.
     if (o.source.servers.empty()) st_.set_max_epoch_step(o.max_epoch_step);
+    st_.set_apply_handler(std::move(apply));
 }
 
 service::~service() = default;
@@ -54,7 +54,7 @@ asio::awaitable<std::string> service::recheck_storage() {
         d.probe_write(max);
         return true;
     };
-    auto r = co_await worker_.run<bool>(ioc_.get_executor(), std::move(probe));
+    auto r = co_await worker_.run<bool>(ex_, std::move(probe));
     std::string err = r.has_error() ? r.error().what : std::string{};
     if (err.empty()) {
         worker_.post(
@@ -122,7 +122,7 @@ http::router service::routes() {
         }
         using positions_t = std::pair<std::uint64_t, std::vector<std::pair<std::string, std::uint64_t>>>;
         auto read = [this](app::database&, bool&) { return positions_t{st_.fence(), st_.last_applied()}; };
-        auto positions = co_await worker_.run<positions_t>(ioc_.get_executor(), std::move(read));
+        auto positions = co_await worker_.run<positions_t>(ex_, std::move(read));
         if (positions.has_value()) {
             const auto* p = &*positions;
             m_.epoch.Set(static_cast<double>(p->first));
@@ -136,10 +136,10 @@ http::router service::routes() {
     });
     // With --source, JetStream is the only way in: no POST /api/messages.
     if (o_.source.servers.empty()) {
-        const message_routes mr{ioc_.get_executor(), worker_, st_, health_, m_, tokens_, o_.max_body};
-        routes.add(
-            "POST", "/api/messages",
-            with_faults(mr.messages(), o_.faults, ioc_.get_executor(), [this](const std::string& r) { m_.reject(r); }));
+        const message_routes mr{ex_, worker_, st_, health_, m_, tokens_, o_.max_body};
+        auto messages = mr.messages();
+        if (hooks_.wrap_messages) messages = hooks_.wrap_messages(std::move(messages));
+        routes.add("POST", "/api/messages", std::move(messages));
         // What this secondary holds, a page at a time: a primary that
         // reconnects resends only to the streams it finds behind.
         routes.add("GET", "/api/streams", mr.streams());
@@ -152,8 +152,9 @@ void service::start_listener(http::router r) {
     so.max_body_bytes = o_.max_body;
     so.tls = o_.tls;
     const auto [host, port] = http::parse_listen_address(o_.listen);
-    server_.emplace(ioc_.get_executor(), std::move(r), so);
+    server_.emplace(ex_, std::move(r), so);
     const auto ep = app::listen(*server_, host, port);
+    endpoint_ = ep;
     server_->start();
     ++running_;
     app::log(level::info, "listening",
@@ -177,7 +178,7 @@ void service::start_source() {
         }
     };
     hooks.rejected = [this](const std::string& r) { m_.reject(r); };
-    source_ = std::make_unique<js_source>(ioc_, worker_, st_, o_.source, std::move(hooks));
+    source_ = std::make_unique<js_source>(ex_, worker_, st_, o_.source, std::move(hooks));
     ++running_;
     app::log(level::info, "source",
              {{"servers", o_.source.servers},
@@ -185,7 +186,7 @@ void service::start_source() {
               {"consumer", o_.source.consumer},
               {"data", db_.path()},
               {"sync", o_.sync == app::sync_mode::full ? "full" : "off"}});
-    asio::co_spawn(ioc_, source_->run(), [this](std::exception_ptr e) {
+    asio::co_spawn(ex_, source_->run(), [this](std::exception_ptr e) {
         if (e) {
             try {
                 std::rethrow_exception(e);
@@ -198,33 +199,26 @@ void service::start_source() {
 }
 
 void service::ended() {
-    if (--running_ == 0) ioc_.stop();
+    if (--running_ == 0 && hooks_.ended) hooks_.ended();
 }
 
-void service::stop(int sig) {
-    app::log(level::info, "shutting_down", {{"signal", sig}});
+void service::stop() {
+    if (draining_) return;
     draining_ = true;
     health_.stop();
     if (source_) source_->stop();
-    if (server_)
-        asio::co_spawn(ioc_, server_->shutdown(), [this](std::exception_ptr) { ended(); });
-    else if (!source_)
-        ioc_.stop();
+    if (server_) asio::co_spawn(ex_, server_->shutdown(), [this](std::exception_ptr) { ended(); });
+    if (running_ == 0 && hooks_.ended) hooks_.ended();
 }
 
-int service::run() {
-    if (o_.tls) app::warn_invalid_certificate(o_.tls->cert_file, "--tls-cert (served on --listen)");
+void service::start() {
     health_.start();
     if (!o_.listen.empty()) start_listener(routes());
     if (!o_.source.servers.empty()) start_source();
-    app::token_reloader reload(ioc_.get_executor(), o_.token_file, tokens_);
-    asio::signal_set signals(ioc_, SIGINT, SIGTERM);
-    signals.async_wait([this](const boost::system::error_code& ec, int sig) {
-        if (!ec) stop(sig);
-    });
-    ioc_.run();
-    app::log(level::info, "stopped");
-    return 0;
+}
+
+boost::asio::ip::tcp::endpoint service::local_endpoint() const {
+    return endpoint_;
 }
 
 }  // namespace steadfast::secondary

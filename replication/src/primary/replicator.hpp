@@ -52,7 +52,7 @@ struct stream_state {
 
 /// What the replicator uses, given when it is built; all outlive it.
 struct replicator_env {
-    const options& o;
+    const primary_config& o;
     boost::asio::any_io_executor ex;
     outbox& out;  // used on the database thread only (through worker)
     app::db_worker& worker;

@@ -18,17 +18,17 @@ using steadfast::app::level;
 
 namespace steadfast::secondary {
 
-js_source::js_source(asio::io_context& ioc, app::db_worker& worker, store& st, source_options o, source_hooks h)
-    : ioc_(ioc),
+js_source::js_source(asio::any_io_executor ex, app::db_worker& worker, store& st, source_options o, source_hooks h)
+    : ex_(ex),
       worker_(worker),
       st_(st),
       o_(std::move(o)),
       h_(std::move(h)),
-      stopping_flag_(make_flag(ioc.get_executor(), "source-stopping")) {
+      stopping_flag_(make_flag(ex, "source-stopping")) {
     jetstream::options jo;
     jo.servers = jetstream::parse_servers(o_.servers);
     jo.name = "steadfast-secondary " + o_.consumer;
-    js_ = std::make_unique<jetstream::client>(ioc_.get_executor(), std::move(jo));
+    js_ = std::make_unique<jetstream::client>(ex_, std::move(jo));
 }
 
 js_source::~js_source() = default;
@@ -83,7 +83,7 @@ void js_source::ask_repair(const std::string& stream, std::uint64_t expected, st
 }
 
 asio::awaitable<void> js_source::pause(std::chrono::milliseconds d) {
-    asio::steady_timer t(ioc_, d);
+    asio::steady_timer t(ex_, d);
     co_await t.async_wait(asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable)));
 }
 
@@ -147,7 +147,7 @@ asio::awaitable<bool> js_source::ensure_consumer() {
 asio::awaitable<bool> js_source::check_consumer() {
     std::string subject = "$JS.API.CONSUMER.INFO." + o_.stream + "." + o_.consumer, empty;
     auto token = asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable));
-    asio::steady_timer limit(ioc_, 3s);  // a request without an answer (no leader) ends here
+    asio::steady_timer limit(ex_, 3s);  // a request without an answer (no leader) ends here
     limit.async_wait([this](const boost::system::error_code& e) {
         if (!e) stop_signal_.emit(asio::cancellation_type::terminal);
     });
@@ -318,7 +318,7 @@ asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::del
         }
         return out;
     };
-    auto result = co_await worker_.run<std::vector<applied_one>>(ioc_.get_executor(), std::move(job));
+    auto result = co_await worker_.run<std::vector<applied_one>>(ex_, std::move(job));
     if (auto e = app::failed(result)) {
         // Nothing was applied: JetStream delivers them again.
         h_.storage(*e);

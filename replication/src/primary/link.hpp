@@ -31,7 +31,7 @@ namespace steadfast::primary {
 
 /// What a link uses of the primary it serves, given when it is built.
 struct link_env {
-    const options& o;
+    const primary_config& o;
     boost::asio::any_io_executor ex;  // the event loop's
     outbox& out;                      // read on the database thread only (through worker)
     app::db_worker& worker;

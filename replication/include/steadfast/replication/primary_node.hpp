@@ -1,0 +1,190 @@
+// steadfast::replication::primary_node: the primary of the pair, embedded in
+// a program's event loop. It owns a durable outbox (SQLite, in a directory of
+// its own) and delivers each stream's messages to the secondary in order,
+// exactly once in effect, over HTTP(S) (a steadfast-secondary, or a program
+// embedding secondary_node) or through a NATS JetStream stream: quick retries
+// through the engine, then a durable ladder (RocketMQ's steps by default),
+// gated by the secondary's probe, stopped by stop() or by a newer epoch
+// (demotion). What steadfast-primary runs is this, with an HTTP intake around
+// it (docs/contract.md).
+//
+//   boost::asio::io_context ioc;
+//   steadfast::replication::primary_config cfg;
+//   cfg.secondary = "http://127.0.0.1:8081";
+//   cfg.data = "/var/lib/app/outbox";
+//   steadfast::replication::primary_node primary(ioc.get_executor(), cfg);
+//   // in a coroutine on ioc:
+//   std::uint64_t seq = co_await primary.async_publish("orders", R"({"id":1})", asio::use_awaitable);
+//
+// Threads: delivery runs on an event-loop thread of the node's own and
+// SQLite on another, so that nothing of the node is left in the program's
+// loop when it is destroyed; `ex` (or a handler's associated executor)
+// receives the completions. Member functions may be called from any thread.
+#pragma once
+
+#include <steadfast/transport/tls.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+struct sqlite3;
+namespace prometheus {
+class Registry;
+}
+
+namespace steadfast::replication {
+
+/// Why a publish was refused before anything was stored (category
+/// "steadfast.replication"); a failed commit completes with the database's
+/// own code (SQLite's extended result code) instead.
+enum class publish_error {
+    invalid_stream = 1,  // not 1 to 128 of A-Z a-z 0-9 . _ - (or not a JetStream subject token)
+    invalid_payload,     // not one JSON value
+    too_large,           // larger than the envelope's limit (or the JetStream server's)
+    stopped,             // stop() was called, or the node was demoted
+    disk_low,            // free space under min_free_bytes
+};
+const boost::system::error_category& replication_category() noexcept;
+boost::system::error_code make_error_code(publish_error e) noexcept;
+
+/// The primary's settings; the daemon's flags of the same names set them.
+struct primary_config {
+    /// http://HOST:PORT or https://HOST:PORT (a secondary), or
+    /// nats://HOST:PORT[,nats://...] (JetStream).
+    std::string secondary;
+    std::string data;  // the outbox's directory (primary.db in it); made if missing
+    /// SQL run at open, before anything else (the application's own tables,
+    /// for the transactional form: CREATE TABLE IF NOT EXISTS ...).
+    std::string schema;
+    std::uint64_t epoch = 0;          // this primary's term: a secondary that saw a newer one demotes it
+    bool fsync = true;                // each commit is on disk before a publish completes
+    std::vector<std::string> tokens;  // the first is sent as a bearer token
+    std::size_t batch_max = 4000, batch_bytes = 512 * 1024, connections = 8;
+    std::uint32_t quick_retries = 5;
+    std::chrono::milliseconds max_backoff{30'000}, attempt_timeout{10'000};
+    std::chrono::milliseconds retain{3'600'000};            // acknowledged messages are kept this long
+    std::string ladder;                                     // e.g. "1s,10s,1m"; empty: RocketMQ's 16 steps
+    std::uint64_t min_free_bytes = 0;                       // publishes are refused (disk_low) below it; 0: off
+    std::optional<http::tls_client_options> secondary_tls;  // for an https:// secondary
+    // JetStream: stream `js_stream`, subjects `<js_prefix>.<stream>` (default prefix: js_stream).
+    std::string js_stream = "steadfast", js_prefix;
+    unsigned js_replicas = 1;
+    bool jetstream() const;
+};
+
+/// One stream as the outbox holds it.
+struct stream_status {
+    std::string stream;
+    std::uint64_t last_seq = 0, acked_seq = 0, pending = 0;
+    std::string blocked;  // why delivery stopped for it ("": it did not)
+};
+
+class primary_node {
+public:
+    /// Opens (or creates) the outbox and starts delivering what it holds.
+    /// Throws std::invalid_argument for a bad setting and std::runtime_error
+    /// when the outbox cannot be opened (another process holds it, a
+    /// read-only directory), naming the problem.
+    primary_node(boost::asio::any_io_executor ex, primary_config cfg);
+    /// Stops delivery, then its thread and the database thread (what is
+    /// queued is committed first, and outstanding publishes complete); blocks
+    /// for that long (tens of milliseconds).
+    ~primary_node();
+    primary_node(const primary_node&) = delete;
+    primary_node& operator=(const primary_node&) = delete;
+
+    boost::asio::any_io_executor get_executor() const;
+
+    /// Stores `payload` (one JSON value) as the next message of `stream`;
+    /// completes with its seq once the commit is durable (and delivery has
+    /// learnt of it), or with an error and nothing stored. Signature
+    /// void(error_code, std::uint64_t); any completion token (default
+    /// deferred); per-operation cancellation of every type: a publish the
+    /// database thread has not taken yet is dropped (operation_aborted), one
+    /// already in its commit completes as usual. Never completes inline.
+    template <class CompletionToken = boost::asio::deferred_t>
+    auto async_publish(std::string stream, std::string payload, CompletionToken&& token = {}) {
+        return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, std::uint64_t)>(
+            [this](auto handler, std::string s, std::string p) {
+                start_publish(std::move(s), std::move(p), {}, std::move(handler));
+            },
+            token, std::move(stream), std::move(payload));
+    }
+
+    /// The transactional outbox: async_publish with the application's
+    /// writes in the same transaction. `writes(db)` runs on the database thread
+    /// inside the transaction that stores the message, on the outbox's own
+    /// connection (the application's tables live in the same file). Both
+    /// commit, or neither: a throw from `writes` (or a failed commit) stores
+    /// nothing and completes with the error. The message's seq is not known
+    /// to `writes`.
+    using transaction_writes = std::function<void(sqlite3* db)>;
+    template <class CompletionToken = boost::asio::deferred_t>
+    auto async_publish_with(std::string stream, std::string payload, transaction_writes writes,
+                            CompletionToken&& token = {}) {
+        return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, std::uint64_t)>(
+            [this](auto handler, std::string s, std::string p, transaction_writes w) {
+                start_publish(std::move(s), std::move(p), std::move(w), std::move(handler));
+            },
+            token, std::move(stream), std::move(payload), std::move(writes));
+    }
+
+    /// Runs `fn(db)` on the database thread in its own transaction (reads of
+    /// the application's tables beside the outbox); completes with
+    /// void(error_code).
+    template <class CompletionToken = boost::asio::deferred_t>
+    auto async_transaction(transaction_writes fn, CompletionToken&& token = {}) {
+        return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
+            [this](auto handler, transaction_writes f) { start_transaction(std::move(f), std::move(handler)); }, token,
+            std::move(fn));
+    }
+
+    /// Ends delivery: sends and waits end at once, publishes are refused
+    /// (stopped); what was stored stays for the next start. Idempotent.
+    void stop();
+
+    /// Messages stored and not yet acknowledged, over all streams (as of the
+    /// last change).
+    std::uint64_t pending() const;
+    /// The secondary's probe passes.
+    bool secondary_online() const;
+    /// A newer epoch was seen: delivery has stopped for good.
+    bool demoted() const;
+    /// Each stream of the outbox (read on the database thread; completes
+    /// with void(error_code, std::vector<stream_status>)).
+    template <class CompletionToken = boost::asio::deferred_t>
+    auto async_status(CompletionToken&& token = {}) {
+        return boost::asio::async_initiate<CompletionToken,
+                                           void(boost::system::error_code, std::vector<stream_status>)>(
+            [this](auto handler) { start_status(std::move(handler)); }, token);
+    }
+    /// The node's series (steadfast_primary_*), to expose with the
+    /// program's own.
+    prometheus::Registry& metrics();
+
+private:
+    struct impl;
+    void start_publish(std::string stream, std::string payload, transaction_writes writes,
+                       boost::asio::any_completion_handler<void(boost::system::error_code, std::uint64_t)> handler);
+    void start_transaction(transaction_writes fn,
+                           boost::asio::any_completion_handler<void(boost::system::error_code)> handler);
+    void start_status(
+        boost::asio::any_completion_handler<void(boost::system::error_code, std::vector<stream_status>)> handler);
+    std::unique_ptr<impl> impl_;
+};
+
+}  // namespace steadfast::replication
+
+template <>
+struct boost::system::is_error_code_enum<steadfast::replication::publish_error> : std::true_type {};

@@ -1,0 +1,28 @@
+// A listener's start, with its failure sorted: an address in use is the
+// configuration's fault (config_error), not the machine's.
+#pragma once
+
+#include <steadfast/transport/server.hpp>
+
+#include <boost/asio/ip/tcp.hpp>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace steadfast::app {
+
+/// A configuration the process cannot run with that no flag check could
+/// catch (the listen address in use): exit 2, like a bad flag, so that a
+/// service manager does not restart it forever.
+struct config_error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+/// server.listen(host, port), with its failure sorted for the exit code: an
+/// address in use, or not ours to bind, is config_error (exit 2); one not
+/// configured on this host yet (a boot where the network comes later) stays
+/// a system_error (exit 1: the unit tries again).
+boost::asio::ip::tcp::endpoint listen(http::server& server, const std::string& host, std::uint16_t port);
+
+}  // namespace steadfast::app

@@ -1,0 +1,49 @@
+// The primary's core, as the daemon and an embedding program
+// (primary_node) both run it: the outbox on its database thread, the series,
+// and delivery (replicator). What puts messages in differs (the daemon's HTTP
+// and standard input; primary_node's publish); each tells rep.committed().
+#pragma once
+
+#include <common/db_worker.hpp>
+#include <common/sqlite.hpp>
+#include <primary/config.hpp>
+#include <primary/metrics.hpp>
+#include <primary/outbox.hpp>
+#include <primary/replicator.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace steadfast::primary {
+
+struct core {
+    /// `db` outlives it.
+    core(const primary_config& c, boost::asio::any_io_executor ex, app::database& d, replicator_hooks hooks)
+        : db(d),
+          out(d),
+          worker(d),
+          tokens(c.tokens),
+          rep({c, std::move(ex), out, worker, m, tokens}, std::move(hooks)) {}
+    /// Before the event loop's pending handlers are destroyed: nothing more
+    /// from the secondary's side, and queued database jobs finish (they refer
+    /// to the streams).
+    void close() {
+        rep.close();
+        worker.stop();
+    }
+    /// The envelope's size around a payload of `stream` at its largest id and
+    /// seq: the check holds for every message of the stream.
+    std::size_t envelope_overhead(std::string_view stream, std::uint64_t epoch) const;
+
+    app::database& db;
+    outbox out;
+    app::db_worker worker;
+    std::vector<std::string> tokens;  // the first is sent; reloaded in place (SIGHUP)
+    metrics m;
+    replicator rep;  // last: it refers to the others
+};
+
+}  // namespace steadfast::primary

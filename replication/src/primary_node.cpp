@@ -1,0 +1,343 @@
+// primary_node: the primary's core (primary/core.hpp) in an embedding
+// program's event loop, with publish as an asynchronous operation.
+#include <common/log.hpp>
+#include <common/metrics.hpp>
+#include <common/sqlite.hpp>
+#include <common/storage_health.hpp>
+#include <primary/core.hpp>
+
+#include <steadfast/replication/envelope.hpp>
+#include <steadfast/replication/primary_node.hpp>
+#include <steadfast/transport/client.hpp>
+#include <steadfast/transport/http.hpp>
+#include <steadfast/transport/jetstream.hpp>
+
+#include <boost/asio/append.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/prefer.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <prometheus/registry.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <thread>
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+namespace steadfast::replication {
+
+namespace {
+
+struct category final : boost::system::error_category {
+    const char* name() const noexcept override { return "steadfast.replication"; }
+    std::string message(int ev) const override {
+        switch (static_cast<publish_error>(ev)) {
+            case publish_error::invalid_stream:
+                return "the stream's name is not 1 to 128 characters of A-Z a-z 0-9 . _ - (or, over JetStream, "
+                       "begins or ends with a dot, or holds two in a row)";
+            case publish_error::invalid_payload:
+                return "the payload is not one JSON value";
+            case publish_error::too_large:
+                return "the message is larger than the secondary takes";
+            case publish_error::stopped:
+                return "the primary node is stopped (or was demoted): nothing stored";
+            case publish_error::disk_low:
+                return "free space on the outbox's disk is under min_free_bytes: nothing stored";
+        }
+        return "unknown replication error";
+    }
+};
+
+// The settings an embedding program may get wrong, named by field.
+void check(primary_config& c) {
+    auto bad = [](const std::string& what) { throw std::invalid_argument("primary_config: " + what); };
+    if (c.data.empty()) bad("data (the outbox's directory) is empty");
+    if (c.secondary.empty()) bad("secondary is empty: give http://HOST:PORT, https://HOST:PORT or nats://HOST:PORT");
+    if (c.batch_max == 0 || c.batch_max > envelope::limits{}.max_batch)
+        bad("batch_max must be 1 to " + std::to_string(envelope::limits{}.max_batch));
+    if (c.batch_bytes < 1024) bad("batch_bytes must be at least 1024");
+    if (c.quick_retries == 0) bad("quick_retries must be at least 1");
+    if (c.connections == 0 || c.connections > 1024) bad("connections must be 1 to 1024");
+    if (c.attempt_timeout < std::chrono::milliseconds(10)) bad("attempt_timeout must be at least 10ms");
+    if (c.max_backoff < std::chrono::milliseconds(100)) bad("max_backoff must be at least 100ms");
+    if (!c.ladder.empty()) {
+        backoff ladder;
+        try {
+            ladder = backoff::schedule(c.ladder);
+        } catch (const std::exception& e) {
+            bad(std::string("ladder: ") + e.what());
+        }
+        for (std::uint32_t i = 1; i <= ladder.steps(); ++i)
+            if (ladder.base_delay(i, {}) < std::chrono::milliseconds(100))
+                bad("ladder: step " + std::to_string(i) + " is shorter than 100ms");
+    }
+    if (c.jetstream()) {
+        (void)jetstream::parse_servers(c.secondary);
+        if (c.js_prefix.empty()) c.js_prefix = c.js_stream;
+        if (c.secondary_tls) bad("secondary_tls is for an https:// secondary");
+    } else {
+        (void)http::client::from_url(c.secondary);
+        if (c.secondary.starts_with("https://") && !c.secondary_tls) c.secondary_tls.emplace();
+        if (c.secondary_tls) http::check_tls(*c.secondary_tls);
+    }
+}
+
+}  // namespace
+
+const boost::system::error_category& replication_category() noexcept {
+    static const category c;
+    return c;
+}
+
+error_code make_error_code(publish_error e) noexcept {
+    return {static_cast<int>(e), replication_category()};
+}
+
+bool primary_config::jetstream() const {
+    return jetstream::is_nats_url(secondary);
+}
+
+// An io_context whose pending handlers can be destroyed while what they
+// refer to still exists.
+struct own_context : asio::io_context {
+    using asio::execution_context::shutdown;
+    using asio::io_context::io_context;
+};
+
+struct primary_node::impl {
+    impl(asio::any_io_executor e, primary_config c)
+        : ex(std::move(e)),
+          cfg((check(c), std::move(c))),
+          db(cfg.data, "primary.db", "steadfast-primary", cfg.fsync ? app::sync_mode::full : app::sync_mode::off),
+          schema_run((cfg.schema.empty() ? void() : db.exec(cfg.schema), true)),
+          core(cfg, loop.get_executor(), db, {.progress = [] {}, .demoted = [this] { demoted = true; }}),
+          storage(loop.get_executor(), {cfg.data, cfg.min_free_bytes}, [](bool, const std::string&) {}) {
+        core.m.storage_ok.Set(1);
+        app::register_build_info(*core.m.registry, "steadfast-primary");
+        core.rep.start();  // reads the outbox here, before the database thread runs a job
+        storage.start();
+        thread = std::thread([this] { loop.run(); });
+    }
+    ~impl() {
+        asio::post(loop, [this] {
+            core.rep.stop();
+            storage.stop();
+            leave();
+        });
+        thread.join();
+        // Queued database jobs finish (their completions reach the callers);
+        // then what is left suspended is destroyed while it still exists.
+        core.close();
+        loop.shutdown();
+    }
+
+    // Processors end at once (stop-when): give them a moment to leave, and
+    // every operation under way its completion; then the loop ends.
+    void leave() {
+        exit_timer.expires_after(std::chrono::milliseconds(50));
+        exit_timer.async_wait([this](const error_code&) {
+            if (in_flight > 0) return leave();
+            work.reset();
+            loop.stop();
+        });
+    }
+
+    // On the node's thread: why `payload` may not be stored in `stream`;
+    // else `payload` becomes what is stored (without surrounding blanks, as
+    // the daemon stores it).
+    std::optional<publish_error> refuse(const std::string& stream, std::string& payload) {
+        if (stopped || demoted) return publish_error::stopped;
+        if (!envelope::valid_stream_name(stream) || core.rep.secondary().refuse_stream(stream))
+            return publish_error::invalid_stream;
+        const std::size_t overhead = core.envelope_overhead(stream, cfg.epoch);
+        auto checked = envelope::check_payload(payload, overhead);
+        if (auto* e = std::get_if<envelope::payload_error>(&checked))
+            return e->status == 413 ? publish_error::too_large : publish_error::invalid_payload;
+        const auto body = std::get<std::string_view>(checked);
+        if (core.rep.secondary().too_large(overhead + body.size())) return publish_error::too_large;
+        if (storage.disk_low_now()) return publish_error::disk_low;
+        if (body.size() != payload.size()) payload = std::string(body);
+        return std::nullopt;
+    }
+
+    asio::any_io_executor ex;  // the caller's: completions go there
+    primary_config cfg;
+    own_context loop{1};
+    asio::executor_work_guard<asio::io_context::executor_type> work{loop.get_executor()};
+    asio::steady_timer exit_timer{loop};
+    app::database db;
+    bool schema_run;  // cfg.schema, before the outbox's statements are prepared
+    primary::core core;
+    app::storage_health storage;
+    std::atomic<bool> stopped{false}, demoted{false};
+    std::atomic<int> in_flight{0};  // operations on the database thread, not completed yet
+    std::thread thread;
+};
+
+namespace {
+
+// An operation's handler and its cancellation: the slot (the caller's) is
+// assigned on the initiating thread and cleared on the handler's executor
+// just before the handler runs; a cancellation sets `cancelled`, which the
+// job reads on the database thread before it writes anything.
+template <class Signature>
+struct pending_op {
+    // Constructed, never assigned: Boost 1.81's move assignment of an
+    // any_completion_handler wraps it in itself until the stack overflows.
+    explicit pending_op(asio::any_completion_handler<Signature> h) : handler(std::move(h)) {}
+    asio::any_completion_handler<Signature> handler;
+    asio::cancellation_slot slot;
+    // The handler's executor (else the node's `ex`), with outstanding work
+    // until the handler has run: the program's loop does not run out of work
+    // while a publish is under way.
+    asio::any_completion_executor work;
+    std::atomic<bool> cancelled{false};
+
+    // Called on the node's own thread, never the caller's: not inline.
+    template <class... Args>
+    void complete(Args... args) {
+        auto w = std::move(work);
+        w.execute([h = std::move(handler), slot = slot, args...]() mutable {
+            if (slot.is_connected()) slot.clear();
+            std::move(h)(std::move(args)...);
+        });
+    }
+};
+
+template <class Signature>
+std::shared_ptr<pending_op<Signature>> make_op(asio::any_completion_handler<Signature> h,
+                                               const asio::any_io_executor& ex) {
+    auto slot = asio::get_associated_cancellation_slot(h);
+    auto work = asio::prefer(asio::get_associated_executor(h, ex), asio::execution::outstanding_work.tracked);
+    auto op = std::make_shared<pending_op<Signature>>(std::move(h));
+    op->slot = slot;
+    op->work = std::move(work);
+    if (op->slot.is_connected())
+        op->slot.assign([w = std::weak_ptr<pending_op<Signature>>(op)](asio::cancellation_type t) {
+            if (t == asio::cancellation_type::none) return;
+            if (auto o = w.lock()) o->cancelled = true;
+        });
+    return op;
+}
+
+const error_code aborted = asio::error::operation_aborted;
+
+}  // namespace
+
+primary_node::primary_node(asio::any_io_executor ex, primary_config cfg)
+    : impl_(std::make_unique<impl>(std::move(ex), std::move(cfg))) {}
+
+primary_node::~primary_node() = default;
+
+asio::any_io_executor primary_node::get_executor() const {
+    return impl_->ex;
+}
+
+void primary_node::start_publish(std::string stream, std::string payload, transaction_writes writes,
+                                 asio::any_completion_handler<void(error_code, std::uint64_t)> handler) {
+    auto op = make_op(std::move(handler), impl_->ex);
+    asio::post(impl_->loop, [&m = *impl_, op, stream = std::move(stream), payload = std::move(payload),
+                             writes = std::move(writes)]() mutable {
+        if (auto refused = m.refuse(stream, payload)) return op->complete(make_error_code(*refused), 0ull);
+        const std::int64_t at_ms = primary::now_ms();
+        ++m.in_flight;
+        auto job = [&m, op, stream, payload, writes = std::move(writes), at_ms](app::database& db,
+                                                                                bool& keep) -> primary::published {
+            if (op->cancelled) {
+                keep = false;
+                return {};  // seq 0: dropped, nothing written
+            }
+            if (writes) writes(db.handle());
+            std::vector<std::pair<std::string, std::string>> items{{stream, payload}};
+            return m.core.out.publish(items, at_ms).front();
+        };
+        auto done = [&m, op, payload = std::move(payload), at_ms](app::db_result<primary::published> r) mutable {
+            --m.in_flight;
+            if (!r) {
+                m.storage.commit_failed(r.error().what);
+                app::log(app::level::error, "publish_failed", {{"error", r.error().what}});
+                return op->complete(r.error().code, 0ull);
+            }
+            if (r->seq == 0) return op->complete(aborted, 0ull);
+            m.storage.commit_ok();
+            primary::pending_message msg{r->seq, r->id, std::move(payload), at_ms};
+            m.core.rep.committed(r->stream, 1, &msg);
+            op->complete(error_code{}, static_cast<unsigned long long>(r->seq));
+        };
+        m.core.worker.async_run<primary::published>(m.loop.get_executor(), std::move(job), std::move(done));
+    });
+}
+
+void primary_node::start_transaction(transaction_writes fn, asio::any_completion_handler<void(error_code)> handler) {
+    auto op = make_op(std::move(handler), impl_->ex);
+    auto& m = *impl_;
+    auto job = [op, fn = std::move(fn)](app::database& db, bool& keep) {
+        if (op->cancelled) {
+            keep = false;
+            return false;
+        }
+        fn(db.handle());
+        return true;
+    };
+    ++m.in_flight;
+    auto done = [&m, op](app::db_result<bool> r) {
+        --m.in_flight;
+        if (!r) return op->complete(r.error().code);
+        op->complete(*r ? error_code{} : aborted);
+    };
+    m.core.worker.async_run<bool>(m.loop.get_executor(), std::move(job), std::move(done));
+}
+
+void primary_node::stop() {
+    impl_->stopped = true;
+    asio::post(impl_->loop, [&m = *impl_] {
+        m.core.rep.stop();
+        m.storage.stop();
+    });
+}
+
+std::uint64_t primary_node::pending() const {
+    return static_cast<std::uint64_t>(impl_->core.m.depth.Value());
+}
+
+bool primary_node::secondary_online() const {
+    return impl_->core.m.online.Value() > 0;
+}
+
+bool primary_node::demoted() const {
+    return impl_->demoted;
+}
+
+void primary_node::start_status(asio::any_completion_handler<void(error_code, std::vector<stream_status>)> handler) {
+    auto op = make_op(std::move(handler), impl_->ex);
+    auto& m = *impl_;
+    auto job = [&m](app::database&, bool&) {
+        std::vector<stream_status> v;
+        auto blocked = m.core.out.blocked();
+        for (auto& [name, s] : m.core.out.status()) {
+            stream_status st{name, s.next_seq - 1, s.acked_seq, s.pending, {}};
+            if (auto b = blocked.find(name); b != blocked.end()) st.blocked = b->second;
+            v.push_back(std::move(st));
+        }
+        return v;
+    };
+    ++m.in_flight;
+    auto done = [&m, op](app::db_result<std::vector<stream_status>> r) {
+        --m.in_flight;
+        if (!r) return op->complete(r.error().code, std::vector<stream_status>{});
+        op->complete(error_code{}, std::move(*r));
+    };
+    m.core.worker.async_run<std::vector<stream_status>>(m.loop.get_executor(), std::move(job), std::move(done));
+}
+
+prometheus::Registry& primary_node::metrics() {
+    return *impl_->core.m.registry;
+}
+
+}  // namespace steadfast::replication

@@ -1,0 +1,351 @@
+// The embeddable nodes (steadfast/replication/primary_node.hpp and
+// secondary_node.hpp) against each other over loopback HTTP, in one process:
+// publish completes with the seq once durable and the secondary applies each
+// stream in order through the application's handler, exactly once, inside
+// its transaction; the transactional outbox commits the application's rows
+// with the message or neither; refusals name their cause and store nothing;
+// a cancelled publish not yet taken stores nothing; a handler that throws is
+// retried, never skipped; a restarted primary goes on from its outbox.
+#include <steadfast/replication/primary_node.hpp>
+#include <steadfast/replication/secondary_node.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <sqlite3.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <steadfast_test/scratch_dir.hpp>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+namespace asio = boost::asio;
+using namespace steadfast;
+using namespace std::chrono_literals;
+using replication::publish_error;
+
+namespace {
+
+// What the secondary's handler saw, per stream, in order.
+struct applied_log {
+    std::mutex m;
+    std::map<std::string, std::vector<std::uint64_t>> seqs;
+    std::map<std::string, std::vector<std::string>> payloads;
+    std::size_t total() {
+        std::lock_guard l(m);
+        std::size_t n = 0;
+        for (auto& [s, v] : seqs) n += v.size();
+        return n;
+    }
+};
+
+std::int64_t count_rows(sqlite3* db, const char* sql) {
+    sqlite3_stmt* st = nullptr;
+    BOOST_REQUIRE_EQUAL(sqlite3_prepare_v2(db, sql, -1, &st, nullptr), SQLITE_OK);
+    std::int64_t n = -1;
+    if (sqlite3_step(st) == SQLITE_ROW) n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return n;
+}
+
+void exec(sqlite3* db, const std::string& sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+        std::string what = err ? err : "?";
+        sqlite3_free(err);
+        throw std::runtime_error(what);
+    }
+}
+
+// Waits (on the test's thread) until `pred` holds, for at most 20 s.
+template <class Pred>
+bool eventually(Pred pred) {
+    for (int i = 0; i < 2000; ++i) {
+        if (pred()) return true;
+        std::this_thread::sleep_for(10ms);
+    }
+    return pred();
+}
+
+struct pair_fixture {
+    test::scratch_dir scratch{"nodes"};
+    applied_log log;
+    std::atomic<int> fail_next{0};  // the handler throws this many times more
+    std::unique_ptr<replication::secondary_node> secondary;
+    replication::primary_config pc;
+
+    pair_fixture() {
+        replication::secondary_config sc;
+        sc.data = (scratch.path / "replica").string();
+        sc.fsync = false;
+        sc.schema = "CREATE TABLE IF NOT EXISTS mirror(stream TEXT, seq INTEGER, payload TEXT)";
+        secondary = std::make_unique<replication::secondary_node>(sc, [this](sqlite3* db, const envelope::message& m) {
+            if (fail_next > 0) {
+                --fail_next;
+                throw std::runtime_error("the application is not ready");
+            }
+            exec(db, "INSERT INTO mirror VALUES('" + m.stream + "'," + std::to_string(m.seq) + ",'x')");
+            std::lock_guard l(log.m);
+            log.seqs[m.stream].push_back(m.seq);
+            log.payloads[m.stream].push_back(m.payload);
+        });
+        pc.secondary = "http://127.0.0.1:" + std::to_string(secondary->local_endpoint().port());
+        pc.data = (scratch.path / "outbox").string();
+        pc.fsync = false;
+        pc.ladder = "200ms";
+        pc.max_backoff = 100ms;
+        pc.schema = "CREATE TABLE IF NOT EXISTS orders(id INTEGER PRIMARY KEY, what TEXT)";
+    }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(replication_nodes)
+
+BOOST_FIXTURE_TEST_CASE(publishes_are_applied_in_order_once, pair_fixture) {
+    asio::io_context ioc;
+    replication::primary_node primary(ioc.get_executor(), pc);
+    std::map<std::string, std::vector<std::uint64_t>> got;
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+            for (int i = 0; i < 60; ++i) {
+                const std::string stream = "s" + std::to_string(i % 3);
+                auto seq =
+                    co_await primary.async_publish(stream, "{\"i\":" + std::to_string(i) + "}", asio::use_awaitable);
+                got[stream].push_back(seq);
+            }
+        },
+        [](std::exception_ptr e) {
+            if (e) std::rethrow_exception(e);
+        });
+    ioc.run();
+    for (auto& [stream, seqs] : got) {
+        BOOST_TEST_REQUIRE(seqs.size() == 20u);
+        for (std::size_t k = 0; k < seqs.size(); ++k) BOOST_TEST(seqs[k] == k + 1);  // each stream's own seqs
+    }
+    BOOST_TEST_REQUIRE(eventually([&] { return log.total() == 60; }));
+    std::lock_guard l(log.m);
+    for (auto& [stream, seqs] : log.seqs) {
+        BOOST_TEST_REQUIRE(seqs.size() == 20u);
+        for (std::size_t k = 0; k < seqs.size(); ++k) BOOST_TEST(seqs[k] == k + 1);
+    }
+    BOOST_TEST(log.payloads["s1"][0] == "{\"i\":1}");
+    BOOST_TEST(log.payloads["s2"][19] == "{\"i\":59}");
+}
+
+BOOST_FIXTURE_TEST_CASE(transactional_writes_commit_with_the_message_or_not_at_all, pair_fixture) {
+    asio::io_context ioc;
+    replication::primary_node primary(ioc.get_executor(), pc);
+    std::vector<std::tuple<boost::system::error_code, std::uint64_t>> results;
+    auto writes_order = [](int id) {
+        return [id](sqlite3* db) { exec(db, "INSERT INTO orders VALUES(" + std::to_string(id) + ",'book')"); };
+    };
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+            auto tok = asio::as_tuple(asio::use_awaitable);
+            results.push_back(co_await primary.async_publish_with("orders", "{\"order\":1}", writes_order(1), tok));
+            // The same primary key again: the application's write fails, so
+            // no message is stored and the seq is not used.
+            results.push_back(co_await primary.async_publish_with("orders", "{\"order\":1}", writes_order(1), tok));
+            results.push_back(co_await primary.async_publish_with(
+                "orders", "{\"order\":2}",
+                [](sqlite3*) {
+                    throw boost::system::system_error(
+                        make_error_code(boost::system::errc::resource_unavailable_try_again), "out of stock");
+                },
+                tok));
+            results.push_back(co_await primary.async_publish_with("orders", "{\"order\":3}", writes_order(3), tok));
+        },
+        asio::detached);
+    ioc.run();
+    BOOST_TEST_REQUIRE(results.size() == 4u);
+    BOOST_TEST(!std::get<0>(results[0]));
+    BOOST_TEST(std::get<1>(results[0]) == 1u);
+    BOOST_TEST(std::get<0>(results[1]).failed());  // UNIQUE constraint: the test's exec throws
+    // The application's own error code comes back as it was thrown.
+    BOOST_TEST((std::get<0>(results[2]) == boost::system::errc::resource_unavailable_try_again),
+               std::get<0>(results[2]).message());
+    BOOST_TEST(!std::get<0>(results[3]));
+    BOOST_TEST(std::get<1>(results[3]) == 2u);  // nothing of the failed ones took a seq
+    BOOST_TEST_REQUIRE(eventually([&] { return log.total() == 2; }));
+    {
+        std::lock_guard l(log.m);
+        BOOST_TEST(log.payloads["orders"] == (std::vector<std::string>{"{\"order\":1}", "{\"order\":3}"}),
+                   boost::test_tools::per_element());
+    }
+    // The application's rows: exactly the two whose message was stored.
+    sqlite3* db = nullptr;
+    BOOST_REQUIRE_EQUAL(sqlite3_open((scratch.path / "outbox" / "primary.db").c_str(), &db), SQLITE_OK);
+    BOOST_TEST(count_rows(db, "SELECT count(*) FROM orders") == 2);
+    BOOST_TEST(count_rows(db, "SELECT sum(id) FROM orders") == 4);
+    sqlite3_close(db);
+}
+
+BOOST_FIXTURE_TEST_CASE(refusals_name_their_cause_and_store_nothing, pair_fixture) {
+    asio::io_context ioc;
+    replication::primary_node primary(ioc.get_executor(), pc);
+    std::vector<boost::system::error_code> errors;
+    std::uint64_t last = 0;
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+            auto tok = asio::as_tuple(asio::use_awaitable);
+            auto [e1, s1] = co_await primary.async_publish("bad stream", "{}", tok);
+            auto [e2, s2] = co_await primary.async_publish("ok", "{not json", tok);
+            auto [e3, s3] = co_await primary.async_publish("ok", "\"" + std::string(1 << 20, 'a') + "\"", tok);
+            auto [e4, s4] = co_await primary.async_publish("ok", "  [1,2] \n", tok);
+            errors = {e1, e2, e3, e4};
+            last = s4;
+        },
+        asio::detached);
+    ioc.run();
+    BOOST_TEST_REQUIRE(errors.size() == 4u);
+    BOOST_TEST((errors[0] == publish_error::invalid_stream));
+    BOOST_TEST((errors[1] == publish_error::invalid_payload));
+    BOOST_TEST((errors[2] == publish_error::too_large));
+    BOOST_TEST(!errors[3]);
+    BOOST_TEST(last == 1u);  // the refused ones took no seq
+    BOOST_TEST_REQUIRE(eventually([&] { return log.total() == 1; }));
+    {
+        std::lock_guard l(log.m);
+        BOOST_TEST(log.payloads["ok"][0] == "[1,2]");  // stored without the blanks around it
+    }
+    BOOST_TEST(errors[0].message().find("stream") != std::string::npos);
+    BOOST_TEST(std::string(errors[0].category().name()) == "steadfast.replication");
+    primary.stop();
+    asio::io_context ioc2;
+    boost::system::error_code after_stop;
+    primary.async_publish("ok", "1", [&](boost::system::error_code ec, std::uint64_t) { after_stop = ec; });
+    // The completion goes to the primary's executor (ioc), not ioc2.
+    ioc.restart();
+    ioc.run();
+    BOOST_TEST((after_stop == publish_error::stopped));
+}
+
+BOOST_FIXTURE_TEST_CASE(config_errors_are_named, pair_fixture) {
+    asio::io_context ioc;
+    auto c = pc;
+    c.secondary = "ftp://x";
+    BOOST_CHECK_THROW(replication::primary_node(ioc.get_executor(), c), std::invalid_argument);
+    c = pc;
+    c.ladder = "10ms";
+    try {
+        replication::primary_node p(ioc.get_executor(), c);
+        BOOST_FAIL("a 10ms ladder step was accepted");
+    } catch (const std::invalid_argument& e) {
+        BOOST_TEST(std::string(e.what()).find("ladder") != std::string::npos, e.what());
+    }
+    c = pc;
+    c.data.clear();
+    BOOST_CHECK_THROW(replication::primary_node(ioc.get_executor(), c), std::invalid_argument);
+    // Two nodes on one outbox: the second is refused, naming the directory.
+    replication::primary_node first(ioc.get_executor(), pc);
+    try {
+        replication::primary_node second(ioc.get_executor(), pc);
+        BOOST_FAIL("a second primary_node opened the same outbox");
+    } catch (const std::runtime_error& e) {
+        BOOST_TEST(std::string(e.what()).find("in use") != std::string::npos, e.what());
+    }
+}
+
+BOOST_FIXTURE_TEST_CASE(a_cancelled_publish_not_yet_taken_stores_nothing, pair_fixture) {
+    asio::io_context ioc;
+    replication::primary_node primary(ioc.get_executor(), pc);
+    // The database thread is held by a transaction while the publish waits.
+    std::atomic<bool> release{false};
+    primary.async_transaction(
+        [&](sqlite3*) {
+            while (!release) std::this_thread::sleep_for(1ms);
+        },
+        asio::detached);
+    asio::cancellation_signal cancel;
+    boost::system::error_code ec;
+    std::uint64_t seq = 99;
+    primary.async_publish("c", "{}", asio::bind_cancellation_slot(cancel.slot(), [&](auto e, std::uint64_t s) {
+                              ec = e;
+                              seq = s;
+                          }));
+    cancel.emit(asio::cancellation_type::terminal);
+    release = true;
+    ioc.run();
+    BOOST_TEST((ec == asio::error::operation_aborted), ec.message());
+    BOOST_TEST(seq == 0u);
+    // The next publish of the stream is its first message.
+    std::uint64_t next = 0;
+    primary.async_publish("c", "{}", [&](auto, std::uint64_t s) { next = s; });
+    ioc.restart();
+    ioc.run();
+    BOOST_TEST(next == 1u);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_failing_handler_is_retried_never_skipped, pair_fixture) {
+    fail_next = 3;  // three requests fail in the handler; the primary sends again
+    asio::io_context ioc;
+    replication::primary_node primary(ioc.get_executor(), pc);
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+            for (int i = 1; i <= 5; ++i) co_await primary.async_publish("f", std::to_string(i), asio::use_awaitable);
+        },
+        asio::detached);
+    ioc.run();
+    BOOST_TEST_REQUIRE(eventually([&] { return log.total() == 5; }));
+    std::lock_guard l(log.m);
+    BOOST_TEST(log.seqs["f"] == (std::vector<std::uint64_t>{1, 2, 3, 4, 5}), boost::test_tools::per_element());
+    BOOST_TEST(fail_next == 0);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_restarted_primary_delivers_what_its_outbox_holds, pair_fixture) {
+    auto offline = pc;
+    offline.secondary = "http://127.0.0.1:1";  // nothing there: messages stay in the outbox
+    {
+        asio::io_context ioc;
+        replication::primary_node primary(ioc.get_executor(), offline);
+        asio::co_spawn(
+            ioc,
+            [&]() -> asio::awaitable<void> {
+                for (int i = 1; i <= 4; ++i)
+                    co_await primary.async_publish("r", std::to_string(i), asio::use_awaitable);
+            },
+            asio::detached);
+        ioc.run();
+        BOOST_TEST(primary.pending() == 4u);
+        BOOST_TEST(eventually([&] { return !primary.secondary_online(); }));
+    }
+    BOOST_TEST(log.total() == 0u);
+    asio::io_context ioc;
+    replication::primary_node primary(ioc.get_executor(), pc);  // the same outbox, the secondary there
+    BOOST_TEST_REQUIRE(eventually([&] { return log.total() == 4; }));
+    std::vector<replication::stream_status> st;
+    BOOST_TEST_REQUIRE(eventually([&] {
+        st.clear();
+        primary.async_status([&](boost::system::error_code ec, std::vector<replication::stream_status> v) {
+            BOOST_TEST(!ec);
+            st = std::move(v);
+        });
+        ioc.restart();
+        ioc.run_one();  // the status' completion
+        return !st.empty() && st[0].acked_seq == 4;
+    }));
+    BOOST_TEST(st[0].stream == "r");
+    BOOST_TEST(st[0].last_seq == 4u);
+    std::lock_guard l(log.m);
+    BOOST_TEST(log.seqs["r"] == (std::vector<std::uint64_t>{1, 2, 3, 4}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
