@@ -274,6 +274,42 @@ void primary_node::start_publish(std::string stream, std::string payload, transa
     });
 }
 
+void primary_node::start_publish_batch(std::string stream, std::vector<std::string> payloads,
+                                       asio::any_completion_handler<void(error_code, std::uint64_t)> handler) {
+    auto op = make_op(std::move(handler), impl_->ex);
+    asio::post(impl_->loop, [&m = *impl_, op, stream = std::move(stream), payloads = std::move(payloads)]() mutable {
+        if (payloads.empty()) return op->complete(make_error_code(publish_error::invalid_payload), 0ull);
+        auto items = std::make_shared<std::vector<std::pair<std::string, std::string>>>();
+        items->reserve(payloads.size());
+        for (auto& p : payloads) {
+            if (auto refused = m.refuse(stream, p)) return op->complete(make_error_code(*refused), 0ull);
+            items->emplace_back(stream, std::move(p));
+        }
+        const std::int64_t at_ms = primary::now_ms();
+        ++m.in_flight;
+        auto job = [&m, op, items, at_ms](app::database&, bool& keep) -> std::uint64_t {
+            if (op->cancelled) {
+                keep = false;
+                return 0;  // dropped, nothing written
+            }
+            return m.core.out.publish(*items, at_ms).back().seq;
+        };
+        auto done = [&m, op, stream, n = items->size()](app::db_result<std::uint64_t> r) {
+            --m.in_flight;
+            if (!r) {
+                m.storage.commit_failed(r.error().what);
+                app::log(app::level::error, "publish_failed", {{"stream", stream}, {"error", r.error().what}});
+                return op->complete(r.error().code, 0ull);
+            }
+            if (*r == 0) return op->complete(aborted, 0ull);
+            m.storage.commit_ok();
+            m.core.rep.committed(stream, n);
+            op->complete(error_code{}, static_cast<unsigned long long>(*r));
+        };
+        m.core.worker.async_run<std::uint64_t>(m.loop.get_executor(), std::move(job), std::move(done));
+    });
+}
+
 void primary_node::start_transaction(transaction_writes fn, asio::any_completion_handler<void(error_code)> handler) {
     auto op = make_op(std::move(handler), impl_->ex);
     auto& m = *impl_;

@@ -147,6 +147,35 @@ BOOST_FIXTURE_TEST_CASE(publishes_are_applied_in_order_once, pair_fixture) {
     BOOST_TEST(log.payloads["s2"][19] == "{\"i\":59}");
 }
 
+BOOST_FIXTURE_TEST_CASE(a_batch_is_stored_in_order_or_not_at_all, pair_fixture) {
+    asio::io_context ioc;
+    replication::primary_node primary(ioc.get_executor(), pc);
+    std::vector<std::tuple<boost::system::error_code, std::uint64_t>> results;
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+            auto tok = asio::as_tuple(asio::use_awaitable);
+            std::vector<std::string> first{"1", "2", "3"}, bad{"4", "{oops", "6"}, second{" 7 ", "8"}, none;
+            results.push_back(co_await primary.async_publish_batch("b", first, tok));
+            results.push_back(co_await primary.async_publish_batch("b", bad, tok));
+            results.push_back(co_await primary.async_publish_batch("b", second, tok));
+            results.push_back(co_await primary.async_publish_batch("b", none, tok));
+        },
+        asio::detached);
+    ioc.run();
+    BOOST_TEST_REQUIRE(results.size() == 4u);
+    BOOST_TEST(!std::get<0>(results[0]));
+    BOOST_TEST(std::get<1>(results[0]) == 3u);  // the last one's seq
+    BOOST_TEST((std::get<0>(results[1]) == publish_error::invalid_payload));
+    BOOST_TEST(!std::get<0>(results[2]));
+    BOOST_TEST(std::get<1>(results[2]) == 5u);  // nothing of the refused batch took a seq
+    BOOST_TEST((std::get<0>(results[3]) == publish_error::invalid_payload));
+    BOOST_TEST_REQUIRE(eventually([&] { return log.total() == 5; }));
+    std::lock_guard l(log.m);
+    BOOST_TEST(log.payloads["b"] == (std::vector<std::string>{"1", "2", "3", "7", "8"}),
+               boost::test_tools::per_element());
+}
+
 BOOST_FIXTURE_TEST_CASE(transactional_writes_commit_with_the_message_or_not_at_all, pair_fixture) {
     asio::io_context ioc;
     replication::primary_node primary(ioc.get_executor(), pc);
