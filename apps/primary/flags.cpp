@@ -5,6 +5,7 @@
 #include "flags.hpp"
 
 #include "../common/options.hpp"
+#include <common/names.hpp>
 #include <common/sqlite.hpp>
 #include <common/token.hpp>
 
@@ -153,15 +154,10 @@ std::optional<options> parse_flags(int argc, char** argv) {
         throw std::invalid_argument("--stream must be 1 to 128 characters of A-Z a-z 0-9 . _ -");
     if (o.jetstream()) {
         (void)jetstream::parse_servers(o.secondary);
-        auto token_ok = [](const std::string& v) {
-            return !v.empty() && v.size() <= 64 &&
-                   v.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") ==
-                       std::string::npos;
-        };
-        if (!token_ok(o.js_stream))
+        if (!app::valid_nats_name(o.js_stream))
             throw std::invalid_argument("--js-stream must be 1 to 64 characters of A-Z a-z 0-9 _ -");
         if (o.js_prefix.empty()) o.js_prefix = o.js_stream;
-        if (!token_ok(o.js_prefix))
+        if (!app::valid_nats_name(o.js_prefix))
             throw std::invalid_argument("--js-prefix must be 1 to 64 characters of A-Z a-z 0-9 _ -");
         if (o.js_replicas < 1 || o.js_replicas > 5) throw std::invalid_argument("--js-replicas must be 1 to 5");
         if (!valid_subject_tokens(o.stream))

@@ -79,9 +79,9 @@ std::optional<http::response> node::refuse_publish(const http::request& req, std
         return r;
     }
     if (stopping_) return http::response::error(503, "shutting down");
-    if (storage_.disk_low_now()) {
+    if (health_.storage().disk_low_now()) {
         // Refused before SQLite fails on a full disk; nothing is stored.
-        auto r = http::response::error(507, "insufficient storage: " + storage_.low_message());
+        auto r = http::response::error(507, "insufficient storage: " + health_.storage().low_message());
         r.set("Retry-After", "5");
         return r;
     }
@@ -101,12 +101,12 @@ http::router node::routes() {
     r.add("GET", "/ready", [this](http::request&) -> asio::awaitable<http::response> {
         if (stopping_) co_return http::response::json(503, "{\"status\":\"draining\"}");
         if (!ready_) co_return http::response::json(503, "{\"status\":\"starting\"}");
-        if (storage_.disk_low())
+        if (health_.storage().disk_low())
             co_return http::response::json(503, nlohmann::json{{"status", "low_disk_space"},
-                                                               {"available", storage_.available()},
-                                                               {"min_free_space", storage_.min_free()}}
+                                                               {"available", health_.storage().available()},
+                                                               {"min_free_space", health_.storage().min_free()}}
                                                     .dump());
-        if (storage_.commit_failing()) {
+        if (health_.storage().commit_failing()) {
             // The last publish could not be stored (a full disk): try a small
             // write, so that readiness comes back without traffic.
             // A write of the largest message's size (the envelope's limit).
@@ -122,7 +122,7 @@ http::router node::routes() {
                     return true;
                 },
                 [](const std::string&) {});
-            outbox_works();
+            health_.works();
         }
         co_return http::response::json(200, "{\"status\":\"ready\"}");
     });
@@ -132,8 +132,8 @@ http::router node::routes() {
             app::sync_counter(c_.m.tls_failures, server_->get_stats().tls_handshake_failures);
         }
         c_.m.db.sync(c_.worker.get_stats());
-        storage_.check_disk();
-        c_.m.free_bytes.Set(static_cast<double>(storage_.available()));
+        health_.storage().check_disk();
+        c_.m.free_bytes.Set(static_cast<double>(health_.storage().available()));
         c_.rep.refresh_metrics();
         http::response res;
         res.body = app::expose(*c_.m.registry);
@@ -172,10 +172,10 @@ http::router node::routes() {
         auto result = co_await c_.worker.run<keyed_publish>(ioc_.get_executor(), std::move(job));
         --publishing_;
         if (auto e = app::failed(result)) {
-            publish_failed(stream, *e);  // checks the watermark again
-            if (storage_.disk_low()) {
+            health_.publish_failed(stream, *e);  // checks the watermark again
+            if (health_.storage().disk_low()) {
                 // The same answer as the refusals before the store is tried.
-                auto res = http::response::error(507, "insufficient storage: " + storage_.low_message());
+                auto res = http::response::error(507, "insufficient storage: " + health_.storage().low_message());
                 res.set("Retry-After", "5");
                 check_drained();
                 co_return res;
@@ -192,7 +192,7 @@ http::router node::routes() {
             pending_message m{p.seq, p.id, std::move(items->front().second), at_ms};  // as stored
             c_.rep.committed(p.stream, 1, &m);
         }
-        outbox_works();
+        health_.works();
         if (what == keyed_publish::status::conflict)
             co_return http::response::error(422, "Idempotency-Key was first used for another payload or stream (seq " +
                                                      std::to_string(p.seq) + " of stream " + p.stream + ")");
@@ -251,50 +251,6 @@ http::router node::routes() {
         co_return http::response::json(202, envelope::encode_requeued(n, rq.p.id, rq.p.stream, rq.p.seq));
     });
     return r;
-}
-
-void node::publish_failed(const std::string& stream, const std::string& error) {
-    ++failed_publishes_;
-    storage_.commit_failed(error);  // checks the watermark again
-    const auto now = std::chrono::steady_clock::now();
-    if (now - failed_logged_at_ < std::chrono::seconds(1)) {
-        ++failed_unlogged_;  // counted in the next line (or in storage_recovered)
-        return;
-    }
-    app::log(level::error, "publish_failed",
-             {{"stream", stream},
-              {"error", error},
-              {"also_failed_since_last_line", failed_unlogged_},
-              {"note", "answered 503, nothing stored; at most one such line a second"}});
-    failed_unlogged_ = 0;
-    failed_logged_at_ = now;
-    failure_reported_ = true;
-}
-
-// A write to the outbox succeeded: after a reported failure, say that it
-// works again (once: a disk that fails every other publish logs at most a
-// line of each a second, since the one-second window outlives recoveries).
-void node::outbox_works() {
-    storage_.commit_ok();
-}
-
-// Once a transition (storage_health): a disk under the watermark, or a
-// failed commit; then recovered, counting the publishes refused meanwhile.
-void node::storage_changed(bool ok, const std::string& why) {
-    c_.m.storage_ok.Set(ok ? 1 : 0);
-    if (!ok) {
-        nlohmann::json f{{"error", why == "low_disk_space" ? std::string("low disk space") : why}};
-        if (why == "low_disk_space") {
-            f["available"] = storage_.available();
-            f["min_free_space"] = storage_.min_free();
-            f["note"] = "publishes are answered 507 and /ready 503 until space is freed";
-        }
-        app::log(level::error, "storage_failed", std::move(f));
-        return;
-    }
-    app::log(level::info, "storage_recovered", {{"failed_publishes", failed_publishes_}});
-    failure_reported_ = false;
-    failed_publishes_ = failed_unlogged_ = 0;
 }
 
 // The --stdin reader thread: one JSON payload a line; lines are committed in

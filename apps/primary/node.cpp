@@ -26,10 +26,8 @@ node::node(const options& o, app::database& db)
       c_(o, ioc_.get_executor(), db,
          {.progress = [this] { check_drained(); }, .demoted = [this] { stop("demoted", exit_demoted); }}),
       shutdown_(make_shutdown_requested(ioc_.get_executor(), {SIGINT, SIGTERM})),
-      storage_(ioc_.get_executor(), {o.data, o.min_free_bytes},
-               [this](bool ok, const std::string& why) { storage_changed(ok, why); }) {
-    c_.m.storage_ok.Set(1);
-}
+      health_(ioc_.get_executor(), o.data, o.min_free_bytes, c_.m,
+              {"answered 503, nothing stored", "publishes are answered 507 and /ready 503 until space is freed"}) {}
 
 node::~node() {
     // Queued database jobs refer to the streams: they finish first. Then the
@@ -59,7 +57,7 @@ int node::run() {
                   {"mutual_tls", o_.listen_tls && !o_.listen_tls->client_ca_file.empty()}});
     }
     server_ = server ? &*server : nullptr;
-    storage_.start();
+    health_.start();
     // Ready once the event loop runs (the first handler it runs), until shutdown.
     asio::post(ioc_, [this] { ready_ = true; });
     app::log(level::info, "started",
@@ -99,7 +97,7 @@ void node::stop(const std::string& why, int code) {
              {{"reason", why}, {"pending", c_.rep.pending()}});
     shutdown_->request();
     c_.rep.stop();  // the processors' sends and waits end
-    storage_.stop();
+    health_.stop();
     asio::co_spawn(
         ioc_,
         [this]() -> asio::awaitable<void> {

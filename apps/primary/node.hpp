@@ -28,6 +28,7 @@
 #include <primary/decide.hpp>
 #include <primary/metrics.hpp>
 #include <primary/outbox.hpp>
+#include <primary/outbox_health.hpp>
 #include <primary/replicator.hpp>
 
 #include <steadfast/conditions.hpp>
@@ -104,18 +105,8 @@ private:
     // publishes each (stream_admission).
     std::map<std::string, std::size_t> admitting_;
     bool input_closed_ = false, stopping_ = false;
-    bool ready_ = false;  // /ready: the event loop runs and no shutdown has begun
-    // The outbox can take a write: free space above --min-free-space, and the
-    // last commit worked (false from a failed one until a write succeeds).
-    app::storage_health storage_;
-    void storage_changed(bool ok, const std::string& why);
-    // Refused publishes while the outbox fails: logged at most once a second
-    // (a client retrying at once would write thousands of lines a second).
-    std::uint64_t failed_publishes_ = 0, failed_unlogged_ = 0;
-    std::chrono::steady_clock::time_point failed_logged_at_{};
-    bool failure_reported_ = false;  // a publish_failed line since the last storage_recovered
-    void publish_failed(const std::string& stream, const std::string& error);
-    void outbox_works();
+    bool ready_ = false;    // /ready: the event loop runs and no shutdown has begun
+    outbox_health health_;  // whether the outbox takes writes (the disk's space, the last commit)
     std::atomic<bool> stdin_stop_{false};
     // A group of standard input was not stored: no later group may be (the
     // input's order would break), so they fail too (database thread only).

@@ -6,6 +6,7 @@
 #include "commands.hpp"
 #include "daemon.hpp"
 #include <common/log.hpp>
+#include <common/names.hpp>
 
 #include <steadfast/transport/jetstream.hpp>
 #include <steadfast/version.hpp>
@@ -138,14 +139,9 @@ int main(int argc, char** argv) {
             (void)jetstream::parse_servers(o.source.servers);
             if (o.source.consumer.empty())
                 throw std::invalid_argument("--source needs --consumer NAME (one durable consumer per secondary)");
-            auto token_ok = [](const std::string& v) {
-                return !v.empty() && v.size() <= 64 &&
-                       v.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") ==
-                           std::string::npos;
-            };
-            if (!token_ok(o.source.consumer))
+            if (!app::valid_nats_name(o.source.consumer))
                 throw std::invalid_argument("--consumer must be 1 to 64 characters of A-Z a-z 0-9 _ -");
-            if (!token_ok(o.source.stream))
+            if (!app::valid_nats_name(o.source.stream))
                 throw std::invalid_argument("--js-stream must be 1 to 64 characters of A-Z a-z 0-9 _ -");
             if (o.source.batch == 0 || o.source.batch > 10'000)
                 throw std::invalid_argument("--js-batch must be 1 to 10000");

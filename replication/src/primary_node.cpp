@@ -2,9 +2,10 @@
 // program's event loop, with publish as an asynchronous operation.
 #include <common/log.hpp>
 #include <common/metrics.hpp>
+#include <common/names.hpp>
 #include <common/sqlite.hpp>
-#include <common/storage_health.hpp>
 #include <primary/core.hpp>
+#include <primary/outbox_health.hpp>
 
 #include <steadfast/replication/envelope.hpp>
 #include <steadfast/replication/primary_node.hpp>
@@ -22,6 +23,8 @@
 #include <boost/asio/prefer.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <prometheus/registry.h>
+
+#include <sqlite3.h>
 
 #include <atomic>
 #include <stdexcept>
@@ -49,6 +52,8 @@ struct category final : boost::system::error_category {
                 return "the primary node is stopped (or was demoted): nothing stored";
             case publish_error::disk_low:
                 return "free space on the outbox's disk is under min_free_bytes: nothing stored";
+            case publish_error::writes_failed:
+                return "the application's writes threw: nothing stored";
         }
         return "unknown replication error";
     }
@@ -79,7 +84,10 @@ void check(primary_config& c) {
     }
     if (c.jetstream()) {
         (void)jetstream::parse_servers(c.secondary);
+        if (!app::valid_nats_name(c.js_stream)) bad("js_stream must be 1 to 64 characters of A-Z a-z 0-9 _ -");
         if (c.js_prefix.empty()) c.js_prefix = c.js_stream;
+        if (!app::valid_nats_name(c.js_prefix)) bad("js_prefix must be 1 to 64 characters of A-Z a-z 0-9 _ -");
+        if (c.js_replicas < 1 || c.js_replicas > 5) bad("js_replicas must be 1 to 5");
         if (c.secondary_tls) bad("secondary_tls is for an https:// secondary");
     } else {
         (void)http::client::from_url(c.secondary);
@@ -116,18 +124,41 @@ struct primary_node::impl {
           cfg((check(c), std::move(c))),
           db(cfg.data, "primary.db", "steadfast-primary", cfg.fsync ? app::sync_mode::full : app::sync_mode::off),
           schema_run((cfg.schema.empty() ? void() : db.exec(cfg.schema), true)),
-          core(cfg, loop.get_executor(), db, {.progress = [] {}, .demoted = [this] { demoted = true; }}),
-          storage(loop.get_executor(), {cfg.data, cfg.min_free_bytes}, [](bool, const std::string&) {}) {
-        core.m.storage_ok.Set(1);
+          core(cfg, loop.get_executor(), db,
+               {.progress = [] {},
+                .demoted =
+                    [this] {
+                        demoted = true;
+                        core.rep.stop();  // the probe too: nothing more to send
+                    }}),
+          health(
+              loop.get_executor(), cfg.data, cfg.min_free_bytes, core.m,
+              {"completed with the error, nothing stored", "publishes complete with disk_low until space is freed"}) {
         app::register_build_info(*core.m.registry, "steadfast-primary");
         core.rep.start();  // reads the outbox here, before the database thread runs a job
-        storage.start();
-        thread = std::thread([this] { loop.run(); });
+        health.start();
+        arm_refresh();
+        thread = std::thread([this] {
+            // A handler that throws must not end the program (std::terminate
+            // on a thread): logged, and the loop goes on.
+            for (;;) {
+                try {
+                    loop.run();
+                    return;
+                } catch (const std::exception& failure) {
+                    app::log(app::level::error, "primary_node_failed", {{"error", failure.what()}});
+                } catch (...) {
+                    app::log(app::level::error, "primary_node_failed", {{"error", "not a std::exception"}});
+                }
+            }
+        });
     }
     ~impl() {
         asio::post(loop, [this] {
+            stopped = true;
+            refresh_timer.cancel();
             core.rep.stop();
-            storage.stop();
+            health.stop();
             leave();
         });
         thread.join();
@@ -135,6 +166,20 @@ struct primary_node::impl {
         // then what is left suspended is destroyed while it still exists.
         core.close();
         loop.shutdown();
+    }
+
+    // The series a scrape reads (the daemon refreshes them at /metrics):
+    // each second, on the node's thread.
+    void arm_refresh() {
+        refresh_timer.expires_after(std::chrono::seconds(1));
+        refresh_timer.async_wait([this](const error_code& ec) {
+            if (ec || stopped) return;
+            core.m.db.sync(core.worker.get_stats());
+            health.storage().check_disk();
+            core.m.free_bytes.Set(static_cast<double>(health.storage().available()));
+            core.rep.refresh_metrics();
+            arm_refresh();
+        });
     }
 
     // Processors end at once (stop-when): give them a moment to leave, and
@@ -161,7 +206,7 @@ struct primary_node::impl {
             return e->status == 413 ? publish_error::too_large : publish_error::invalid_payload;
         const auto body = std::get<std::string_view>(checked);
         if (core.rep.secondary().too_large(overhead + body.size())) return publish_error::too_large;
-        if (storage.disk_low_now()) return publish_error::disk_low;
+        if (health.storage().disk_low_now()) return publish_error::disk_low;
         if (body.size() != payload.size()) payload = std::string(body);
         return std::nullopt;
     }
@@ -170,11 +215,11 @@ struct primary_node::impl {
     primary_config cfg;
     own_context loop{1};
     asio::executor_work_guard<asio::io_context::executor_type> work{loop.get_executor()};
-    asio::steady_timer exit_timer{loop};
+    asio::steady_timer exit_timer{loop}, refresh_timer{loop};
     app::database db;
     bool schema_run;  // cfg.schema, before the outbox's statements are prepared
     primary::core core;
-    app::storage_health storage;
+    primary::outbox_health health;
     std::atomic<bool> stopped{false}, demoted{false};
     std::atomic<int> in_flight{0};  // operations on the database thread, not completed yet
     std::thread thread;
@@ -231,7 +276,8 @@ const error_code aborted = asio::error::operation_aborted;
 }  // namespace
 
 primary_node::primary_node(asio::any_io_executor ex, primary_config cfg)
-    : impl_(std::make_unique<impl>(std::move(ex), std::move(cfg))) {}
+    : impl_(ex ? std::make_unique<impl>(std::move(ex), std::move(cfg))
+               : throw std::invalid_argument("primary_node: the executor is empty (completions go there)")) {}
 
 primary_node::~primary_node() = default;
 
@@ -247,30 +293,53 @@ void primary_node::start_publish(std::string stream, std::string payload, transa
         if (auto refused = m.refuse(stream, payload)) return op->complete(make_error_code(*refused), 0ull);
         const std::int64_t at_ms = primary::now_ms();
         ++m.in_flight;
+        struct outcome {
+            primary::published p;  // seq 0: nothing stored
+            error_code writes;     // the application's writes threw (nothing stored)
+        };
         auto job = [&m, op, stream, payload, writes = std::move(writes), at_ms](app::database& db,
-                                                                                bool& keep) -> primary::published {
+                                                                                bool& keep) -> outcome {
             if (op->cancelled) {
                 keep = false;
-                return {};  // seq 0: dropped, nothing written
+                return {{}, aborted};  // dropped, nothing written
             }
-            if (writes) writes(db.handle());
+            if (writes) {
+                try {
+                    writes(db.handle());
+                } catch (const std::exception& e) {
+                    // SQLite rolled the whole transaction back (a full disk):
+                    // the commit's failure, every job of the group fails.
+                    if (sqlite3_get_autocommit(db.handle())) throw;
+                    // The application's own failure: not the storage's.
+                    keep = false;
+                    const auto* se = dynamic_cast<const boost::system::system_error*>(&e);
+                    app::log(app::level::warn, "publish_writes_failed",
+                             {{"stream", stream}, {"error", e.what()}, {"note", "nothing stored"}});
+                    return {{}, se && se->code() ? se->code() : make_error_code(publish_error::writes_failed)};
+                } catch (...) {
+                    if (sqlite3_get_autocommit(db.handle())) throw;
+                    keep = false;
+                    app::log(app::level::warn, "publish_writes_failed",
+                             {{"stream", stream}, {"error", "not a std::exception"}, {"note", "nothing stored"}});
+                    return {{}, make_error_code(publish_error::writes_failed)};
+                }
+            }
             std::vector<std::pair<std::string, std::string>> items{{stream, payload}};
-            return m.core.out.publish(items, at_ms).front();
+            return {m.core.out.publish(items, at_ms).front(), {}};
         };
-        auto done = [&m, op, payload = std::move(payload), at_ms](app::db_result<primary::published> r) mutable {
+        auto done = [&m, op, stream, payload = std::move(payload), at_ms](app::db_result<outcome> r) mutable {
             --m.in_flight;
             if (!r) {
-                m.storage.commit_failed(r.error().what);
-                app::log(app::level::error, "publish_failed", {{"error", r.error().what}});
+                m.health.publish_failed(stream, r.error().what);
                 return op->complete(r.error().code, 0ull);
             }
-            if (r->seq == 0) return op->complete(aborted, 0ull);
-            m.storage.commit_ok();
-            primary::pending_message msg{r->seq, r->id, std::move(payload), at_ms};
-            m.core.rep.committed(r->stream, 1, &msg);
-            op->complete(error_code{}, static_cast<unsigned long long>(r->seq));
+            if (r->writes) return op->complete(r->writes, 0ull);
+            m.health.works();
+            primary::pending_message msg{r->p.seq, r->p.id, std::move(payload), at_ms};
+            m.core.rep.committed(r->p.stream, 1, &msg);
+            op->complete(error_code{}, static_cast<unsigned long long>(r->p.seq));
         };
-        m.core.worker.async_run<primary::published>(m.loop.get_executor(), std::move(job), std::move(done));
+        m.core.worker.async_run<outcome>(m.loop.get_executor(), std::move(job), std::move(done));
     });
 }
 
@@ -297,12 +366,11 @@ void primary_node::start_publish_batch(std::string stream, std::vector<std::stri
         auto done = [&m, op, stream, n = items->size()](app::db_result<std::uint64_t> r) {
             --m.in_flight;
             if (!r) {
-                m.storage.commit_failed(r.error().what);
-                app::log(app::level::error, "publish_failed", {{"stream", stream}, {"error", r.error().what}});
+                m.health.publish_failed(stream, r.error().what);
                 return op->complete(r.error().code, 0ull);
             }
             if (*r == 0) return op->complete(aborted, 0ull);
-            m.storage.commit_ok();
+            m.health.works();
             m.core.rep.committed(stream, n);
             op->complete(error_code{}, static_cast<unsigned long long>(*r));
         };
@@ -327,14 +395,18 @@ void primary_node::start_transaction(transaction_writes fn, asio::any_completion
         if (!r) return op->complete(r.error().code);
         op->complete(*r ? error_code{} : aborted);
     };
-    m.core.worker.async_run<bool>(m.loop.get_executor(), std::move(job), std::move(done));
+    // Through the node's loop, as publishes go: one started after a publish
+    // runs after it.
+    asio::post(m.loop, [&m, job = std::move(job), done = std::move(done)]() mutable {
+        m.core.worker.async_run<bool>(m.loop.get_executor(), std::move(job), std::move(done));
+    });
 }
 
 void primary_node::stop() {
     impl_->stopped = true;
     asio::post(impl_->loop, [&m = *impl_] {
         m.core.rep.stop();
-        m.storage.stop();
+        m.health.stop();
     });
 }
 
@@ -369,7 +441,9 @@ void primary_node::start_status(asio::any_completion_handler<void(error_code, st
         if (!r) return op->complete(r.error().code, std::vector<stream_status>{});
         op->complete(error_code{}, std::move(*r));
     };
-    m.core.worker.async_run<std::vector<stream_status>>(m.loop.get_executor(), std::move(job), std::move(done));
+    asio::post(m.loop, [&m, job = std::move(job), done = std::move(done)]() mutable {
+        m.core.worker.async_run<std::vector<stream_status>>(m.loop.get_executor(), std::move(job), std::move(done));
+    });
 }
 
 prometheus::Registry& primary_node::metrics() {

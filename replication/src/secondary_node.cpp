@@ -1,5 +1,7 @@
 // secondary_node: the secondary's service (secondary/service.hpp) on an
 // event-loop thread of its own.
+#include <common/log.hpp>
+#include <common/names.hpp>
 #include <secondary/service.hpp>
 
 #include <steadfast/replication/secondary_node.hpp>
@@ -38,7 +40,8 @@ secondary::service_options options_of(const secondary_config& c) {
     o.max_epoch_step = c.max_epoch_step;
     if (!c.source.empty()) {
         (void)jetstream::parse_servers(c.source);
-        if (c.consumer.empty()) bad("consumer (this secondary's durable consumer) is empty");
+        if (!app::valid_nats_name(c.consumer)) bad("consumer must be 1 to 64 characters of A-Z a-z 0-9 _ -");
+        if (!app::valid_nats_name(c.js_stream)) bad("js_stream must be 1 to 64 characters of A-Z a-z 0-9 _ -");
         o.source.servers = c.source;
         o.source.stream = c.js_stream;
         o.source.consumer = c.consumer;
@@ -52,14 +55,32 @@ struct secondary_node::impl {
     impl(secondary_config c, apply_handler apply)
         : o(options_of(c)),
           svc(o, loop.get_executor(), std::move(c.tokens), std::move(apply), {.wrap_messages = {}, .ended = [this] {
+                                                                                  // Only when the destructor drains:
+                                                                                  // a source that failed by itself
+                                                                                  // was logged (source_failed).
+                                                                                  if (!leaving) return;
                                                                                   work.reset();
                                                                                   loop.stop();
                                                                               }}) {
         svc.start();
-        thread = std::thread([this] { loop.run(); });
+        thread = std::thread([this] {
+            for (;;) {  // a handler that throws is logged; the loop goes on
+                try {
+                    loop.run();
+                    return;
+                } catch (const std::exception& e) {
+                    app::log(app::level::error, "secondary_node_failed", {{"error", e.what()}});
+                } catch (...) {
+                    app::log(app::level::error, "secondary_node_failed", {{"error", "not a std::exception"}});
+                }
+            }
+        });
     }
     ~impl() {
-        asio::post(loop, [this] { svc.stop(); });
+        asio::post(loop, [this] {
+            leaving = true;
+            svc.stop();
+        });
         thread.join();
         svc.close();
         loop.shutdown();
@@ -72,6 +93,7 @@ struct secondary_node::impl {
     own_context loop{1};
     asio::executor_work_guard<asio::io_context::executor_type> work{loop.get_executor()};
     secondary::service svc;
+    bool leaving = false;  // the destructor drains (loop thread)
     std::thread thread;
 };
 

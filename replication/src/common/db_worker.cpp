@@ -10,8 +10,10 @@ namespace {
 // A job's exception as a failure: a database error keeps SQLite's code.
 db_failure failure_of(const std::exception& e) {
     if (const auto* d = dynamic_cast<const db_error*>(&e)) return {d->code(), e.what()};
-    // A job's own error code (an embedding program's writes): kept.
-    if (const auto* s = dynamic_cast<const boost::system::system_error*>(&e)) return {s->code(), e.what()};
+    // A job's own error code (an embedding program's writes): kept, unless
+    // it says "no error" (the job still failed).
+    if (const auto* s = dynamic_cast<const boost::system::system_error*>(&e); s && s->code())
+        return {s->code(), e.what()};
     return {make_db_error_code(db_job_threw), e.what()};
 }
 }  // namespace
@@ -100,6 +102,13 @@ void db_worker::loop() {
                     // missing savepoint's).
                     errors[i] = failure_of(e);
                     if (sqlite3_get_autocommit(db_.handle())) throw db_error(e.what(), errors[i]->code);
+                    db_.exec("ROLLBACK TO job");
+                } catch (...) {
+                    // Not a std::exception (an embedding program's throw 42):
+                    // the job fails, the thread goes on.
+                    errors[i] =
+                        db_failure{make_db_error_code(db_job_threw), "the job threw something not a std::exception"};
+                    if (sqlite3_get_autocommit(db_.handle())) throw db_error(errors[i]->what, errors[i]->code);
                     db_.exec("ROLLBACK TO job");
                 }
                 db_.exec("RELEASE job");

@@ -3,6 +3,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <mutex>
 #include <string>
 
 namespace steadfast::app {
@@ -10,10 +11,15 @@ namespace steadfast::app {
 namespace {
 std::string app_name = "steadfast";
 std::shared_ptr<spdlog::logger> logger;
+std::once_flag logger_made;  // an embedded node's first line may come from any of its threads
 }  // namespace
 
 void init_log(std::string_view app, level min) {
     app_name = std::string(app);
+    if (!logger) {
+        // A program embedding the nodes may have made it (spdlog's registry).
+        logger = spdlog::get("steadfast");
+    }
     if (!logger) {
         logger = spdlog::stderr_logger_mt("steadfast");
         // The message is a whole JSON object but for its leading fields.
@@ -27,7 +33,9 @@ void init_log(std::string_view app, level min) {
 }
 
 void log(level l, std::string_view event, nlohmann::json fields) {
-    if (!logger) init_log(app_name);
+    std::call_once(logger_made, [] {
+        if (!logger) init_log(app_name);
+    });
     nlohmann::json line = {{"app", app_name}, {"event", event}};
     if (fields.is_object())
         for (auto& [k, v] : fields.items()) line[k] = std::move(v);

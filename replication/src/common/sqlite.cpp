@@ -26,6 +26,7 @@ public:
     const char* name() const noexcept override { return "sqlite"; }
     std::string message(int ev) const override {
         if (ev == db_job_threw) return "the job failed";
+        if (ev == db_apply_failed) return "the application's apply handler failed";
         return sqlite3_errstr(ev);
     }
 };

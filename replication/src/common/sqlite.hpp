@@ -20,6 +20,9 @@ namespace steadfast::app {
 /// Also db_job_threw: a job failed with an exception of its own.
 const boost::system::error_category& db_category() noexcept;
 inline constexpr int db_job_threw = 0x10000;  // outside SQLite's codes
+/// An application's apply handler failed (not the storage): the request is
+/// refused and sent again.
+inline constexpr int db_apply_failed = 0x10001;
 inline boost::system::error_code make_db_error_code(int code) noexcept {
     return {code, db_category()};
 }

@@ -42,7 +42,8 @@ std::variant<envelope::decoded, http::response> decode_messages(std::string_view
 
 http::response answer_of(app::db_result<store::answer>&& result) {
     if (auto e = app::failed(result)) {
-        auto r = http::response::error(503, "storage failure: " + *e);
+        const bool app_failed = result.error().code == app::make_db_error_code(app::db_apply_failed);
+        auto r = http::response::error(503, app_failed ? *e + "; nothing applied" : "storage failure: " + *e);
         r.set("Retry-After", "1");
         return r;
     }
@@ -84,8 +85,12 @@ http::router::handler message_routes::messages() const {
         auto job = [&st = r.st, d](app::database&, bool& keep) { return st.apply(*d, keep); };
         auto result = co_await r.worker.run<store::answer>(r.ex, std::move(job));
         if (auto e = app::failed(result)) {
-            r.health.commit_failed(*e);
-            r.m.reject("storage");
+            if (result.error().code == app::make_db_error_code(app::db_apply_failed)) {
+                r.m.reject("apply_failed");  // the application's, not the storage's: sent again
+            } else {
+                r.health.commit_failed(*e);
+                r.m.reject("storage");
+            }
         } else {
             const auto& a = *result;
             // Only a commit that wrote something shows the store works again

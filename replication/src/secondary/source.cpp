@@ -320,9 +320,16 @@ asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::del
     };
     auto result = co_await worker_.run<std::vector<applied_one>>(ex_, std::move(job));
     if (auto e = app::failed(result)) {
-        // Nothing was applied: JetStream delivers them again.
-        h_.storage(*e);
-        h_.rejected("storage");
+        // Nothing was applied: JetStream delivers them again. (An embedding
+        // program's apply handler that failed is not the storage's failure;
+        // the whole fetch waits for it, as it would for the storage.)
+        if (result.error().code == app::make_db_error_code(app::db_apply_failed)) {
+            h_.rejected("apply_failed");
+            app::log(level::warn, "apply_failed", {{"error", *e}, {"note", "nothing of the fetch applied; nak'd"}});
+        } else {
+            h_.storage(*e);
+            h_.rejected("storage");
+        }
         for (const auto& d : ds) pc_->nak(d, 1s);
         co_await pause(200ms);
         co_return;

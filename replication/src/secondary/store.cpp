@@ -63,7 +63,11 @@ std::optional<envelope::rejection> store::apply_one(const envelope::message& m, 
             } catch (const std::exception& e) {
                 throw app::db_error("the application's apply handler failed on stream " + m.stream + " seq " +
                                         std::to_string(m.seq) + ": " + e.what(),
-                                    SQLITE_ABORT);
+                                    app::db_apply_failed);
+            } catch (...) {
+                throw app::db_error("the application's apply handler failed on stream " + m.stream + " seq " +
+                                        std::to_string(m.seq) + " (it threw something not a std::exception)",
+                                    app::db_apply_failed);
             }
         }
         pos.last_seq = m.seq;

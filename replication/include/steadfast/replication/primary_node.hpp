@@ -54,6 +54,7 @@ enum class publish_error {
     too_large,           // larger than the envelope's limit (or the JetStream server's)
     stopped,             // stop() was called, or the node was demoted
     disk_low,            // free space under min_free_bytes
+    writes_failed,       // async_publish_with's writes threw (an exception without an error code)
 };
 const boost::system::error_category& replication_category() noexcept;
 boost::system::error_code make_error_code(publish_error e) noexcept;
@@ -110,7 +111,8 @@ public:
     /// completes with its seq once the commit is durable (and delivery has
     /// learnt of it), or with an error and nothing stored. Signature
     /// void(error_code, std::uint64_t); any completion token (default
-    /// deferred); per-operation cancellation of every type: a publish the
+    /// deferred: nothing happens until the result is awaited or invoked);
+    /// per-operation cancellation of every type: a publish the
     /// database thread has not taken yet is dropped (operation_aborted), one
     /// already in its commit completes as usual. Never completes inline.
     template <class CompletionToken = boost::asio::deferred_t>
@@ -139,8 +141,10 @@ public:
     /// writes in the same transaction. `writes(db)` runs on the database thread
     /// inside the transaction that stores the message, on the outbox's own
     /// connection (the application's tables live in the same file). Both
-    /// commit, or neither: a throw from `writes` (or a failed commit) stores
-    /// nothing and completes with the error. The message's seq is not known
+    /// commit, or neither: a throw from `writes` stores nothing and completes
+    /// with its error code (a boost::system::system_error's, else
+    /// publish_error::writes_failed); a failed commit completes with the
+    /// database's. The message's seq is not known
     /// to `writes`.
     using transaction_writes = std::function<void(sqlite3* db)>;
     template <class CompletionToken = boost::asio::deferred_t>
@@ -154,8 +158,8 @@ public:
     }
 
     /// Runs `fn(db)` on the database thread in its own transaction (reads of
-    /// the application's tables beside the outbox); completes with
-    /// void(error_code).
+    /// the application's tables beside the outbox), after every publish
+    /// started before it; completes with void(error_code).
     template <class CompletionToken = boost::asio::deferred_t>
     auto async_transaction(transaction_writes fn, CompletionToken&& token = {}) {
         return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
@@ -170,7 +174,8 @@ public:
     /// Messages stored and not yet acknowledged, over all streams (as of the
     /// last change).
     std::uint64_t pending() const;
-    /// The secondary's probe passes.
+    /// The secondary's probe passes (over HTTP, true until a first check
+    /// fails: sends need not wait for one).
     bool secondary_online() const;
     /// A newer epoch was seen: delivery has stopped for good.
     bool demoted() const;

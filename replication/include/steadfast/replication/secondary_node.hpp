@@ -6,9 +6,14 @@
 // and the seq commit together. A handler that throws fails the request:
 // nothing of it stays, and the primary sends it again (its quick retries
 // through the engine, then its ladder), so no message is ever skipped. A
-// duplicate (a resend after a lost answer) is answered from the record and
-// never reaches the handler. The default handler (none) stores the message
-// only in the record, as steadfast-secondary does (`dump`).
+// duplicate of a committed message (a resend after a lost answer) is
+// answered from the record and never reaches the handler; but a message
+// whose transaction was rolled back (a later message of the request threw,
+// the commit failed, the process died before it) reaches it again: exactly
+// once holds for what the handler writes through `db`, not for what it keeps
+// elsewhere. Over JetStream a throw makes the whole fetch wait (nak'd,
+// delivered again). The default handler (none) stores the message only in
+// the record, as steadfast-secondary does (`dump`).
 //
 //   steadfast::replication::secondary_config cfg;
 //   cfg.listen = "127.0.0.1:8081";

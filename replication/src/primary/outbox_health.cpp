@@ -1,0 +1,50 @@
+#include "outbox_health.hpp"
+
+#include <common/log.hpp>
+
+namespace steadfast::primary {
+
+using app::level;
+
+outbox_health::outbox_health(boost::asio::any_io_executor ex, const std::string& dir, std::uint64_t min_free,
+                             metrics& m, notes n)
+    : m_(m),
+      notes_(std::move(n)),
+      storage_(std::move(ex), {dir, min_free}, [this](bool ok, const std::string& why) { changed(ok, why); }) {
+    m_.storage_ok.Set(1);
+}
+
+void outbox_health::publish_failed(const std::string& stream, const std::string& error) {
+    ++failed_;
+    storage_.commit_failed(error);  // checks the watermark again
+    const auto now = std::chrono::steady_clock::now();
+    if (now - logged_at_ < std::chrono::seconds(1)) {
+        ++unlogged_;  // counted in the next line (or in storage_recovered)
+        return;
+    }
+    app::log(level::error, "publish_failed",
+             {{"stream", stream},
+              {"error", error},
+              {"also_failed_since_last_line", unlogged_},
+              {"note", notes_.failed + "; at most one such line a second"}});
+    unlogged_ = 0;
+    logged_at_ = now;
+}
+
+void outbox_health::changed(bool ok, const std::string& why) {
+    m_.storage_ok.Set(ok ? 1 : 0);
+    if (!ok) {
+        nlohmann::json f{{"error", why == "low_disk_space" ? std::string("low disk space") : why}};
+        if (why == "low_disk_space") {
+            f["available"] = storage_.available();
+            f["min_free_space"] = storage_.min_free();
+            f["note"] = notes_.disk_low;
+        }
+        app::log(level::error, "storage_failed", std::move(f));
+        return;
+    }
+    app::log(level::info, "storage_recovered", {{"failed_publishes", failed_}});
+    failed_ = unlogged_ = 0;
+}
+
+}  // namespace steadfast::primary
