@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"messages\":%zu,\"coroutines\":%zu,\"batch\":%zu,\"durable_s\":%.3f,\"delivered_s\":%.3f,"
         "\"durable_rate\":%.0f,\"delivered_rate\":%.0f,\"pending\":%llu,\"failed\":%zu}\n",
-        messages, coroutines, batch, d, e, messages / d, messages / e,
-        static_cast<unsigned long long>(node.pending()), failed);
+        messages, coroutines, batch, d, e, messages / d, messages / e, static_cast<unsigned long long>(node.pending()),
+        failed);
     return failed == 0 && node.pending() == 0 ? 0 : 1;
 }
