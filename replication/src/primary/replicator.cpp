@@ -18,8 +18,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include <malloc.h>
-
 #include <algorithm>
 
 namespace asio = boost::asio;
@@ -63,7 +61,7 @@ replicator::replicator(const replicator_env& env, replicator_hooks hooks)
       idle_(make_flag(env.ex, "processors-ended", false)),
       demoted_(make_demoted(env.ex, env.o.epoch)),
       stop_(cond(stopped_) || cond(demoted_)),
-      purge_timer_(env.ex) {
+      retention_(env.ex, env.out, env.worker, env.o.retain) {
     // The one place that knows which link --secondary names.
     link_ = make_link(link_env{env.o, env.ex, env.out, env.worker, stop_, demoted_, env.tokens, env.m}, *this);
     delivery_.reads_log = link_->reads_log();
@@ -108,7 +106,7 @@ void replicator::start() {
     // A stream waiting for a ladder step tries once at once: a restart is how
     // an operator says "the configuration is fixed" (the step is kept).
     for (auto& [name, s] : streams_) start_processor(name, true);
-    arm_purge();
+    retention_.start();
 }
 
 void replicator::stop() {
@@ -116,20 +114,9 @@ void replicator::stop() {
     stopping_ = true;
     stopped_->set();  // stop_: the processors' sends and waits end
     online_->stop();
-    purge_timer_.cancel();
+    retention_.stop();
     acks_.flush();
     if (processors_ == 0) idle_->set();
-}
-
-// Acknowledged messages are kept for --retain, then purged.
-void replicator::arm_purge() {
-    const auto every = std::clamp<std::chrono::milliseconds>(env_.o.retain / 4, 100ms, 10s);
-    purge_timer_.expires_after(every);
-    purge_timer_.async_wait([this](const boost::system::error_code& ec) {
-        if (ec || stopping_) return;
-        purge_retained();
-        arm_purge();
-    });
 }
 
 // After a commit of `n` messages on `stream` (on the event loop).
@@ -275,27 +262,9 @@ void replicator::retire(const std::string& stream) {
         link_->forget(stream);
         acks_.forget(stream);
     }
-    ++retired_since_trim_;
+    retention_.retired();
     env_.m.streams.Set(static_cast<double>(streams_.size()));
     if (processors_ == 0 && stopping_) idle_->set();
-}
-
-void replicator::purge_retained() {
-    // The allocator keeps what retired streams freed; give it back to the
-    // system now and then (glibc keeps freed memory in its arenas otherwise).
-    if (retired_since_trim_ >= 100) {
-        retired_since_trim_ = 0;
-        ::malloc_trim(0);
-    }
-    const std::int64_t cutoff = now_ms() - env_.o.retain.count();
-    env_.worker.post(
-        [this, cutoff](app::database&) {
-            env_.out.purge(cutoff);
-            return true;
-        },
-        [](const std::string& err) {
-            if (!err.empty()) app::log(level::error, "purge_failed", {{"error", err}});
-        });
 }
 
 // A wait of the stream's machine: until its delay passes or something it

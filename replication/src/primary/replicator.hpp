@@ -12,6 +12,7 @@
 #include "link.hpp"
 #include "metrics.hpp"
 #include "outbox.hpp"
+#include "retention.hpp"
 #include "stream_fsm.hpp"
 
 #include <steadfast/conditions.hpp>
@@ -131,8 +132,6 @@ private:
                                              const std::string& why);
     boost::asio::awaitable<void> block(const std::string& stream, const std::string& reason, const std::string& detail);
     void retire(const std::string& stream);
-    void purge_retained();
-    void arm_purge();
     void refresh_stream_metrics();
 
     replicator_env env_;
@@ -155,9 +154,9 @@ private:
     std::map<std::string, blocked_stream> blocked_;
     std::set<std::string> exposed_streams_;  // the per-stream series now on /metrics
     std::uint64_t pending_ = 0;
-    std::size_t retired_since_trim_ = 0, processors_ = 0;
+    std::size_t processors_ = 0;
     bool stopping_ = false;
-    boost::asio::steady_timer purge_timer_;
+    retention retention_;  // acknowledged messages kept, then purged
 };
 
 }  // namespace steadfast::primary

@@ -24,52 +24,10 @@ stream_fsm::stream_fsm(const delivery_config& c, std::string stream, std::uint64
       pending_(pending),
       sync_log_(c.reads_log) {}
 
-// Everything committed was sent and acknowledged, and the outbox holds
-// nothing the window lacks (what was committed since either joined it or
-// set more_maybe_): nothing to read.
-bool stream_fsm::window_settled() const noexcept {
-    return window_end_ != 0 && !more_maybe_ && acked_ != UINT64_MAX && acked_ >= window_end_;
-}
-
-void stream_fsm::forget_window() noexcept {
-    window_.clear();
-    window_end_ = 0;
-    ++window_gen_;  // a read or read-ahead still running is for the old window
-}
-
-// Appends a finished read-ahead to the window, if it continues it (the
-// window was not forgotten meanwhile), without the rows that joined the
-// window in memory while it ran (window::fresh_rows). A failed one is
-// dropped: the next read of the window tries again and reports the error.
-void stream_fsm::take_read_ahead() {
-    auto& ra = next_;
-    if (!ra || ra->running) return;
-    if (ra->gen == window_gen_ && window_end_) {
-        const auto f =
-            ra->failed ? window::fresh{ra->rows.size(), true} : window::fresh_rows(window_end_, ra->after, ra->rows);
-        if (f.read_again) more_maybe_ = true;
-        if (f.from < ra->rows.size()) {
-            window_end_ = ra->rows.back().seq;
-            const auto from = ra->rows.begin() + static_cast<std::ptrdiff_t>(f.from);
-            window_.insert(window_.end(), std::make_move_iterator(from), std::make_move_iterator(ra->rows.end()));
-        }
-    }
-    ra->rows.clear();
-    ra->failed = false;
-    ra->gen = ~std::uint64_t{0};  // taken
-}
-
 void stream_fsm::committed(std::size_t n, pending_message* one, bool online) {
     pending_ += n;
-    // Joins the window if it continues it (window.hpp); else it is read
-    // back. Not while the secondary is away: what comes then is not added in
-    // memory to what a read already holds.
-    if (one && online && window::joins(window_, window_end_, *one)) {
-        window_end_ = one->seq;
-        window_.push_back(std::move(*one));
-    } else {
-        more_maybe_ = true;
-    }
+    // Joins the window if it continues it (window.hpp); else it is read back.
+    window_.committed(one, online);
 }
 
 bool stream_fsm::resend_last() {
@@ -77,7 +35,7 @@ bool stream_fsm::resend_last() {
     // while a resend is on its way (acked_ < acked_max_).
     if (pending_ != 0 || acked_ == 0 || acked_ == UINT64_MAX || acked_ != acked_max_) return false;
     acked_ -= 1;
-    forget_window();
+    window_.forget();
     return true;
 }
 
@@ -129,25 +87,24 @@ stream_action stream_fsm::resume(stream_event& ev) {
                 yield return wait(std::nullopt, stream_action::on_read_ahead);
                 if (ev.stop) break;
             }
-            if (window_.size() < c_.batch_max) take_read_ahead();
+            if (window_.size() < c_.batch_max) window_.take_read_ahead();
             if (window_.empty()) {
                 clear_commit_ = true;
-                if (window_settled()) {
+                if (window_.settled(acked_)) {
                     // Wait a little for more, then retire; but first one
                     // read: the stream ends only when the outbox says that
                     // nothing is left.
                     drained_ = true;
                     yield return wait(c_.idle_grace, stream_action::on_commit);
                     if (ev.commit) continue;
-                    more_maybe_ = true;
+                    window_.more_maybe();
                     retire_after_read_ = true;
                     continue;
                 }
                 // Nothing joins the window while it is read (a commit answered
                 // meanwhile is in the read), and a window forgotten meanwhile
                 // (a recheck lowers the position) is read again.
-                window_end_ = 0;
-                read_gen_ = window_gen_;
+                read_gen_ = window_.begin_read();
                 yield {
                     stream_action a = act(type::read);
                     a.from_position = acked_ == UINT64_MAX;
@@ -158,11 +115,10 @@ stream_action stream_fsm::resume(stream_event& ev) {
                     yield return failed(std::move(ev.error));
                     continue;
                 }
-                if (window_gen_ != read_gen_) continue;
+                if (!window_.current(read_gen_)) continue;
                 if (acked_ == UINT64_MAX) acked_ = acked_max_ = ev.position;
-                window_end_ = ev.rows.empty() ? acked_ : ev.rows.back().seq;
-                more_maybe_ = !ev.rows.empty();
-                if (ev.rows.empty()) {
+                window_.read(acked_, ev.rows);
+                if (window_.empty()) {
                     // Nothing to send: wait a little for more, then retire.
                     drained_ = true;
                     if (retire_after_read_ && !ev.commit) break;  // waited already
@@ -172,7 +128,6 @@ stream_action stream_fsm::resume(stream_event& ev) {
                     continue;
                 }
                 retire_after_read_ = false;
-                window_.assign(std::make_move_iterator(ev.rows.begin()), std::make_move_iterator(ev.rows.end()));
                 head_at_ms_ = window_.front().at_ms;  // read from the acknowledged seq: the oldest pending
                 sched_ = ev.sched.is_for(window_.front().seq) ? ev.sched : schedule{};
             }
@@ -205,7 +160,7 @@ stream_action stream_fsm::resume(stream_event& ev) {
                 yield return act(type::sync_log);
                 d_ = std::move(ev.d);
                 server_wait_ = {};
-                forget_window();
+                window_.forget();
                 sched_ = {};
                 if (d_.what == verdict::ack || d_.what == verdict::rewind) sync_log_ = false;
                 from_log_ = true;
@@ -215,29 +170,19 @@ stream_action stream_fsm::resume(stream_event& ev) {
                 // too big to share a request goes alone. Moved out of the
                 // window: on failure the window is read again anyway.
                 max_ = single_until_ > acked_ ? 1 : c_.batch_max;
-                batch_ = window::take_batch(window_, max_, c_.body_limit, stream_, c_.epoch);
+                batch_ = window_.take_batch(max_, c_.body_limit, stream_, c_.epoch);
                 head_at_ms_ = batch_.front().at_ms;
                 // Fewer than a batch left: read the next rows while this batch
                 // is in flight, if there may be any (the last read was full,
                 // or messages were committed since).
-                if (max_ > 1 && window_.size() < max_ && !reading_ahead() && window_end_ && more_maybe_) {
-                    if (!next_) next_ = std::make_shared<read_ahead>();
-                    next_->running = true;
-                    next_->gen = window_gen_;
-                    next_->after = window_end_;
-                    next_->rows.clear();
-                    next_->failed = false;
-                    // The read sees every commit answered before it ends; a
-                    // later one joins the window in memory or sets
-                    // more_maybe_ again.
-                    more_maybe_ = false;
+                if (window_.start_read_ahead(max_)) {
                     yield return act(type::start_read_ahead);
                 }
                 yield return act(type::send);
                 d_ = std::move(ev.d);
                 server_wait_ = ev.server_wait;
                 if (d_.what != verdict::ack) {
-                    forget_window();  // read again: the schedule or a tombstone may change what comes next
+                    window_.forget();  // read again: the schedule or a tombstone may change what comes next
                     sched_ = {};
                 }
                 if (d_.what == verdict::rewind) {
@@ -265,7 +210,7 @@ stream_action stream_fsm::resume(stream_event& ev) {
                 }
                 yield return acknowledge(d_.upto);
                 if (d_.upto > rewound_to_) rewound_to_ = UINT64_MAX;  // progress past a rewind
-                if (d_.upto < batch_.back().seq) forget_window();     // a partial ack: the rest is read again
+                if (d_.upto < batch_.back().seq) window_.forget();    // a partial ack: the rest is read again
                 if (sched_.attempts > 0) {
                     // The ladder's wait is over: say so (the last line was a
                     // link_error), and drop the schedule now, before the next

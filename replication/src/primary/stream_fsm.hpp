@@ -14,6 +14,7 @@
 #include "decide.hpp"
 #include "ladder.hpp"
 #include "outbox.hpp"
+#include "window.hpp"
 
 #include <boost/asio/coroutine.hpp>
 
@@ -37,16 +38,6 @@ struct delivery_config {
     bool reads_log = false;
     std::chrono::milliseconds idle_grace{5000};     // an idle stream waits this long for more, then ends
     std::chrono::milliseconds storage_pause{1000};  // after the outbox failed, before trying again
-};
-
-/// Rows read from the outbox while a batch is in flight. Filled on the
-/// database thread; `running` is cleared on the event loop's thread when the
-/// rows are there (the driver does both).
-struct read_ahead {
-    bool running = false;
-    std::uint64_t gen = 0, after = 0;  // the window it continues
-    std::vector<pending_message> rows;
-    bool failed = false;
 };
 
 /// What the driver carries out next.
@@ -156,13 +147,10 @@ public:
     const decision& current() const noexcept { return d_; }
     /// The read-ahead the start_read_ahead action fills (shared with the
     /// database thread's job, which may finish after the machine is gone).
-    const std::shared_ptr<read_ahead>& read_ahead_slot() const noexcept { return next_; }
-    bool reading_ahead() const noexcept { return next_ && next_->running; }
+    const std::shared_ptr<read_ahead>& read_ahead_slot() const noexcept { return window_.read_ahead_slot(); }
+    bool reading_ahead() const noexcept { return window_.reading_ahead(); }
 
 private:
-    bool window_settled() const noexcept;
-    void forget_window() noexcept;
-    void take_read_ahead();
     stream_action acknowledge(std::uint64_t upto);
     stream_action wait(std::optional<std::chrono::milliseconds> delay, unsigned wake_on);
     stream_action act(stream_action::type t);
@@ -178,12 +166,7 @@ private:
     std::uint64_t single_until_ = 0;         // send one message at a time up to this seq (isolating a reject)
     std::uint64_t rewound_to_ = UINT64_MAX;  // the last rewind's position, until acks pass it
     std::int64_t head_at_ms_ = 0;            // when the oldest unacknowledged message was accepted (0: none known)
-    // The window: rows read from the outbox or handed over by their commit.
-    std::deque<pending_message> window_;
-    std::uint64_t window_end_ = 0;  // the seq the window (with the batch in flight) reaches (0: not known)
-    std::uint64_t window_gen_ = 0;  // changes whenever the window is forgotten
-    bool more_maybe_ = false;       // the outbox may hold rows after window_end_ that the window lacks
-    std::shared_ptr<read_ahead> next_;
+    send_window window_;                     // rows read from the outbox or handed over by their commit (window.hpp)
     schedule sched_;
     // The loop's own.
     std::vector<pending_message> batch_;

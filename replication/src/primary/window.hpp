@@ -1,7 +1,7 @@
 // A stream's send window: the rows read from the outbox or handed over by
 // their commit, waiting to be sent in order. What may join it, plain code
-// without the database or the event loop (unit-tested); node (delivery.cpp,
-// intake.cpp) keeps the window and carries these out.
+// without the database or the event loop (unit-tested), and the window itself
+// (send_window), which the stream's machine (stream_fsm.hpp) owns.
 #pragma once
 
 #include "outbox.hpp"
@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -45,3 +46,66 @@ std::vector<pending_message> take_batch(std::deque<pending_message>& rows, std::
                                         std::string_view stream, std::uint64_t epoch);
 
 }  // namespace steadfast::primary::window
+
+namespace steadfast::primary {
+
+/// The rows after the window, read on the database thread while a batch is
+/// in flight (shared with that job, which may finish after the window is
+/// gone).
+struct read_ahead {
+    bool running = false;
+    std::uint64_t gen = 0, after = 0;  // the window it continues
+    std::vector<pending_message> rows;
+    bool failed = false;
+};
+
+/// The window: its rows, where it reaches, whether the outbox may hold more,
+/// and its read-ahead. Forgetting it (a failure, a rewind, a recheck) makes a
+/// read or read-ahead still running for the old one count for nothing.
+class send_window {
+public:
+    bool empty() const noexcept { return rows_.empty(); }
+    std::size_t size() const noexcept { return rows_.size(); }
+    const pending_message& front() const { return rows_.front(); }
+    /// Everything committed was sent and acknowledged up to `acked`, and the
+    /// outbox holds nothing the window lacks: nothing to read.
+    bool settled(std::uint64_t acked) const noexcept;
+    void forget() noexcept;
+    /// The outbox may hold rows the window lacks (read before retiring).
+    void more_maybe() noexcept { more_maybe_ = true; }
+    /// A message committed: it joins when it continues the window (and the
+    /// secondary is online), else the window is marked for reading.
+    void committed(pending_message* one, bool online);
+
+    /// A read of the window starts: nothing joins it meanwhile. Returns the
+    /// generation the read is for.
+    std::uint64_t begin_read() noexcept {
+        end_ = 0;
+        return gen_;
+    }
+    /// The window was not forgotten since begin_read() returned `gen`.
+    bool current(std::uint64_t gen) const noexcept { return gen == gen_; }
+    /// The read's rows (after `acked`) become the window.
+    void read(std::uint64_t acked, std::vector<pending_message>& rows);
+    /// A finished read-ahead joins the window, if it continues it.
+    void take_read_ahead();
+    /// The next batch (window::take_batch).
+    std::vector<pending_message> take_batch(std::size_t max, std::size_t body_limit, std::string_view stream,
+                                            std::uint64_t epoch) {
+        return window::take_batch(rows_, max, body_limit, stream, epoch);
+    }
+    /// With fewer than `max` rows left and the outbox maybe holding more, sets
+    /// up a read-ahead of the rows after the window (true: start it).
+    bool start_read_ahead(std::size_t max);
+    bool reading_ahead() const noexcept { return next_ && next_->running; }
+    const std::shared_ptr<read_ahead>& read_ahead_slot() const noexcept { return next_; }
+
+private:
+    std::deque<pending_message> rows_;
+    std::uint64_t end_ = 0;    // the seq the window (with the batch in flight) reaches (0: not known)
+    std::uint64_t gen_ = 0;    // changes whenever the window is forgotten
+    bool more_maybe_ = false;  // the outbox may hold rows after end_ that the window lacks
+    std::shared_ptr<read_ahead> next_;
+};
+
+}  // namespace steadfast::primary

@@ -1,0 +1,39 @@
+#include "retention.hpp"
+
+#include <common/log.hpp>
+#include <primary/config.hpp>
+
+#include <malloc.h>
+
+#include <algorithm>
+
+namespace steadfast::primary {
+
+using namespace std::chrono_literals;
+
+void retention::start() {
+    timer_.expires_after(std::clamp<std::chrono::milliseconds>(retain_ / 4, 100ms, 10s));
+    timer_.async_wait([this](const boost::system::error_code& ec) {
+        if (ec || stopped_) return;
+        purge();
+        start();
+    });
+}
+
+void retention::purge() {
+    if (retired_ >= 100) {
+        retired_ = 0;
+        ::malloc_trim(0);
+    }
+    const std::int64_t cutoff = now_ms() - retain_.count();
+    worker_.post(
+        [this, cutoff](app::database&) {
+            out_.purge(cutoff);
+            return true;
+        },
+        [](const std::string& err) {
+            if (!err.empty()) app::log(app::level::error, "purge_failed", {{"error", err}});
+        });
+}
+
+}  // namespace steadfast::primary
