@@ -3,6 +3,7 @@
 #include <steadfast/engine/backoff.hpp>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -312,6 +313,26 @@ void warn_invalid_certificate(const std::string& cert_file, std::string_view rol
 void report_fatal(std::string_view app, std::string_view event, const std::string& text) {
     init_log(app);
     log(level::error, event, {{"error", text}});
+}
+
+int daemon_main(std::string_view app, const std::function<int()>& body) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    std::signal(SIGHUP, SIG_IGN);
+    try {
+        return body();
+    } catch (const po::error& e) {
+        report_fatal(app, "usage_error", std::string(e.what()) + " (see --help)");
+        return 2;
+    } catch (const std::invalid_argument& e) {
+        report_fatal(app, "usage_error", e.what());
+        return 2;
+    } catch (const config_error& e) {
+        report_fatal(app, "listen_failed", e.what());
+        return 2;
+    } catch (const std::exception& e) {
+        report_fatal(app, "fatal", e.what());
+        return 1;
+    }
 }
 
 }  // namespace steadfast::app

@@ -16,6 +16,7 @@
 #include <boost/program_options.hpp>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -104,5 +105,14 @@ void warn_invalid_certificate(const std::string& cert_file, std::string_view rol
 /// A fatal error before or outside the event loop, as one JSON line on
 /// standard error like every other line: {"level":"error","event":EVENT,"error":TEXT}.
 void report_fatal(std::string_view app, std::string_view event, const std::string& text);
+
+/// Both daemons' process shell around `body`: SIGXFSZ ignored (a file-size
+/// limit fails a write with EFBIG, which the storage reports, instead of
+/// killing the process) and SIGHUP too (it reloads the token file while
+/// serving; before and after that it must not end the process); what
+/// escapes `body` becomes one fatal line and the exit code: a bad flag or
+/// configuration (program_options, invalid_argument, config_error: the
+/// listen address in use) 2, anything else 1.
+int daemon_main(std::string_view app, const std::function<int()>& body);
 
 }  // namespace steadfast::app

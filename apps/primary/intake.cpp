@@ -135,10 +135,7 @@ http::router node::routes() {
         health_.storage().check_disk();
         c_.m.free_bytes.Set(static_cast<double>(health_.storage().available()));
         c_.rep.refresh_metrics();
-        http::response res;
-        res.body = app::expose(*c_.m.registry);
-        res.set("Content-Type", "text/plain; version=0.0.4");
-        co_return res;
+        co_return app::metrics_response(*c_.m.registry);
     });
     r.add("POST", "/publish", [this](http::request& req) -> asio::awaitable<http::response> {
         std::string stream;

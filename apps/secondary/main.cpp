@@ -21,13 +21,7 @@ namespace po = boost::program_options;
 using namespace steadfast;
 
 int main(int argc, char** argv) {
-    // A file-size limit (ulimit -f) must fail a write with EFBIG, which the
-    // store reports, instead of killing the process.
-    std::signal(SIGXFSZ, SIG_IGN);
-    // SIGHUP reloads the token file while serving; before and after that it
-    // must not end the process either.
-    std::signal(SIGHUP, SIG_IGN);
-    try {
+    return app::daemon_main("secondary", [&]() -> int {
         const std::string_view command =
             argc >= 2 && argv[1][0] != '-' ? std::string_view(argv[1]) : std::string_view();
         if (!command.empty() && command != "dump" && command != "status" && command != "set-fence")
@@ -157,17 +151,5 @@ int main(int argc, char** argv) {
         o.log_level = app::parse_level(vm["log-level"].as<std::string>());
         app::init_log("secondary", o.log_level);
         return secondary::serve(o);
-    } catch (const po::error& e) {
-        app::report_fatal("secondary", "usage_error", std::string(e.what()) + " (see --help)");
-        return 2;
-    } catch (const std::invalid_argument& e) {
-        app::report_fatal("secondary", "usage_error", e.what());
-        return 2;
-    } catch (const app::config_error& e) {
-        app::report_fatal("secondary", "listen_failed", e.what());
-        return 2;
-    } catch (const std::exception& e) {
-        app::report_fatal("secondary", "fatal", e.what());
-        return 1;
-    }
+    });
 }

@@ -4,6 +4,7 @@
 
 #include "db_worker.hpp"
 
+#include <steadfast/transport/http.hpp>
 #include <steadfast/version.hpp>
 
 #include <prometheus/counter.h>
@@ -39,6 +40,14 @@ inline prometheus::Gauge& gauge(prometheus::Registry& r, const std::string& name
 
 inline std::string expose(prometheus::Registry& r) {
     return prometheus::TextSerializer().Serialize(r.Collect());
+}
+
+/// GET /metrics' answer: the registry in the text format.
+inline http::response metrics_response(prometheus::Registry& r) {
+    http::response res;
+    res.body = expose(r);
+    res.set("Content-Type", "text/plain; version=0.0.4");
+    return res;
 }
 
 /// Brings a counter up to a total kept elsewhere (a server's statistics).

@@ -129,10 +129,7 @@ http::router service::routes() {
             for (const auto& [stream, seq] : p->second)
                 m_.last_seq.Add({{"stream", stream}}).Set(static_cast<double>(seq));
         }
-        http::response r;
-        r.body = app::expose(*m_.registry);
-        r.set("Content-Type", "text/plain; version=0.0.4");
-        co_return r;
+        co_return app::metrics_response(*m_.registry);
     });
     // With --source, JetStream is the only way in: no POST /api/messages.
     if (o_.source.servers.empty()) {
