@@ -40,18 +40,26 @@ namespace http = steadfast::http;
 
 namespace {
 
-constexpr const char* schema = "CREATE TABLE IF NOT EXISTS kv(k TEXT PRIMARY KEY, v TEXT NOT NULL)";
+// The table, and every put in the order it was applied (the kill test
+// compares both sides' puts one by one).
+constexpr const char* schema =
+    "CREATE TABLE IF NOT EXISTS kv(k TEXT PRIMARY KEY, v TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS puts(n INTEGER PRIMARY KEY AUTOINCREMENT, k TEXT NOT NULL, v TEXT NOT NULL)";
 
-// INSERT OR REPLACE of one row, on the node's database thread.
-void upsert(sqlite3* db, const std::string& k, const std::string& v) {
+void exec_put(sqlite3* db, const char* sql, const std::string& k, const std::string& v) {
     sqlite3_stmt* st = nullptr;
-    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO kv(k, v) VALUES(?, ?)", -1, &st, nullptr) != SQLITE_OK)
-        throw std::runtime_error(sqlite3_errmsg(db));
+    if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) != SQLITE_OK) throw std::runtime_error(sqlite3_errmsg(db));
     sqlite3_bind_text(st, 1, k.data(), static_cast<int>(k.size()), SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 2, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
     const int rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) throw std::runtime_error(sqlite3_errmsg(db));
+}
+
+// A put, on the node's database thread: the row, and the put's record.
+void upsert(sqlite3* db, const std::string& k, const std::string& v) {
+    exec_put(db, "INSERT OR REPLACE INTO kv(k, v) VALUES(?, ?)", k, v);
+    exec_put(db, "INSERT INTO puts(k, v) VALUES(?, ?)", k, v);
 }
 
 std::optional<std::string> read(sqlite3* db, const std::string& k) {
@@ -91,7 +99,16 @@ int run_primary(const std::map<std::string, std::string>& args) {
         auto put = node.async_publish_with("kv", nlohmann::json{{"k", *k}, {"v", v}}.dump(), std::move(writes),
                                            asio::as_tuple(asio::use_awaitable));
         auto [ec, seq] = co_await std::move(put);
-        if (ec) co_return http::response::error(ec.category() == rep::replication_category() ? 400 : 503, ec.message());
+        if (ec) {
+            // The client's mistakes are 4xx; what the server cannot do now
+            // (stopped, a full disk, a failed commit) is 5xx: put again later.
+            using pe = rep::publish_error;
+            const unsigned status = ec == pe::invalid_payload || ec == pe::invalid_stream ? 400
+                                    : ec == pe::too_large                                 ? 413
+                                    : ec == pe::disk_low                                  ? 507
+                                                                                          : 503;
+            co_return http::response::error(status, ec.message());
+        }
         co_return http::response::json(200, nlohmann::json{{"seq", seq}}.dump());
     });
     r.add("GET", "/kv", [&node](http::request& req) -> asio::awaitable<http::response> {

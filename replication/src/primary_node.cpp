@@ -307,9 +307,13 @@ void primary_node::start_publish(std::string stream, std::string payload, transa
                 try {
                     writes(db.handle());
                 } catch (const std::exception& e) {
-                    // SQLite rolled the whole transaction back (a full disk):
-                    // the commit's failure, every job of the group fails.
-                    if (sqlite3_get_autocommit(db.handle())) throw;
+                    // The storage failed under the writes (a full disk; SQLite
+                    // may have rolled the whole transaction back): the
+                    // storage's failure, with SQLite's code.
+                    if (app::storage_failed_under(db.handle())) {
+                        const int code = sqlite3_extended_errcode(db.handle());
+                        throw app::db_error(e.what(), code == SQLITE_OK ? SQLITE_ABORT : code);
+                    }
                     // The application's own failure: not the storage's.
                     keep = false;
                     const auto* se = dynamic_cast<const boost::system::system_error*>(&e);

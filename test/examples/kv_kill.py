@@ -5,13 +5,19 @@ A replica and a primary (steadfast-kv) run on loopback. Two writer threads
 PUT values to keys of their own (each key has one writer, so its
 acknowledgements come in order) while, at moments drawn from the seed, the
 primary, the replica or both are killed with SIGKILL and started again on the
-same data. At the end the writers stop, the primary delivers what it holds,
-both stop, and their tables are compared:
+same data. Every put's value is unique. At the end the writers stop, the
+primary delivers what it holds, both stop, and their tables are compared:
 
-  - the replica's table equals the primary's, row for row;
-  - each key holds its last acknowledged value, or a later one whose PUT got
-    no answer (the primary died between its commit and the answer);
-  - no key that was acknowledged is missing.
+  - the replica's record of puts (`puts`, in apply order) equals the
+    primary's (in commit order), put for put: nothing lost, nothing applied
+    twice, nothing out of order;
+  - every acknowledged put is in it exactly once; a put that got no answer
+    (the primary died between its commit and the answer, or refused it) at
+    most once; nothing else is;
+  - the replica's `kv` table equals the primary's, and each key holds its
+    last acknowledged value or a later unanswered one;
+  - puts were acknowledged after the last restart (the service came back),
+    and every answer was 200 or 503.
 
   kv_kill.py BINARY [--seed N] [--rounds N] [--work DIR]
 """
@@ -31,9 +37,17 @@ import time
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    # At random below the kernel's ephemeral range: tests run in parallel,
+    # and bind(0) hands the same just-released port to two of them.
+    for _ in range(200):
+        p = random.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p))
+                return p
+            except OSError:
+                pass
+    raise SystemExit("no free port")
 
 
 class Proc:
@@ -67,11 +81,17 @@ def request(port, method, path, body=None, timeout=5):
         c.close()
 
 
-def wait_up(port, path, deadline=15):
+def wait_up(port, path, deadline=15, proc=None):
     end = time.time() + deadline
     while time.time() < end:
+        if proc is not None and proc.p.poll() is not None:
+            raise SystemExit(f"{proc.args[1]} exited ({proc.p.returncode}) before answering on port {port}")
         try:
             request(port, "GET", path, timeout=1)
+            if proc is not None:
+                time.sleep(0.1)  # an answer from another process on that port is not its
+                if proc.p.poll() is not None:
+                    raise SystemExit(f"{proc.args[1]} exited; something else answers on port {port}")
             return
         except OSError:
             time.sleep(0.05)
@@ -87,6 +107,7 @@ def main():
     a = ap.parse_args()
     rng = random.Random(a.seed)
     work = a.work or tempfile.mkdtemp(prefix="steadfast-kv-")
+    os.makedirs(work, exist_ok=True)
     rport, pport = free_port(), free_port()
     replica = Proc([a.binary, "replica", "--data", f"{work}/replica", "--listen", f"127.0.0.1:{rport}"],
                    f"{work}/replica.log")
@@ -94,13 +115,16 @@ def main():
                     "--listen", f"127.0.0.1:{pport}"], f"{work}/primary.log")
     replica.start()
     primary.start()
-    wait_up(pport, "/pending")
+    wait_up(pport, "/pending", proc=primary)
 
     acked = {}       # key -> last acknowledged value
     unanswered = {}  # key -> values PUT after the last acknowledgement, without an answer
     lock = threading.Lock()
     stop = threading.Event()
-    counts = {"acked": 0, "unanswered": 0, "refused": 0}
+    counts = {"acked": 0, "unanswered": 0, "refused": 0, "acked_after_last_restart": 0}
+    sent_acked, sent_other = [], []  # (key, value) of every put: acknowledged; not (unanswered or 503)
+    unexpected = []
+    last_restart = threading.Event()
 
     def writer(w):
         keys = [f"w{w}-k{i}" for i in range(12)]
@@ -114,6 +138,7 @@ def main():
             except OSError:
                 with lock:
                     unanswered.setdefault(key, []).append(value)
+                    sent_other.append((key, value))
                     counts["unanswered"] += 1
                 time.sleep(0.02)
                 continue
@@ -121,11 +146,15 @@ def main():
                 if status == 200:
                     acked[key] = value
                     unanswered.pop(key, None)
+                    sent_acked.append((key, value))
                     counts["acked"] += 1
+                    if last_restart.is_set():
+                        counts["acked_after_last_restart"] += 1
                 else:
-                    counts["refused"] += 1  # 503: nothing stored
+                    counts["refused"] += 1
+                    sent_other.append((key, value))
                     if status != 503:
-                        print(f"unexpected answer {status}: {body}", file=sys.stderr)
+                        unexpected.append(f"{status}: {body}")
                         stop.set()
 
     threads = [threading.Thread(target=writer, args=(w,)) for w in range(2)]
@@ -147,7 +176,8 @@ def main():
             replica.start()
         if which in ("primary", "both"):
             primary.start()
-            wait_up(pport, "/pending")
+            wait_up(pport, "/pending", proc=primary)
+    last_restart.set()
     time.sleep(0.5)
     stop.set()
     for t in threads:
@@ -165,9 +195,36 @@ def main():
             break
         time.sleep(0.1)
     rc_p, rc_r = primary.stop(), replica.stop()
-    p = dict(sqlite3.connect(f"{work}/primary/primary.db").execute("SELECT k, v FROM kv").fetchall())
-    r = dict(sqlite3.connect(f"{work}/replica/secondary.db").execute("SELECT k, v FROM kv").fetchall())
+    pdb = sqlite3.connect(f"{work}/primary/primary.db")
+    rdb = sqlite3.connect(f"{work}/replica/secondary.db")
+    p = dict(pdb.execute("SELECT k, v FROM kv").fetchall())
+    r = dict(rdb.execute("SELECT k, v FROM kv").fetchall())
+    p_puts = pdb.execute("SELECT k, v FROM puts ORDER BY n").fetchall()
+    r_puts = rdb.execute("SELECT k, v FROM puts ORDER BY n").fetchall()
     failures = []
+    if unexpected:
+        failures.append(f"answers other than 200 and 503: {unexpected[:3]}")
+    if p_puts != r_puts:
+        first = next((i for i, (x, y) in enumerate(zip(p_puts, r_puts)) if x != y), min(len(p_puts), len(r_puts)))
+        failures.append(f"the replica's puts differ from the primary's at put {first} "
+                        f"({len(p_puts)} on the primary, {len(r_puts)} on the replica)")
+    # Values are compared as JSON (the service stores nlohmann's dump, keys sorted).
+    norm = lambda k, v: (k, json.dumps(json.loads(v), sort_keys=True))
+    stored = {}
+    for k, v in p_puts:
+        stored[norm(k, v)] = stored.get(norm(k, v), 0) + 1
+    for k, v in sent_acked:
+        if stored.get(norm(k, v), 0) != 1:
+            failures.append(f"acknowledged put {k}={v} is stored {stored.get(norm(k, v), 0)} times")
+            break
+    others = {norm(k, v) for k, v in sent_other}
+    known = {norm(k, v) for k, v in sent_acked} | others
+    if any(n > 1 for n in stored.values()):
+        failures.append("a put is stored more than once")
+    if any(key not in known for key in stored):
+        failures.append("a put that no writer sent is stored")
+    if counts["acked_after_last_restart"] < 20:
+        failures.append(f"only {counts['acked_after_last_restart']} puts acknowledged after the last restart")
     if pending != 0:
         failures.append(f"the primary did not deliver everything: pending {pending}")
     if rc_p != 0 or rc_r != 0:
@@ -186,12 +243,13 @@ def main():
                             f"nor a later unanswered one")
     if counts["acked"] < 50:
         failures.append(f"only {counts['acked']} puts were acknowledged: the test did not exercise much")
-    print(json.dumps({"seed": a.seed, "kills": kills, "puts": counts, "keys": len(p), "work": work}))
+    print(json.dumps({"seed": a.seed, "kills": kills, "puts": counts, "keys": len(p), "stored_puts": len(p_puts),
+                      "work": work}))
     if failures:
         for f in failures:
             print("FAILED:", f, file=sys.stderr)
         return 1
-    print("kv: the replica's table equals the primary's; every acknowledged put is there")
+    print("kv: the replica applied the primary's puts one for one, in order; every acknowledged put once")
     if not a.work:
         subprocess.run(["rm", "-rf", work])
     return 0

@@ -282,6 +282,22 @@ void database::check_unchanged() const {
                        "incomplete; run the command again");
 }
 
+bool storage_failed_under(sqlite3* db) noexcept {
+    if (sqlite3_get_autocommit(db)) return true;
+    switch (sqlite3_errcode(db)) {
+        case SQLITE_FULL:
+        case SQLITE_IOERR:
+        case SQLITE_READONLY:
+        case SQLITE_CORRUPT:
+        case SQLITE_NOMEM:
+        case SQLITE_CANTOPEN:
+        case SQLITE_NOTADB:
+            return true;
+        default:
+            return false;
+    }
+}
+
 void database::exec(std::string_view sql) {
     char* err = nullptr;
     const std::string s(sql);

@@ -40,6 +40,12 @@ private:
     boost::system::error_code code_;
 };
 
+/// After an embedding program's code threw inside a transaction: whether
+/// the storage failed under it (SQLite rolled the transaction back, or the
+/// connection's last error is a full disk, an I/O error, a read-only or
+/// corrupt file, no memory) rather than the program's own logic.
+bool storage_failed_under(sqlite3* db) noexcept;
+
 enum class sync_mode { full, off };
 /// read_write: the server's own connection; it holds the data directory's lock
 /// (one process per directory). read_only: status and dump, beside a running

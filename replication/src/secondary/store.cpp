@@ -61,9 +61,13 @@ std::optional<envelope::rejection> store::apply_one(const envelope::message& m, 
             } catch (const app::db_error&) {
                 throw;  // SQLite's own failure (a full disk): its code stays
             } catch (const std::exception& e) {
+                // The storage under the handler (a full disk in its own
+                // INSERT) is the storage's failure, with SQLite's code.
+                const int code = app::storage_failed_under(db_.handle()) ? sqlite3_extended_errcode(db_.handle())
+                                                                         : app::db_apply_failed;
                 throw app::db_error("the application's apply handler failed on stream " + m.stream + " seq " +
                                         std::to_string(m.seq) + ": " + e.what(),
-                                    app::db_apply_failed);
+                                    code == SQLITE_OK ? SQLITE_ABORT : code);
             } catch (...) {
                 throw app::db_error("the application's apply handler failed on stream " + m.stream + " seq " +
                                         std::to_string(m.seq) + " (it threw something not a std::exception)",

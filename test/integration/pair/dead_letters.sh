@@ -131,8 +131,7 @@ list=$(curl -fs "http://127.0.0.1:$PPORT/dead-letters") || fail "GET /dead-lette
 json_is "$list" 'len(j) == 3 and [(d["n"], d["stream"]) for d in j] == [(1, "x"), (2, "y"), (3, "z")] and j[0]["payload"] == {"poison": 422} and "requeued_seq" not in j[0]' \
   || fail "GET /dead-letters: $list"
 stop "$PPID_"; kill "$FAKE_PID"
-SECONDARY_URL=""
-start_secondary
+SECONDARY_URL=""  # the secondary of part 1, still running
 start_primary "${LADDER[@]}"
 requeue() {  # requeue N: POST /dead-letters/requeue?n=N; the status in RQ_CODE, the body in RQ_BODY
   RQ_CODE=$(curl -s -o "$WORK/rq" -w '%{http_code}' -X POST "http://127.0.0.1:$PPORT/dead-letters/requeue?n=$1"); RQ_BODY=$(cat "$WORK/rq")

@@ -30,7 +30,18 @@ fail() { echo "FAIL: $*" >&2
            echo "--- $(basename "$f")" >&2; tail -20 "$f" >&2 || true
          done
          exit 1; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# free_port: a port free now, drawn at random below the kernel's ephemeral
+# range (32768 and up): tests run in parallel, and bind(0) hands the same
+# just-released port to two of them (a test's server then answered another's).
+free_port() { python3 -c '
+import random, socket
+for _ in range(200):
+    p = random.randrange(20000, 32000)
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", p)); print(p); break
+        except OSError:
+            pass'; }
 SPORT=$(free_port); PPORT=$(free_port)
 SDATA="$WORK/sdata"; PDATA="$WORK/pdata"
 # The primary's --secondary; tests that put a fake or a proxy in between change it.
@@ -53,6 +64,15 @@ wait_http() {  # wait_http URL [seconds [PID]]: until URL answers 2xx; with PID,
     fi
     sleep 0.05
   done
+  # An answer from another process on that port (the server failed to bind
+  # it and is exiting) is not this server's.
+  if [ -n "${3:-}" ]; then
+    sleep 0.1
+    if exited "$3"; then
+      local rc=0; wait "$3" 2>/dev/null || rc=$?
+      fail "the server for $1 exited ($rc); something else answered on its port"
+    fi
+  fi
 }
 wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...: until COMMAND succeeds, or fail
   local deadline=$((SECONDS + $1)) limit=$1 what=$2; shift 2
