@@ -184,6 +184,8 @@ void replicator::start_processor(const std::string& stream, bool retry_at_once) 
                 std::rethrow_exception(e);
             } catch (const std::exception& ex) {
                 app::log(level::error, "processor_failed", {{"stream", stream}, {"error", ex.what()}});
+            } catch (...) {  // an embedding program's handler threw something else
+                app::log(level::error, "processor_failed", {{"stream", stream}, {"error", "not a std::exception"}});
             }
         }
         // Retired once the coroutine is gone; after a failure, a second

@@ -189,6 +189,8 @@ void service::start_source() {
                 std::rethrow_exception(e);
             } catch (const std::exception& ex) {
                 app::log(level::error, "source_failed", {{"error", ex.what()}});
+            } catch (...) {  // an embedding program's handler threw something else
+                app::log(level::error, "source_failed", {{"error", "not a std::exception"}});
             }
         }
         ended();
