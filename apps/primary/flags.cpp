@@ -8,6 +8,7 @@
 #include <common/names.hpp>
 #include <common/sqlite.hpp>
 #include <common/token.hpp>
+#include <primary/ladder.hpp>
 
 #include <steadfast/engine.hpp>
 #include <steadfast/replication/envelope.hpp>
@@ -127,29 +128,8 @@ std::optional<options> parse_flags(int argc, char** argv) {
     } catch (const std::exception& e) {
         throw std::invalid_argument(std::string("--retain: ") + e.what());
     }
-    if (vm.count("ladder")) {
-        // Refuses an empty or unparsable ladder with its message, and steps
-        // too short for the slow, durable retry (a 0s step is a busy loop
-        // writing a log line an attempt).
-        backoff ladder;
-        try {
-            // An empty step between commas is a typo, not a separator.
-            if (o.ladder.find_first_not_of(" \t,") != std::string::npos) {
-                std::string t = o.ladder;
-                t.erase(std::remove_if(t.begin(), t.end(), [](char c) { return c == ' ' || c == '\t'; }), t.end());
-                if (t.front() == ',' || t.back() == ',' || t.find(",,") != std::string::npos)
-                    throw std::invalid_argument("an empty step between commas in \"" + o.ladder + "\"");
-            }
-            ladder = backoff::schedule(o.ladder);
-        } catch (const std::exception& e) {
-            throw std::invalid_argument(std::string("--ladder: ") + e.what());
-        }
-        for (std::uint32_t i = 1; i <= ladder.steps(); ++i)
-            if (ladder.base_delay(i, {}) < std::chrono::milliseconds(100))
-                throw std::invalid_argument("--ladder: step " + std::to_string(i) +
-                                            " is shorter than 100ms; "
-                                            "the ladder is the slow retry after the quick ones");
-    }
+    if (vm.count("ladder"))
+        if (auto why = ladder_problem(o.ladder)) throw std::invalid_argument("--ladder: " + *why);
     if (!envelope::valid_stream_name(o.stream))
         throw std::invalid_argument("--stream must be 1 to 128 characters of A-Z a-z 0-9 . _ -");
     if (o.jetstream()) {

@@ -5,6 +5,7 @@
 #include <common/names.hpp>
 #include <common/sqlite.hpp>
 #include <primary/core.hpp>
+#include <primary/ladder.hpp>
 #include <primary/outbox_health.hpp>
 
 #include <steadfast/replication/envelope.hpp>
@@ -71,17 +72,8 @@ void check(primary_config& c) {
     if (c.connections == 0 || c.connections > 1024) bad("connections must be 1 to 1024");
     if (c.attempt_timeout < std::chrono::milliseconds(10)) bad("attempt_timeout must be at least 10ms");
     if (c.max_backoff < std::chrono::milliseconds(100)) bad("max_backoff must be at least 100ms");
-    if (!c.ladder.empty()) {
-        backoff ladder;
-        try {
-            ladder = backoff::schedule(c.ladder);
-        } catch (const std::exception& e) {
-            bad(std::string("ladder: ") + e.what());
-        }
-        for (std::uint32_t i = 1; i <= ladder.steps(); ++i)
-            if (ladder.base_delay(i, {}) < std::chrono::milliseconds(100))
-                bad("ladder: step " + std::to_string(i) + " is shorter than 100ms");
-    }
+    if (!c.ladder.empty())
+        if (auto why = primary::ladder_problem(c.ladder)) bad("ladder: " + *why);
     if (c.jetstream()) {
         (void)jetstream::parse_servers(c.secondary);
         if (!app::valid_nats_name(c.js_stream)) bad("js_stream must be 1 to 64 characters of A-Z a-z 0-9 _ -");

@@ -22,4 +22,24 @@ ladder_plan plan_next_step(schedule current, std::uint64_t head_seq, const backo
     return p;
 }
 
+std::optional<std::string> ladder_problem(const std::string& ladder) {
+    backoff b;
+    try {
+        if (ladder.find_first_not_of(" \t,") != std::string::npos) {
+            std::string t = ladder;
+            t.erase(std::remove_if(t.begin(), t.end(), [](char c) { return c == ' ' || c == '\t'; }), t.end());
+            if (t.front() == ',' || t.back() == ',' || t.find(",,") != std::string::npos)
+                return "an empty step between commas in \"" + ladder + "\"";
+        }
+        b = backoff::schedule(ladder);
+    } catch (const std::exception& e) {
+        return std::string(e.what());
+    }
+    for (std::uint32_t i = 1; i <= b.steps(); ++i)
+        if (b.base_delay(i, {}) < std::chrono::milliseconds(100))
+            return "step " + std::to_string(i) +
+                   " is shorter than 100ms; the ladder is the slow retry after the quick ones";
+    return std::nullopt;
+}
+
 }  // namespace steadfast::primary

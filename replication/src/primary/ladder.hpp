@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
+#include <string>
 
 namespace steadfast::primary {
 
@@ -37,5 +39,12 @@ struct ladder_plan {
 /// `ladder` must have steps (backoff::schedule).
 ladder_plan plan_next_step(schedule current, std::uint64_t head_seq, const backoff& ladder,
                            std::chrono::nanoseconds server_wait, std::int64_t now_ms);
+
+/// What is wrong with a ladder as written ("1s, 10s, 1m"), nullopt when
+/// nothing is: an empty step between commas (a typo, not a separator), what
+/// backoff::schedule refuses, or a step under 100ms (a 0s step is a busy loop
+/// writing a log line an attempt: the ladder is the slow, durable retry).
+/// The daemon's --ladder and primary_config::ladder both use it.
+std::optional<std::string> ladder_problem(const std::string& ladder);
 
 }  // namespace steadfast::primary
