@@ -19,6 +19,7 @@
 
 #include "flags.hpp"
 #include <common/db_worker.hpp>
+#include <common/event_loop.hpp>
 #include <common/log.hpp>
 #include <common/metrics.hpp>
 #include <common/sqlite.hpp>
@@ -52,13 +53,6 @@
 #include <vector>
 
 namespace steadfast::primary {
-
-// An io_context whose pending handlers (suspended coroutines) can be destroyed
-// while the node's members they refer to still exist.
-struct io_context_owner : boost::asio::io_context {
-    using boost::asio::execution_context::shutdown;
-    using boost::asio::io_context::io_context;
-};
 
 class node final {
 public:
@@ -95,7 +89,7 @@ private:
     };
 
     const options& o_;
-    io_context_owner ioc_{1};
+    app::event_loop ioc_{1};
     // The outbox, its database thread, the series and delivery (core.hpp);
     // --token-file's tokens: the first is sent, any is accepted on /publish.
     core c_;

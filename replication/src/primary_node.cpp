@@ -1,5 +1,6 @@
 // primary_node: the primary's core (primary/core.hpp) in an embedding
 // program's event loop, with publish as an asynchronous operation.
+#include <common/event_loop.hpp>
 #include <common/log.hpp>
 #include <common/metrics.hpp>
 #include <common/names.hpp>
@@ -103,13 +104,6 @@ bool primary_config::jetstream() const {
     return jetstream::is_nats_url(secondary);
 }
 
-// An io_context whose pending handlers can be destroyed while what they
-// refer to still exists.
-struct own_context : asio::io_context {
-    using asio::execution_context::shutdown;
-    using asio::io_context::io_context;
-};
-
 struct primary_node::impl {
     impl(asio::any_io_executor e, primary_config c)
         : ex(std::move(e)),
@@ -130,20 +124,7 @@ struct primary_node::impl {
         core.rep.start();  // reads the outbox here, before the database thread runs a job
         health.start();
         arm_refresh();
-        thread = std::thread([this] {
-            // A handler that throws must not end the program (std::terminate
-            // on a thread): logged, and the loop goes on.
-            for (;;) {
-                try {
-                    loop.run();
-                    return;
-                } catch (const std::exception& failure) {
-                    app::log(app::level::error, "primary_node_failed", {{"error", failure.what()}});
-                } catch (...) {
-                    app::log(app::level::error, "primary_node_failed", {{"error", "not a std::exception"}});
-                }
-            }
-        });
+        thread = std::thread([this] { loop.run_logged("primary_node_failed"); });
     }
     ~impl() {
         asio::post(loop, [this] {
@@ -205,7 +186,7 @@ struct primary_node::impl {
 
     asio::any_io_executor ex;  // the caller's: completions go there
     primary_config cfg;
-    own_context loop{1};
+    app::event_loop loop{1};
     asio::executor_work_guard<asio::io_context::executor_type> work{loop.get_executor()};
     asio::steady_timer exit_timer{loop}, refresh_timer{loop};
     app::database db;

@@ -1,5 +1,6 @@
 // secondary_node: the secondary's service (secondary/service.hpp) on an
 // event-loop thread of its own.
+#include <common/event_loop.hpp>
 #include <common/log.hpp>
 #include <common/names.hpp>
 #include <secondary/service.hpp>
@@ -63,18 +64,7 @@ struct secondary_node::impl {
                                                                                   loop.stop();
                                                                               }}) {
         svc.start();
-        thread = std::thread([this] {
-            for (;;) {  // a handler that throws is logged; the loop goes on
-                try {
-                    loop.run();
-                    return;
-                } catch (const std::exception& e) {
-                    app::log(app::level::error, "secondary_node_failed", {{"error", e.what()}});
-                } catch (...) {
-                    app::log(app::level::error, "secondary_node_failed", {{"error", "not a std::exception"}});
-                }
-            }
-        });
+        thread = std::thread([this] { loop.run_logged("secondary_node_failed"); });
     }
     ~impl() {
         asio::post(loop, [this] {
@@ -85,12 +75,8 @@ struct secondary_node::impl {
         svc.close();
         loop.shutdown();
     }
-    struct own_context : asio::io_context {
-        using asio::execution_context::shutdown;
-        using asio::io_context::io_context;
-    };
     secondary::service_options o;
-    own_context loop{1};
+    app::event_loop loop{1};
     asio::executor_work_guard<asio::io_context::executor_type> work{loop.get_executor()};
     secondary::service svc;
     bool leaving = false;  // the destructor drains (loop thread)
