@@ -4,6 +4,7 @@
 
 #include "../common/options.hpp"
 #include "../common/token_reload.hpp"
+#include <common/thread_name.hpp>
 
 #include <steadfast/replication/envelope.hpp>
 
@@ -77,7 +78,11 @@ int node::run() {
     app::token_reloader reload(ioc_.get_executor(), o_.token_file, c_.tokens, [this] { c_.rep.retry_now("SIGHUP"); });
 
     std::thread reader;
-    if (o_.from_stdin) reader = std::thread([this] { read_stdin(); });
+    if (o_.from_stdin)
+        reader = std::thread([this] {
+            app::name_this_thread("sf-stdin");
+            read_stdin();
+        });
     check_drained();
     ioc_.run();
     shutdown_->release_signals();  // a second SIGINT or SIGTERM now ends the process at once

@@ -5,6 +5,7 @@
 #include <common/metrics.hpp>
 #include <common/names.hpp>
 #include <common/sqlite.hpp>
+#include <common/thread_name.hpp>
 #include <primary/core.hpp>
 #include <primary/ladder.hpp>
 #include <primary/outbox_health.hpp>
@@ -124,7 +125,10 @@ struct primary_node::impl {
         core.rep.start();  // reads the outbox here, before the database thread runs a job
         health.start();
         arm_refresh();
-        thread = std::thread([this] { loop.run_logged("primary_node_failed"); });
+        thread = std::thread([this] {
+            app::name_this_thread("sf-primary");
+            loop.run_logged("primary_node_failed");
+        });
     }
     ~impl() {
         asio::post(loop, [this] {

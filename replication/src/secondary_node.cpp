@@ -3,6 +3,7 @@
 #include <common/event_loop.hpp>
 #include <common/log.hpp>
 #include <common/names.hpp>
+#include <common/thread_name.hpp>
 #include <secondary/service.hpp>
 
 #include <steadfast/replication/secondary_node.hpp>
@@ -64,7 +65,10 @@ struct secondary_node::impl {
                                                                                   loop.stop();
                                                                               }}) {
         svc.start();
-        thread = std::thread([this] { loop.run_logged("secondary_node_failed"); });
+        thread = std::thread([this] {
+            app::name_this_thread("sf-secondary");
+            loop.run_logged("secondary_node_failed");
+        });
     }
     ~impl() {
         asio::post(loop, [this] {

@@ -31,6 +31,24 @@ db_stats() {
 }
 # cpu_s PID: the CPU time (user + system, all threads) a running process has used, in seconds
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
+# thread_cpu PID: each thread's CPU time so far, one "tid name seconds" line a thread
+thread_cpu() {
+  local t
+  for t in /proc/"$1"/task/*; do
+    awk -v hz="$(getconf CLK_TCK)" -v tid="${t##*/}" -v name="$(cat "$t/comm" 2>/dev/null)" \
+      '{printf "%s %s %.2f\n", tid, name, ($14 + $15) / hz}' "$t/stat" 2>/dev/null || true
+  done
+}
+# thread_cpu_delta BEFORE AFTER N: each thread's CPU between two thread_cpu readings, in us for each of N
+thread_cpu_delta() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import sys
+def read(s):
+    return {l.split()[0]: (l.split()[1], float(l.split()[2])) for l in s.splitlines() if l.strip()}
+a, b, n = read(sys.argv[1]), read(sys.argv[2]), max(int(sys.argv[3]), 1)
+print(", ".join(f"{name} {(t - a.get(tid, (name, 0.0))[1]) / n * 1e6:.0f} us" for tid, (name, t) in sorted(b.items(), key=lambda kv: -kv[1][1] + a.get(kv[0], ("", 0.0))[1])))
+PY
+}
 # run_timed CPU_FILE COMMAND...: runs COMMAND, then writes the CPU time it used (seconds) to CPU_FILE
 run_timed() {
   python3 -c 'import resource, subprocess, sys

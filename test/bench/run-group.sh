@@ -22,10 +22,10 @@ CONNS=${CONNS:-16 64}
 run() {
   local c=$1 S P SP PP h0 hc0p hc0s hrate hcpu c0p c0s t0 t2 pub published delivered
   S=$(port); P=$(port)
-  "$BIN/steadfast-secondary" --listen "127.0.0.1:$S" --data "$WORK/s$c" --sync full 2>"$WORK/s$c.log" &
+  "$BIN/steadfast-secondary" --listen "127.0.0.1:$S" --data "$WORK/s$c" --sync "${SSYNC:-full}" 2>"$WORK/s$c.log" &
   SP=$!; PIDS+=($SP); wait_up "http://127.0.0.1:$S/health"
   "$BIN/steadfast-primary" --secondary "http://127.0.0.1:$S" --data "$WORK/p$c" --listen "127.0.0.1:$P" \
-    --sync full 2>"$WORK/p$c.log" &
+    --sync "${PSYNC:-full}" 2>"$WORK/p$c.log" &
   PP=$!; PIDS+=($PP); wait_up "http://127.0.0.1:$P/health"
   # 2. The floor: /health through the same event loop, same connections.
   hc0p=$(cpu_s "$PP")
@@ -34,7 +34,7 @@ run() {
   hcpu=$(python3 -c "import sys; r=$hrate*4; print(round(((float(sys.argv[1])-float(sys.argv[2]))+float(sys.argv[3]))/max(r,1)*1e6,1))" \
     "$(cpu_s "$PP")" "$hc0p" "$(cat "$WORK/wrkh$c.cpu")")
   # 3. /publish, delivered end to end.
-  c0p=$(cpu_s "$PP"); c0s=$(cpu_s "$SP")
+  c0p=$(cpu_s "$PP"); c0s=$(cpu_s "$SP"); local tp0 ts0; tp0=$(thread_cpu "$PP"); ts0=$(thread_cpu "$SP")
   local perf_pid=""
   if [ "${PERF:-0}" = 1 ]; then
     perf record -q -g -o "$WORK/perf$c.data" -p "$PP" -- sleep 5 >/dev/null 2>&1 &
@@ -58,6 +58,8 @@ print(f"-c{c}: /health {int(hrate)}/s ({hcpu} us CPU a request, primary and wrk)
       + (f" (goal >= {goal})" if goal else ""))
 print(f"  CPU a message: primary {p:.0f} us, secondary {s:.0f} us, wrk {wk:.0f} us ({p + s + wk:.0f} us in all)")
 PY
+  echo "  a message's CPU by thread, primary: $(thread_cpu_delta "$tp0" "$(thread_cpu "$PP")" "$delivered")"
+  echo "  a message's CPU by thread, secondary: $(thread_cpu_delta "$ts0" "$(thread_cpu "$SP")" "$delivered")"
   echo "  primary's database thread: $(db_stats "http://127.0.0.1:$P/metrics" primary)"
   echo "  secondary's database thread: $(db_stats "http://127.0.0.1:$S/metrics" secondary)"
   if [ -n "$perf_pid" ]; then

@@ -1,5 +1,7 @@
 #include "db_worker.hpp"
 
+#include <common/thread_name.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -72,6 +74,7 @@ bool db_worker::drop(std::uint64_t id) {
 }
 
 void db_worker::loop() {
+    name_this_thread("sf-database");
     for (;;) {
         std::deque<job> group;
         {
