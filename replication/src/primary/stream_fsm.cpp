@@ -17,24 +17,18 @@ using type = stream_action::type;
 
 stream_fsm::stream_fsm(const delivery_config& c, std::string stream, std::uint64_t acked, std::uint64_t acked_max,
                        std::uint64_t pending)
-    : c_(c),
-      stream_(std::move(stream)),
-      acked_(acked),
-      acked_max_(acked_max),
-      pending_(pending),
-      sync_log_(c.reads_log) {}
+    : c_(c), stream_(std::move(stream)), pos_(acked, acked_max, pending), sync_log_(c.reads_log) {}
 
 void stream_fsm::committed(std::size_t n, pending_message* one, bool online) {
-    pending_ += n;
+    pos_.committed(n);
     // Joins the window if it continues it (window.hpp); else it is read back.
     window_.committed(one, online);
 }
 
 bool stream_fsm::resend_last() {
     // Not while messages are pending (the next send finds out), nor again
-    // while a resend is on its way (acked_ < acked_max_).
-    if (pending_ != 0 || acked_ == 0 || acked_ == UINT64_MAX || acked_ != acked_max_) return false;
-    acked_ -= 1;
+    // while a resend is on its way (acked < acked_max).
+    if (!pos_.resend_last()) return false;
     window_.forget();
     return true;
 }
@@ -42,9 +36,9 @@ bool stream_fsm::resend_last() {
 stream_action stream_fsm::act(type t) {
     stream_action a;
     a.what = t;
-    a.clear_commit = std::exchange(clear_commit_, false);
-    a.clear_retry_now = std::exchange(clear_retry_now_, false);
-    a.check_drained = std::exchange(drained_, false);
+    a.clear_commit = std::exchange(before_.clear_commit, false);
+    a.clear_retry_now = std::exchange(before_.clear_retry_now, false);
+    a.check_drained = std::exchange(before_.drained, false);
     return a;
 }
 
@@ -65,14 +59,9 @@ stream_action stream_fsm::finish() {
 stream_action stream_fsm::acknowledge(std::uint64_t upto) {
     stream_action a = act(type::acknowledged);
     a.upto = upto;
-    a.first_fresh = acked_max_ == UINT64_MAX ? UINT64_MAX : acked_max_ + 1;
-    const std::uint64_t fresh = upto > acked_max_ ? upto - acked_max_ : 0;
-    acked_ = upto;
-    acked_max_ = std::max(acked_max_, upto);
-    const std::uint64_t n = std::min(fresh, pending_);
-    pending_ -= n;
-    if (pending_ == 0) head_at_ms_ = 0;
-    a.delivered = n;
+    const auto p = pos_.acknowledge(upto);
+    a.first_fresh = p.first_fresh;
+    a.delivered = p.delivered;
     return a;
 }
 
@@ -89,12 +78,12 @@ stream_action stream_fsm::resume(stream_event& ev) {
             }
             if (window_.size() < c_.batch_max) window_.take_read_ahead();
             if (window_.empty()) {
-                clear_commit_ = true;
-                if (window_.settled(acked_)) {
+                before_.clear_commit = true;
+                if (window_.settled(pos_.acked())) {
                     // Wait a little for more, then retire; but first one
                     // read: the stream ends only when the outbox says that
                     // nothing is left.
-                    drained_ = true;
+                    before_.drained = true;
                     yield return wait(c_.idle_grace, stream_action::on_commit);
                     if (ev.commit) continue;
                     window_.more_maybe();
@@ -107,8 +96,8 @@ stream_action stream_fsm::resume(stream_event& ev) {
                 read_gen_ = window_.begin_read();
                 yield {
                     stream_action a = act(type::read);
-                    a.from_position = acked_ == UINT64_MAX;
-                    a.from = a.from_position ? 0 : acked_;
+                    a.from_position = !pos_.known();
+                    a.from = a.from_position ? 0 : pos_.acked();
                     return a;
                 }
                 if (!ev.error.empty()) {
@@ -116,11 +105,11 @@ stream_action stream_fsm::resume(stream_event& ev) {
                     continue;
                 }
                 if (!window_.current(read_gen_)) continue;
-                if (acked_ == UINT64_MAX) acked_ = acked_max_ = ev.position;
-                window_.read(acked_, ev.rows);
+                if (!pos_.known()) pos_.learn(ev.position);
+                window_.read(pos_.acked(), ev.rows);
                 if (window_.empty()) {
                     // Nothing to send: wait a little for more, then retire.
-                    drained_ = true;
+                    before_.drained = true;
                     if (retire_after_read_ && !ev.commit) break;  // waited already
                     yield return wait(c_.idle_grace, stream_action::on_commit);
                     if (!ev.commit) break;
@@ -128,7 +117,7 @@ stream_action stream_fsm::resume(stream_event& ev) {
                     continue;
                 }
                 retire_after_read_ = false;
-                head_at_ms_ = window_.front().at_ms;  // read from the acknowledged seq: the oldest pending
+                pos_.head(window_.front().at_ms);  // read from the acknowledged seq: the oldest pending
                 sched_ = ev.sched.is_for(window_.front().seq) ? ev.sched : schedule{};
             }
             // Durable redelivery: not before the scheduled time, unless the
@@ -152,87 +141,83 @@ stream_action stream_fsm::resume(stream_event& ev) {
                 if (!woken_by_recovery_ && !ev.retry_now && sched_.next_at_ms > ev.now_ms) continue;
             }
             woken_by_recovery_ = false;
-            if (ev.retry_now) clear_retry_now_ = true;
+            if (ev.retry_now) before_.clear_retry_now = true;
 
             if (sync_log_) {
                 // Where does the log stand? (at start, after a wrong expected
                 // sequence, after a rewind.)
                 yield return act(type::sync_log);
-                d_ = std::move(ev.d);
-                server_wait_ = {};
+                answer_ = {std::move(ev.d), {}, true};
                 window_.forget();
                 sched_ = {};
-                if (d_.what == verdict::ack || d_.what == verdict::rewind) sync_log_ = false;
-                from_log_ = true;
+                if (answer_.d.what == verdict::ack || answer_.d.what == verdict::rewind) sync_log_ = false;
             } else {
                 // The batch: the head of the window, within the count limit
                 // and the request body limit by exact encoded size. A message
                 // too big to share a request goes alone. Moved out of the
                 // window: on failure the window is read again anyway.
-                max_ = single_until_ > acked_ ? 1 : c_.batch_max;
-                batch_ = window_.take_batch(max_, c_.body_limit, stream_, c_.epoch);
-                head_at_ms_ = batch_.front().at_ms;
+                batch_ = window_.take_batch(pos_.batch_limit(c_.batch_max), c_.body_limit, stream_, c_.epoch);
+                pos_.head(batch_.front().at_ms);
                 // Fewer than a batch left: read the next rows while this batch
                 // is in flight, if there may be any (the last read was full,
                 // or messages were committed since).
-                if (window_.start_read_ahead(max_)) {
+                if (window_.start_read_ahead(pos_.batch_limit(c_.batch_max))) {
                     yield return act(type::start_read_ahead);
                 }
                 yield return act(type::send);
-                d_ = std::move(ev.d);
-                server_wait_ = ev.server_wait;
-                if (d_.what != verdict::ack) {
+                answer_ = {std::move(ev.d), ev.server_wait, false};
+                if (answer_.d.what != verdict::ack) {
                     window_.forget();  // read again: the schedule or a tombstone may change what comes next
                     sched_ = {};
                 }
-                if (d_.what == verdict::rewind) {
+                if (answer_.d.what == verdict::rewind) {
                     yield return act(type::rewind_facts);
                     if (!ev.error.empty()) {
                         yield return failed(std::move(ev.error));
                         continue;
                     }
                     {
-                        std::string seen = std::move(d_.detail);
-                        d_ = decide_rewind(d_.upto + 1, ev.oldest, ev.next_seq);
-                        d_.detail = seen + (d_.detail.empty() ? std::string{} : "; " + d_.detail);
+                        decision& d = answer_.d;
+                        std::string seen = std::move(d.detail);
+                        d = decide_rewind(d.upto + 1, ev.oldest, ev.next_seq);
+                        d.detail = seen + (d.detail.empty() ? std::string{} : "; " + d.detail);
                     }
                 }
-                from_log_ = false;
             }
 
             // What the answer (or the log) says.
-            if (d_.what == verdict::ack) {
-                if (from_log_) {
-                    if (d_.upto > acked_) {
-                        yield return acknowledge(d_.upto);
+            if (answer_.d.what == verdict::ack) {
+                if (answer_.from_log) {
+                    if (answer_.d.upto > pos_.acked()) {
+                        yield return acknowledge(answer_.d.upto);
                     }
                     continue;
                 }
-                yield return acknowledge(d_.upto);
-                if (d_.upto > rewound_to_) rewound_to_ = UINT64_MAX;  // progress past a rewind
-                if (d_.upto < batch_.back().seq) window_.forget();    // a partial ack: the rest is read again
+                yield return acknowledge(answer_.d.upto);
+                pos_.sent_and_acknowledged(answer_.d.upto);                // progress past a rewind
+                if (answer_.d.upto < batch_.back().seq) window_.forget();  // a partial ack: the rest is read again
                 if (sched_.attempts > 0) {
                     // The ladder's wait is over: say so (the last line was a
                     // link_error), and drop the schedule now, before the next
                     // read of the window could load it again.
                     yield {
                         stream_action a = act(type::link_recovered);
-                        a.seq = d_.upto;
+                        a.seq = answer_.d.upto;
                         a.ladder_steps = sched_.attempts;
                         return a;
                     }
                 }
                 sched_ = {};
-            } else if (d_.what == verdict::demote) {
+            } else if (answer_.d.what == verdict::demote) {
                 yield {
                     stream_action a = act(type::demote);
-                    a.epoch = std::max(d_.epoch, c_.epoch + 1);
+                    a.epoch = std::max(answer_.d.epoch, c_.epoch + 1);
                     return a;
                 }
                 break;
-            } else if (d_.what == verdict::isolate) {
-                single_until_ = batch_.back().seq;  // find the message it rejects
-            } else if (d_.what == verdict::dead_letter) {
+            } else if (answer_.d.what == verdict::isolate) {
+                pos_.isolate(batch_.back().seq);  // find the message it rejects
+            } else if (answer_.d.what == verdict::dead_letter) {
                 if (envelope::is_tombstone(batch_.front().payload)) {
                     // Even the tombstone is refused: the request, not the
                     // message, is at fault (a header the secondary cannot
@@ -240,45 +225,44 @@ stream_action stream_fsm::resume(stream_event& ev) {
                     // loop; stop the stream and say so.
                     yield return blocked("tombstone_refused", "the secondary refused the tombstone of seq " +
                                                                   std::to_string(batch_.front().seq) +
-                                                                  " too: " + d_.reason);
+                                                                  " too: " + answer_.d.reason);
                     break;
                 }
                 yield return act(type::dead_letter);
                 if (!ev.ok) {
                     yield return wait(c_.storage_pause, 0);
                 }
-            } else if (d_.what == verdict::redeliver) {
+            } else if (answer_.d.what == verdict::redeliver) {
                 yield {
                     stream_action a = act(type::next_step);
-                    a.seq = from_log_ ? acked_ + 1 : batch_.front().seq;
-                    a.server_wait = server_wait_;
+                    a.seq = answer_.from_log ? pos_.acked() + 1 : batch_.front().seq;
+                    a.server_wait = answer_.server_wait;
                     return a;
                 }
                 if (!ev.ok) {
                     yield return wait(c_.storage_pause, 0);
                 }
-            } else if (d_.what == verdict::rewind) {
+            } else if (answer_.d.what == verdict::rewind) {
                 // The same rewind again without progress means that what is
                 // retained has a hole (a purge after a clock step): resending
                 // would loop, so the stream is blocked instead.
-                if (rewound_to_ == d_.upto) {
-                    yield return blocked("beyond_retention", d_.detail + "; the retained messages from seq " +
-                                                                 std::to_string(d_.upto + 1) + " are not contiguous");
+                if (!pos_.start_rewind(answer_.d.upto)) {
+                    yield return blocked("beyond_retention", answer_.d.detail + "; the retained messages from seq " +
+                                                                 std::to_string(answer_.d.upto + 1) +
+                                                                 " are not contiguous");
                     break;
                 }
-                rewound_to_ = d_.upto;
                 yield {
                     stream_action a = act(type::rewound);
-                    a.seq = d_.upto + 1;
-                    a.detail = d_.detail;
+                    a.seq = answer_.d.upto + 1;
+                    a.detail = answer_.d.detail;
                     return a;
                 }
-                acked_ = d_.upto;
-                single_until_ = 0;
-            } else if (d_.what == verdict::block) {
-                yield return blocked(d_.reason, d_.detail);
+                pos_.rewind(answer_.d.upto);
+            } else if (answer_.d.what == verdict::block) {
+                yield return blocked(answer_.d.reason, answer_.d.detail);
                 break;
-            } else if (d_.what == verdict::resync) {
+            } else if (answer_.d.what == verdict::resync) {
                 sync_log_ = true;  // read the log's last message before anything else is sent
             } else {
                 break;  // stop

@@ -14,6 +14,7 @@
 #include "decide.hpp"
 #include "ladder.hpp"
 #include "outbox.hpp"
+#include "positions.hpp"
 #include "window.hpp"
 
 #include <boost/asio/coroutine.hpp>
@@ -136,15 +137,15 @@ public:
     bool resend_last();
 
     const std::string& stream() const noexcept { return stream_; }
-    std::uint64_t acked() const noexcept { return acked_; }
-    std::uint64_t acked_max() const noexcept { return acked_max_; }
-    std::uint64_t pending() const noexcept { return pending_; }
-    std::int64_t head_at_ms() const noexcept { return head_at_ms_; }
+    std::uint64_t acked() const noexcept { return pos_.acked(); }
+    std::uint64_t acked_max() const noexcept { return pos_.acked_max(); }
+    std::uint64_t pending() const noexcept { return pos_.pending(); }
+    std::int64_t head_at_ms() const noexcept { return pos_.head_at_ms(); }
     const schedule& sched() const noexcept { return sched_; }
     /// The batch of the last send action (and of acknowledged's latency).
     const std::vector<pending_message>& batch() const noexcept { return batch_; }
     /// The decision the current next_step or dead_letter action carries out.
-    const decision& current() const noexcept { return d_; }
+    const decision& current() const noexcept { return answer_.d; }
     /// The read-ahead the start_read_ahead action fills (shared with the
     /// database thread's job, which may finish after the machine is gone).
     const std::shared_ptr<read_ahead>& read_ahead_slot() const noexcept { return window_.read_ahead_slot(); }
@@ -161,25 +162,24 @@ private:
     const delivery_config& c_;
     std::string stream_;
     boost::asio::coroutine coro_;
-    // Positions.
-    std::uint64_t acked_, acked_max_, pending_;
-    std::uint64_t single_until_ = 0;         // send one message at a time up to this seq (isolating a reject)
-    std::uint64_t rewound_to_ = UINT64_MAX;  // the last rewind's position, until acks pass it
-    std::int64_t head_at_ms_ = 0;            // when the oldest unacknowledged message was accepted (0: none known)
-    send_window window_;                     // rows read from the outbox or handed over by their commit (window.hpp)
-    schedule sched_;
+    stream_positions pos_;  // acknowledged, pending, isolating, rewound (positions.hpp)
+    send_window window_;    // rows read from the outbox or handed over by their commit (window.hpp)
+    schedule sched_;        // the ladder's, for the window's head
     // The loop's own.
-    std::vector<pending_message> batch_;
-    decision d_;
-    std::chrono::nanoseconds server_wait_{};  // the answer's Retry-After
-    std::size_t max_ = 0;                     // the batch's count limit
-    std::uint64_t read_gen_ = 0;              // the window a read is for
-    bool from_log_ = false;                   // d_ is the log's (sync_log), not a send's
-    bool sync_log_;                           // the log must be read before the next send
-    bool woken_by_recovery_ = false;          // a ladder wait ended because the secondary came back
-    bool retire_after_read_ = false;          // the window ran dry and its wait for more ended: one read, then retire
-    // Flag clears and a drained notice for the next action.
-    bool clear_commit_ = false, clear_retry_now_ = false, drained_ = false;
+    std::vector<pending_message> batch_;  // the last send's
+    struct answer {
+        decision d;
+        std::chrono::nanoseconds server_wait{};  // its Retry-After
+        bool from_log = false;                   // the log's (sync_log), not a send's
+    } answer_;                                   // what the last send or read of the log said
+    std::uint64_t read_gen_ = 0;                 // the window a read is for
+    bool sync_log_;                              // the log must be read before the next send
+    bool woken_by_recovery_ = false;             // a ladder wait ended because the secondary came back
+    bool retire_after_read_ = false;  // the window ran dry and its wait for more ended: one read, then retire
+    // Carried out before the next action (act()).
+    struct before_action {
+        bool clear_commit = false, clear_retry_now = false, drained = false;
+    } before_;
 };
 
 }  // namespace steadfast::primary
