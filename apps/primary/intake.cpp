@@ -36,10 +36,10 @@ std::size_t node::envelope_overhead(std::string_view stream) const {
 // pending messages (idle processors in their grace period do not count), and
 // streams that publishes under way are adding to (each counted once).
 bool node::at_stream_cap(const std::string& stream) const {
-    if (c_.rep.has_pending(stream) || admitting_.contains(stream)) return false;
-    auto busy = c_.rep.busy_streams();
+    if (c_.rep.streams().has_pending(stream) || admitting_.contains(stream)) return false;
+    auto busy = c_.rep.streams().busy_streams();
     for (const auto& [s, n] : admitting_)
-        if (!c_.rep.has_pending(s)) ++busy;
+        if (!c_.rep.streams().has_pending(s)) ++busy;
     return busy >= o_.max_streams;
 }
 

@@ -63,10 +63,10 @@ int node::run() {
     asio::post(ioc_, [this] { ready_ = true; });
     app::log(level::info, "started",
              {{"data", c_.db.path()},
-              {"pending", c_.rep.pending()},
+              {"pending", c_.rep.streams().pending()},
               {"secondary", o_.secondary},
               {"epoch", o_.epoch},
-              {"streams", c_.rep.stream_count()},
+              {"streams", c_.rep.streams().size()},
               {"connections", o_.connections},
               {"dead_letter", c_.out.dead_letter_count()}});
     input_closed_ = !o_.from_stdin;
@@ -90,7 +90,7 @@ int node::run() {
         stdin_stop_ = true;  // it notices within 100 ms
         reader.join();
     }
-    app::log(level::info, "stopped", {{"pending", c_.rep.pending()}, {"exit_code", exit_code_}});
+    app::log(level::info, "stopped", {{"pending", c_.rep.streams().pending()}, {"exit_code", exit_code_}});
     return exit_code_;
 }
 
@@ -99,7 +99,7 @@ void node::stop(const std::string& why, int code) {
     if (stopping_) return;
     stopping_ = true;
     app::log(code == exit_ok ? level::info : level::error, "shutting_down",
-             {{"reason", why}, {"pending", c_.rep.pending()}});
+             {{"reason", why}, {"pending", c_.rep.streams().pending()}});
     shutdown_->request();
     c_.rep.stop();  // the processors' sends and waits end
     health_.stop();
@@ -116,11 +116,11 @@ void node::stop(const std::string& why, int code) {
 }
 
 void node::check_drained() {
-    if (o_.exit_when_drained && input_closed_ && c_.rep.pending() <= c_.rep.blocked_pending() && publishing_ == 0 &&
-        !stopping_) {
-        if (c_.rep.blocked_count() > 0) {
+    if (o_.exit_when_drained && input_closed_ && c_.rep.streams().pending() <= c_.rep.streams().blocked_pending() &&
+        publishing_ == 0 && !stopping_) {
+        if (c_.rep.streams().blocked_count() > 0) {
             app::log(level::error, "drained_except_blocked",
-                     {{"blocked", c_.rep.blocked_count()}, {"pending", c_.rep.pending()}});
+                     {{"blocked", c_.rep.streams().blocked_count()}, {"pending", c_.rep.streams().pending()}});
             stop("drained except blocked streams", exit_error);
             return;
         }

@@ -57,10 +57,10 @@ replicator::replicator(const replicator_env& env, replicator_hooks hooks)
       delivery_{env.o.batch_max, std::min(env.o.batch_bytes, envelope::limits{}.max_body_bytes), env.o.epoch},
       ladder_(env.o.ladder.empty() ? backoff::rocketmq() : backoff::schedule(env.o.ladder)),
       acks_(env.ex, env.out, env.worker),
-      stopped_(make_flag(env.ex, "stopped", false)),
-      idle_(make_flag(env.ex, "processors-ended", false)),
+      procs_(env.ex),
       demoted_(make_demoted(env.ex, env.o.epoch)),
-      stop_(cond(stopped_) || cond(demoted_)),
+      stop_(procs_.stopped() || cond(demoted_)),
+      table_(delivery_, env.m),
       retention_(env.ex, env.out, env.worker, env.o.retain) {
     // The one place that knows which link --secondary names.
     link_ = make_link(link_env{env.o, env.ex, env.out, env.worker, stop_, demoted_, env.tokens, env.m}, *this);
@@ -97,85 +97,52 @@ void replicator::start() {
     // A restart tries blocked streams again; each is blocked anew if the
     // reason still holds.
     env_.out.clear_blocked();
+    std::uint64_t pending = 0;
     for (auto& [name, s] : env_.out.status()) {
         if (s.pending == 0) continue;
-        pending_ += s.pending;
-        add_stream(name, s.acked_seq, s.acked_seq, s.pending);
+        pending += s.pending;
+        table_.add(name, s.acked_seq, s.acked_seq, s.pending);
     }
-    env_.m.depth.Set(static_cast<double>(pending_));
+    table_.committed(pending);
     // A stream waiting for a ladder step tries once at once: a restart is how
     // an operator says "the configuration is fixed" (the step is kept).
-    for (auto& [name, s] : streams_) start_processor(name, true);
+    for (auto& [name, s] : table_.streams()) start_processor(name, true);
     retention_.start();
 }
 
 void replicator::stop() {
-    if (stopping_) return;
-    stopping_ = true;
-    stopped_->set();  // stop_: the processors' sends and waits end
+    if (!procs_.stop()) return;  // stop_: the processors' sends and waits end
     online_->stop();
     retention_.stop();
     acks_.flush();
-    if (processors_ == 0) idle_->set();
 }
 
 // After a commit of `n` messages on `stream` (on the event loop).
 void replicator::committed(const std::string& stream, std::size_t n, pending_message* one) {
     env_.m.published.Increment(static_cast<double>(n));
-    pending_ += n;
-    env_.m.depth.Set(static_cast<double>(pending_));
-    if (auto b = blocked_.find(stream); b != blocked_.end()) {
-        b->second.pending += n;  // kept, not delivered: the stream is blocked
-        return;
-    }
-    auto it = streams_.find(stream);
-    if (it == streams_.end()) {
+    table_.committed(n);
+    if (table_.committed_while_blocked(stream, n)) return;  // kept, not delivered: the stream is blocked
+    if (auto* st = table_.find(stream)) {
+        st->fsm.committed(n, one, online_->value());
+        st->wake->set();
+    } else {
         // A stream seen before starts after what it acknowledged; the
         // processor reads that position from the outbox.
-        add_stream(stream, UINT64_MAX, UINT64_MAX, n);
+        table_.add(stream, stream_positions::unknown, stream_positions::unknown, n);
         start_processor(stream);
-    } else {
-        it->second.fsm.committed(n, one, online_->value());
-        it->second.wake->set();
     }
-}
-
-bool replicator::has_pending(const std::string& stream) const {
-    if (auto it = streams_.find(stream); it != streams_.end() && it->second.fsm.pending() > 0) return true;
-    auto b = blocked_.find(stream);
-    return b != blocked_.end() && b->second.pending > 0;
-}
-
-std::size_t replicator::busy_streams() const {
-    return static_cast<std::size_t>(std::count_if(streams_.begin(), streams_.end(),
-                                                  [](const auto& kv) { return kv.second.fsm.pending() > 0; })) +
-           static_cast<std::size_t>(
-               std::count_if(blocked_.begin(), blocked_.end(), [](const auto& kv) { return kv.second.pending > 0; }));
-}
-
-std::uint64_t replicator::blocked_pending() const {
-    std::uint64_t n = 0;
-    for (auto& [s, b] : blocked_) n += b.pending;
-    return n;
 }
 
 void replicator::refresh_metrics() {
-    refresh_stream_metrics();
+    table_.refresh_metrics(now_ms());
     link_->refresh_metrics();
 }
 
-stream_state& replicator::add_stream(const std::string& stream, std::uint64_t acked, std::uint64_t acked_max,
-                                     std::uint64_t pending) {
-    return streams_.try_emplace(stream, delivery_, stream, acked, acked_max, pending).first->second;
-}
-
 void replicator::start_processor(const std::string& stream, bool retry_at_once) {
-    auto& s = streams_.at(stream);
+    auto& s = table_.at(stream);
     s.wake = make_flag(env_.ex, "pending-" + stream, true);
     s.retry_now = make_flag(env_.ex, "retry-now-" + stream, retry_at_once);
-    env_.m.streams.Set(static_cast<double>(streams_.size()));
-    ++processors_;
-    idle_->clear();
+    procs_.started();
     // Shutdown and demotion end it through stop_: its send stops (the retry's
     // stop-when) and so do its waits.
     asio::co_spawn(env_.ex, deliver(stream), [this, stream](std::exception_ptr e) {
@@ -204,7 +171,7 @@ void replicator::retry_now(const char* why) {
     // step yet (its wait is not known), and the flag only skips the next
     // ladder wait; a stream that sends before one clears it.
     std::size_t waiting = 0;
-    for (auto& [name, st] : streams_) {
+    for (auto& [name, st] : table_.streams()) {
         if (!st.retry_now) continue;
         if (st.fsm.sched().next_at_ms > now_ms()) ++waiting;
         st.retry_now->set();
@@ -213,31 +180,29 @@ void replicator::retry_now(const char* why) {
 }
 
 std::optional<std::uint64_t> replicator::acked_max(const std::string& stream) const {
-    auto it = streams_.find(stream);
-    if (it == streams_.end() || it->second.fsm.acked_max() == UINT64_MAX) return std::nullopt;
-    return it->second.fsm.acked_max();
+    const auto* st = table_.find(stream);
+    if (!st || st->fsm.acked_max() == stream_positions::unknown) return std::nullopt;
+    return st->fsm.acked_max();
 }
 
 std::optional<std::string> replicator::blocked(const std::string& stream) const {
-    auto it = blocked_.find(stream);
-    if (it == blocked_.end()) return std::nullopt;
-    return it->second.reason;
+    return table_.blocked(stream);
 }
 
 // The recheck (http_link.cpp) found `stream` held for less than `upto`.
 bool replicator::resend_last(const std::string& stream, std::uint64_t upto) {
-    if (blocked_.count(stream)) return false;
-    if (auto it = streams_.find(stream); it != streams_.end()) {
+    if (table_.is_blocked(stream)) return false;
+    if (auto* st = table_.find(stream)) {
         // A processor with messages to send finds out at its next send; an
         // idle one (waiting to retire) is sent back one (not again while a
         // recheck's resend is on its way: acked < acked_max).
-        if (!it->second.fsm.resend_last()) return false;
-        it->second.wake->set();
+        if (!st->fsm.resend_last()) return false;
+        st->wake->set();
         return true;
     }
     // Sends the last acknowledged message again, which is not counted as
     // delivered again.
-    add_stream(stream, upto - 1, upto, 0);
+    table_.add(stream, upto - 1, upto, 0);
     start_processor(stream);
     return true;
 }
@@ -245,28 +210,29 @@ bool replicator::resend_last(const std::string& stream, std::uint64_t upto) {
 // The processor has ended: forget the stream, unless messages arrived in the
 // meantime (then a new processor takes over).
 void replicator::retire(const std::string& stream) {
-    --processors_;
-    auto it = streams_.find(stream);
-    if (it == streams_.end()) return;
+    auto* st = table_.find(stream);
+    if (!st) {
+        procs_.ended();
+        return;
+    }
     // Also when it ended with messages pending (a failure, a failed read of
     // the JetStream log): they stay in the outbox and need a processor.
-    const auto& fsm = it->second.fsm;
+    const auto& fsm = st->fsm;
     const bool more =
-        (it->second.wake->value() || fsm.pending() > 0) && !stopping_ && !stop_->value() && !blocked_.count(stream);
+        (st->wake->value() || fsm.pending() > 0) && !procs_.stopping() && !stop_->value() && !table_.is_blocked(stream);
     const std::uint64_t pending = fsm.pending(), acked = fsm.acked(), acked_max = fsm.acked_max();
-    streams_.erase(it);
+    table_.erase(stream);
     if (more) {
         // Positions carry over: the outbox's copy may lag behind them.
         link_->restarted(stream);
-        add_stream(stream, acked, acked_max, pending);
+        table_.add(stream, acked, acked_max, pending);
         start_processor(stream);
     } else {
         link_->forget(stream);
         acks_.forget(stream);
     }
     retention_.retired();
-    env_.m.streams.Set(static_cast<double>(streams_.size()));
-    if (processors_ == 0 && stopping_) idle_->set();
+    procs_.ended();
 }
 
 // A wait of the stream's machine: until its delay passes or something it
@@ -298,7 +264,7 @@ struct rewind_facts {
 // The processor: carries out what the stream's machine (stream_fsm.hpp)
 // decides, and tells it what it saw.
 asio::awaitable<void> replicator::deliver(std::string stream) {
-    stream_state& st = streams_.at(stream);  // map nodes are stable; erased only by retire(), after this ends
+    stream_state& st = table_.at(stream);  // stable: erased only by retire(), after this ends
     stream_fsm& fsm = st.fsm;
     // The client's connect/write/read timeouts bound an attempt; shutdown or
     // demotion (stop_) ends the quick retries at once, cancelling the send in
@@ -427,33 +393,6 @@ asio::awaitable<void> replicator::deliver(std::string stream) {
     }
 }
 
-// Per-stream pending counts and oldest ages, from what is in memory: the
-// streams with messages and the blocked ones. Streams gone since the last
-// scrape lose their series.
-void replicator::refresh_stream_metrics() {
-    const auto now = now_ms();
-    std::set<std::string> now_exposed;
-    double oldest = 0;
-    auto expose = [&](const std::string& stream, std::uint64_t pending, std::int64_t head_at_ms) {
-        if (pending == 0) return;
-        env_.m.stream_pending.Add({{"stream", stream}}).Set(static_cast<double>(pending));
-        const double age =
-            head_at_ms > 0 ? static_cast<double>(std::max<std::int64_t>(now - head_at_ms, 0)) / 1000.0 : 0.0;
-        env_.m.stream_age.Add({{"stream", stream}}).Set(age);
-        oldest = std::max(oldest, age);
-        now_exposed.insert(stream);
-    };
-    for (const auto& [stream, st] : streams_) expose(stream, st.fsm.pending(), st.fsm.head_at_ms());
-    for (const auto& [stream, b] : blocked_) expose(stream, b.pending, b.head_at_ms);
-    for (const auto& stream : exposed_streams_)
-        if (!now_exposed.count(stream)) {
-            env_.m.stream_pending.Remove(&env_.m.stream_pending.Add({{"stream", stream}}));
-            env_.m.stream_age.Remove(&env_.m.stream_age.Add({{"stream", stream}}));
-        }
-    exposed_streams_ = std::move(now_exposed);
-    env_.m.oldest_age.Set(oldest);
-}
-
 // The rows a window holds after `after`: at least a batch, at least 1,000,
 // within the larger of a batch's bytes and 4 MiB (on the database thread).
 std::vector<pending_message> replicator::read_window(const std::string& stream, std::uint64_t after) {
@@ -487,8 +426,7 @@ void replicator::start_read_ahead(const std::string& stream, stream_state& st) {
 void replicator::acknowledged(const std::string& stream, const stream_action& a) {
     acks_.acknowledged(stream, a.upto);
     env_.m.delivered.Increment(static_cast<double>(a.delivered));
-    pending_ -= std::min<std::uint64_t>(pending_, a.delivered);
-    env_.m.depth.Set(static_cast<double>(pending_));
+    table_.delivered(a.delivered);
     hooks_.progress();
 }
 
@@ -533,7 +471,7 @@ asio::awaitable<bool> replicator::next_step(const std::string& stream, std::uint
               {"hint", hint_for(d)},
               {"ladder_step", s.attempts},
               {"next_attempt_in_ms", delay.count()},
-              {"pending", pending_}});
+              {"pending", table_.pending()}});
     co_return true;
 }
 
@@ -568,10 +506,8 @@ asio::awaitable<void> replicator::block(const std::string& stream, const std::st
         return true;
     };
     auto r = co_await env_.worker.run<bool>(env_.ex, std::move(job));
-    const auto& fsm = streams_.at(stream).fsm;
-    blocked_[stream] = {reason, fsm.pending(), fsm.head_at_ms()};
-    env_.m.blocks.Increment();
-    env_.m.blocked.Set(static_cast<double>(blocked_.size()));
+    table_.block(stream, reason);
+    const auto& fsm = table_.at(stream).fsm;
     app::log(level::error, "blocked",
              {{"stream", stream},
               {"reason", reason},

@@ -12,8 +12,10 @@
 #include "link.hpp"
 #include "metrics.hpp"
 #include "outbox.hpp"
+#include "processors.hpp"
 #include "retention.hpp"
 #include "stream_fsm.hpp"
+#include "stream_table.hpp"
 
 #include <steadfast/conditions.hpp>
 #include <steadfast/engine.hpp>
@@ -25,31 +27,12 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
 namespace steadfast::primary {
-
-// A stream with messages to deliver. Exists only while it has some: an idle
-// stream's processor ends and its state goes (5,000 streams seen once cost
-// nothing later). Its decisions and positions are its machine's
-// (stream_fsm.hpp); what the processor waits on is here.
-struct stream_state {
-    stream_state(const delivery_config& c, const std::string& name, std::uint64_t acked, std::uint64_t acked_max,
-                 std::uint64_t pending)
-        : fsm(c, name, acked, acked_max, pending) {}
-    stream_fsm fsm;
-    std::shared_ptr<flag> wake;  // set when new messages were committed
-    // Set to end a wait for the ladder's next step at once: at start (a restart
-    // is the operator's "try again now") and on SIGHUP (after a fix of the
-    // configuration, of either side).
-    std::shared_ptr<flag> retry_now;
-    std::shared_ptr<flag> read_done;  // false while a read-ahead runs (made by the first)
-};
 
 /// What the replicator uses, given when it is built; all outlive it.
 struct replicator_env {
@@ -82,7 +65,7 @@ public:
     /// acknowledgements go to the database thread. Idempotent.
     void stop();
     /// Every processor has ended (after stop()).
-    cond idle() const { return idle_; }
+    cond idle() const { return procs_.idle(); }
     /// Stops taking anything from the secondary's side: before the event
     /// loop's pending handlers are destroyed.
     void close() { link_->close(); }
@@ -94,14 +77,8 @@ public:
     /// Every stream waiting for a ladder step tries again now (SIGHUP).
     void retry_now(const char* why);
 
-    bool has_pending(const std::string& stream) const;
-    /// Streams with messages pending (blocked ones too).
-    std::size_t busy_streams() const;
-    std::size_t stream_count() const noexcept { return streams_.size(); }
-    std::uint64_t pending() const noexcept { return pending_; }
-    /// Pending messages of blocked streams, and how many streams are blocked.
-    std::uint64_t blocked_pending() const;
-    std::size_t blocked_count() const noexcept { return blocked_.size(); }
+    /// Where the streams stand (stream_table.hpp): pending, blocked, busy.
+    const stream_table& streams() const noexcept { return table_; }
     bool secondary_online() const { return online_->value(); }
     const std::shared_ptr<epoch_fence>& fence() const noexcept { return demoted_; }
     link& secondary() noexcept { return *link_; }
@@ -111,7 +88,7 @@ public:
 
 private:
     // link_host: what the link asks (replicator.cpp).
-    bool stopping() const override { return stopping_; }
+    bool stopping() const override { return procs_.stopping(); }
     cond online() const override { return online_; }
     std::optional<std::uint64_t> acked_max(const std::string& stream) const override;
     std::optional<std::string> blocked(const std::string& stream) const override;
@@ -121,8 +98,6 @@ private:
     boost::asio::awaitable<void> deliver(std::string stream);
     // A wait action of the stream's machine: its delay, woken by what it names.
     boost::asio::awaitable<void> wait_for(const stream_action& a, const stream_state& st);
-    stream_state& add_stream(const std::string& stream, std::uint64_t acked, std::uint64_t acked_max,
-                             std::uint64_t pending);
     void acknowledged(const std::string& stream, const stream_action& a);
     std::vector<pending_message> read_window(const std::string& stream, std::uint64_t after);
     void start_read_ahead(const std::string& stream, stream_state& st);
@@ -132,30 +107,19 @@ private:
                                              const std::string& why);
     boost::asio::awaitable<void> block(const std::string& stream, const std::string& reason, const std::string& detail);
     void retire(const std::string& stream);
-    void refresh_stream_metrics();
 
     replicator_env env_;
     replicator_hooks hooks_;
-    delivery_config delivery_;  // every stream machine's (before streams_: they keep a reference)
+    delivery_config delivery_;  // every stream machine's (before table_: they keep a reference)
     backoff ladder_;
     acknowledger acks_;
-    std::shared_ptr<flag> stopped_, idle_;  // stop() was called; no processor runs (after it)
+    processors procs_;
     std::shared_ptr<epoch_fence> demoted_;
-    cond stop_;  // stopped_ or demoted_: the processors' sends and waits end
+    cond stop_;  // stopped or demoted: the processors' sends and waits end
     std::unique_ptr<link> link_;
     std::shared_ptr<probe_condition<>> online_;
     watchable::subscription online_sub_, demoted_sub_;
-    std::map<std::string, stream_state> streams_;
-    struct blocked_stream {
-        std::string reason;
-        std::uint64_t pending = 0;
-        std::int64_t head_at_ms = 0;
-    };
-    std::map<std::string, blocked_stream> blocked_;
-    std::set<std::string> exposed_streams_;  // the per-stream series now on /metrics
-    std::uint64_t pending_ = 0;
-    std::size_t processors_ = 0;
-    bool stopping_ = false;
+    stream_table table_;   // the streams in delivery, the blocked ones, what is pending
     retention retention_;  // acknowledged messages kept, then purged
 };
 
