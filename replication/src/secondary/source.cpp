@@ -58,20 +58,15 @@ nlohmann::json js_source::health() const {
             {"lag", lag()},
             {"redeliveries", redeliveries()},
             {"problem", problem_},
-            {"blocked", blocked_}};
+            {"blocked", holds_.reasons()}};
 }
 
 // Asks the primary (core NATS, nothing stored) to resend `stream` from
-// `expected` up to what precedes `next_held` (the first seq the log did
-// deliver after the hole); at most every 15 s per stream while the gap lasts.
-void js_source::ask_repair(const std::string& stream, std::uint64_t expected, std::uint64_t next_held) {
-    const auto now = std::chrono::steady_clock::now();
-    auto [at, fresh] = repair_asked_.emplace(stream, now);
-    if (!fresh && now - at->second < 15s) return;
-    at->second = now;
-    const envelope::repair_request r{stream, o_.consumer, expected, next_held > expected ? next_held - 1 : expected};
+// `from` to `to` (what precedes the first seq the log did deliver after the
+// hole); holds.hpp says when.
+void js_source::ask_repair(const std::string& stream, std::uint64_t from, std::uint64_t to) {
+    const envelope::repair_request r{stream, o_.consumer, from, to};
     const auto ec = js_->publish(envelope::repair_subject(o_.stream), envelope::encode(r));
-    ++repair_requests_;
     app::log(level::warn, "repair_requested",
              {{"stream", stream},
               {"from_seq", r.from},
@@ -166,9 +161,7 @@ asio::awaitable<bool> js_source::check_consumer() {
 }
 
 asio::awaitable<void> js_source::restart_consumer(const std::string& why) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_restart_ < 60s) co_return;
-    last_restart_ = now;
+    if (!holds_.restart(std::chrono::steady_clock::now())) co_return;  // once a minute at most
     app::log(level::warn, "consumer_restart",
              {{"consumer", o_.consumer},
               {"reason", why},
@@ -280,8 +273,7 @@ asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::del
                             : std::get<envelope::batch>(*d).messages.front().stream;
             // A stream that met a conflict applies nothing more until an
             // operator looks (nothing is applied over another history).
-            if (auto b = blocked_.find(it.stream); b != blocked_.end() && b->second.rfind("conflict", 0) == 0)
-                it.what = k::held;
+            if (holds_.held(it.stream)) it.what = k::held;
         } else {
             it.what = k::malformed;
         }
@@ -364,11 +356,8 @@ asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::del
         h_.counted(r.a);
         if (r.a.status == 200) {
             pc_->ack(d);
-            if (r.a.applied > 0 && blocked_.count(it.stream)) {
+            if (r.a.applied > 0 && holds_.applied(it.stream)) {
                 // A gap closed (the missing messages came again).
-                blocked_.erase(it.stream);
-                gap_since_.erase(it.stream);
-                repair_asked_.erase(it.stream);
                 app::log(level::info, "unblocked", {{"stream", it.stream}});
             }
             continue;
@@ -389,8 +378,7 @@ asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::del
         }
         const std::string why = rej.what == rk::conflict ? "conflict at seq " + std::to_string(rej.seq)
                                                          : "gap: expects seq " + std::to_string(rej.expected);
-        if (blocked_[rej.stream] != why) {
-            blocked_[rej.stream] = why;
+        if (holds_.blocked(rej.stream, why)) {
             app::log(
                 rej.what == rk::conflict ? level::error : level::warn, "blocked",
                 {{"stream", rej.stream},
@@ -407,32 +395,17 @@ asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::del
         if (rej.what == rk::gap) {
             // A message nak'd a moment ago comes again by itself; one that
             // the consumer acknowledged before this store was restored never
-            // does, nor one the log itself lost. A gap that stays is one of
-            // the latter: the primary is asked to resend the hole (after
-            // 10 s, longer than the ack wait), and after 5 minutes (the
-            // primary's retention may not reach back) the consumer starts
-            // again from the stream's start.
-            // Both also need the gap seen in 5 fetches (a nak'd delivery comes
-            // back after a second): a secondary paused (SIGSTOP) through a
-            // passing gap does not act on its first look after it resumes.
-            const auto now = std::chrono::steady_clock::now();
-            auto& g = gap_since_.try_emplace(rej.stream, gap_seen{now, 0}).first->second;
-            if (gap_counted.insert(rej.stream).second) ++g.times;
-            if (const auto f = first_seq_of(it, rej.stream); f > rej.expected && (g.next_held == 0 || f < g.next_held))
-                g.next_held = f;
-            const bool lasting = g.times >= 5;
-            if (lasting && now - g.since > 300s) gap = true;
-            if (lasting && now - g.since > 10s) ask_repair(rej.stream, rej.expected, g.next_held);
+            // does, nor one the log itself lost (holds.hpp: when a gap that
+            // stays asks the primary to resend the hole, and when the
+            // consumer starts again from the stream's start).
+            const auto step = holds_.gap(rej.stream, rej.expected, first_seq_of(it, rej.stream),
+                                         gap_counted.insert(rej.stream).second, std::chrono::steady_clock::now());
+            if (step.lasting) gap = true;
+            if (step.ask_repair) ask_repair(rej.stream, step.from, step.to);
         }
-        // A gap comes back after a second; once the primary was asked to
-        // resend a hole, every 5 s (fewer redeliveries while the stream's
-        // later messages keep coming, so that the copy at the end of the log
-        // arrives; and back before a new gap would last 10 s).
-        pc_->nak(d, rej.what != rk::gap ? 5s : repair_asked_.count(rej.stream) ? 5s : 1s);
+        pc_->nak(d, holds_.nak_delay(rej.stream, rej.what == rk::gap));
     }
     if (gap) {
-        gap_since_.clear();
-        repair_asked_.clear();
         co_await restart_consumer("a gap for 5 minutes: this store is behind what the consumer acknowledged");
     }
 }

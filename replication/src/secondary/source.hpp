@@ -25,6 +25,7 @@
 #pragma once
 
 #include "../common/db_worker.hpp"
+#include "holds.hpp"
 #include "store.hpp"
 
 #include <steadfast/conditions.hpp>
@@ -69,8 +70,8 @@ public:
     bool consuming() const noexcept { return consuming_; }
     std::uint64_t lag() const noexcept;
     std::uint64_t redeliveries() const noexcept;
-    std::uint64_t repair_requests() const noexcept { return repair_requests_; }
-    const std::map<std::string, std::string>& blocked() const noexcept { return blocked_; }
+    std::uint64_t repair_requests() const noexcept { return holds_.repair_requests(); }
+    const std::map<std::string, std::string>& blocked() const noexcept { return holds_.reasons(); }
     nlohmann::json health() const;
 
 private:
@@ -79,7 +80,7 @@ private:
     boost::asio::awaitable<void> apply(std::vector<jetstream::pull_consumer::delivery>& ds);
     boost::asio::awaitable<void> restart_consumer(const std::string& why);
     boost::asio::awaitable<bool> check_consumer();
-    void ask_repair(const std::string& stream, std::uint64_t expected, std::uint64_t next_held);
+    void ask_repair(const std::string& stream, std::uint64_t from, std::uint64_t to);
 
     boost::asio::any_io_executor ex_;
     app::db_worker& worker_;
@@ -91,17 +92,8 @@ private:
     boost::asio::cancellation_signal stop_signal_;  // the fetch and pauses
     std::shared_ptr<flag> stopping_flag_;           // the engine's stop-when
     bool stopping_ = false, consuming_ = false;
-    std::string problem_;                         // the last consumer problem logged ("" none)
-    std::map<std::string, std::string> blocked_;  // stream -> why (conflict, gap)
-    struct gap_seen {
-        std::chrono::steady_clock::time_point since;  // first seen
-        unsigned times = 0;                           // fetches that met it since (a paused process makes none)
-        std::uint64_t next_held = 0;                  // the lowest seq delivered after the hole (0: none yet)
-    };
-    std::map<std::string, gap_seen> gap_since_;                                  // streams answering gap
-    std::map<std::string, std::chrono::steady_clock::time_point> repair_asked_;  // the last repair request per stream
-    std::uint64_t repair_requests_ = 0;
-    std::chrono::steady_clock::time_point last_restart_{};
+    std::string problem_;  // the last consumer problem logged ("" none)
+    stream_holds holds_;   // what is held back per stream, and what a lasting gap calls for (holds.hpp)
     std::uint64_t redeliveries_before_ = 0;  // of consumers replaced
     std::uint64_t empty_fetches_ = 0;
 };
