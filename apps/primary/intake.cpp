@@ -4,6 +4,7 @@
 // acknowledged. A failed commit takes no seq and is answered 503 (HTTP) or
 // ends the process with a non-zero code (stdin).
 #include "node.hpp"
+#include <common/readiness.hpp>
 #include <common/token.hpp>
 
 #include <steadfast/replication/envelope.hpp>
@@ -95,36 +96,13 @@ http::router node::routes() {
         c_.rep.secondary().health(j);
         co_return http::response::json(200, j.dump());
     });
-    // Readiness, for load balancers and orchestrators: 503 while starting or
-    // draining (health says whether the process works; readiness whether to
-    // send it traffic).
+    // Readiness (readiness.hpp): the largest message's size is the write tried
+    // after a failed commit (the envelope's limit).
     r.add("GET", "/ready", [this](http::request&) -> asio::awaitable<http::response> {
-        if (stopping_) co_return http::response::json(503, "{\"status\":\"draining\"}");
-        if (!ready_) co_return http::response::json(503, "{\"status\":\"starting\"}");
-        if (health_.storage().disk_low())
-            co_return http::response::json(503, nlohmann::json{{"status", "low_disk_space"},
-                                                               {"available", health_.storage().available()},
-                                                               {"min_free_space", health_.storage().min_free()}}
-                                                    .dump());
-        if (health_.storage().commit_failing()) {
-            // The last publish could not be stored (a full disk): try a small
-            // write, so that readiness comes back without traffic.
-            // A write of the largest message's size (the envelope's limit).
-            auto probe = [](app::database& db, bool&) {
-                db.probe_write(envelope::limits{}.max_body_bytes);
-                return true;
-            };
-            auto w = co_await c_.worker.run<bool>(ioc_.get_executor(), std::move(probe));
-            if (w.has_error()) co_return http::response::json(503, "{\"status\":\"storage_failed\"}");
-            c_.worker.post(
-                [](app::database& db) {
-                    db.touch();  // the probe's megabyte goes again
-                    return true;
-                },
-                [](const std::string&) {});
-            health_.works();
-        }
-        co_return http::response::json(200, "{\"status\":\"ready\"}");
+        return app::readiness(stopping_ ? "draining"
+                              : !ready_ ? "starting"
+                                        : nullptr,
+                              health_.storage(), c_.worker, ioc_.get_executor(), envelope::limits{}.max_body_bytes);
     });
     r.add("GET", "/metrics", [this](http::request&) -> asio::awaitable<http::response> {
         if (server_) {

@@ -2,6 +2,7 @@
 
 #include <common/listen.hpp>
 #include <common/random_id.hpp>
+#include <common/readiness.hpp>
 #include <common/token.hpp>
 #include <secondary/messages.hpp>
 
@@ -48,42 +49,15 @@ void service::storage_changed(bool ok, const std::string& why) {
 // message's size: the store may work again (space freed, a limit lifted).
 // Returns the error, if any.
 asio::awaitable<std::string> service::recheck_storage() {
-    if (health_.disk_low()) co_return health_.low_message();
-    if (!health_.commit_failing()) co_return std::string{};
-    auto probe = [max = o_.max_body](app::database& d, bool&) {
-        d.probe_write(max);
-        return true;
-    };
-    auto r = co_await worker_.run<bool>(ex_, std::move(probe));
-    std::string err = r.has_error() ? r.error().what : std::string{};
-    if (err.empty()) {
-        worker_.post(
-            [](app::database& d) {
-                d.touch();  // the probe's bytes go again
-                return true;
-            },
-            [](const std::string&) {});
-        health_.commit_ok();
-    } else {
-        health_.commit_failed(err);
-    }
-    co_return err;
+    return app::recheck_storage(health_, worker_, ex_, o_.max_body);
 }
 
 http::router service::routes() {
     http::router routes;
-    // Readiness: 503 while draining, under the watermark, or while the store
-    // cannot commit (then every message would be answered 503 anyway).
+    // Readiness (readiness.hpp): the write tried after a failed commit is
+    // the largest body this secondary takes.
     routes.add("GET", "/ready", [this](http::request&) -> asio::awaitable<http::response> {
-        if (draining_) co_return http::response::json(503, "{\"status\":\"draining\"}");
-        if (health_.disk_low())
-            co_return http::response::json(503, nlohmann::json{{"status", "low_disk_space"},
-                                                               {"available", health_.available()},
-                                                               {"min_free_space", o_.min_free}}
-                                                    .dump());
-        if (!(co_await recheck_storage()).empty())
-            co_return http::response::json(503, "{\"status\":\"storage_failed\"}");
-        co_return http::response::json(200, "{\"status\":\"ready\"}");
+        return app::readiness(draining_ ? "draining" : nullptr, health_, worker_, ex_, o_.max_body);
     });
     routes.add("GET", "/health", [this](http::request&) -> asio::awaitable<http::response> {
         if (auto e = co_await recheck_storage(); !e.empty())
