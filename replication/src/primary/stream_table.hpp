@@ -51,6 +51,8 @@ public:
     stream_state& add(const std::string& stream, std::uint64_t acked, std::uint64_t acked_max, std::uint64_t pending);
     void erase(const std::string& stream);
     std::size_t size() const noexcept { return streams_.size(); }
+    /// To visit the entries (start, retry-now); streams come and go only
+    /// through add() and erase(), which keep the gauge.
     std::map<std::string, stream_state>& streams() noexcept { return streams_; }
 
     /// Over all streams, blocked ones included.

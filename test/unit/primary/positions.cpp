@@ -36,6 +36,13 @@ BOOST_AUTO_TEST_CASE(only_messages_never_acknowledged_count_as_delivered) {
     BOOST_TEST(p.acked_max() == 15u);
 }
 
+BOOST_AUTO_TEST_CASE(with_nothing_known_nothing_counts_as_fresh) {
+    stream_positions p(stream_positions::unknown, stream_positions::unknown, 2);
+    const auto a = p.acknowledge(5);
+    BOOST_TEST(a.first_fresh == stream_positions::unknown);  // no latency observed for any of them
+    BOOST_TEST(a.delivered == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(delivered_is_bounded_by_what_is_pending) {
     stream_positions p(0, 0, 2);
     const auto a = p.acknowledge(5);  // the secondary had more (a resend of an older primary's)
@@ -44,6 +51,9 @@ BOOST_AUTO_TEST_CASE(delivered_is_bounded_by_what_is_pending) {
 }
 
 BOOST_AUTO_TEST_CASE(an_unknown_position_is_learnt_once) {
+    stream_positions idle(stream_positions::unknown, stream_positions::unknown, 0);
+    BOOST_TEST(!idle.resend_last());  // nothing pending, but nothing known to resend either
+    BOOST_TEST(idle.acked() == stream_positions::unknown);
     stream_positions p(stream_positions::unknown, stream_positions::unknown, 3);
     BOOST_TEST(!p.known());
     BOOST_TEST(!p.resend_last());
@@ -87,11 +97,23 @@ BOOST_AUTO_TEST_CASE(a_rewind_repeated_without_progress_is_refused) {
     p.rewind(8);
     BOOST_TEST(p.acked() == 8u);
     BOOST_TEST(!p.start_rewind(8));  // the same rewind, nothing acknowledged past it
-    p.acknowledge(8);                // an acknowledgement read from the log is not progress
+    p.acknowledge(8);
+    p.sent_and_acknowledged(8);  // acknowledged up to the rewind's point, not past it
     BOOST_TEST(!p.start_rewind(8));
-    p.acknowledge(9);
+    p.acknowledge(9);  // an acknowledgement read from the log (no send) is not progress
+    BOOST_TEST(!p.start_rewind(8));
     p.sent_and_acknowledged(9);  // a send acknowledged past it is
     BOOST_TEST(p.start_rewind(8));
+}
+
+BOOST_AUTO_TEST_CASE(another_rewind_point_is_a_new_rewind) {
+    stream_positions p(10, 10, 5);
+    BOOST_TEST(p.start_rewind(8));
+    p.rewind(8);
+    BOOST_TEST(p.start_rewind(6));  // restored again, further back: resent
+    p.rewind(6);
+    BOOST_TEST(p.acked() == 6u);
+    BOOST_TEST(!p.start_rewind(6));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

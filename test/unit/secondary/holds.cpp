@@ -71,16 +71,68 @@ BOOST_AUTO_TEST_CASE(a_gap_in_fewer_than_10_s_asks_nothing) {
     BOOST_TEST(s.to == 7u);  // nothing delivered after the hole: the expected one alone
 }
 
+BOOST_AUTO_TEST_CASE(a_paused_process_does_not_act_on_its_first_looks) {
+    // Seen in 4 fetches over 10 minutes (SIGSTOP through a passing gap):
+    // neither a repair nor a restart until a fifth fetch meets it.
+    stream_holds h;
+    h.gap("a", 7, 9, true, t0);
+    for (int i = 0; i < 3; ++i) {
+        const auto s = h.gap("a", 7, 9, true, t0 + 600s);
+        BOOST_TEST(!s.lasting);
+        BOOST_TEST(!s.ask_repair);
+    }
+    const auto s = h.gap("a", 7, 9, true, t0 + 600s);
+    BOOST_TEST(s.lasting);
+    BOOST_TEST(s.ask_repair);
+}
+
+BOOST_AUTO_TEST_CASE(the_repair_range_ends_before_the_lowest_later_message) {
+    stream_holds h;
+    h.gap("a", 7, 5, true, t0);  // a duplicate from before the hole: not a bound
+    h.gap("a", 7, 12, true, t0);
+    h.gap("a", 7, 10, true, t0);
+    h.gap("a", 7, 11, true, t0);
+    const auto s = h.gap("a", 7, 0, true, t0 + 11s);
+    BOOST_TEST(s.ask_repair);
+    BOOST_TEST(s.from == 7u);
+    BOOST_TEST(s.to == 9u);
+}
+
+BOOST_AUTO_TEST_CASE(repairs_are_throttled_per_stream) {
+    stream_holds h;
+    for (int i = 0; i < 5; ++i) {
+        h.gap("a", 7, 0, true, t0);
+        h.gap("b", 3, 0, true, t0);
+    }
+    BOOST_TEST(h.gap("a", 7, 0, true, t0 + 11s).ask_repair);
+    BOOST_TEST(h.gap("b", 3, 0, true, t0 + 12s).ask_repair);  // another stream: its own 15 s
+    BOOST_TEST(!h.gap("a", 7, 0, true, t0 + 13s).ask_repair);
+    BOOST_TEST(h.repair_requests() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(the_first_restart_after_boot_is_allowed) {
+    // The steady clock may have started less than a minute ago.
+    stream_holds h;
+    BOOST_TEST(h.restart(std::chrono::steady_clock::time_point{} + 5s));
+    BOOST_TEST(!h.restart(std::chrono::steady_clock::time_point{} + 30s));
+}
+
 BOOST_AUTO_TEST_CASE(a_gap_of_5_minutes_restarts_the_consumer_once_a_minute) {
     stream_holds h;
     for (int i = 0; i < 5; ++i) h.gap("a", 7, 9, true, t0);
     BOOST_TEST(!h.gap("a", 7, 9, true, t0 + 300s).lasting);
     BOOST_TEST(h.gap("a", 7, 9, true, t0 + 301s).lasting);
     BOOST_TEST(h.restart(t0 + 301s));
+    BOOST_TEST((h.nak_delay("a", true) == 1s));  // the repair asked before is forgotten with the gap
     // Gaps are forgotten: met anew, they last again only after 5 minutes.
     for (int i = 0; i < 5; ++i) BOOST_TEST(!h.gap("a", 7, 9, true, t0 + 302s).lasting);
     BOOST_TEST(!h.restart(t0 + 360s));  // within a minute of the last
-    BOOST_TEST(h.restart(t0 + 361s));
+    // A refused restart forgets the gaps too: the next restart comes only
+    // after another 5 minutes of gap, not a minute later.
+    for (int i = 0; i < 5; ++i) BOOST_TEST(!h.gap("a", 7, 9, true, t0 + 420s).lasting);
+    BOOST_TEST(!h.gap("a", 7, 9, true, t0 + 720s).lasting);
+    BOOST_TEST(h.gap("a", 7, 9, true, t0 + 721s).lasting);
+    BOOST_TEST(h.restart(t0 + 721s));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
