@@ -29,21 +29,9 @@ lines $N1 >"$WORK/in1"
   --batch-max 1 <"$WORK/in1" 2>"$WORK/p1.log"
 t0=$(ts "$WORK/p1.log" started); t1=$(ts "$WORK/p1.log" drained)
 primary_rate=$(python3 -c "print(round($N1/($t1-$t0)))")
-# wrk calls request() once on thread 0 to check the script before it sends
-# anything: start at 0 so that the first request sent carries seq 1. (Before
-# 2026-12-01 this started at 1: every request wrk sent was a gap, answered 409
-# without a write, and the ratio compared against that cheaper answer.)
-cat >"$WORK/post.lua" <<'LUA'
-local n = -1
-request = function()
-  n = n + 1
-  local body = '{"id":"w-' .. n .. '","stream":"wrk","seq":' .. n .. ',"payload":{"n":' .. n .. ',"pad":"abcdefghijklmnopqrstuvwxyz"}}'
-  return wrk.format("POST", "/api/messages", {["Content-Type"]="application/json", ["Idempotency-Key"]="w-" .. n}, body)
-end
-LUA
 a0=$(applied_s1)
 [ "$a0" -eq "$N1" ] || { echo "the primary's messages were not all applied: $a0 of $N1" >&2; exit 1; }
-wrk -t1 -c1 -d5s -s "$WORK/post.lua" "http://127.0.0.1:$S1" >"$WORK/wrk1"
+wrk -t1 -c1 -d5s -s test/bench/envelope.lua "http://127.0.0.1:$S1" >"$WORK/wrk1"
 wrk_rate=$(awk '/Requests\/sec/ {print int($2)}' "$WORK/wrk1")
 wrk_sent=$(awk '/requests in/ {print $1}' "$WORK/wrk1")
 # The baseline counts only if every request wrk sent was applied (a 409 or a
