@@ -3,9 +3,11 @@
 #include <steadfast/engine/backoff.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -234,6 +236,70 @@ std::optional<http::tls_client_options> tls_client_from(const po::variables_map&
     if (t.cert_file.empty() != t.key_file.empty()) throw std::invalid_argument("--tls-cert and --tls-key go together");
     http::check_tls(t);
     return t;
+}
+
+void add_nats_options(po::options_description& d) {
+    d.add_options()("nats-tls", po::bool_switch(), "TLS to the NATS servers (also set by tls:// URLs)")(
+        "nats-ca", po::value<std::string>(),
+        "the CA that signed the NATS servers' certificates (PEM; else the system's)")(
+        "nats-cert", po::value<std::string>(),
+        "this process's certificate, for NATS servers that verify clients (PEM)")(
+        "nats-key", po::value<std::string>(), "the private key of --nats-cert (PEM)")(
+        "nats-server-name", po::value<std::string>(),
+        "the name the NATS servers' certificates must carry (else the URL's host)")(
+        "nats-user", po::value<std::string>(), "the NATS user (with --nats-password-file)")(
+        "nats-password-file", po::value<std::string>(), "a file holding --nats-user's password (its first line)")(
+        "nats-token-file", po::value<std::string>(), "a file holding the NATS token (its first line)")(
+        "nats-creds", po::value<std::string>(), "a NATS .creds file (a user JWT and its nkey seed)");
+}
+
+namespace {
+// A secret's file: its first line, without surrounding blanks; not empty.
+std::string read_secret(const std::string& path, const char* flag) {
+    std::ifstream f(path);
+    if (!f)
+        throw std::invalid_argument(std::string("cannot read ") + flag + " \"" + path + "\": " + std::strerror(errno));
+    std::string line;
+    std::getline(f, line);
+    if (line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);  // a UTF-8 BOM
+    const auto b = line.find_first_not_of(" \t\r");
+    const auto e = line.find_last_not_of(" \t\r");
+    line = b == std::string::npos ? std::string{} : line.substr(b, e - b + 1);
+    if (line.empty()) throw std::invalid_argument(std::string(flag) + " \"" + path + "\": its first line is empty");
+    return line;
+}
+}  // namespace
+
+jetstream::security nats_security_from(const po::variables_map& vm, bool nats) {
+    static constexpr const char* flags[] = {"nats-ca",   "nats-cert",          "nats-key",        "nats-server-name",
+                                            "nats-user", "nats-password-file", "nats-token-file", "nats-creds"};
+    if (!nats) {
+        for (const char* f : flags)
+            if (vm.count(f))
+                throw std::invalid_argument(std::string("--") + f + " is for NATS servers (a nats:// or tls:// URL)");
+        if (vm.count("nats-tls") && vm["nats-tls"].as<bool>())
+            throw std::invalid_argument("--nats-tls is for NATS servers (a nats:// or tls:// URL)");
+        return {};
+    }
+    jetstream::security s;
+    s.tls = vm.count("nats-tls") && vm["nats-tls"].as<bool>();
+    s.ca_file = flag_value(vm, "nats-ca");
+    s.cert_file = flag_value(vm, "nats-cert");
+    s.key_file = flag_value(vm, "nats-key");
+    s.server_name = flag_value(vm, "nats-server-name");
+    s.user = flag_value(vm, "nats-user");
+    s.creds_file = flag_value(vm, "nats-creds");
+    if (vm.count("nats-password-file")) {
+        if (s.user.empty())
+            throw std::invalid_argument("--nats-password-file is --nats-user's password: give --nats-user");
+        s.password = read_secret(vm["nats-password-file"].as<std::string>(), "--nats-password-file");
+    } else if (!s.user.empty()) {
+        throw std::invalid_argument("--nats-user needs --nats-password-file");
+    }
+    if (vm.count("nats-token-file"))
+        s.token = read_secret(vm["nats-token-file"].as<std::string>(), "--nats-token-file");
+    jetstream::check_security(s);  // readable files, one kind of credential
+    return s;
 }
 
 void add_listener_options(po::options_description& d) {

@@ -10,6 +10,7 @@
 #include <common/listen.hpp>
 #include <common/log.hpp>
 
+#include <steadfast/transport/jetstream.hpp>
 #include <steadfast/transport/server.hpp>
 #include <steadfast/transport/tls.hpp>
 
@@ -82,6 +83,16 @@ std::optional<http::tls_server_options> tls_server_from(const boost::program_opt
 /// certificate.
 std::optional<http::tls_client_options> tls_client_from(const boost::program_options::variables_map& vm,
                                                         const std::string& url);
+
+/// TLS and credentials toward NATS, the same on both daemons: --nats-tls,
+/// --nats-ca, --nats-cert, --nats-key, --nats-server-name, --nats-user with
+/// --nats-password-file, --nats-token-file, --nats-creds.
+void add_nats_options(boost::program_options::options_description& d);
+/// Their value for a JetStream link (`nats`: --secondary or --source names
+/// NATS servers; without, any of them is refused). Secrets are read from
+/// their files here; a file that cannot be read, a certificate without its
+/// key, two kinds of credential: invalid_argument naming it (exit 2).
+jetstream::security nats_security_from(const boost::program_options::variables_map& vm, bool nats);
 
 /// The listener's limits, the same on both daemons: --max-connections,
 /// --reserved-connections (health, readiness and metrics beyond the cap),

@@ -81,6 +81,7 @@ std::optional<options> parse_flags(int argc, char** argv) {
         "the stream's replicas when it is created (1 to 5; 3 for a 3-node cluster)")(
         "js-prefix", po::value(&o.js_prefix),
         "subject prefix: stream S goes to PREFIX.S (default: the --js-stream name)");
+    app::add_nats_options(jsd);
     d.add(jsd);
     po::options_description tls("TLS (an https:// --secondary; HTTPS on --listen with --tls-listen)");
     app::add_tls_primary_options(tls);
@@ -143,7 +144,9 @@ std::optional<options> parse_flags(int argc, char** argv) {
         if (!valid_subject_tokens(o.stream))
             throw std::invalid_argument(
                 "--stream must not begin or end with a dot or hold two in a row over JetStream");
+        o.nats = app::nats_security_from(vm, true);
     } else {
+        (void)app::nats_security_from(vm, false);  // refuses the --nats-* flags
         if (!vm["js-stream"].defaulted() || vm.count("js-prefix") || !vm["js-replicas"].defaulted())
             throw std::invalid_argument("--js-stream, --js-replicas and --js-prefix are for a nats:// --secondary");
         (void)http::client::from_url(o.secondary);

@@ -99,6 +99,11 @@ http::router node::routes() {
     // Readiness (readiness.hpp): the largest message's size is the write tried
     // after a failed commit (the envelope's limit).
     r.add("GET", "/ready", [this](http::request&) -> asio::awaitable<http::response> {
+        // NATS refusing this primary (its credentials, its TLS) is a
+        // configuration to fix, not an outage to wait out: not ready.
+        if (auto p = c_.rep.secondary().configuration_problem(); !p.empty() && !stopping_)
+            return app::not_ready(
+                p.rfind("credentials_refused", 0) == 0 ? "nats_credentials_refused" : "nats_tls_mismatch", p);
         return app::readiness(stopping_ ? "draining"
                               : !ready_ ? "starting"
                                         : nullptr,

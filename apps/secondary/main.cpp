@@ -85,6 +85,7 @@ int main(int argc, char** argv) {
             "consumer", po::value(&o.source.consumer), "this secondary's durable consumer (one name per secondary)")(
             "js-batch", po::value(&o.source.batch)->default_value(1000),
             "JetStream messages fetched (and committed) at once at most");
+        app::add_nats_options(jsd);
         d.add(jsd);
         po::options_description tls("TLS (HTTPS on --listen)");
         app::add_tls_server_options(tls);
@@ -139,9 +140,11 @@ int main(int argc, char** argv) {
                 throw std::invalid_argument("--js-stream must be 1 to 64 characters of A-Z a-z 0-9 _ -");
             if (o.source.batch == 0 || o.source.batch > 10'000)
                 throw std::invalid_argument("--js-batch must be 1 to 10000");
+            o.source.security = app::nats_security_from(vm, true);
         } else {
             if (vm.count("consumer") || !vm["js-stream"].defaulted() || !vm["js-batch"].defaulted())
                 throw std::invalid_argument("--consumer, --js-stream and --js-batch are for --source nats://...");
+            (void)app::nats_security_from(vm, false);  // refuses the --nats-* flags
             if (!vm.count("listen"))
                 throw std::invalid_argument("--listen is required (or --source nats://... to consume from JetStream)");
         }

@@ -83,7 +83,10 @@ void check(primary_config& c) {
         if (!app::valid_nats_name(c.js_prefix)) bad("js_prefix must be 1 to 64 characters of A-Z a-z 0-9 _ -");
         if (c.js_replicas < 1 || c.js_replicas > 5) bad("js_replicas must be 1 to 5");
         if (c.secondary_tls) bad("secondary_tls is for an https:// secondary");
+        jetstream::check_security(c.nats);
     } else {
+        if (c.nats.any_tls() || !c.nats.user.empty() || !c.nats.token.empty() || !c.nats.creds_file.empty())
+            bad("nats is for NATS servers (a nats:// or tls:// secondary)");
         (void)http::client::from_url(c.secondary);
         if (c.secondary.starts_with("https://") && !c.secondary_tls) c.secondary_tls.emplace();
         if (c.secondary_tls) http::check_tls(*c.secondary_tls);

@@ -44,9 +44,13 @@ secondary::service_options options_of(const secondary_config& c) {
         (void)jetstream::parse_servers(c.source);
         if (!app::valid_nats_name(c.consumer)) bad("consumer must be 1 to 64 characters of A-Z a-z 0-9 _ -");
         if (!app::valid_nats_name(c.js_stream)) bad("js_stream must be 1 to 64 characters of A-Z a-z 0-9 _ -");
+        jetstream::check_security(c.nats);
         o.source.servers = c.source;
+        o.source.security = c.nats;
         o.source.stream = c.js_stream;
         o.source.consumer = c.consumer;
+    } else if (c.nats.any_tls() || !c.nats.user.empty() || !c.nats.token.empty() || !c.nats.creds_file.empty()) {
+        bad("nats is for a JetStream source (source nats://... or tls://...)");
     }
     return o;
 }

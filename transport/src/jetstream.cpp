@@ -14,10 +14,13 @@
 
 #include <nats/nats.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <charconv>
 #include <condition_variable>
 #include <deque>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -82,7 +85,39 @@ classification classify(const error_code& ec) noexcept {
 }
 
 bool is_nats_url(std::string_view s) noexcept {
-    return s.substr(0, 7) == "nats://";
+    return s.substr(0, 7) == "nats://" || s.substr(0, 6) == "tls://";
+}
+
+void check_security(const security& s) {
+    auto readable = [](const std::string& file, const char* what) {
+        if (file.empty()) return;
+        std::ifstream f(file, std::ios::binary);
+        if (!f || f.peek() == std::ifstream::traits_type::eof())
+            throw std::invalid_argument(std::string(what) + " \"" + file + "\" cannot be read or is empty");
+    };
+    readable(s.ca_file, "the NATS CA file");
+    readable(s.cert_file, "the NATS client certificate");
+    readable(s.key_file, "the NATS client key");
+    readable(s.creds_file, "the NATS credentials file");
+    if (s.cert_file.empty() != s.key_file.empty())
+        throw std::invalid_argument("a NATS client certificate and its key go together");
+    if (s.user.empty() != s.password.empty()) throw std::invalid_argument("a NATS user and its password go together");
+    const int kinds = !s.user.empty() + !s.token.empty() + !s.creds_file.empty();
+    if (kinds > 1)
+        throw std::invalid_argument(
+            "one kind of NATS credential at a time: a user and password, a token, or a .creds file");
+}
+
+std::string_view configuration_problem(std::string_view why) noexcept {
+    auto has = [&](std::string_view what) {
+        return std::search(why.begin(), why.end(), what.begin(), what.end(), [](char a, char b) {
+                   return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+               }) != why.end();
+    };
+    // TLS first: OpenSSL's messages may speak of a certificate "authority".
+    if (has("secure connection") || has("tls") || has("ssl") || has("certificate")) return "tls_mismatch";
+    if (has("authorization") || has("authentication") || has("not permitted")) return "credentials_refused";
+    return {};
 }
 
 std::vector<std::string> parse_servers(std::string_view list) {
@@ -92,11 +127,14 @@ std::vector<std::string> parse_servers(std::string_view list) {
         std::string_view one = list.substr(0, comma);
         list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
         if (!is_nats_url(one))
-            throw std::invalid_argument("'" + std::string(one) + "' is not a nats://HOST:PORT address");
-        const auto hostport = one.substr(7);
+            throw std::invalid_argument("'" + std::string(one) +
+                                        "' is not a nats://HOST:PORT address (or tls://HOST:PORT)");
+        const auto scheme = one.find("://") + 3;
+        const auto hostport = one.substr(scheme);
         if (hostport.find('@') != std::string_view::npos)
-            throw std::invalid_argument("'" + std::string(one.substr(0, 7)) +
-                                        "...': credentials in a NATS URL are not supported (and would be logged)");
+            throw std::invalid_argument("'" + std::string(one.substr(0, scheme)) +
+                                        "...': credentials in a NATS URL would be logged; give them as files "
+                                        "(--nats-user with --nats-password-file, --nats-token-file or --nats-creds)");
         const auto colon = hostport.rfind(':');
         unsigned port = 0;
         // The whole port, digits only: "4333x" or "4333?tls=true" is not a
@@ -108,7 +146,8 @@ std::vector<std::string> parse_servers(std::string_view list) {
         if (colon == std::string_view::npos || colon == 0 || ec != std::errc{} || stop != end || port == 0 ||
             port > 65535 || hostport.find('/') != std::string_view::npos)
             throw std::invalid_argument("'" + std::string(one) +
-                                        "' is not a nats://HOST:PORT address (a port 1-65535, no path or options)");
+                                        "' is not a nats://HOST:PORT address (or tls://; a port 1-65535, "
+                                        "no path or options)");
         out.emplace_back(one);
     }
     if (out.empty()) throw std::invalid_argument("no NATS server given (nats://HOST:PORT[,nats://HOST:PORT...])");
@@ -375,6 +414,13 @@ struct client::inbox::state {
     natsSubscription* sub = nullptr;
 };
 
+namespace {
+// Why the servers closed a connection that was to retry for ever: one
+// connect with the same servers and security, without retrying (the C
+// client, retrying, says only "No server available for connection").
+std::string diagnose_refusal(const options& o);
+}  // namespace
+
 struct client::impl : std::enable_shared_from_this<impl> {
     struct pending {
         request_handler handler;
@@ -394,6 +440,7 @@ struct client::impl : std::enable_shared_from_this<impl> {
     std::uint64_t next = 1;
     bool closed = false;
     std::string last_err;
+    std::string closed_by;  // the connection's last error when it closed
     std::atomic<std::uint64_t> reconnects{0}, disconnects{0};
     std::shared_ptr<impl> keep_for_nats;  // released when the C client is done with us
     std::condition_variable closed_cv;    // ~client waits for the closed callback
@@ -455,8 +502,24 @@ struct client::impl : std::enable_shared_from_this<impl> {
         // Replies to what was sent on the lost connection will not come.
         self->fail_all(errc::not_connected);
     }
-    static void on_closed(natsConnection*, void* closure) {
+    static void on_closed(natsConnection* nc, void* closure) {
         auto* self = static_cast<impl*>(closure);
+        bool by_us;
+        {
+            std::lock_guard l(self->m);
+            by_us = self->closed;
+        }
+        if (!by_us) {
+            // Not closed by ~client, and the client retries for ever: the
+            // servers refused it (credentials, TLS). Learn why (bounded by
+            // the connect timeout; nothing else runs on this connection).
+            const char* text = nullptr;
+            const natsStatus st = natsConnection_GetLastError(nc, &text);
+            std::string why = diagnose_refusal(self->opts);
+            if (why.empty()) why = std::string(natsStatus_GetText(st)) + (text ? std::string(": ") + text : "");
+            std::lock_guard l(self->m);
+            self->closed_by = std::move(why);
+        }
         asio::post(self->ex, [up = self->up] { up->clear(); });
         self->fail_all(errc::closed);
         // The last callback of the connection: let go of the impl (on the
@@ -515,6 +578,72 @@ void check(natsStatus s, const char* what) {
 }
 }  // namespace
 
+namespace {
+// TLS and credentials (check_security() has checked the files and the
+// combinations). A file the C client cannot load is a bad configuration.
+void apply_security(natsOptions* n, const options& o) {
+    const auto& s = o.sec;
+    check_security(s);
+    auto load = [](natsStatus st, const std::string& what) {
+        if (st == NATS_OK) return;
+        std::string t = natsStatus_GetText(st);
+        if (const char* l = nats_GetLastError(nullptr)) t += std::string(" (") + l + ")";
+        throw std::invalid_argument(what + ": " + t);
+    };
+    bool tls = s.any_tls();
+    for (const auto& url : o.servers) tls = tls || url.rfind("tls://", 0) == 0;
+    if (tls) {
+        load(natsOptions_SetSecure(n, true), "NATS TLS");
+        if (!s.ca_file.empty())
+            load(natsOptions_LoadCATrustedCertificates(n, s.ca_file.c_str()), "the NATS CA file \"" + s.ca_file + "\"");
+        if (!s.cert_file.empty())
+            load(natsOptions_LoadCertificatesChain(n, s.cert_file.c_str(), s.key_file.c_str()),
+                 "the NATS client certificate \"" + s.cert_file + "\" and key \"" + s.key_file + "\"");
+        if (!s.server_name.empty())
+            load(natsOptions_SetExpectedHostname(n, s.server_name.c_str()), "the NATS server name");
+    }
+    if (!s.user.empty()) load(natsOptions_SetUserInfo(n, s.user.c_str(), s.password.c_str()), "the NATS user");
+    if (!s.token.empty()) load(natsOptions_SetToken(n, s.token.c_str()), "the NATS token");
+    if (!s.creds_file.empty())
+        load(natsOptions_SetUserCredentialsFromFiles(n, s.creds_file.c_str(), nullptr),
+             "the NATS credentials file \"" + s.creds_file + "\"");
+}
+std::string diagnose_refusal(const options& o) {
+    natsOptions* n = nullptr;
+    if (natsOptions_Create(&n) != NATS_OK) return {};
+    std::string why;
+    try {
+        std::vector<const char*> urls;
+        for (const auto& s : o.servers) urls.push_back(s.c_str());
+        natsOptions_SetServers(n, urls.data(), static_cast<int>(urls.size()));
+        natsOptions_SetTimeout(n, o.connect_timeout.count());
+        natsOptions_SetAllowReconnect(n, false);
+        apply_security(n, o);
+        natsConnection* nc = nullptr;
+        const natsStatus s = natsConnection_Connect(&nc, n);
+        if (s != NATS_OK) {
+            why = natsStatus_GetText(s);
+            if (const char* l = nats_GetLastError(nullptr); l && why != l) why += std::string(" (") + l + ")";
+            // A server that verifies clients drops one without a certificate
+            // it trusts right after the handshake: the client only sees the
+            // connection end where the first PONG was due.
+            bool tls = o.sec.any_tls();
+            for (const auto& url : o.servers) tls = tls || url.rfind("tls://", 0) == 0;
+            if (tls && s == NATS_PROTOCOL_ERROR)
+                why =
+                    "TLS: the server closed the connection after the handshake (does it require a client "
+                    "certificate that it trusts?): " +
+                    why;
+        }
+        natsConnection_Destroy(nc);
+    } catch (const std::exception& e) {
+        why = e.what();
+    }
+    natsOptions_Destroy(n);
+    return why;
+}
+}  // namespace
+
 client::client(executor_type ex, options o) : impl_(std::make_shared<impl>()) {
     auto& i = *impl_;
     if (o.servers.empty()) throw std::invalid_argument("no NATS server given");
@@ -540,6 +669,7 @@ client::client(executor_type ex, options o) : impl_(std::make_shared<impl>()) {
     check(natsOptions_SetClosedCB(i.nopts, &impl::on_closed, &i), "closed callback");
     check(natsOptions_SetErrorHandler(i.nopts, &impl::on_error, &i), "error handler");
     check(natsOptions_SetRetryOnFailedConnect(i.nopts, true, &impl::on_connected, &i), "retry on failed connect");
+    apply_security(i.nopts, i.opts);
     const natsStatus s = natsConnection_Connect(&i.nc, i.nopts);
     if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED) {
         i.keep_for_nats.reset();
@@ -550,7 +680,16 @@ client::client(executor_type ex, options o) : impl_(std::make_shared<impl>()) {
     check(natsInbox_Create(&name), "inbox");
     i.prefix = std::string(name) + ".";
     natsInbox_Destroy(name);
-    check(natsConnection_Subscribe(&i.replies, i.nc, (i.prefix + "*").c_str(), &impl::on_reply, &i), "subscribe");
+    // Closed already: the servers refused this client (its credentials, its
+    // TLS) before anything else could go wrong. Not thrown: the closed
+    // callback learns why (problem()), and every request fails as closed.
+    if (const natsStatus st = natsConnection_Subscribe(&i.replies, i.nc, (i.prefix + "*").c_str(), &impl::on_reply, &i);
+        st == NATS_CONNECTION_CLOSED) {
+        i.replies = nullptr;
+        return;
+    } else {
+        check(st, "subscribe");
+    }
     natsSubscription_SetPendingLimits(i.replies, -1, -1);
 }
 
@@ -601,6 +740,25 @@ std::size_t client::max_payload() const {
 std::string client::last_error() const {
     std::lock_guard l(impl_->m);
     return impl_->last_err;
+}
+
+std::string client::problem() const {
+    std::string why;
+    {
+        std::lock_guard l(impl_->m);
+        why = impl_->closed_by;
+    }
+    if (why.empty()) {
+        if (natsConnection_Status(impl_->nc) == NATS_CONN_STATUS_CONNECTED) return {};
+        // While it keeps trying (a TLS mismatch is not final): the last
+        // error of the connection's attempts.
+        const char* text = nullptr;
+        const natsStatus st = natsConnection_GetLastError(impl_->nc, &text);
+        if (st == NATS_OK) return {};
+        why = std::string(natsStatus_GetText(st)) + (text ? std::string(": ") + text : "");
+    }
+    const auto kind = configuration_problem(why);
+    return kind.empty() ? std::string{} : std::string(kind) + ": " + why;
 }
 
 void client::start_request(std::string subject, std::string data, std::vector<header> headers, request_handler h) {
@@ -692,6 +850,12 @@ std::unique_ptr<client::inbox> client::subscribe(const std::string& subject, inb
     auto* closure = new std::shared_ptr<inbox::state>(in->st_);
     natsSubscription* sub = nullptr;
     const natsStatus s = natsConnection_Subscribe(&sub, impl_->nc, in->subject_.c_str(), &impl::on_inbox, closure);
+    if (s == NATS_CONNECTION_CLOSED) {
+        // Refused by the servers (problem() says why): an inbox that
+        // receives nothing, as a closed connection would give.
+        delete closure;
+        return in;
+    }
     if (s != NATS_OK) {
         delete closure;
         check(s, "subscribe");

@@ -30,6 +30,10 @@ asio::awaitable<std::string> recheck_storage(storage_health& storage, db_worker&
     co_return err;
 }
 
+asio::awaitable<http::response> not_ready(std::string status, std::string error) {
+    co_return http::response::json(503, nlohmann::json{{"status", status}, {"error", error}}.dump());
+}
+
 asio::awaitable<http::response> readiness(const char* not_ready, storage_health& storage, db_worker& worker,
                                           asio::any_io_executor ex, std::size_t probe_bytes) {
     if (not_ready) co_return http::response::json(503, nlohmann::json{{"status", not_ready}}.dump());

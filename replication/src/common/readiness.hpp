@@ -26,6 +26,9 @@ namespace steadfast::app {
 boost::asio::awaitable<std::string> recheck_storage(storage_health& storage, db_worker& worker,
                                                     boost::asio::any_io_executor ex, std::size_t probe_bytes);
 
+/// A 503 naming `status`, with `error` beside it.
+boost::asio::awaitable<http::response> not_ready(std::string status, std::string error);
+
 /// GET /ready's answer. `not_ready`: "starting" or "draining" (null: neither).
 boost::asio::awaitable<http::response> readiness(const char* not_ready, storage_health& storage, db_worker& worker,
                                                  boost::asio::any_io_executor ex, std::size_t probe_bytes);

@@ -61,6 +61,8 @@ public:
                           {"problem", js_problem_}};
     }
     void refresh_metrics() override;
+    std::string configuration_problem() const override { return js_->problem(); }
+    std::string offline_error() const override { return js_problem_; }
     std::string_view demoted_reason() const override {
         return "the JetStream log holds a newer epoch (another primary took over)";
     }
@@ -114,6 +116,7 @@ private:
 jetstream_link::jetstream_link(const link_env& env, link_host& host) : env_(env), host_(host) {
     jetstream::options jo;
     jo.servers = jetstream::parse_servers(env.o.secondary);
+    jo.sec = env.o.nats;
     jo.name = "steadfast-primary";
     js_ = std::make_unique<jetstream::client>(env.ex, std::move(jo));
     // A newer primary's epoch fence, as it is written: demoted at once.
@@ -322,8 +325,10 @@ asio::awaitable<bool> jetstream_link::probe() {
         ec = make_error_code(jetstream::errc::unavailable);
         why = "the stream has no leader";
     }
+    const std::string refused = js_->connected()->value() ? std::string{} : js_->problem();
     std::string problem =
-        !ec ? std::string{}
+        !ec                ? std::string{}
+        : !refused.empty() ? refused
         : ec == asio::error::operation_aborted
             ? std::string(js_->connected()->value() ? "no answer within the check's second (no JetStream leader?)"
                                                     : "not connected to any NATS server of --secondary")
@@ -339,6 +344,16 @@ asio::awaitable<bool> jetstream_link::probe() {
                       {"server", js_->connected_url()},
                       {"messages", st.messages},
                       {"epoch", env_.o.epoch}});
+        } else if (!refused.empty()) {
+            const bool creds = refused.rfind("credentials_refused", 0) == 0;
+            app::log(level::error, "nats_refused",
+                     {{"error", refused},
+                      {"hint", creds ? "check --nats-user/--nats-password-file, --nats-token-file or --nats-creds "
+                                       "against the NATS servers' authorization; refused credentials close the "
+                                       "connection: restart once they are fixed"
+                                     : "a tls:// --secondary (or --nats-tls) for servers that require TLS, a nats:// "
+                                       "one for servers without it; --nats-ca for the CA that signed their "
+                                       "certificates, --nats-cert/--nats-key if they verify clients"}});
         } else if (ec == make_error_code(jetstream::errc::config_mismatch) ||
                    ec == make_error_code(jetstream::errc::api_error)) {
             app::log(level::error, "jetstream_misconfigured",
@@ -611,6 +626,7 @@ asio::awaitable<void> jetstream_link::repair(envelope::repair_request r) {
 
 void jetstream_link::refresh_metrics() {
     env_.m.js_connected.Set(js_->connected()->value() ? 1 : 0);
+    env_.m.nats_refused.Set(js_->connected()->value() || js_->problem().empty() ? 0 : 1);
     app::sync_counter(env_.m.js_disconnects, js_->disconnects());
     app::sync_counter(env_.m.js_reconnects, js_->reconnects());
 }

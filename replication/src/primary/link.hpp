@@ -75,6 +75,10 @@ public:
     virtual void came_online() {}
     /// Why the last check failed, for the secondary_offline line ("": unknown).
     virtual std::string offline_error() const { return {}; }
+    /// A configuration problem the other side reported ("": none): NATS
+    /// refusing the credentials, or a TLS mismatch ("credentials_refused: ...",
+    /// "tls_mismatch: ..."). /ready answers 503 while there is one.
+    virtual std::string configuration_problem() const { return {}; }
     /// The quick retries' policy for a send over this link.
     virtual retry_policy quick(retry_policy p) const { return p; }
 

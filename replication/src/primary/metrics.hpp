@@ -80,6 +80,9 @@ struct metrics {
                    "Age of the oldest message not yet acknowledged, over all streams (0: none)");
     prometheus::Gauge& js_connected = app::gauge(*registry, "steadfast_primary_jetstream_connected",
                                                  "1 while connected to a NATS server (a nats:// --secondary)");
+    prometheus::Gauge& nats_refused =
+        app::gauge(*registry, "steadfast_primary_nats_refused",
+                   "1 while the NATS servers refuse this primary's credentials or its TLS does not match theirs");
     prometheus::Counter& js_disconnects =
         app::counter(*registry, "steadfast_primary_jetstream_disconnects_total", "Connections to NATS lost");
     prometheus::Counter& js_reconnects =

@@ -52,6 +52,9 @@ struct metrics {
                                                     "When a message was last applied (Unix time; 0: none since start)");
     prometheus::Gauge& js_connected = app::gauge(*registry, "steadfast_secondary_jetstream_connected",
                                                  "1 while connected to a NATS server (--source)");
+    prometheus::Gauge& nats_refused =
+        app::gauge(*registry, "steadfast_secondary_nats_refused",
+                   "1 while the NATS servers refuse this secondary's credentials or its TLS does not match theirs");
     prometheus::Gauge& js_lag =
         app::gauge(*registry, "steadfast_secondary_jetstream_consumer_pending",
                    "Messages in the stream not yet delivered to this consumer (its lag), as of the last delivery");

@@ -57,6 +57,10 @@ http::router service::routes() {
     // Readiness (readiness.hpp): the write tried after a failed commit is
     // the largest body this secondary takes.
     routes.add("GET", "/ready", [this](http::request&) -> asio::awaitable<http::response> {
+        // NATS refusing this secondary is a configuration to fix: not ready.
+        if (auto p = source_ ? source_->nats_problem() : std::string{}; !p.empty() && !draining_)
+            return app::not_ready(
+                p.rfind("credentials_refused", 0) == 0 ? "nats_credentials_refused" : "nats_tls_mismatch", p);
         return app::readiness(draining_ ? "draining" : nullptr, health_, worker_, ex_, o_.max_body);
     });
     routes.add("GET", "/health", [this](http::request&) -> asio::awaitable<http::response> {
@@ -64,12 +68,17 @@ http::router service::routes() {
             co_return http::response::json(
                 503, "{\"status\":\"storage_failed\",\"error\":\"" + http::json_escape(e) + "\"}");
         if (source_) {
-            // The JetStream link: 503 while no NATS server is reachable, the
-            // consumer is not there, or a stream is blocked.
-            const char* status = !source_->connected()         ? "jetstream_disconnected"
-                                 : !source_->consuming()       ? "not_consuming"
-                                 : !source_->blocked().empty() ? "streams_blocked"
-                                                               : "ok";
+            // The JetStream link: 503 while no NATS server is reachable (or
+            // they refuse this secondary), the consumer is not there, or a
+            // stream is blocked.
+            const std::string refused = source_->nats_problem();
+            const char* status =
+                !refused.empty()
+                    ? (refused.rfind("credentials_refused", 0) == 0 ? "nats_credentials_refused" : "nats_tls_mismatch")
+                : !source_->connected()       ? "jetstream_disconnected"
+                : !source_->consuming()       ? "not_consuming"
+                : !source_->blocked().empty() ? "streams_blocked"
+                                              : "ok";
             nlohmann::json j{{"status", status}, {"jetstream", source_->health()}};
             co_return http::response::json(std::string_view(status) == "ok" ? 200 : 503, j.dump());
         }
@@ -89,6 +98,7 @@ http::router service::routes() {
         }
         if (source_) {
             m_.js_connected.Set(source_->connected() ? 1 : 0);
+            m_.nats_refused.Set(source_->nats_problem().empty() ? 0 : 1);
             m_.js_lag.Set(static_cast<double>(source_->lag()));
             m_.js_blocked.Set(static_cast<double>(source_->blocked().size()));
             app::sync_counter(m_.js_redeliveries, source_->redeliveries());

@@ -27,6 +27,7 @@ js_source::js_source(asio::any_io_executor ex, app::db_worker& worker, store& st
       stopping_flag_(make_flag(ex, "source-stopping")) {
     jetstream::options jo;
     jo.servers = jetstream::parse_servers(o_.servers);
+    jo.sec = o_.security;
     jo.name = "steadfast-secondary " + o_.consumer;
     js_ = std::make_unique<jetstream::client>(ex_, std::move(jo));
 }
@@ -41,6 +42,9 @@ void js_source::stop() {
 
 bool js_source::connected() const {
     return js_->connected()->value();
+}
+std::string js_source::nats_problem() const {
+    return connected() ? std::string{} : js_->problem();
 }
 std::uint64_t js_source::lag() const noexcept {
     return pc_ ? pc_->last_pending() : 0;
@@ -58,6 +62,7 @@ nlohmann::json js_source::health() const {
             {"lag", lag()},
             {"redeliveries", redeliveries()},
             {"problem", problem_},
+            {"nats_problem", nats_problem()},
             {"blocked", holds_.reasons()}};
 }
 
@@ -101,19 +106,30 @@ asio::awaitable<bool> js_source::ensure_consumer() {
         auto [ec, why] = co_await jetstream::async_ensure_consumer(*js_, cc, asio::as_tuple(asio::use_awaitable));
         if (ec && !(ec == asio::error::operation_aborted && stopping_)) {
             // Cancelled while not stopping: the attempt's 3 s ran out.
-            std::string p = ec == asio::error::operation_aborted
+            const std::string refused = nats_problem();
+            std::string p = !refused.empty() ? refused
+                            : ec == asio::error::operation_aborted
                                 ? std::string(connected() ? "no answer within 3 s (no JetStream leader?)"
                                                           : "no answer: not connected to any NATS server of --source")
                                 : ec.message() + (why.empty() ? std::string{} : ": " + why);
             if (p != problem_) {
                 const bool missing = ec == make_error_code(jetstream::errc::not_found);
-                app::log(missing ? level::warn : level::error, "consumer_unavailable",
-                         {{"stream", o_.stream},
-                          {"consumer", o_.consumer},
-                          {"error", p},
-                          {"hint",
-                           missing ? "the stream is created by the primary when it starts; waiting"
-                                   : "is --source a NATS server with JetStream on, and --js-stream the primary's?"}});
+                app::log(
+                    missing ? level::warn : level::error, "consumer_unavailable",
+                    {{"stream", o_.stream},
+                     {"consumer", o_.consumer},
+                     {"error", p},
+                     {"hint",
+                      missing ? "the stream is created by the primary when it starts; waiting"
+                      : refused.rfind("credentials_refused", 0) == 0
+                          ? "check --nats-user/--nats-password-file, --nats-token-file or --nats-creds against the "
+                            "NATS servers' authorization; refused credentials close the connection: restart once "
+                            "they are fixed"
+                      : !refused.empty()
+                          ? "a tls:// --source (or --nats-tls) for servers that require TLS, a nats:// one for "
+                            "servers without it; --nats-ca for the CA that signed their certificates, "
+                            "--nats-cert/--nats-key if they verify clients"
+                          : "is --source a NATS server with JetStream on, and --js-stream the primary's?"}});
                 problem_ = p;
             }
             consuming_ = false;

@@ -46,6 +46,7 @@ namespace steadfast::secondary {
 
 struct source_options {
     std::string servers;  // nats://HOST:PORT[,...]
+    jetstream::security security;
     std::string stream = "steadfast";
     std::string consumer;  // the durable consumer's name (one per secondary)
     std::size_t batch = 1000;
@@ -67,6 +68,9 @@ public:
 
     /// For /health and /metrics.
     bool connected() const;
+    /// The NATS servers refuse this secondary ("credentials_refused: ...",
+    /// "tls_mismatch: ..."; "" while connected, or for any other reason).
+    std::string nats_problem() const;
     bool consuming() const noexcept { return consuming_; }
     std::uint64_t lag() const noexcept;
     std::uint64_t redeliveries() const noexcept;

@@ -94,6 +94,38 @@ BOOST_AUTO_TEST_CASE(parses_servers_and_ack_subjects) {
     BOOST_CHECK_THROW(js::parse_servers("nats://127.0.0.1:4333?tls=true"), std::invalid_argument);
     BOOST_CHECK_THROW(js::parse_servers("nats://127.0.0.1:4333,nats://b:42 "), std::invalid_argument);
     BOOST_CHECK_THROW(js::parse_servers(""), std::invalid_argument);
+    // TLS by URL; credentials never in one (URLs are logged).
+    BOOST_TEST(js::parse_servers("tls://a:1,nats://b:2").size() == 2u);
+    BOOST_TEST(js::is_nats_url("tls://a:1"));
+    BOOST_TEST(!js::is_nats_url("https://a:1"));
+    BOOST_CHECK_THROW(js::parse_servers("nats://u:p@a:1"), std::invalid_argument);
+    BOOST_CHECK_THROW(js::parse_servers("tls://token@a:1"), std::invalid_argument);
+    BOOST_CHECK_THROW(js::parse_servers("tls://a"), std::invalid_argument);
+    // What the security names is checked before a client is made.
+    js::security sec;
+    js::check_security(sec);  // nothing: fine
+    sec.cert_file = "/etc/hostname";
+    BOOST_CHECK_THROW(js::check_security(sec), std::invalid_argument);  // a certificate without its key
+    sec = {};
+    sec.ca_file = "/nonexistent/ca.pem";
+    BOOST_CHECK_THROW(js::check_security(sec), std::invalid_argument);
+    sec = {};
+    sec.user = "u";
+    BOOST_CHECK_THROW(js::check_security(sec), std::invalid_argument);  // a user without a password
+    sec.password = "p";
+    js::check_security(sec);
+    sec.token = "t";
+    BOOST_CHECK_THROW(js::check_security(sec), std::invalid_argument);  // two kinds of credential
+    // What libnats says, named.
+    BOOST_TEST(js::configuration_problem("Authentication Violation ((conn.c:1905): Authorization Violation)") ==
+               "credentials_refused");
+    BOOST_TEST(js::configuration_problem("Secure Connection not available") == "tls_mismatch");
+    BOOST_TEST(js::configuration_problem("SSL Error ((conn.c:733): SSL handshake error: 20:unable to get local "
+                                         "issuer certificate)") == "tls_mismatch");
+    BOOST_TEST(js::configuration_problem("SSL Error (self-signed certificate: unknown certificate authority)") ==
+               "tls_mismatch");
+    BOOST_TEST(js::configuration_problem("No server available for connection").empty());
+    BOOST_TEST(js::configuration_problem("").empty());
     auto d = js::parse_ack_subject("$JS.ACK.S.C.2.17.9.1700000000000000000.41");
     BOOST_REQUIRE(d);
     BOOST_TEST(d->stream == "S");

@@ -331,6 +331,26 @@ BOOST_FIXTURE_TEST_CASE(config_errors_are_named, pair_fixture) {
     c = pc;
     c.data.clear();
     BOOST_CHECK_THROW(replication::primary_node(ioc.get_executor(), c), std::invalid_argument);
+    // NATS settings with an HTTP secondary, or ones that cannot work.
+    c = pc;
+    c.nats.token = "t";
+    BOOST_CHECK_THROW(replication::primary_node(ioc.get_executor(), c), std::invalid_argument);
+    c = pc;
+    c.secondary = "tls://127.0.0.1:1";
+    c.nats.ca_file = "/nonexistent/ca.pem";
+    try {
+        replication::primary_node p(ioc.get_executor(), c);
+        BOOST_FAIL("an unreadable NATS CA file was accepted");
+    } catch (const std::invalid_argument& e) {
+        BOOST_TEST(std::string(e.what()).find("/nonexistent/ca.pem") != std::string::npos, e.what());
+    }
+    {
+        replication::secondary_config sc;
+        sc.data = (scratch.path / "bad-replica").string();
+        sc.listen = "127.0.0.1:0";
+        sc.nats.user = "u";  // without a source, and without a password
+        BOOST_CHECK_THROW(replication::secondary_node{sc}, std::invalid_argument);
+    }
     // Two nodes on one outbox: the second is refused, naming the directory.
     replication::primary_node first(ioc.get_executor(), pc);
     try {

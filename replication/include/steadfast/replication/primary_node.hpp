@@ -22,6 +22,7 @@
 // receives the completions. Member functions may be called from any thread.
 #pragma once
 
+#include <steadfast/transport/jetstream.hpp>
 #include <steadfast/transport/tls.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
@@ -81,6 +82,7 @@ struct primary_config {
     // JetStream: stream `js_stream`, subjects `<js_prefix>.<stream>` (default prefix: js_stream).
     std::string js_stream = "steadfast", js_prefix;
     unsigned js_replicas = 1;
+    jetstream::security nats;  // TLS and credentials toward the NATS servers
     bool jetstream() const;
 };
 

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <steadfast/replication/envelope.hpp>
+#include <steadfast/transport/jetstream.hpp>
 #include <steadfast/transport/tls.hpp>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -60,6 +61,7 @@ struct secondary_config {
     // consumed by a durable consumer of this secondary's own name.
     std::string source;  // nats://HOST:PORT[,...] ("": none)
     std::string js_stream = "steadfast", consumer;
+    jetstream::security nats;  // TLS and credentials toward the NATS servers
 };
 
 /// Runs on the database thread for each message applied, in order per

@@ -78,19 +78,46 @@ struct classifier {
     }
 };
 
+/// How the client proves itself to NATS and checks the servers, the way NATS
+/// users configure it (all optional; empty: not used).
+struct security {
+    bool tls = false;            // TLS to every server (a tls:// server URL sets it too)
+    std::string ca_file;         // PEM: the CAs that signed the servers' certificates (else the system's)
+    std::string cert_file;       // PEM: this client's certificate, for servers that verify clients
+    std::string key_file;        //      and its key
+    std::string server_name;     // the name the servers' certificates must carry (else the URL's host)
+    std::string user, password;  // user and password (the server's `authorization { users }`)
+    std::string token;           // a token (the server's `authorization { token }`)
+    std::string creds_file;      // a .creds file: a user JWT and its nkey seed (decentralised auth)
+    bool any_tls() const noexcept { return tls || !ca_file.empty() || !cert_file.empty() || !server_name.empty(); }
+};
+
 struct options {
-    std::vector<std::string> servers;  // nats://HOST:PORT, at least one
+    std::vector<std::string> servers;  // nats://HOST:PORT or tls://HOST:PORT, at least one
     std::string name = "steadfast";    // the connection's name on the server
     std::chrono::milliseconds reconnect_wait{200};
     std::chrono::milliseconds connect_timeout{2000};
+    security sec;
 };
 
-/// Parses "nats://h:p[,nats://h:p...]" into options.servers; throws
-/// std::invalid_argument naming what is wrong.
+/// Parses "nats://h:p[,tls://h:p...]" into options.servers; throws
+/// std::invalid_argument naming what is wrong (credentials in a URL are
+/// refused: they would be logged; give them through security).
 std::vector<std::string> parse_servers(std::string_view list);
 
-/// Whether a --secondary/--source value selects JetStream (nats:// scheme).
+/// Whether a --secondary/--source value selects JetStream (nats:// or tls://).
 bool is_nats_url(std::string_view s) noexcept;
+
+/// Checks what `s` names before a client is made: files that exist and can
+/// be read, a certificate with its key, user with password, one kind of
+/// credential. Throws std::invalid_argument naming the problem.
+void check_security(const security& s);
+
+/// Whether `why` (a client's last_error()) says that the server refused this
+/// client's credentials, or that TLS did not match (the server wants TLS, or
+/// does not offer it, or the handshake failed): a configuration problem, not
+/// an outage. "" when it is neither; else a short name of the problem.
+std::string_view configuration_problem(std::string_view why) noexcept;
 
 struct header {
     std::string name, value;
@@ -174,6 +201,11 @@ public:
     std::uint64_t reconnects() const noexcept;
     std::uint64_t disconnects() const noexcept;
     std::string last_error() const;  // the last asynchronous error the server reported ("" if none)
+    /// A configuration problem the servers reported ("" none): refused
+    /// credentials or a TLS mismatch, as "credentials_refused: <what the
+    /// client said>" or "tls_mismatch: ...". The C client closes a refused
+    /// connection for good: a new client (a restart) tries again.
+    std::string problem() const;
 
     /// Sends `data` to `subject` with a reply inbox and completes with the
     /// first reply. No timeout of its own: bound it with the engine's attempt

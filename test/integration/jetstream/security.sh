@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# TLS and credentials toward NATS (issue 30), on both daemons, against
+# nats-server instances of the test's own (one node each):
+# 1. a server with a token: with --nats-token-file the pair replicates; with a
+#    wrong token both name the refusal (/ready 503 nats_credentials_refused, a
+#    log line, the nats_refused gauge) and the primary keeps what it accepts;
+# 2. a server requiring TLS with client certificates (mutual TLS) and users:
+#    tls:// with --nats-ca, --nats-cert/--nats-key, --nats-user and
+#    --nats-password-file replicates; without the client certificate, or
+#    without the CA, or plain nats:// to it, /ready names the TLS mismatch;
+# 3. bad flags exit 2 at start, naming the problem.
+source "$(dirname "$0")/../pair/lib.sh"
+command -v nats-server >/dev/null || fail "nats-server is needed"
+command -v openssl >/dev/null || fail "openssl is needed"
+cd "$WORK"
+
+# A CA, a server certificate for 127.0.0.1, a client certificate.
+openssl req -x509 -newkey rsa:2048 -nodes -keyout ca-key.pem -out ca.pem -days 2 -subj "/CN=steadfast test CA" \
+  2>/dev/null
+openssl req -newkey rsa:2048 -nodes -keyout server-key.pem -out server.csr -subj "/CN=localhost" 2>/dev/null
+printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >server.ext
+openssl x509 -req -in server.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -out server.pem -days 2 \
+  -extfile server.ext 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -keyout client-key.pem -out client.csr -subj "/CN=steadfast-client" 2>/dev/null
+openssl x509 -req -in client.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -out client.pem -days 2 2>/dev/null
+echo "s3cret-token" >token
+echo "wrong-token" >wrong
+echo "pw-of-steadfast" >password
+
+NT=$(free_port)
+NM=$(free_port)
+cat >token.conf <<EOF
+port: $NT
+jetstream { store_dir: "$WORK/js-token" }
+authorization { token: "s3cret-token" }
+EOF
+cat >mtls.conf <<EOF
+port: $NM
+jetstream { store_dir: "$WORK/js-mtls" }
+tls { cert_file: "$WORK/server.pem", key_file: "$WORK/server-key.pem", ca_file: "$WORK/ca.pem", verify: true }
+authorization { users = [ { user: "steadfast", password: "pw-of-steadfast" } ] }
+EOF
+_launch "$WORK/nats-token.log" nats-server -c token.conf
+_launch "$WORK/nats-mtls.log" nats-server -c mtls.conf
+wait_for 10 "the NATS servers listening" bash -c "exec 3<>/dev/tcp/127.0.0.1/$NT && exec 4<>/dev/tcp/127.0.0.1/$NM"
+
+ready_is() {  # ready_is PORT STATUS CODE: /ready answers {"status": STATUS, ...} with CODE
+  local out
+  out=$(curl -s -m 5 -w '\n%{http_code}' "http://127.0.0.1:$1/ready")
+  [ "${out##*$'\n'}" = "$3" ] && json_is "${out%$'\n'*}" "j['status'] == '$2'"
+}
+# pair NAME URL FLAGS...: a primary and a secondary with these NATS flags;
+# sets P_PORT, S_PORT, P_PID, S_PID; logs in $WORK/NAME-primary.log, NAME-secondary.log
+pair() {
+  local name=$1 url=$2
+  shift 2
+  P_PORT=$(free_port)
+  S_PORT=$(free_port)
+  _launch "$WORK/$name-primary.log" "$BIN/steadfast-primary" --secondary "$url" --data "$WORK/$name-p" \
+    --listen "127.0.0.1:$P_PORT" --js-stream "$name" "$@"
+  P_PID=$LAUNCHED
+  _launch "$WORK/$name-secondary.log" "$BIN/steadfast-secondary" --source "$url" --js-stream "$name" \
+    --consumer "c-$name" --data "$WORK/$name-s" --listen "127.0.0.1:$S_PORT" "$@"
+  S_PID=$LAUNCHED
+  wait_http "http://127.0.0.1:$P_PORT/health" 10 "$P_PID"
+  wait_http "http://127.0.0.1:$S_PORT/metrics" 10 "$S_PID"
+}
+publish_to() {  # publish_to PORT N: N messages, each answered 202
+  local i code
+  for i in $(seq "$2"); do
+    code=$(curl -s -m 10 -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
+      --data "{\"i\":$i}" "http://127.0.0.1:$1/publish?stream=s")
+    [ "$code" = 202 ] || fail "publish $i to the primary on $1: $code"
+  done
+}
+applied() { [ "$("$BIN/steadfast-secondary" dump --data "$WORK/$1-s" | wc -l)" -ge "$2" ]; }  # applied NAME N
+delivered() { [ "$(metric "$1" steadfast_primary_delivered_total)" -ge "$2" ]; }               # delivered PORT N
+stop_pair() {
+  kill "$P_PID" "$S_PID" 2>/dev/null || true
+  wait "$P_PID" "$S_PID" 2>/dev/null || true
+}
+
+echo "== 1. a token"
+pair tok "nats://127.0.0.1:$NT" --nats-token-file token
+wait_for 20 "the primary ready with the token" ready_is "$P_PORT" ready 200
+publish_to "$P_PORT" 20
+wait_for 20 "20 messages applied through the token server" applied tok 20
+wait_for 10 "20 messages acknowledged" delivered "$P_PORT" 20
+ready_is "$S_PORT" ready 200 || fail "the secondary with the right token is not ready"
+[ "$(metric "$P_PORT" steadfast_primary_nats_refused)" = 0 ] || fail "nats_refused is not 0 with the right token"
+stop_pair
+
+pair badtok "nats://127.0.0.1:$NT" --nats-token-file wrong
+wait_for 10 "the primary naming the refused token on /ready" ready_is "$P_PORT" nats_credentials_refused 503
+wait_for 10 "the secondary naming the refused token on /ready" ready_is "$S_PORT" nats_credentials_refused 503
+health=$(curl -s "http://127.0.0.1:$S_PORT/health")
+json_is "$health" "j['status'] == 'nats_credentials_refused'" || fail "the secondary's /health: $health"
+[ "$(metric "$P_PORT" steadfast_primary_nats_refused)" = 1 ] || fail "the primary's nats_refused gauge is not 1"
+[ "$(metric "$S_PORT" steadfast_secondary_nats_refused)" = 1 ] || fail "the secondary's nats_refused gauge is not 1"
+wait_for 10 "the primary's nats_refused line" log_has "$WORK/badtok-primary.log" nats_refused
+grep -q 'Authorization Violation' "$WORK/badtok-primary.log" || fail "the primary's log does not say what NATS said"
+publish_to "$P_PORT" 5  # accepted and kept: the outbox does not need the link
+[ "$(metric "$P_PORT" steadfast_primary_outbox_depth)" = 5 ] || fail "the 5 messages are not kept while refused"
+! grep -q '"fatal"' "$WORK/badtok-primary.log" "$WORK/badtok-secondary.log" || fail "a refused token ended a daemon"
+stop_pair
+
+echo "== 2. TLS with client certificates, and a user"
+MTLS=(--nats-ca "$WORK/ca.pem" --nats-cert "$WORK/client.pem" --nats-key "$WORK/client-key.pem"
+  --nats-user steadfast --nats-password-file password)
+pair mtls "tls://127.0.0.1:$NM" "${MTLS[@]}"
+wait_for 20 "the primary ready over mutual TLS" ready_is "$P_PORT" ready 200
+publish_to "$P_PORT" 20
+wait_for 20 "20 messages applied over mutual TLS" applied mtls 20
+wait_for 10 "20 messages acknowledged over mutual TLS" delivered "$P_PORT" 20
+stop_pair
+
+pair nocert "tls://127.0.0.1:$NM" --nats-ca "$WORK/ca.pem" --nats-user steadfast --nats-password-file password
+wait_for 10 "the primary without a client certificate naming the TLS mismatch" ready_is "$P_PORT" nats_tls_mismatch 503
+wait_for 10 "the secondary without a client certificate naming the TLS mismatch" ready_is "$S_PORT" nats_tls_mismatch 503
+stop_pair
+pair noca "tls://127.0.0.1:$NM" --nats-cert "$WORK/client.pem" --nats-key "$WORK/client-key.pem" \
+  --nats-user steadfast --nats-password-file password
+wait_for 10 "the primary without the CA naming the TLS mismatch" ready_is "$P_PORT" nats_tls_mismatch 503
+grep -q 'unable to get local issuer certificate\|certificate verify failed' "$WORK/noca-primary.log" ||
+  fail "the primary's log does not say that the server's certificate was not trusted"
+stop_pair
+pair plain "tls://127.0.0.1:$NT" --nats-token-file token  # TLS to a server without it
+wait_for 10 "the primary asking TLS of a plain server naming the mismatch" ready_is "$P_PORT" nats_tls_mismatch 503
+stop_pair
+
+echo "== 3. bad flags exit 2"
+bad_flags() {  # bad_flags WORDS-IN-THE-MESSAGE -- primary flags...
+  local want=$1 rc=0
+  shift 2
+  "$BIN/steadfast-primary" --data "$WORK/bad-p" --listen "127.0.0.1:$(free_port)" "$@" >"$WORK/bad.out" 2>&1 || rc=$?
+  [ "$rc" = 2 ] || fail "primary $*: exit $rc, not 2: $(cat "$WORK/bad.out")"
+  grep -q -- "$want" "$WORK/bad.out" || fail "primary $*: the message does not say '$want': $(cat "$WORK/bad.out")"
+}
+bad_flags "go together" -- --secondary "tls://127.0.0.1:$NM" --nats-cert "$WORK/client.pem"
+bad_flags "needs --nats-password-file" -- --secondary "nats://127.0.0.1:$NT" --nats-user steadfast
+bad_flags "cannot be read" -- --secondary "tls://127.0.0.1:$NM" --nats-ca "$WORK/nothere.pem"
+bad_flags "one kind of NATS credential" -- --secondary "nats://127.0.0.1:$NT" --nats-token-file token \
+  --nats-user steadfast --nats-password-file password
+bad_flags "is for NATS servers" -- --secondary "http://127.0.0.1:1" --nats-token-file token
+bad_flags "would be logged" -- --secondary "nats://user:pw@127.0.0.1:$NT"
+rc=0
+"$BIN/steadfast-secondary" --data "$WORK/bad-s" --source "tls://127.0.0.1:$NM" --consumer c \
+  --nats-ca "$WORK/ca.pem" --nats-key "$WORK/client-key.pem" >"$WORK/bad.out" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q "go together" "$WORK/bad.out" || fail "the secondary with a key and no certificate: $rc $(cat "$WORK/bad.out")"
+rc=0
+"$BIN/steadfast-secondary" --data "$WORK/bad-s" --listen "127.0.0.1:$(free_port)" --nats-token-file token \
+  >"$WORK/bad.out" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q "is for NATS servers" "$WORK/bad.out" || fail "the secondary's --nats-* without --source: $rc"
+echo "PASS"
