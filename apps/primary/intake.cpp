@@ -4,6 +4,7 @@
 // acknowledged. A failed commit takes no seq and is answered 503 (HTTP) or
 // ends the process with a non-zero code (stdin).
 #include "node.hpp"
+#include <common/nats_problem.hpp>
 #include <common/readiness.hpp>
 #include <common/token.hpp>
 
@@ -102,8 +103,7 @@ http::router node::routes() {
         // NATS refusing this primary (its credentials, its TLS) is a
         // configuration to fix, not an outage to wait out: not ready.
         if (auto p = c_.rep.secondary().configuration_problem(); !p.empty() && !stopping_)
-            return app::not_ready(
-                p.rfind("credentials_refused", 0) == 0 ? "nats_credentials_refused" : "nats_tls_mismatch", p);
+            return app::not_ready(app::describe_nats_problem(p).status, p);
         return app::readiness(stopping_ ? "draining"
                               : !ready_ ? "starting"
                                         : nullptr,

@@ -21,6 +21,7 @@
 #include <condition_variable>
 #include <deque>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -99,6 +100,15 @@ void check_security(const security& s) {
     readable(s.cert_file, "the NATS client certificate");
     readable(s.key_file, "the NATS client key");
     readable(s.creds_file, "the NATS credentials file");
+    if (!s.creds_file.empty()) {
+        // libnats reads it only when it connects: what it needs is checked now.
+        std::ifstream f(s.creds_file, std::ios::binary);
+        const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        if (text.find("BEGIN NATS USER JWT") == std::string::npos || text.find("NKEY SEED") == std::string::npos)
+            throw std::invalid_argument("the NATS credentials file \"" + s.creds_file +
+                                        "\" is not a .creds file (it needs a NATS USER JWT and a USER NKEY SEED "
+                                        "section, as nsc writes them)");
+    }
     if (s.cert_file.empty() != s.key_file.empty())
         throw std::invalid_argument("a NATS client certificate and its key go together");
     if (s.user.empty() != s.password.empty()) throw std::invalid_argument("a NATS user and its password go together");
@@ -680,11 +690,21 @@ client::client(executor_type ex, options o) : impl_(std::make_shared<impl>()) {
     check(natsInbox_Create(&name), "inbox");
     i.prefix = std::string(name) + ".";
     natsInbox_Destroy(name);
-    // Closed already: the servers refused this client (its credentials, its
-    // TLS) before anything else could go wrong. Not thrown: the closed
-    // callback learns why (problem()), and every request fails as closed.
     if (const natsStatus st = natsConnection_Subscribe(&i.replies, i.nc, (i.prefix + "*").c_str(), &impl::on_reply, &i);
         st == NATS_CONNECTION_CLOSED) {
+        // Closed already. If the servers refused this client (its
+        // credentials, its TLS), it is not thrown: the closed callback
+        // learns why (problem()) and every request fails as closed. Any
+        // other close (a server that accepted the connection and then said
+        // nothing within the timeout) is thrown, as before: a new client
+        // (a restart) tries again.
+        const std::string why = diagnose_refusal(i.opts);
+        if (configuration_problem(why).empty()) {
+            const char* text = nullptr;
+            natsConnection_GetLastError(i.nc, &text);
+            throw std::runtime_error("NATS: the connection closed before it was up (" +
+                                     (why.empty() ? std::string(text ? text : "Connection Closed") : why) + ")");
+        }
         i.replies = nullptr;
         return;
     } else {
@@ -748,6 +768,7 @@ std::string client::problem() const {
         std::lock_guard l(impl_->m);
         why = impl_->closed_by;
     }
+    const bool closed = !why.empty();
     if (why.empty()) {
         if (natsConnection_Status(impl_->nc) == NATS_CONN_STATUS_CONNECTED) return {};
         // While it keeps trying (a TLS mismatch is not final): the last
@@ -758,7 +779,9 @@ std::string client::problem() const {
         why = std::string(natsStatus_GetText(st)) + (text ? std::string(": ") + text : "");
     }
     const auto kind = configuration_problem(why);
-    return kind.empty() ? std::string{} : std::string(kind) + ": " + why;
+    if (!kind.empty()) return std::string(kind) + ": " + why;
+    // Closed for another reason (not by ~client): as final as a refusal.
+    return closed ? "connection_closed: " + why : std::string{};
 }
 
 void client::start_request(std::string subject, std::string data, std::vector<header> headers, request_handler h) {

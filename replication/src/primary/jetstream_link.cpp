@@ -13,6 +13,7 @@
 // someone else (block) or to a newer epoch (demote).
 #include "../common/log.hpp"
 #include "../common/metrics.hpp"
+#include "../common/nats_problem.hpp"
 #include "link.hpp"
 
 #include <steadfast/replication/envelope.hpp>
@@ -345,15 +346,8 @@ asio::awaitable<bool> jetstream_link::probe() {
                       {"messages", st.messages},
                       {"epoch", env_.o.epoch}});
         } else if (!refused.empty()) {
-            const bool creds = refused.rfind("credentials_refused", 0) == 0;
             app::log(level::error, "nats_refused",
-                     {{"error", refused},
-                      {"hint", creds ? "check --nats-user/--nats-password-file, --nats-token-file or --nats-creds "
-                                       "against the NATS servers' authorization; refused credentials close the "
-                                       "connection: restart once they are fixed"
-                                     : "a tls:// --secondary (or --nats-tls) for servers that require TLS, a nats:// "
-                                       "one for servers without it; --nats-ca for the CA that signed their "
-                                       "certificates, --nats-cert/--nats-key if they verify clients"}});
+                     {{"error", refused}, {"hint", app::describe_nats_problem(refused).hint}});
         } else if (ec == make_error_code(jetstream::errc::config_mismatch) ||
                    ec == make_error_code(jetstream::errc::api_error)) {
             app::log(level::error, "jetstream_misconfigured",

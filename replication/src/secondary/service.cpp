@@ -1,6 +1,7 @@
 #include "service.hpp"
 
 #include <common/listen.hpp>
+#include <common/nats_problem.hpp>
 #include <common/random_id.hpp>
 #include <common/readiness.hpp>
 #include <common/token.hpp>
@@ -59,8 +60,7 @@ http::router service::routes() {
     routes.add("GET", "/ready", [this](http::request&) -> asio::awaitable<http::response> {
         // NATS refusing this secondary is a configuration to fix: not ready.
         if (auto p = source_ ? source_->nats_problem() : std::string{}; !p.empty() && !draining_)
-            return app::not_ready(
-                p.rfind("credentials_refused", 0) == 0 ? "nats_credentials_refused" : "nats_tls_mismatch", p);
+            return app::not_ready(app::describe_nats_problem(p).status, p);
         return app::readiness(draining_ ? "draining" : nullptr, health_, worker_, ex_, o_.max_body);
     });
     routes.add("GET", "/health", [this](http::request&) -> asio::awaitable<http::response> {
@@ -72,13 +72,11 @@ http::router service::routes() {
             // they refuse this secondary), the consumer is not there, or a
             // stream is blocked.
             const std::string refused = source_->nats_problem();
-            const char* status =
-                !refused.empty()
-                    ? (refused.rfind("credentials_refused", 0) == 0 ? "nats_credentials_refused" : "nats_tls_mismatch")
-                : !source_->connected()       ? "jetstream_disconnected"
-                : !source_->consuming()       ? "not_consuming"
-                : !source_->blocked().empty() ? "streams_blocked"
-                                              : "ok";
+            const char* status = !refused.empty()              ? app::describe_nats_problem(refused).status
+                                 : !source_->connected()       ? "jetstream_disconnected"
+                                 : !source_->consuming()       ? "not_consuming"
+                                 : !source_->blocked().empty() ? "streams_blocked"
+                                                               : "ok";
             nlohmann::json j{{"status", status}, {"jetstream", source_->health()}};
             co_return http::response::json(std::string_view(status) == "ok" ? 200 : 503, j.dump());
         }

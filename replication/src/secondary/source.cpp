@@ -1,6 +1,7 @@
 #include "source.hpp"
 
 #include "../common/log.hpp"
+#include "../common/nats_problem.hpp"
 
 #include <steadfast/engine.hpp>
 #include <steadfast/replication/envelope.hpp>
@@ -119,17 +120,10 @@ asio::awaitable<bool> js_source::ensure_consumer() {
                     {{"stream", o_.stream},
                      {"consumer", o_.consumer},
                      {"error", p},
-                     {"hint",
-                      missing ? "the stream is created by the primary when it starts; waiting"
-                      : refused.rfind("credentials_refused", 0) == 0
-                          ? "check --nats-user/--nats-password-file, --nats-token-file or --nats-creds against the "
-                            "NATS servers' authorization; refused credentials close the connection: restart once "
-                            "they are fixed"
-                      : !refused.empty()
-                          ? "a tls:// --source (or --nats-tls) for servers that require TLS, a nats:// one for "
-                            "servers without it; --nats-ca for the CA that signed their certificates, "
-                            "--nats-cert/--nats-key if they verify clients"
-                          : "is --source a NATS server with JetStream on, and --js-stream the primary's?"}});
+                     {"hint", missing            ? "the stream is created by the primary when it starts; waiting"
+                              : !refused.empty() ? app::describe_nats_problem(refused).hint
+                                                 : "is --source a NATS server with JetStream on, and --js-stream the "
+                                                   "primary's?"}});
                 problem_ = p;
             }
             consuming_ = false;
@@ -212,10 +206,31 @@ asio::awaitable<void> js_source::run() {
             o_.batch, 1s, asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable)));
         if (ec == asio::error::operation_aborted || stopping_) break;
         if (ec) {
+            if (auto refused = nats_problem(); !refused.empty()) {
+                // The connection is closed for good (the servers refused
+                // this secondary, or it closed): said once, by name.
+                if (refused != problem_)
+                    app::log(level::error, "consumer_unavailable",
+                             {{"stream", o_.stream},
+                              {"consumer", o_.consumer},
+                              {"error", refused},
+                              {"hint", app::describe_nats_problem(refused).hint}});
+                problem_ = std::move(refused);
+                consuming_ = false;
+                co_await pause(1s);
+                continue;
+            }
             if (ec != make_error_code(jetstream::errc::not_connected))
                 app::log(level::warn, "fetch_failed", {{"error", ec.message()}});
             co_await pause(200ms);
             continue;
+        }
+        if (!consuming_) {
+            // Back after a problem named in the loop above.
+            app::log(level::info, "consuming",
+                     {{"stream", o_.stream}, {"consumer", o_.consumer}, {"server", js_->connected_url()}});
+            problem_.clear();
+            consuming_ = true;
         }
         if (ds.empty()) {
             // The pull ended without messages: also what a deleted consumer or

@@ -116,6 +116,9 @@ BOOST_AUTO_TEST_CASE(parses_servers_and_ack_subjects) {
     js::check_security(sec);
     sec.token = "t";
     BOOST_CHECK_THROW(js::check_security(sec), std::invalid_argument);  // two kinds of credential
+    sec = {};
+    sec.creds_file = "/etc/hostname";  // readable, but not a .creds file
+    BOOST_CHECK_THROW(js::check_security(sec), std::invalid_argument);
     // What libnats says, named.
     BOOST_TEST(js::configuration_problem("Authentication Violation ((conn.c:1905): Authorization Violation)") ==
                "credentials_refused");

@@ -8,6 +8,7 @@
 #    tls:// with --nats-ca, --nats-cert/--nats-key, --nats-user and
 #    --nats-password-file replicates; without the client certificate, or
 #    without the CA, or plain nats:// to it, /ready names the TLS mismatch;
+#    a server that stalls while they start: /ready 503 nats_connection_closed;
 # 3. bad flags exit 2 at start, naming the problem.
 source "$(dirname "$0")/../pair/lib.sh"
 command -v nats-server >/dev/null || fail "nats-server is needed"
@@ -41,6 +42,7 @@ tls { cert_file: "$WORK/server.pem", key_file: "$WORK/server-key.pem", ca_file: 
 authorization { users = [ { user: "steadfast", password: "pw-of-steadfast" } ] }
 EOF
 _launch "$WORK/nats-token.log" nats-server -c token.conf
+NT_PID=$LAUNCHED
 _launch "$WORK/nats-mtls.log" nats-server -c mtls.conf
 wait_for 10 "the NATS servers listening" bash -c "exec 3<>/dev/tcp/127.0.0.1/$NT && exec 4<>/dev/tcp/127.0.0.1/$NM"
 
@@ -104,6 +106,16 @@ publish_to "$P_PORT" 5  # accepted and kept: the outbox does not need the link
 ! grep -q '"fatal"' "$WORK/badtok-primary.log" "$WORK/badtok-secondary.log" || fail "a refused token ended a daemon"
 stop_pair
 
+# A server that accepts the connection and then says nothing (stopped) while
+# a pair starts: the connection closes after the connect timeout, for good;
+# both say so by name instead of answering ready.
+kill -STOP "$NT_PID"
+pair stall "nats://127.0.0.1:$NT" --nats-token-file token
+wait_for 15 "the primary naming the closed connection on /ready" ready_is "$P_PORT" nats_connection_closed 503
+wait_for 15 "the secondary naming the closed connection on /ready" ready_is "$S_PORT" nats_connection_closed 503
+kill -CONT "$NT_PID"
+stop_pair
+
 echo "== 2. TLS with client certificates, and a user"
 MTLS=(--nats-ca "$WORK/ca.pem" --nats-cert "$WORK/client.pem" --nats-key "$WORK/client-key.pem"
   --nats-user steadfast --nats-password-file password)
@@ -143,6 +155,8 @@ bad_flags "one kind of NATS credential" -- --secondary "nats://127.0.0.1:$NT" --
   --nats-user steadfast --nats-password-file password
 bad_flags "is for NATS servers" -- --secondary "http://127.0.0.1:1" --nats-token-file token
 bad_flags "would be logged" -- --secondary "nats://user:pw@127.0.0.1:$NT"
+echo garbage >"$WORK/bad.creds"
+bad_flags "is not a .creds file" -- --secondary "nats://127.0.0.1:$NT" --nats-creds "$WORK/bad.creds"
 rc=0
 "$BIN/steadfast-secondary" --data "$WORK/bad-s" --source "tls://127.0.0.1:$NM" --consumer c \
   --nats-ca "$WORK/ca.pem" --nats-key "$WORK/client-key.pem" >"$WORK/bad.out" 2>&1 || rc=$?

@@ -201,10 +201,11 @@ public:
     std::uint64_t reconnects() const noexcept;
     std::uint64_t disconnects() const noexcept;
     std::string last_error() const;  // the last asynchronous error the server reported ("" if none)
-    /// A configuration problem the servers reported ("" none): refused
-    /// credentials or a TLS mismatch, as "credentials_refused: <what the
-    /// client said>" or "tls_mismatch: ...". The C client closes a refused
-    /// connection for good: a new client (a restart) tries again.
+    /// Why the connection cannot work ("" none): refused credentials or a
+    /// TLS mismatch ("credentials_refused: <what the client said>",
+    /// "tls_mismatch: ..."), or closed for another reason
+    /// ("connection_closed: ..."). The C client closes a refused connection
+    /// for good: a new client (a restart) tries again.
     std::string problem() const;
 
     /// Sends `data` to `subject` with a reply inbox and completes with the
