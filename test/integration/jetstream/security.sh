@@ -3,7 +3,8 @@
 # nats-server instances of the test's own (one node each):
 # 1. a server with a token: with --nats-token-file the pair replicates; with a
 #    wrong token both name the refusal (/ready 503 nats_credentials_refused, a
-#    log line, the nats_refused gauge) and the primary keeps what it accepts;
+#    log line, the nats_refused gauge) and the primary keeps what it accepts,
+#    delivered once the token is fixed;
 # 2. a server requiring TLS with client certificates (mutual TLS) and users:
 #    tls:// with --nats-ca, --nats-cert/--nats-key, --nats-user and
 #    --nats-password-file replicates; without the client certificate, or
@@ -104,6 +105,12 @@ grep -q 'Authorization Violation' "$WORK/badtok-primary.log" || fail "the primar
 publish_to "$P_PORT" 5  # accepted and kept: the outbox does not need the link
 [ "$(metric "$P_PORT" steadfast_primary_outbox_depth)" = 5 ] || fail "the 5 messages are not kept while refused"
 ! grep -q '"fatal"' "$WORK/badtok-primary.log" "$WORK/badtok-secondary.log" || fail "a refused token ended a daemon"
+stop_pair
+# Fixed (the right token) and restarted on the same data: what was accepted
+# while refused is delivered.
+pair badtok "nats://127.0.0.1:$NT" --nats-token-file token
+wait_for 20 "the 5 messages kept while refused applied once fixed" applied badtok 5
+wait_for 10 "the 5 messages acknowledged once fixed" delivered "$P_PORT" 5
 stop_pair
 
 # A server that accepts the connection and then says nothing (stopped) while
