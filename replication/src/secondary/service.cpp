@@ -61,6 +61,8 @@ http::router service::routes() {
         // NATS refusing this secondary is a configuration to fix: not ready.
         if (auto p = source_ ? source_->nats_problem() : std::string{}; !p.empty() && !draining_)
             return app::not_ready(app::describe_nats_problem(p).status, p);
+        if (source_ && !source_->consumer_in_use_by().empty() && !draining_)
+            return app::not_ready("consumer_in_use", "--consumer is in use by " + source_->consumer_in_use_by());
         return app::readiness(draining_ ? "draining" : nullptr, health_, worker_, ex_, o_.max_body);
     });
     routes.add("GET", "/health", [this](http::request&) -> asio::awaitable<http::response> {
@@ -72,11 +74,12 @@ http::router service::routes() {
             // they refuse this secondary), the consumer is not there, or a
             // stream is blocked.
             const std::string refused = source_->nats_problem();
-            const char* status = !refused.empty()              ? app::describe_nats_problem(refused).status
-                                 : !source_->connected()       ? "jetstream_disconnected"
-                                 : !source_->consuming()       ? "not_consuming"
-                                 : !source_->blocked().empty() ? "streams_blocked"
-                                                               : "ok";
+            const char* status = !refused.empty()                         ? app::describe_nats_problem(refused).status
+                                 : !source_->consumer_in_use_by().empty() ? "consumer_in_use"
+                                 : !source_->connected()                  ? "jetstream_disconnected"
+                                 : !source_->consuming()                  ? "not_consuming"
+                                 : !source_->blocked().empty()            ? "streams_blocked"
+                                                                          : "ok";
             nlohmann::json j{{"status", status}, {"jetstream", source_->health()}};
             co_return http::response::json(std::string_view(status) == "ok" ? 200 : 503, j.dump());
         }

@@ -31,6 +31,7 @@ js_source::js_source(asio::any_io_executor ex, app::db_worker& worker, store& st
     jo.sec = o_.security;
     jo.name = "steadfast-secondary " + o_.consumer;
     js_ = std::make_unique<jetstream::client>(ex_, std::move(jo));
+    claim_ = std::make_unique<consumer_claim>(*js_, o_.stream, o_.consumer);
 }
 
 js_source::~js_source() = default;
@@ -64,6 +65,7 @@ nlohmann::json js_source::health() const {
             {"redeliveries", redeliveries()},
             {"problem", problem_},
             {"nats_problem", nats_problem()},
+            {"consumer_in_use_by", claim_->in_use_by()},
             {"blocked", holds_.reasons()}};
 }
 
@@ -201,6 +203,27 @@ asio::awaitable<void> js_source::restart_consumer(const std::string& why) {
 asio::awaitable<void> js_source::run() {
     while (!stopping_) {
         if (!pc_ && !co_await ensure_consumer()) break;
+        if (!claim_->answering() || claim_->due(std::chrono::steady_clock::now())) {
+            // Before the first fetch, and every 10 s: does another secondary
+            // consume with this consumer? (claim.hpp)
+            if (auto other = co_await claim_->other(); !other.empty()) {
+                app::log(level::error, "consumer_in_use",
+                         {{"stream", o_.stream},
+                          {"consumer", o_.consumer},
+                          {"in_use_by", other},
+                          {"subject", claim_->subject()},
+                          {"hint",
+                           "each secondary needs a --consumer of its own: two on one durable consumer split its "
+                           "messages and both see gaps. This one does not consume; give it another name (or stop "
+                           "the other) and restart it"}});
+                consuming_ = false;
+                problem_ = "consumer in use by " + other;
+                while (!stopping_) co_await pause(std::chrono::hours(1));  // until stop()
+                break;
+            }
+            if (stopping_) break;
+            claim_->answer();
+        }
         const auto fetch_started = std::chrono::steady_clock::now();
         auto [ec, ds] = co_await pc_->async_fetch(
             o_.batch, 1s, asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable)));

@@ -25,6 +25,7 @@
 #pragma once
 
 #include "../common/db_worker.hpp"
+#include "claim.hpp"
 #include "holds.hpp"
 #include "store.hpp"
 
@@ -71,6 +72,9 @@ public:
     /// The NATS servers refuse this secondary ("credentials_refused: ...",
     /// "tls_mismatch: ..."; "" while connected, or for any other reason).
     std::string nats_problem() const;
+    /// Another secondary consumes with this --consumer (who, "" none): this
+    /// one does not (claim.hpp).
+    const std::string& consumer_in_use_by() const noexcept { return claim_->in_use_by(); }
     bool consuming() const noexcept { return consuming_; }
     std::uint64_t lag() const noexcept;
     std::uint64_t redeliveries() const noexcept;
@@ -93,6 +97,7 @@ private:
     source_hooks h_;
     std::unique_ptr<jetstream::client> js_;
     std::unique_ptr<jetstream::pull_consumer> pc_;
+    std::unique_ptr<consumer_claim> claim_;         // one secondary a consumer
     boost::asio::cancellation_signal stop_signal_;  // the fetch and pauses
     std::shared_ptr<flag> stopping_flag_;           // the engine's stop-when
     bool stopping_ = false, consuming_ = false;
