@@ -692,19 +692,10 @@ client::client(executor_type ex, options o) : impl_(std::make_shared<impl>()) {
     natsInbox_Destroy(name);
     if (const natsStatus st = natsConnection_Subscribe(&i.replies, i.nc, (i.prefix + "*").c_str(), &impl::on_reply, &i);
         st == NATS_CONNECTION_CLOSED) {
-        // Closed already. If the servers refused this client (its
-        // credentials, its TLS), it is not thrown: the closed callback
-        // learns why (problem()) and every request fails as closed. Any
-        // other close (a server that accepted the connection and then said
-        // nothing within the timeout) is thrown, as before: a new client
-        // (a restart) tries again.
-        const std::string why = diagnose_refusal(i.opts);
-        if (configuration_problem(why).empty()) {
-            const char* text = nullptr;
-            natsConnection_GetLastError(i.nc, &text);
-            throw std::runtime_error("NATS: the connection closed before it was up (" +
-                                     (why.empty() ? std::string(text ? text : "Connection Closed") : why) + ")");
-        }
+        // Closed already (the servers refused this client, or one accepted
+        // it and then said nothing): not thrown, since the closed callback
+        // may still be running. It learns why (problem()); every request
+        // fails as closed; ~client cleans up as for any client.
         i.replies = nullptr;
         return;
     } else {
@@ -725,7 +716,11 @@ client::~client() {
         // The C client calls back after Close returns: wait (bounded) until it
         // is done, so that nothing is posted after the caller moves on.
         std::unique_lock l(i.m);
-        i.closed_cv.wait_for(l, std::chrono::seconds(2), [&] { return i.closed_called; });
+        // The closed callback may be learning why the servers closed the
+        // connection (diagnose_refusal: one connect attempt a server, each
+        // bounded by the connect timeout): wait for that too.
+        const auto bound = std::chrono::seconds(2) + i.opts.connect_timeout * (i.opts.servers.size() + 1);
+        i.closed_cv.wait_for(l, bound, [&] { return i.closed_called; });
     }
     if (i.replies) natsSubscription_Destroy(i.replies);
     natsConnection_Destroy(i.nc);

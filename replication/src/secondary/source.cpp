@@ -203,27 +203,25 @@ asio::awaitable<void> js_source::restart_consumer(const std::string& why) {
 asio::awaitable<void> js_source::run() {
     while (!stopping_) {
         if (!pc_ && !co_await ensure_consumer()) break;
-        if (!claim_->answering() || claim_->due(std::chrono::steady_clock::now())) {
-            // Before the first fetch, and every 10 s: does another secondary
-            // consume with this consumer? (claim.hpp)
-            if (auto other = co_await claim_->other(); !other.empty()) {
-                app::log(level::error, "consumer_in_use",
-                         {{"stream", o_.stream},
-                          {"consumer", o_.consumer},
-                          {"in_use_by", other},
-                          {"subject", claim_->subject()},
-                          {"hint",
-                           "each secondary needs a --consumer of its own: two on one durable consumer split its "
-                           "messages and both see gaps. This one does not consume; give it another name (or stop "
-                           "the other) and restart it"}});
-                consuming_ = false;
-                problem_ = "consumer in use by " + other;
-                while (!stopping_) co_await pause(std::chrono::hours(1));  // until stop()
-                break;
-            }
-            if (stopping_) break;
-            claim_->answer();
+        if (!claim_->in_use_by().empty() ||
+            (claim_->due(std::chrono::steady_clock::now()) && !co_await claim_->keep())) {
+            // Another secondary holds this consumer (claim.hpp): this one
+            // does not consume.
+            app::log(level::error, "consumer_in_use",
+                     {{"stream", o_.stream},
+                      {"consumer", o_.consumer},
+                      {"in_use_by", claim_->in_use_by()},
+                      {"subject", claim_->subject()},
+                      {"hint",
+                       "each secondary needs a --consumer of its own: two on one durable consumer split its "
+                       "messages and both see gaps. The one that started first keeps it; this one does not "
+                       "consume: give it another name and restart it"}});
+            consuming_ = false;
+            problem_ = "consumer in use by " + claim_->in_use_by();
+            while (!stopping_) co_await pause(std::chrono::hours(1));  // until stop()
+            break;
         }
+        if (stopping_) break;
         const auto fetch_started = std::chrono::steady_clock::now();
         auto [ec, ds] = co_await pc_->async_fetch(
             o_.batch, 1s, asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable)));
