@@ -155,10 +155,14 @@ asio::awaitable<bool> js_source::check_consumer() {
     std::string subject = "$JS.API.CONSUMER.INFO." + o_.stream + "." + o_.consumer, empty;
     auto token = asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable));
     asio::steady_timer limit(ex_, 3s);  // a request without an answer (no leader) ends here
-    limit.async_wait([this](const boost::system::error_code& e) {
-        if (!e) stop_signal_.emit(asio::cancellation_type::terminal);
+    // Expired and queued when the answer came first, the timer's handler
+    // must not cancel what uses the signal next (the fetch): it checks.
+    auto answered = std::make_shared<bool>(false);
+    limit.async_wait([this, answered](const boost::system::error_code& e) {
+        if (!e && !*answered) stop_signal_.emit(asio::cancellation_type::terminal);
     });
     auto [ec, m] = co_await js_->async_request(std::move(subject), std::move(empty), {}, token);
+    *answered = true;
     limit.cancel();
     if (stopping_) co_return false;
     jetstream::api_error e;
