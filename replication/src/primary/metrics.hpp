@@ -82,7 +82,8 @@ struct metrics {
                                                  "1 while connected to a NATS server (a nats:// --secondary)");
     prometheus::Gauge& nats_refused =
         app::gauge(*registry, "steadfast_primary_nats_refused",
-                   "1 while the NATS servers refuse this primary's credentials or its TLS does not match theirs");
+                   "1 while the NATS connection cannot work: the servers refuse this primary's credentials, its TLS "
+                   "does not match theirs, or the connection closed for good (restart once fixed)");
     prometheus::Counter& js_disconnects =
         app::counter(*registry, "steadfast_primary_jetstream_disconnects_total", "Connections to NATS lost");
     prometheus::Counter& js_reconnects =

@@ -54,7 +54,8 @@ struct metrics {
                                                  "1 while connected to a NATS server (--source)");
     prometheus::Gauge& nats_refused =
         app::gauge(*registry, "steadfast_secondary_nats_refused",
-                   "1 while the NATS servers refuse this secondary's credentials or its TLS does not match theirs");
+                   "1 while the NATS connection cannot work: the servers refuse this secondary's credentials, its "
+                   "TLS does not match theirs, or the connection closed for good (restart once fixed)");
     prometheus::Gauge& js_lag =
         app::gauge(*registry, "steadfast_secondary_jetstream_consumer_pending",
                    "Messages in the stream not yet delivered to this consumer (its lag), as of the last delivery");
