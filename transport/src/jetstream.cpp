@@ -59,6 +59,8 @@ struct category_impl : boost::system::error_category {
                 return "larger than the server's max_payload";
             case errc::closed:
                 return "the NATS client was closed";
+            case errc::abandoned:
+                return "abandoned for a new JetStream leader (to be sent again)";
         }
         return "jetstream error " + std::to_string(ev);
     }
@@ -79,6 +81,7 @@ classification classify(const error_code& ec) noexcept {
         case errc::request_timeout:
         case errc::unavailable:
         case errc::bad_reply:
+        case errc::abandoned:
             return classification::retryable(ec);
         default:
             return classification::permanent(ec);
@@ -466,13 +469,14 @@ struct client::impl : std::enable_shared_from_this<impl> {
         });
     }
 
-    void fail_all(error_code ec) {
+    std::size_t fail_all(error_code ec) {
         std::map<std::uint64_t, pending> all;
         {
             std::lock_guard l(m);
             all.swap(waiting);
         }
         for (auto& [id, p] : all) complete(std::move(p), ec, {});
+        return all.size();
     }
 
     // C client threads.
@@ -837,6 +841,11 @@ void client::start_request(std::string subject, std::string data, std::vector<he
         }
         if (q) impl::complete(std::move(*q), from_status(s), {});
     }
+}
+
+std::size_t client::abandon_requests() {
+    // A reply that comes after all finds no one waiting and is dropped.
+    return impl_->fail_all(errc::abandoned);
 }
 
 error_code client::publish(std::string_view subject, std::string_view data) {

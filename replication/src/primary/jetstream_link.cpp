@@ -37,6 +37,7 @@ public:
     void close() override {
         fence_sub_.reset();  // before the NATS client they subscribe through
         repair_sub_.reset();
+        leader_sub_.reset();
     }
 
     bool reads_log() const noexcept override { return true; }
@@ -101,6 +102,14 @@ private:
         void on_messages() override;
     } repair_watch_;
     std::unique_ptr<jetstream::client::inbox> repair_sub_;
+    // The cluster's advisories of a new leader for the stream: what was sent
+    // to the old one is sent again at once (leader_elected()).
+    struct leader_watch : jetstream::client::inbox_sink {
+        jetstream_link* n = nullptr;
+        void on_messages() override;
+    } leader_watch_;
+    std::unique_ptr<jetstream::client::inbox> leader_sub_;
+    void leader_elected(const std::string& advisory);
     struct last_repair {
         std::chrono::steady_clock::time_point at;
         std::uint64_t from = 0;
@@ -126,6 +135,29 @@ jetstream_link::jetstream_link(const link_env& env, link_host& host) : env_(env)
     // A secondary that found a hole in the log asks for it again.
     repair_watch_.n = this;
     repair_sub_ = js_->subscribe(envelope::repair_subject(env.o.js_stream), repair_watch_, 1000);
+    // The stream's new leader, as the cluster announces it (an account's
+    // advisory; without the permission to subscribe, a publish to a dead
+    // leader waits out --attempt-timeout instead).
+    leader_watch_.n = this;
+    leader_sub_ = js_->subscribe("$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED." + env.o.js_stream, leader_watch_, 16);
+}
+
+void jetstream_link::leader_watch::on_messages() {
+    for (auto& m : n->leader_sub_->drain(SIZE_MAX)) n->leader_elected(m.data);
+}
+
+// A new leader for the stream: a publish, a read of the log or a check sent
+// to the old leader (killed, or stepping down) is never answered. Each is
+// abandoned and sent again at once (their retries, the probe), instead of
+// waiting out --attempt-timeout; a stream waiting for a ladder step tries now.
+void jetstream_link::leader_elected(const std::string& advisory) {
+    const auto j = nlohmann::json::parse(advisory, nullptr, false);
+    const std::string leader =
+        j.is_object() && j.contains("leader") && j["leader"].is_string() ? j["leader"].get<std::string>() : "";
+    const std::size_t abandoned = js_->abandon_requests();
+    app::log(level::info, "jetstream_leader_elected",
+             {{"stream", env_.o.js_stream}, {"leader", leader}, {"requests_sent_again", abandoned}});
+    if (!host_.stopping() && !env_.stop.value()) host_.retry_now("jetstream_leader_elected");
 }
 
 bool valid_subject_tokens(std::string_view stream) {
@@ -322,6 +354,11 @@ asio::awaitable<bool> jetstream_link::probe() {
     const jetstream::stream_config cfg{
         env_.o.js_stream, {env_.o.js_prefix, env_.o.js_prefix + ".>"}, env_.o.js_replicas, 2min};
     auto [ec, st, why] = co_await jetstream::async_ensure_stream(*js_, cfg, asio::as_tuple(asio::use_awaitable));
+    for (int again = 0; again < 3 && ec == make_error_code(jetstream::errc::abandoned); ++again) {
+        // Sent to the old leader: the new one answers now (the check's
+        // timeout would add up to a second to the failover).
+        std::tie(ec, st, why) = co_await jetstream::async_ensure_stream(*js_, cfg, asio::as_tuple(asio::use_awaitable));
+    }
     if (!ec && st.replicas > 1 && st.leader.empty()) {
         ec = make_error_code(jetstream::errc::unavailable);
         why = "the stream has no leader";

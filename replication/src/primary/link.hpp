@@ -56,6 +56,8 @@ public:
     /// the secondary, sends its last acknowledged message again. False:
     /// nothing to do now (it has messages to send: its next send finds out).
     virtual bool resend_last(const std::string& stream, std::uint64_t upto) = 0;
+    /// Every stream waiting for a ladder step tries at once (`why`: logged).
+    virtual void retry_now(const char* why) = 0;
 
 protected:
     ~link_host() = default;

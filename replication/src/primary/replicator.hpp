@@ -75,7 +75,7 @@ public:
     /// joins the stream's window in memory when it continues it.
     void committed(const std::string& stream, std::size_t n, pending_message* one = nullptr);
     /// Every stream waiting for a ladder step tries again now (SIGHUP).
-    void retry_now(const char* why);
+    void retry_now(const char* why) override;
 
     /// Where the streams stand (stream_table.hpp): pending, blocked, busy.
     const stream_table& streams() const noexcept { return table_; }

@@ -124,7 +124,9 @@ stream_action stream_fsm::resume(stream_event& ev) {
             // secondary just came back, or the operator asked (start,
             // SIGHUP): then at once. The ladder's step is kept: another
             // failure waits the next one.
-            if (sched_.next_at_ms > ev.now_ms && !woken_by_recovery_ && !ev.retry_now) {
+            // A read of the log that a wrong expected sequence asked for is
+            // not a redelivery: the log answered, so it is read at once.
+            if (sched_.next_at_ms > ev.now_ms && !woken_by_recovery_ && !ev.retry_now && !resync_now_) {
                 if (ev.online) {
                     yield return wait(std::chrono::milliseconds(sched_.next_at_ms - ev.now_ms),
                                       stream_action::on_offline | stream_action::on_retry_now);
@@ -146,11 +148,26 @@ stream_action stream_fsm::resume(stream_event& ev) {
             if (sync_log_) {
                 // Where does the log stand? (at start, after a wrong expected
                 // sequence, after a rewind.)
+                resync_now_ = false;
                 yield return act(type::sync_log);
                 answer_ = {std::move(ev.d), {}, true};
                 window_.forget();
+                if (answer_.d.what == verdict::ack || answer_.d.what == verdict::rewind) {
+                    sync_log_ = false;
+                    if (sched_.attempts > 0) {
+                        // The log answered: the ladder's wait is over (a
+                        // lost acknowledgement is resolved from the log, and
+                        // the head goes out at once, not at its stored step).
+                        yield {
+                            stream_action a = act(type::link_recovered);
+                            a.seq =
+                                answer_.d.what == verdict::ack ? std::max(pos_.acked(), answer_.d.upto) : pos_.acked();
+                            a.ladder_steps = sched_.attempts;
+                            return a;
+                        }
+                    }
+                }
                 sched_ = {};
-                if (answer_.d.what == verdict::ack || answer_.d.what == verdict::rewind) sync_log_ = false;
             } else {
                 // The batch: the head of the window, within the count limit
                 // and the request body limit by exact encoded size. A message
@@ -264,6 +281,7 @@ stream_action stream_fsm::resume(stream_event& ev) {
                 break;
             } else if (answer_.d.what == verdict::resync) {
                 sync_log_ = true;  // read the log's last message before anything else is sent
+                resync_now_ = true;
             } else {
                 break;  // stop
             }

@@ -175,6 +175,7 @@ private:
     std::uint64_t read_gen_ = 0;                 // the window a read is for
     bool sync_log_;                              // the log must be read before the next send
     bool woken_by_recovery_ = false;             // a ladder wait ended because the secondary came back
+    bool resync_now_ = false;                    // the log answered a send "wrong sequence": read it now
     bool retire_after_read_ = false;  // the window ran dry and its wait for more ended: one read, then retire
     // Carried out before the next action (act()).
     struct before_action {

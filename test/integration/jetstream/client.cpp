@@ -11,6 +11,7 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -230,6 +231,77 @@ BOOST_AUTO_TEST_CASE(a_cancelled_request_completes_at_once_and_its_reply_is_drop
         BOOST_TEST(r.attempts() == 2u);
         BOOST_TEST(r.last_error() == make_error_code(error::attempt_timeout), r.last_error().message());
         BOOST_TEST((r.reason() == stop_reason::attempts_exhausted));
+    });
+}
+
+// What a new stream leader calls for (issue 30): the requests waiting for
+// the old one complete at once with errc::abandoned, which is retryable, so
+// that a retry sends them again; a later reply is dropped, and a request
+// made afterwards is not affected.
+BOOST_AUTO_TEST_CASE(abandoned_requests_complete_at_once_and_are_retried) {
+    run([](js::client& c) -> asio::awaitable<void> {
+        struct silent : js::client::inbox_sink {
+            void on_messages() override {}
+        } sink;
+        auto in = c.subscribe_inbox(sink);
+        auto ex = co_await asio::this_coro::executor;
+        BOOST_TEST(c.abandon_requests() == 0u);  // nothing waiting
+        // Two requests waiting for a reply that never comes: abandoned after 50 ms.
+        std::size_t abandoned = 0;
+        asio::steady_timer t(ex, 50ms);
+        t.async_wait([&](auto) { abandoned = c.abandon_requests(); });
+        const auto t0 = std::chrono::steady_clock::now();
+        using asio::experimental::awaitable_operators::operator&&;
+        auto one = [&]() -> asio::awaitable<boost::system::error_code> {
+            std::string subj = in->subject(), hello = "hello";
+            auto [ec, m] =
+                co_await c.async_request(std::move(subj), std::move(hello), {}, asio::as_tuple(asio::use_awaitable));
+            co_return ec;
+        };
+        auto [a, b] = co_await (one() && one());
+        BOOST_TEST(abandoned == 2u);
+        BOOST_TEST(a == make_error_code(js::errc::abandoned), a.message());
+        BOOST_TEST(b == make_error_code(js::errc::abandoned), b.message());
+        BOOST_TEST((std::chrono::steady_clock::now() - t0) < 5s);
+        BOOST_TEST((js::classify(a).kind == verdict::retryable));
+        // Through the engine: an abandoned attempt is sent again (the second is answered).
+        struct echo : js::client::inbox_sink {
+            js::client* c = nullptr;
+            std::unique_ptr<js::client::inbox>* in = nullptr;
+            bool answer = false;
+            void on_messages() override {
+                for (auto& m : (*in)->drain(SIZE_MAX))
+                    if (answer && !m.reply.empty()) c->publish(m.reply, "pong");
+            }
+        } e;
+        std::unique_ptr<js::client::inbox> ein;
+        e.c = &c;
+        e.in = &ein;
+        ein = c.subscribe_inbox(e);
+        unsigned attempts = 0;
+        asio::steady_timer later(ex);
+        auto attempt = [&](const attempt_context&) -> asio::awaitable<boost::system::result<std::string>> {
+            if (++attempts == 1) {
+                // The first is abandoned while it waits, and the echo answers from then on.
+                later.expires_after(50ms);
+                later.async_wait([&](auto) {
+                    e.answer = true;
+                    c.abandon_requests();
+                });
+            }
+            std::string subj = ein->subject(), ping = "ping";
+            auto [ec, m] =
+                co_await c.async_request(std::move(subj), std::move(ping), {}, asio::as_tuple(asio::use_awaitable));
+            if (ec) co_return ec;
+            co_return m.data;
+        };
+        auto r = co_await retry(
+            retry_policy{}.with_stop(stop::max_attempts(3)).with_attempt_timeout(10s).with_backoff(backoff::fixed(1ms)),
+            classified(attempt, js::classifier{}));
+        BOOST_TEST(attempts == 2u);
+        BOOST_REQUIRE(r.has_value());
+        BOOST_TEST(r.value().value() == "pong");
+        BOOST_TEST((std::chrono::steady_clock::now() - t0) < 5s);  // not the 10 s attempt timeout
     });
 }
 

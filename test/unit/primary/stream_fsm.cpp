@@ -739,6 +739,91 @@ BOOST_AUTO_TEST_CASE(a_log_is_read_before_the_first_send_and_after_a_wrong_seque
     BOOST_TEST((a.what == type::send));
 }
 
+// Issue 30: a batch stored just before its leader died loses its
+// acknowledgement; the quick retries end (no responders), the ladder's step
+// is written; when the link is back the resend is refused "wrong last
+// sequence". The log is then read at once (not after the stored step), and
+// its answer ends the ladder: the head is not held to its step either.
+BOOST_AUTO_TEST_CASE(a_wrong_sequence_reads_the_log_at_once_and_its_answer_ends_the_ladder) {
+    delivery_config js = harness::small();
+    js.reads_log = true;
+    harness h(10, 2, js);
+    h.next();
+    auto a = h.after_read(rows(11, 12));
+    BOOST_TEST((a.what == type::sync_log));
+    a = h.answered(answer(verdict::ack, 10));
+    BOOST_TEST((a.what == type::read));
+    a = h.after_read(rows(11, 12));
+    BOOST_TEST((a.what == type::send));
+    decision down = answer(verdict::redeliver);
+    down.link_error = {link_fault::kind::jetstream_unavailable};
+    a = h.answered(down);
+    BOOST_TEST((a.what == type::next_step));
+    BOOST_TEST(a.seq == 11u);
+    const schedule step{1, h.now + 10'000, 11};
+    a = h.next();
+    BOOST_TEST((a.what == type::read));
+    a = h.after_read(rows(11, 12), step);
+    BOOST_TEST((a.what == type::wait));  // the ladder's step, while the probe still passes
+    BOOST_TEST((a.delay == std::chrono::milliseconds(10'000)));
+    h.online = false;  // the probe sees the dead leader
+    a = h.next();
+    BOOST_TEST((a.what == type::wait));
+    BOOST_TEST(!a.delay);
+    BOOST_TEST((a.wake_on & w::on_online));
+    h.online = true;  // a new leader
+    a = h.next();
+    BOOST_TEST((a.what == type::send));  // at once: the secondary came back
+    a = h.answered(answer(verdict::resync));
+    BOOST_TEST((a.what == type::read));
+    a = h.after_read(rows(11, 12), step);      // the stored step is still there
+    BOOST_TEST((a.what == type::sync_log));    // the log answered: read it now, not in 10 s
+    a = h.answered(answer(verdict::ack, 12));  // the batch was stored: its ack was lost
+    BOOST_TEST((a.what == type::link_recovered));
+    BOOST_TEST(a.seq == 12u);
+    BOOST_TEST(a.ladder_steps == 1u);
+    a = h.next();
+    BOOST_TEST((a.what == type::acknowledged));
+    BOOST_TEST(a.upto == 12u);
+    BOOST_TEST(a.delivered == 2u);
+
+    // The same, but the log lost the batch: its head is level, and the head
+    // goes out at once all the same (the ladder is over: the log answers).
+    harness g(10, 2, js);
+    g.next();
+    g.after_read(rows(11, 12));
+    g.answered(answer(verdict::ack, 10));
+    g.after_read(rows(11, 12));
+    g.answered(answer(verdict::resync));
+    a = g.after_read(rows(11, 12), step);
+    BOOST_TEST((a.what == type::sync_log));
+    a = g.answered(answer(verdict::ack, 10));
+    BOOST_TEST((a.what == type::link_recovered));
+    BOOST_TEST(a.seq == 10u);
+    a = g.next();
+    BOOST_TEST((a.what == type::read));
+    a = g.after_read(rows(11, 12));  // the schedule is cleared by now
+    BOOST_TEST((a.what == type::send));
+
+    // A read of the log that fails (the link is down after all) waits for
+    // the ladder's next step as before: no loop of reads.
+    harness f(10, 2, js);
+    f.next();
+    f.after_read(rows(11, 12));
+    f.answered(answer(verdict::ack, 10));
+    f.after_read(rows(11, 12));
+    f.answered(answer(verdict::resync));
+    a = f.after_read(rows(11, 12), step);
+    BOOST_TEST((a.what == type::sync_log));
+    a = f.answered(down);
+    BOOST_TEST((a.what == type::next_step));
+    a = f.next();
+    BOOST_TEST((a.what == type::read));
+    a = f.after_read(rows(11, 12), schedule{2, f.now + 30'000, 11});
+    BOOST_TEST((a.what == type::wait));
+    BOOST_TEST((a.delay == std::chrono::milliseconds(30'000)));
+}
+
 BOOST_AUTO_TEST_CASE(a_log_that_lost_messages_rewinds_without_asking_the_outbox_again) {
     delivery_config js = harness::small();
     js.reads_log = true;

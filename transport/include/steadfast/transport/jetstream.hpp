@@ -56,6 +56,7 @@ enum class errc {
     bad_reply,            // a reply that could not be understood
     too_large,            // bigger than the server's max_payload
     closed,               // the client was closed
+    abandoned,            // given up by abandon_requests() (a new stream leader): send it again
 };
 const boost::system::error_category& category() noexcept;
 inline error_code make_error_code(errc e) noexcept {
@@ -220,6 +221,13 @@ public:
             },
             token, std::move(subject), std::move(data), std::move(headers));
     }
+
+    /// Completes every request still waiting for its reply with
+    /// errc::abandoned (retryable): when the cluster elects a new leader, a
+    /// request sent to the old one is never answered, and waiting out its
+    /// timeout would only delay sending it again (the engine's retry does).
+    /// Returns how many were waiting.
+    std::size_t abandon_requests();
 
     /// Publishes without waiting for anything (an ack to a delivered message).
     error_code publish(std::string_view subject, std::string_view data);
