@@ -205,8 +205,10 @@ def main():
         return leader(), node_of_port.get(prim.connected_port(), 0)
 
     def measure(node, signal):
-        subprocess.run(["kill", "-" + signal, open(os.path.join(cluster, "n%d.pid" % node)).read().strip()])
+        pid = open(os.path.join(cluster, "n%d.pid" % node)).read().strip()
         t0 = time.time()
+        if subprocess.run(["kill", "-" + signal, pid]).returncode != 0:
+            sys.exit("js_failover.py: could not kill node %d (pid %s)" % (node, pid))
         time.sleep(0.05)  # an ack in flight at the kill is in by now
         base = prim.delivered()
         while prim.delivered() <= base:
@@ -226,34 +228,40 @@ def main():
         on_connected = (kills - r) % 2 == 0 if kills - r + 1 <= 2 * connected_kills else False
         ln, cn = place_leader(on_connected)
         t0, t1, adv = measure(ln, "9")
-        if t1 is None:
-            print("round %d: node %d killed: no acknowledged publish within 120 s" % (r, ln), flush=True)
-            diffs.append(float("inf"))
+        if t1 is None or adv is None:
+            # No acknowledgement, or no new leader announced (a follower was
+            # killed after all, or the watchers missed it): not a measurement.
+            print("round %d: kill -9 of node %d: %s" % (r, ln, "no acknowledged publish within 120 s" if t1 is None
+                                                        else "no new leader announced: not measured"), flush=True)
+            diffs.append(None)
         else:
-            tl = adv[0] if adv else t1
-            d = (t1 - tl) * 1000
+            d = (t1 - adv[0]) * 1000
             diffs.append(d)
             if ln == cn:
                 connected_diffs.append(d)
             print("round %d: kill -9 of node %d (the leader; the primary %s connected to it): new leader %s after "
                   "%d ms, next publish acknowledged after %d ms: the primary adds %d ms" %
-                  (r, ln, "was" if ln == cn else "was not", adv[1] if adv else "?", (tl - t0) * 1000,
-                   (t1 - t0) * 1000, d), flush=True)
+                  (r, ln, "was" if ln == cn else "was not", adv[1], (adv[0] - t0) * 1000, (t1 - t0) * 1000, d),
+                  flush=True)
         subprocess.run(["bash", cluster_sh, "restart", cluster, str(ln)], check=True, capture_output=True)
         time.sleep(5)  # the restarted node catches up
         settle()
     ln, cn = place_leader(True)  # the harder case: the primary's connection goes too
     t0, t1, adv = measure(ln, "TERM")
-    term = (t1 - t0) * 1000 if t1 else float("inf")
+    term = (t1 - t0) * 1000 if t1 else None
     print("graceful: SIGTERM of node %d (the leader; the primary %s connected to it): new leader after %s ms, next "
-          "publish acknowledged after %d ms (goal: <= 1500 ms)" %
-          (ln, "was" if ln == cn else "was not", "%d" % ((adv[0] - t0) * 1000) if adv else "?", term), flush=True)
+          "publish acknowledged after %s ms (goal: <= 1500 ms)" %
+          (ln, "was" if ln == cn else "was not", "%d" % ((adv[0] - t0) * 1000) if adv else "?",
+           "%d" % term if term is not None else "(none within 120 s)"), flush=True)
     subprocess.run(["bash", cluster_sh, "restart", cluster, str(ln)], capture_output=True)
-    worst = max(diffs)
-    print("summary: %d kills (%d of the primary's node): the primary added %d-%d ms after the new leader (goal <= "
-          "1000: %s); SIGTERM: %d ms (goal <= 1500: %s)" %
-          (len(diffs), len(connected_diffs), min(diffs), worst, "met" if worst <= 1000 else "NOT met", term,
-           "met" if term <= 1500 else "NOT met"), flush=True)
+    measured = [d for d in diffs if d is not None]
+    ok = len(measured) == len(diffs) and measured and max(measured) <= 1000
+    print("summary: %d kills (%d of the primary's node, %d measured): the primary added %s after the new leader "
+          "(goal <= 1000 ms: %s); SIGTERM: %s (goal <= 1500 ms: %s)" %
+          (len(diffs), len(connected_diffs), len(measured),
+           "%d-%d ms" % (min(measured), max(measured)) if measured else "nothing measured", "met" if ok else "NOT met",
+           "%d ms" % term if term is not None else "no ack", "met" if term is not None and term <= 1500 else "NOT met"),
+          flush=True)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,10 @@
 #include "../common/log.hpp"
 #include "../common/metrics.hpp"
 #include "../common/nats_problem.hpp"
+#include "jetstream_publish.hpp"
+#include "leader_watch.hpp"
 #include "link.hpp"
+#include "repairs.hpp"
 
 #include <steadfast/replication/envelope.hpp>
 #include <steadfast/transport/jetstream.hpp>
@@ -36,8 +39,8 @@ public:
     ~jetstream_link() override { close(); }
     void close() override {
         fence_sub_.reset();  // before the NATS client they subscribe through
-        repair_sub_.reset();
-        leader_sub_.reset();
+        repairs_->close();
+        leaders_->close();
     }
 
     bool reads_log() const noexcept override { return true; }
@@ -81,9 +84,6 @@ private:
     };
     std::string js_subject(const std::string& stream) const;
     asio::awaitable<bool> fence_jetstream();
-    void repair_requested(const std::string& body);
-    asio::awaitable<void> repair(envelope::repair_request r);
-    void log_repair_refusal(const char* event, nlohmann::json fields);
 
     link_env env_;
     link_host& host_;
@@ -96,31 +96,13 @@ private:
         void on_messages() override;
     } fence_watch_;
     std::unique_ptr<jetstream::client::inbox> fence_sub_;
-    // Secondaries' requests to resend a hole in the log (repair_subject()).
-    struct repair_watch : jetstream::client::inbox_sink {
-        jetstream_link* n = nullptr;
-        void on_messages() override;
-    } repair_watch_;
-    std::unique_ptr<jetstream::client::inbox> repair_sub_;
-    // The cluster's advisories of a new leader for the stream: what was sent
+    // Secondaries' requests to resend a hole in the log (repairs.hpp).
+    std::unique_ptr<log_repairs> repairs_;
+    // The stream's new leaders, as the cluster announces them: what was sent
     // to the old one is sent again at once (leader_elected()).
-    struct leader_watch : jetstream::client::inbox_sink {
-        jetstream_link* n = nullptr;
-        void on_messages() override;
-    } leader_watch_;
-    std::unique_ptr<jetstream::client::inbox> leader_sub_;
-    void leader_elected(const std::string& advisory);
-    struct last_repair {
-        std::chrono::steady_clock::time_point at;
-        std::uint64_t from = 0;
-    };
-    std::map<std::string, last_repair> repair_at_;  // the last repair per stream, kept 2 minutes
-    int repairs_running_ = 0;
-    std::uint64_t repair_counter_ = 0;
-    // At most 10 repairs begin a second; refusals are logged at most once a second.
-    std::chrono::steady_clock::time_point repair_window_{}, repair_log_at_{};
-    unsigned repairs_in_window_ = 0;
-    std::uint64_t repair_log_suppressed_ = 0;
+    std::unique_ptr<leader_watch> leaders_;
+    bool advisory_refused_logged_ = false;
+    void leader_elected(const std::string& leader);
 };
 
 jetstream_link::jetstream_link(const link_env& env, link_host& host) : env_(env), host_(host) {
@@ -133,27 +115,17 @@ jetstream_link::jetstream_link(const link_env& env, link_host& host) : env_(env)
     fence_watch_.n = this;
     fence_sub_ = js_->subscribe(env.o.js_prefix, fence_watch_);
     // A secondary that found a hole in the log asks for it again.
-    repair_watch_.n = this;
-    repair_sub_ = js_->subscribe(envelope::repair_subject(env.o.js_stream), repair_watch_, 1000);
-    // The stream's new leader, as the cluster announces it (an account's
-    // advisory; without the permission to subscribe, a publish to a dead
-    // leader waits out --attempt-timeout instead).
-    leader_watch_.n = this;
-    leader_sub_ = js_->subscribe("$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED." + env.o.js_stream, leader_watch_, 16);
-}
-
-void jetstream_link::leader_watch::on_messages() {
-    for (auto& m : n->leader_sub_->drain(SIZE_MAX)) n->leader_elected(m.data);
+    repairs_ = std::make_unique<log_repairs>(env_, host, *js_);
+    leaders_ = std::make_unique<leader_watch>(*js_, env.ex, env.o.js_stream,
+                                              [this](const std::string& leader) { leader_elected(leader); });
 }
 
 // A new leader for the stream: a publish, a read of the log or a check sent
 // to the old leader (killed, or stepping down) is never answered. Each is
 // abandoned and sent again at once (their retries, the probe), instead of
 // waiting out --attempt-timeout; a stream waiting for a ladder step tries now.
-void jetstream_link::leader_elected(const std::string& advisory) {
-    const auto j = nlohmann::json::parse(advisory, nullptr, false);
-    const std::string leader =
-        j.is_object() && j.contains("leader") && j["leader"].is_string() ? j["leader"].get<std::string>() : "";
+// (A request the new leader already had is sent twice: the log says so.)
+void jetstream_link::leader_elected(const std::string& leader) {
     const std::size_t abandoned = js_->abandon_requests();
     app::log(level::info, "jetstream_leader_elected",
              {{"stream", env_.o.js_stream}, {"leader", leader}, {"requests_sent_again", abandoned}});
@@ -192,35 +164,6 @@ bool stopped_by(const stop_reason r) {
     return r == stop_reason::condition || r == stop_reason::cancelled;
 }
 
-// What failed, for the log: the error, and the API's own words when it said any.
-std::string describe(const boost::system::error_code& ec, const std::string& api) {
-    return api.empty() ? ec.message() : ec.message() + ": " + api;
-}
-
-// Whether a failure is the link's (no server, no leader, timeouts) rather
-// than a refusal.
-bool unavailable(const boost::system::error_code& ec) {
-    return ec == make_error_code(error::attempt_timeout) ||
-           jetstream::classify(ec).kind == steadfast::verdict::retryable;
-}
-
-// One publish as an engine attempt: its ack, or the error (and the API's own
-// words in `api_said`). The referenced values outlive the retry around it.
-auto publish_attempt(jetstream::client& js, const std::string& subject, const std::string& body,
-                     const jetstream::publish_options& po, std::string& api_said) {
-    auto attempt = [&js, &subject, &body, &po,
-                    &api_said](const attempt_context&) -> asio::awaitable<boost::system::result<jetstream::pub_ack>> {
-        std::string s = subject, b = body;  // named: g++ 12 and temporaries in co_await
-        auto [ec, ack, err] =
-            co_await jetstream::async_publish(js, std::move(s), std::move(b), po, asio::as_tuple(asio::use_awaitable));
-        if (ec) {
-            api_said = err.description;
-            co_return ec;
-        }
-        co_return ack;
-    };
-    return classified(std::move(attempt), jetstream::classifier{});
-}
 }  // namespace
 
 asio::awaitable<decision> jetstream_link::send(const std::string& stream, const std::vector<pending_message>& batch,
@@ -371,6 +314,14 @@ asio::awaitable<bool> jetstream_link::probe() {
             ? std::string(js_->connected()->value() ? "no answer within the check's second (no JetStream leader?)"
                                                     : "not connected to any NATS server of --secondary")
             : describe(ec, why);
+    if (!advisory_refused_logged_ && leader_watch::refused(js_->last_error())) {
+        advisory_refused_logged_ = true;
+        app::log(level::warn, "jetstream_advisories_refused",
+                 {{"error", js_->last_error()},
+                  {"hint",
+                   "allow this primary's NATS user to subscribe to $JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.> : "
+                   "without it, a publish sent to a leader that died waits out --attempt-timeout"}});
+    }
     if (!ec && !fenced_ && !co_await fence_jetstream()) co_return false;
     if (problem != js_problem_ || (problem.empty() && !js_ready_logged_)) {
         if (problem.empty()) {
@@ -467,192 +418,6 @@ void jetstream_link::fence_watch::on_messages() {
         }
         if (e > n->env_.o.epoch) n->env_.demoted->observe(e);
     }
-}
-
-// A secondary's request to resend a hole in the log (on the executor). It is
-// carried out apart from the stream's processor: the copy goes to the
-// subject `<prefix>.$repair.<stream>` (no stream name can make it: `$` is not
-// allowed in one), without an expected sequence, so the stream's own subject
-// (its order, its last message, what a restart reads) is untouched. Bounded:
-// one repair per stream every 10 s (the same range again only after 2
-// minutes), 10 begun a second, 4 at once, 10,000 messages a request; the
-// secondary asks again while its gap lasts.
-void jetstream_link::repair_watch::on_messages() {
-    // 64 a turn: a flood of requests never holds the event loop (and at most
-    // 1,000 wait: the subscription drops the rest).
-    for (auto& m : n->repair_sub_->drain(64)) n->repair_requested(m.data);
-    if (n->repair_sub_->queued() > 0) asio::post(n->env_.ex, [w = this] { w->on_messages(); });
-}
-
-void jetstream_link::log_repair_refusal(const char* event, nlohmann::json fields) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now - repair_log_at_ < 1s) {
-        ++repair_log_suppressed_;
-        return;
-    }
-    if (repair_log_suppressed_) fields["suppressed_since_last"] = std::exchange(repair_log_suppressed_, 0);
-    repair_log_at_ = now;
-    app::log(level::warn, event, std::move(fields));
-}
-
-void jetstream_link::repair_requested(const std::string& body) {
-    std::string why;
-    auto r = envelope::decode_repair_request(body, why);
-    if (!r) {
-        log_repair_refusal("repair_request_refused",
-                           {{"error", why}, {"subject", envelope::repair_subject(env_.o.js_stream)}});
-        return;
-    }
-    if (host_.stopping() || env_.stop.value()) return;
-    const auto now = std::chrono::steady_clock::now();
-    std::erase_if(repair_at_, [&](const auto& kv) { return now - kv.second.at >= 2min; });
-    if (auto last = repair_at_.find(r->stream); last != repair_at_.end()) {
-        // One repair per stream every 10 s; the same one again only after
-        // 2 minutes (its copy is on the way: the secondary asks every 15 s).
-        if (now - last->second.at < 10s || last->second.from == r->from) return;
-    }
-    if (now - repair_window_ >= 1s) {
-        repair_window_ = now;
-        repairs_in_window_ = 0;
-    }
-    if (repairs_running_ >= 4 || repairs_in_window_ >= 10 || repair_at_.size() >= 10'000) {
-        log_repair_refusal("repair_busy", {{"stream", r->stream},
-                                           {"from_seq", r->from},
-                                           {"consumer", r->consumer},
-                                           {"note", "repairs under way; the secondary asks again"}});
-        return;
-    }
-    if (auto b = host_.blocked(r->stream)) {
-        log_repair_refusal("repair_not_possible", {{"stream", r->stream},
-                                                   {"from_seq", r->from},
-                                                   {"to_seq", r->to},
-                                                   {"consumer", r->consumer},
-                                                   {"reason", "the stream is blocked: " + *b}});
-        return;
-    }
-    ++repairs_in_window_;
-    repair_at_[r->stream] = {now, r->from};
-    app::log(level::warn, "repair_requested",
-             {{"stream", r->stream}, {"from_seq", r->from}, {"to_seq", r->to}, {"consumer", r->consumer}});
-    std::string stream = r->stream;  // (the order of co_spawn's arguments is unspecified)
-    asio::co_spawn(env_.ex, repair(std::move(*r)), [stream = std::move(stream)](std::exception_ptr e) {
-        if (!e) return;
-        try {
-            std::rethrow_exception(e);
-        } catch (const std::exception& ex) {
-            app::log(level::error, "repair_failed", {{"stream", stream}, {"error", ex.what()}});
-        }
-    });
-}
-
-namespace {
-struct repair_rows {
-    std::uint64_t acked = 0, next_seq = 1, oldest = 0;  // read with the first rows
-    std::vector<pending_message> rows;
-};
-}  // namespace
-
-// Resends seqs r.from..r.to of a stream from the outbox (acknowledged
-// messages are retained for --retain), in batches, to the repair subject.
-// Only what was acknowledged can be missing from the log: the range stops
-// there. Beyond retention it says so; the stream itself goes on.
-asio::awaitable<void> jetstream_link::repair(envelope::repair_request r) {
-    ++repairs_running_;
-    struct running {
-        int& n;
-        ~running() { --n; }
-    } guard{repairs_running_};
-    constexpr std::uint64_t max_per_request = 10'000;  // a larger hole: the secondary asks again for the rest
-    const std::string subject = env_.o.js_prefix + ".$repair." + r.stream;
-    const std::string id_prefix = "repair:" + std::to_string(now_ms()) + "." + std::to_string(++repair_counter_) + ":";
-    auto quick = retry_policy{}
-                     .with_backoff(backoff::exponential(100ms, 2.0, env_.o.max_backoff).with_jitter(jitter::full))
-                     .with_stop(stop::max_attempts(std::max<std::uint32_t>(env_.o.quick_retries, 3)))
-                     .with_stop_when(env_.stop)
-                     .with_attempt_when(host_.online())
-                     .with_attempt_timeout(env_.o.attempt_timeout);
-    std::uint64_t cursor = r.from, end = 0, sent = 0;
-    for (bool first = true;; first = false) {
-        auto read = [this, stream = r.stream, cursor, first](app::database&, bool&) {
-            repair_rows x;
-            if (first) {
-                const auto pos = env_.out.position(stream);
-                x.acked = pos.acked_seq;
-                x.next_seq = pos.next_seq;
-                x.oldest = env_.out.oldest_seq(stream).value_or(0);
-            }
-            x.rows = env_.out.pending(stream, cursor - 1, env_.o.batch_max, env_.o.batch_bytes);
-            return x;
-        };
-        auto got = co_await env_.worker.run<repair_rows>(env_.ex, std::move(read));
-        if (auto e = app::failed(got)) {
-            app::log(level::error, "repair_failed", {{"stream", r.stream}, {"error", "reading the outbox: " + *e}});
-            co_return;
-        }
-        auto& x = *got;
-        if (first) {
-            // The outbox's acknowledgement mark lags the processor's by up to 10 ms.
-            std::uint64_t acked = x.acked;
-            if (auto m = host_.acked_max(r.stream)) acked = std::max(acked, *m);
-            const decision d = decide_repair(r.from, acked, x.oldest, x.next_seq);
-            if (d.what == verdict::block) {
-                app::log(level::error, "repair_impossible",
-                         {{"stream", r.stream},
-                          {"from_seq", r.from},
-                          {"to_seq", r.to},
-                          {"consumer", r.consumer},
-                          {"detail", d.detail},
-                          {"hint",
-                           "those messages are no longer retained (--retain): the secondary that asked keeps "
-                           "the stream blocked; the others are not affected"}});
-                co_return;
-            }
-            if (d.what != verdict::rewind) {
-                app::log(level::info, "repair_not_needed",
-                         {{"stream", r.stream}, {"from_seq", r.from}, {"detail", d.detail}});
-                co_return;
-            }
-            end = std::min({r.to, acked, r.from + max_per_request - 1});
-            app::log(level::warn, "repair",
-                     {{"stream", r.stream},
-                      {"from_seq", r.from},
-                      {"to_seq", end},
-                      {"asked_to", r.to},
-                      {"consumer", r.consumer},
-                      {"subject", subject},
-                      {"note", "resending what the log lost, from retention"}});
-        }
-        std::erase_if(x.rows, [&](const pending_message& m) { return m.seq > end; });
-        if (x.rows.empty() || x.rows.front().seq != cursor) {
-            app::log(level::error, "repair_impossible",
-                     {{"stream", r.stream},
-                      {"from_seq", cursor},
-                      {"to_seq", end},
-                      {"detail", "seq " + std::to_string(cursor) + " is no longer retained"}});
-            co_return;
-        }
-        const std::string body = encode_body(r.stream, x.rows, env_.o.epoch);
-        const jetstream::publish_options po{id_prefix + batch_key(x.rows), std::nullopt, {}};
-        std::string api_said;
-        auto attempt = publish_attempt(*js_, subject, body, po, api_said);
-        auto res = co_await steadfast::retry(quick, std::move(attempt));
-        if (!res.has_value() || !res.value().has_value()) {
-            if (!env_.stop.value())
-                app::log(level::error, "repair_failed",
-                         {{"stream", r.stream},
-                          {"from_seq", cursor},
-                          {"to_seq", end},
-                          {"error", describe(res.last_error(), api_said)},
-                          {"note", "the secondary asks again while its gap lasts"}});
-            co_return;
-        }
-        sent += x.rows.size();
-        cursor = x.rows.back().seq + 1;
-        if (cursor > end) break;
-    }
-    env_.m.js_repairs.Increment();
-    app::log(level::info, "repaired",
-             {{"stream", r.stream}, {"from_seq", r.from}, {"to_seq", end}, {"messages", sent}});
 }
 
 void jetstream_link::refresh_metrics() {

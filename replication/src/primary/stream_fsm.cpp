@@ -148,16 +148,18 @@ stream_action stream_fsm::resume(stream_event& ev) {
             if (sync_log_) {
                 // Where does the log stand? (at start, after a wrong expected
                 // sequence, after a rewind.)
-                resync_now_ = false;
                 yield return act(type::sync_log);
                 answer_ = {std::move(ev.d), {}, true};
                 window_.forget();
                 if (answer_.d.what == verdict::ack || answer_.d.what == verdict::rewind) {
                     sync_log_ = false;
-                    if (sched_.attempts > 0) {
-                        // The log answered: the ladder's wait is over (a
-                        // lost acknowledgement is resolved from the log, and
-                        // the head goes out at once, not at its stored step).
+                    if (std::exchange(resync_now_, false) && sched_.attempts > 0) {
+                        // A publish reached the log (it answered "wrong
+                        // sequence") and the log answered now: the ladder's
+                        // wait is over (a lost acknowledgement is resolved
+                        // from the log, and the head goes out at once, not at
+                        // its stored step). The read at a processor's start
+                        // proves nothing about publishing: the step is kept.
                         yield {
                             stream_action a = act(type::link_recovered);
                             a.seq =
@@ -167,6 +169,7 @@ stream_action stream_fsm::resume(stream_event& ev) {
                         }
                     }
                 }
+                resync_now_ = false;  // also when the read failed: the ladder's next step is waited
                 sched_ = {};
             } else {
                 // The batch: the head of the window, within the count limit

@@ -802,7 +802,7 @@ BOOST_AUTO_TEST_CASE(a_wrong_sequence_reads_the_log_at_once_and_its_answer_ends_
     BOOST_TEST(a.seq == 10u);
     a = g.next();
     BOOST_TEST((a.what == type::read));
-    a = g.after_read(rows(11, 12));  // the schedule is cleared by now
+    a = g.after_read(rows(11, 12));  // the driver cleared the stored step (link_recovered)
     BOOST_TEST((a.what == type::send));
 
     // A read of the log that fails (the link is down after all) waits for
@@ -822,6 +822,25 @@ BOOST_AUTO_TEST_CASE(a_wrong_sequence_reads_the_log_at_once_and_its_answer_ends_
     a = f.after_read(rows(11, 12), schedule{2, f.now + 30'000, 11});
     BOOST_TEST((a.what == type::wait));
     BOOST_TEST((a.delay == std::chrono::milliseconds(30'000)));
+}
+
+// The log read at a processor's start (a restart, with its retry-now)
+// proves nothing about publishing (a publish permission may still be
+// missing): the ladder's step is kept, and no link_recovered is said.
+BOOST_AUTO_TEST_CASE(the_log_read_at_start_keeps_the_ladder) {
+    delivery_config js = harness::small();
+    js.reads_log = true;
+    harness h(10, 1, js);
+    h.retry_now = true;  // a restart tries at once
+    const schedule step{3, h.now + 60'000, 11};
+    h.next();
+    auto a = h.after_read(rows(11, 11), step);
+    BOOST_TEST((a.what == type::sync_log));
+    a = h.answered(answer(verdict::ack, 10));
+    BOOST_TEST((a.what == type::read));  // no link_recovered: the step stays stored
+    a = h.after_read(rows(11, 11), step);
+    BOOST_TEST((a.what == type::wait));
+    BOOST_TEST((a.delay == std::chrono::milliseconds(60'000)));
 }
 
 BOOST_AUTO_TEST_CASE(a_log_that_lost_messages_rewinds_without_asking_the_outbox_again) {
