@@ -234,6 +234,19 @@ error_code decode_pub_ack(const message& m, pub_ack& out, api_error& err) {
     return {};
 }
 
+error_code decode_consumer_state(const message& m, consumer_state& out, api_error& err) {
+    nlohmann::json j;
+    if (auto ec = parse(m, j, err)) return ec;
+    auto count = [&j](const char* name) {
+        auto it = j.find(name);
+        return it != j.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : std::uint64_t{0};
+    };
+    out.ack_pending = count("num_ack_pending");
+    out.pending = count("num_pending");
+    out.redelivered = count("num_redelivered");
+    return {};
+}
+
 std::string last_by_subject_request(std::string_view subject) {
     return nlohmann::json{{"last_by_subj", subject}}.dump();
 }

@@ -61,6 +61,9 @@ struct metrics {
                    "Messages in the stream not yet delivered to this consumer (its lag), as of the last delivery");
     prometheus::Gauge& js_blocked =
         app::gauge(*registry, "steadfast_secondary_jetstream_blocked_streams", "Streams not applying (conflict, gap)");
+    prometheus::Counter& js_deliveries =
+        app::counter(*registry, "steadfast_secondary_jetstream_deliveries_total",
+                     "Messages JetStream delivered (each delivery, the first and every redelivery)");
     prometheus::Counter& js_redeliveries =
         app::counter(*registry, "steadfast_secondary_jetstream_redeliveries_total",
                      "Messages JetStream delivered again (not acknowledged in time, or nak'd)");

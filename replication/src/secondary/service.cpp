@@ -102,6 +102,7 @@ http::router service::routes() {
             m_.nats_refused.Set(source_->nats_problem().empty() ? 0 : 1);
             m_.js_lag.Set(static_cast<double>(source_->lag()));
             m_.js_blocked.Set(static_cast<double>(source_->blocked().size()));
+            app::sync_counter(m_.js_deliveries, source_->deliveries());
             app::sync_counter(m_.js_redeliveries, source_->redeliveries());
             app::sync_counter(m_.js_repairs, source_->repair_requests());
         }

@@ -52,7 +52,7 @@ std::uint64_t js_source::lag() const noexcept {
     return pc_ ? pc_->last_pending() : 0;
 }
 std::uint64_t js_source::redeliveries() const noexcept {
-    return redeliveries_before_ + (pc_ ? pc_->redeliveries() : 0);
+    return n_.redeliveries_before + (pc_ ? pc_->redeliveries() : 0);
 }
 
 nlohmann::json js_source::health() const {
@@ -62,6 +62,7 @@ nlohmann::json js_source::health() const {
             {"consumer", o_.consumer},
             {"consuming", consuming_},
             {"lag", lag()},
+            {"deliveries", deliveries()},
             {"redeliveries", redeliveries()},
             {"problem", problem_},
             {"nats_problem", nats_problem()},
@@ -105,8 +106,11 @@ classification any_failure_retryable(const boost::system::error_code& ec) {
 // all) while the stream or its leader is missing; says once what is wrong.
 asio::awaitable<bool> js_source::ensure_consumer() {
     const jetstream::consumer_config cc{o_.stream, o_.consumer};
+    jetstream::consumer_state found;
     auto attempt = [&](const attempt_context&) -> asio::awaitable<boost::system::error_code> {
-        auto [ec, why] = co_await jetstream::async_ensure_consumer(*js_, cc, asio::as_tuple(asio::use_awaitable));
+        auto [ec, state, why] =
+            co_await jetstream::async_ensure_consumer(*js_, cc, asio::as_tuple(asio::use_awaitable));
+        if (!ec) found = state;
         if (ec && !(ec == asio::error::operation_aborted && stopping_)) {
             // Cancelled while not stopping: the attempt's 3 s ran out.
             const std::string refused = nats_problem();
@@ -144,7 +148,10 @@ asio::awaitable<bool> js_source::ensure_consumer() {
         app::log(level::info, "consuming",
                  {{"stream", o_.stream}, {"consumer", o_.consumer}, {"server", js_->connected_url()}});
     problem_.clear();
-    if (!pc_) pc_ = std::make_unique<jetstream::pull_consumer>(*js_, cc);
+    if (!pc_) {
+        pc_ = std::make_unique<jetstream::pull_consumer>(*js_, cc);
+        n_.left_unacked = found.ack_pending;
+    }
     consuming_ = true;
     co_return true;
 }
@@ -169,7 +176,7 @@ asio::awaitable<bool> js_source::check_consumer() {
     if (!ec) ec = jetstream::api_reply_error(m, e);
     if (ec == make_error_code(jetstream::errc::not_found)) {
         app::log(level::warn, "consumer_missing", {{"consumer", o_.consumer}, {"note", "creating it again"}});
-        if (pc_) redeliveries_before_ += pc_->redeliveries();
+        if (pc_) n_.redeliveries_before += pc_->redeliveries();
         pc_.reset();
         co_return co_await ensure_consumer();
     }
@@ -199,7 +206,7 @@ asio::awaitable<void> js_source::restart_consumer(const std::string& why) {
     auto r = co_await steadfast::retry(policy, std::move(classified_attempt));
     if (!r.has_value() || r.value())
         app::log(level::error, "consumer_restart_failed", {{"error", r.last_error().message()}});
-    if (pc_) redeliveries_before_ += pc_->redeliveries();
+    if (pc_) n_.redeliveries_before += pc_->redeliveries();
     pc_.reset();
     consuming_ = false;
 }
@@ -226,6 +233,22 @@ asio::awaitable<void> js_source::run() {
             break;
         }
         if (stopping_) break;
+        if (const auto owed = std::exchange(n_.left_unacked, 0); owed > 0) {
+            // A previous run of this consumer (killed before its commit) was
+            // delivered these and never acknowledged them: they come again
+            // once the consumer's ack wait has run out, before anything newer.
+            // Pulling on meanwhile would meet a gap on every stream they
+            // belong to and nak the later messages again and again (a
+            // redelivery storm while catching up): wait for them instead.
+            const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(pc_->config().ack_wait);
+            app::log(level::info, "unacknowledged",
+                     {{"consumer", o_.consumer},
+                      {"messages", owed},
+                      {"waiting_ms", wait.count()},
+                      {"note", "delivered to a previous run and not acknowledged: they come again first"}});
+            co_await pause(wait);
+            if (stopping_) break;
+        }
         const auto fetch_started = std::chrono::steady_clock::now();
         auto [ec, ds] = co_await pc_->async_fetch(
             o_.batch, 1s, asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable)));
@@ -264,10 +287,10 @@ asio::awaitable<void> js_source::run() {
             // only when it is missing.
             const bool quick = std::chrono::steady_clock::now() - fetch_started < 100ms;
             if (quick) co_await pause(200ms);
-            if (connected() && (quick || ++empty_fetches_ % 10 == 0) && !co_await check_consumer()) break;
+            if (connected() && (quick || ++n_.empty_fetches % 10 == 0) && !co_await check_consumer()) break;
             continue;
         }
-        empty_fetches_ = 0;
+        n_.empty_fetches = 0;
         co_await apply(ds);
     }
     consuming_ = false;
@@ -304,6 +327,7 @@ std::uint64_t first_seq_of(const item& it, const std::string& stream) {
 // message in a savepoint of its own, then acks each after the commit.
 asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::delivery>& ds) {
     using k = applied_one::kind;
+    n_.deliveries += ds.size();
     auto items = std::make_shared<std::vector<item>>(ds.size());
     for (std::size_t i = 0; i < ds.size(); ++i) {
         auto& it = (*items)[i];

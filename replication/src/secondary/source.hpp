@@ -78,6 +78,7 @@ public:
     bool consuming() const noexcept { return consuming_; }
     std::uint64_t lag() const noexcept;
     std::uint64_t redeliveries() const noexcept;
+    std::uint64_t deliveries() const noexcept { return n_.deliveries; }
     std::uint64_t repair_requests() const noexcept { return holds_.repair_requests(); }
     const std::map<std::string, std::string>& blocked() const noexcept { return holds_.reasons(); }
     nlohmann::json health() const;
@@ -103,8 +104,12 @@ private:
     bool stopping_ = false, consuming_ = false;
     std::string problem_;  // the last consumer problem logged ("" none)
     stream_holds holds_;   // what is held back per stream, and what a lasting gap calls for (holds.hpp)
-    std::uint64_t redeliveries_before_ = 0;  // of consumers replaced
-    std::uint64_t empty_fetches_ = 0;
+    struct counts {
+        std::uint64_t deliveries = 0;           // messages fetched (each delivery counts)
+        std::uint64_t redeliveries_before = 0;  // of consumers replaced
+        std::uint64_t empty_fetches = 0;        // in a row
+        std::uint64_t left_unacked = 0;         // what a previous run was delivered and never acknowledged (at start)
+    } n_;
 };
 
 }  // namespace steadfast::secondary

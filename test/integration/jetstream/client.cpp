@@ -321,8 +321,10 @@ BOOST_AUTO_TEST_CASE(pull_consumer_fetches_in_order_acks_and_redelivers) {
         }
         js::consumer_config cc{name, "reader"};
         cc.ack_wait = 2s;
-        auto [ce, why] = co_await js::async_ensure_consumer(c, cc, asio::as_tuple(asio::use_awaitable));
+        auto [ce, cs, why] = co_await js::async_ensure_consumer(c, cc, asio::as_tuple(asio::use_awaitable));
         BOOST_REQUIRE_MESSAGE(!ce, ce.message() << " " << why);
+        BOOST_TEST(cs.pending == 20u);  // the consumer's state, from the create's reply
+        BOOST_TEST(cs.ack_pending == 0u);
         js::pull_consumer pc(c, cc);
         std::vector<std::string> got;  // first deliveries, in order
         bool again = false;            // the nak'd message came again
@@ -356,6 +358,27 @@ BOOST_AUTO_TEST_CASE(pull_consumer_fetches_in_order_acks_and_redelivers) {
         BOOST_TEST(!ec);
         BOOST_TEST(ds.empty());
         BOOST_TEST((std::chrono::steady_clock::now() - t0) < 5s);
+        // Three more delivered and not acknowledged (a secondary killed before
+        // its commit): the consumer, found again, says so.
+        for (int i = 21; i <= 23; ++i) {
+            std::string subj = name + ".s", data = std::to_string(i);
+            const js::publish_options po{"m" + std::to_string(i), last, {}};
+            auto [pe, a, e] = co_await js::async_publish(c, std::move(subj), std::move(data), po,
+                                                         asio::as_tuple(asio::use_awaitable));
+            BOOST_REQUIRE_MESSAGE(!pe, pe.message() << " " << e.description);
+            last = a.seq;
+        }
+        std::size_t unacked = 0;
+        for (int round = 0; round < 10 && unacked < 3; ++round) {
+            auto [fe, fd] = co_await pc.async_fetch(3, 500ms, asio::as_tuple(asio::use_awaitable));
+            BOOST_REQUIRE_MESSAGE(!fe, fe.message());
+            unacked += fd.size();
+        }
+        BOOST_REQUIRE(unacked == 3u);
+        auto [ce2, cs2, why2] = co_await js::async_ensure_consumer(c, cc, asio::as_tuple(asio::use_awaitable));
+        BOOST_REQUIRE_MESSAGE(!ce2, ce2.message() << " " << why2);
+        BOOST_TEST(cs2.ack_pending == 3u);
+        BOOST_TEST(cs2.pending == 0u);
         // A fetch cancelled while it waits completes with operation_aborted.
         asio::cancellation_signal sig;
         asio::steady_timer t(co_await asio::this_coro::executor, 50ms);

@@ -357,6 +357,15 @@ struct consumer_config {
 
 std::string consumer_create_request(const consumer_config& cfg);
 
+/// A durable consumer as the server describes it (its create or info reply).
+struct consumer_state {
+    std::uint64_t ack_pending = 0;  // delivered and not yet acknowledged (come again after ack_wait)
+    std::uint64_t pending = 0;      // in the stream, not yet delivered (the lag)
+    std::uint64_t redelivered = 0;  // delivered more than once and not yet acknowledged
+};
+/// Decodes a consumer create or info reply (an API error as a value).
+error_code decode_consumer_state(const message& m, consumer_state& out, api_error& err);
+
 /// A durable pull consumer: fetch() asks the server for up to `batch`
 /// messages and completes as soon as some arrived (or the pull expired:
 /// then with none). Use it from one executor (or a strand).
@@ -436,14 +445,18 @@ auto async_ensure_stream(client& c, const stream_config& cfg, CompletionToken&& 
         token, cfg);
 }
 
+/// Creates the durable consumer, or finds it with this configuration, and
+/// completes with its state (what it delivered and is still owed an ack for:
+/// a secondary that starts again can tell what its previous run left).
 template <class CompletionToken = boost::asio::default_completion_token_t<client::executor_type>>
 auto async_ensure_consumer(client& c, const consumer_config& cfg, CompletionToken&& token = {}) {
-    return boost::asio::async_initiate<CompletionToken, void(error_code, std::string)>(
+    return boost::asio::async_initiate<CompletionToken, void(error_code, consumer_state, std::string)>(
         [&c](auto handler, std::string subject, std::string body) {
             auto done = [](auto&& hd, error_code ec, message m) {
                 api_error e;
-                if (!ec) ec = api_reply_error(m, e);
-                std::move(hd)(ec, std::move(e.description));
+                consumer_state st;
+                if (!ec) ec = decode_consumer_state(m, st, e);
+                std::move(hd)(ec, st, std::move(e.description));
             };
             c.async_request(
                 std::move(subject), std::move(body), {},
