@@ -10,8 +10,15 @@
 #    --nats-password-file replicates; without the client certificate, or
 #    without the CA, or plain nats:// to it, /ready names the TLS mismatch;
 #    a server that stalls while they start: /ready 503 nats_connection_closed;
-# 3. bad flags exit 2 at start, naming the problem.
-source "$(dirname "$0")/../pair/lib.sh"
+#    a user that may not subscribe to $JS.EVENT.> replicates, and the primary
+#    says once that failover then waits out the attempt timeout;
+# 3. a .creds file (an operator-mode server: operator, accounts and users made
+#    by nats_creds.py, as nsc would): the pair replicates; a user of an
+#    account the server does not know is refused by name, and what was
+#    accepted meanwhile is delivered once the right .creds is given;
+# 4. bad flags exit 2 at start, naming the problem.
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/../pair/lib.sh"
 command -v nats-server >/dev/null || fail "nats-server is needed"
 command -v openssl >/dev/null || fail "openssl is needed"
 cd "$WORK"
@@ -40,7 +47,10 @@ cat >mtls.conf <<EOF
 port: $NM
 jetstream { store_dir: "$WORK/js-mtls" }
 tls { cert_file: "$WORK/server.pem", key_file: "$WORK/server-key.pem", ca_file: "$WORK/ca.pem", verify: true }
-authorization { users = [ { user: "steadfast", password: "pw-of-steadfast" } ] }
+authorization { users = [
+  { user: "steadfast", password: "pw-of-steadfast" }
+  { user: "restricted", password: "pw-of-steadfast", permissions: { subscribe: { deny: ["\$JS.EVENT.>"] } } }
+] }
 EOF
 _launch "$WORK/nats-token.log" nats-server -c token.conf
 NT_PID=$LAUNCHED
@@ -132,6 +142,19 @@ publish_to "$P_PORT" 20
 wait_for 20 "20 messages applied over mutual TLS" applied mtls 20
 wait_for 10 "20 messages acknowledged over mutual TLS" delivered "$P_PORT" 20
 stop_pair
+# A user that may not subscribe to JetStream's advisories: the pair works, and
+# the primary says once that a leader's crash will cost it the attempt timeout.
+pair restricted "tls://127.0.0.1:$NM" --nats-ca "$WORK/ca.pem" --nats-cert "$WORK/client.pem" \
+  --nats-key "$WORK/client-key.pem" --nats-user restricted --nats-password-file password
+wait_for 20 "the restricted primary ready" ready_is "$P_PORT" ready 200
+publish_to "$P_PORT" 10
+wait_for 20 "10 messages applied for the restricted user" applied restricted 10
+wait_for 10 "the primary saying that the advisories are refused" \
+  log_has "$WORK/restricted-primary.log" jetstream_advisories_refused
+ready_is "$P_PORT" ready 200 || fail "a refused advisory subscription made the primary not ready"
+[ "$(grep -c jetstream_advisories_refused "$WORK/restricted-primary.log")" = 1 ] ||
+  fail "jetstream_advisories_refused is said more than once"
+stop_pair
 
 pair nocert "tls://127.0.0.1:$NM" --nats-ca "$WORK/ca.pem" --nats-user steadfast --nats-password-file password
 wait_for 10 "the primary without a client certificate naming the TLS mismatch" ready_is "$P_PORT" nats_tls_mismatch 503
@@ -147,7 +170,35 @@ pair plain "tls://127.0.0.1:$NT" --nats-token-file token  # TLS to a server with
 wait_for 10 "the primary asking TLS of a plain server naming the mismatch" ready_is "$P_PORT" nats_tls_mismatch 503
 stop_pair
 
-echo "== 3. bad flags exit 2"
+echo "== 3. a .creds file (decentralised auth: an operator, accounts, a user JWT and its nkey seed)"
+python3 "$HERE/nats_creds.py" "$WORK/jwt" || fail "making the operator, accounts and users"
+NC=$(free_port)
+{
+  echo "port: $NC"
+  echo "jetstream { store_dir: \"$WORK/js-creds\" }"
+  cat "$WORK/jwt/server.conf.inc"
+} >creds.conf
+_launch "$WORK/nats-creds.log" nats-server -c creds.conf
+wait_for 10 "the operator-mode NATS server listening" bash -c "exec 3<>/dev/tcp/127.0.0.1/$NC"
+pair creds "nats://127.0.0.1:$NC" --nats-creds "$WORK/jwt/user.creds"
+wait_for 20 "the primary ready with the .creds" ready_is "$P_PORT" ready 200
+publish_to "$P_PORT" 20
+wait_for 20 "20 messages applied with the .creds" applied creds 20
+wait_for 10 "20 messages acknowledged with the .creds" delivered "$P_PORT" 20
+stop_pair
+# A user of an account the server does not know: refused, by name; what is
+# accepted meanwhile is kept and delivered once the right .creds is given.
+pair badcreds "nats://127.0.0.1:$NC" --nats-creds "$WORK/jwt/stranger.creds"
+wait_for 10 "the primary naming the refused .creds on /ready" ready_is "$P_PORT" nats_credentials_refused 503
+wait_for 10 "the secondary naming the refused .creds on /ready" ready_is "$S_PORT" nats_credentials_refused 503
+wait_for 10 "the primary's nats_refused line" log_has "$WORK/badcreds-primary.log" nats_refused
+publish_to "$P_PORT" 5
+stop_pair
+pair badcreds "nats://127.0.0.1:$NC" --nats-creds "$WORK/jwt/user.creds"
+wait_for 20 "the 5 messages kept while refused applied once fixed" applied badcreds 5
+stop_pair
+
+echo "== 4. bad flags exit 2"
 bad_flags() {  # bad_flags WORDS-IN-THE-MESSAGE -- primary flags...
   local want=$1 rc=0
   shift 2
