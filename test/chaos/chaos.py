@@ -288,8 +288,8 @@ class NatsCluster:
     SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "integration", "jetstream", "cluster.sh")
 
-    def __init__(self, folder, nodes):
-        self.dir, self.n = folder, nodes
+    def __init__(self, folder, nodes, secure=False):
+        self.dir, self.n, self.secure = folder, nodes, secure
         self.urls = None
         self.down = None          # the node killed and not restarted yet (1-based), or None
         self.restart_at = 0.0     # when (time.monotonic()) to restart it
@@ -318,11 +318,20 @@ class NatsCluster:
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.watchdog.wait(10)
         self.started = True
-        rc, out, err = self.run("start", self.dir, self.n)
-        if rc != 0 or not out.startswith("nats://"):
+        rc, out, err = self.run("start", self.dir, self.n, *(["--secure"] if self.secure else []))
+        if rc != 0 or not out.startswith(("nats://", "tls://")):
             raise CampaignFailure("cluster.sh start failed (%d): %s %s" % (rc, out, err))
         self.urls = out.splitlines()[-1]
         return self.urls
+
+    def client_flags(self):
+        """The daemons' NATS flags: with --secure, TLS with a client certificate and a .creds file."""
+        if not self.secure:
+            return []
+        return ["--nats-ca", os.path.join(self.dir, "tls", "ca.pem"),
+                "--nats-cert", os.path.join(self.dir, "tls", "client.pem"),
+                "--nats-key", os.path.join(self.dir, "tls", "client-key.pem"),
+                "--nats-creds", os.path.join(self.dir, "jwt", "user.creds")]
 
     def ports(self):
         """Every port of the nodes (client, route, monitoring), from DIR/ports."""
@@ -855,7 +864,7 @@ class Campaign:
         self.jetstream = args.jetstream
         self.nats_plan = []  # --jetstream: (time, params) of the NATS node kills to come
         self.last_status = None  # the primary's status, as last read while draining
-        self.nats = NatsCluster(os.path.join(self.work, "nats"), 3) if args.jetstream else None
+        self.nats = NatsCluster(os.path.join(self.work, "nats"), 3, args.secure) if args.jetstream else None
         if self.jetstream:  # 503s and drops are for HTTP deliveries: NATS node kills instead
             self.fault_rate = self.drop_rate = 0.0
             self.delay_ms = 0
@@ -893,7 +902,8 @@ class Campaign:
         if self.jetstream:  # --listen serves /health and /metrics only
             return self.drop([os.path.join(bindir, "steadfast-secondary"), "--source", self.nats.urls,
                               "--js-stream", self.JS_STREAM, "--consumer", "c1",
-                              "--data", os.path.join(self.work, "secondary"), "--listen", "127.0.0.1:%d" % sport])
+                              "--data", os.path.join(self.work, "secondary"), "--listen", "127.0.0.1:%d" % sport]
+                             + self.nats.client_flags())
         argv = [os.path.join(bindir, "steadfast-secondary"), "--listen", "127.0.0.1:%d" % sport,
                 "--data", os.path.join(self.work, "secondary"), "--token-file", self.token_file]
         if faults and (self.fault_rate or self.drop_rate):
@@ -907,7 +917,7 @@ class Campaign:
                               "--js-stream", self.JS_STREAM, "--js-replicas", "3",
                               "--data", os.path.join(self.work, "primary"), "--listen", "127.0.0.1:%d" % pport,
                               "--sync", "full", "--token-file", self.token_file, "--max-backoff-ms", "500",
-                              "--ladder", "200ms 500ms 1s", "--retain", "2m"])
+                              "--ladder", "200ms 500ms 1s", "--retain", "2m"] + self.nats.client_flags())
         return self.drop([os.path.join(bindir, "steadfast-primary"), "--secondary", "http://127.0.0.1:%d" % sport,
                           "--data", os.path.join(self.work, "primary"), "--listen", "127.0.0.1:%d" % pport,
                           "--token-file", self.token_file, "--connections", "4", "--max-backoff-ms", "500",
@@ -918,7 +928,7 @@ class Campaign:
         extra = "".join([" --streams %d" % a.streams if a.streams != 8 else "",
                          " --publishers %d" % a.publishers if a.publishers != 8 else "",
                          " --no-faults" if a.no_faults else "", " --no-invalid" if a.no_invalid else "",
-                         " --jetstream" if a.jetstream else ""]
+                         " --jetstream" if a.jetstream else "", " --secure" if a.secure else ""]
                         + [" --drop-flag %s" % f for f in a.drop_flag])
         run_sh = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run.sh")
         return "bash %s %s --seed %d --duration %g%s" % (shlex.quote(run_sh), shlex.quote(self.bindir), self.seed,
@@ -1361,6 +1371,9 @@ def main():
     ap.add_argument("--jetstream", action="store_true",
                     help="the pair over a 3-node NATS JetStream cluster (test/integration/jetstream/cluster.sh; "
                          "nats-server on the PATH), with kill -9 of NATS nodes instead of 503s and drops")
+    ap.add_argument("--secure", action="store_true",
+                    help="with --jetstream: the cluster asks for TLS with client certificates and .creds logins "
+                         "(an operator-mode cluster), and both daemons give them")
     ap.add_argument("--self-test", action="store_true", help="check the checker against made-up dumps, and exit")
     args = ap.parse_args()
     if args.self_test:
@@ -1370,6 +1383,8 @@ def main():
     for b in ("steadfast-primary", "steadfast-secondary"):
         if not os.access(os.path.join(args.bin, b), os.X_OK):
             ap.error("no executable %s in %s" % (b, args.bin))
+    if args.secure and not args.jetstream:
+        ap.error("--secure is for --jetstream (over HTTP, the campaign uses a token)")
     if args.streams < 1 or args.publishers < 1 or args.duration < 10:
         ap.error("--streams and --publishers must be at least 1, --duration at least 10")
     if args.seed is None:

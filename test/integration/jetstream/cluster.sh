@@ -2,8 +2,13 @@
 # A NATS JetStream cluster on loopback for the tests, the demo and the
 # benchmarks: N nats-server processes (JetStream on, a store directory each,
 # routes between them), in DIR.
-#   cluster.sh start DIR [N]     start N nodes (default 3); prints the client URLs
-#   cluster.sh urls DIR          nats://127.0.0.1:P1,nats://... (all nodes)
+#   cluster.sh start DIR [N] [--secure]
+#                                start N nodes (default 3); prints the client URLs.
+#                                --secure: clients must speak TLS with a certificate
+#                                (DIR/tls: ca.pem, client.pem, client-key.pem) and log
+#                                in with a .creds file (DIR/jwt/user.creds: an
+#                                operator-mode cluster, nats_creds.py); URLs are tls://
+#   cluster.sh urls DIR          nats://127.0.0.1:P1,nats://... (all nodes; tls:// when secure)
 #   cluster.sh kill DIR I        kill -9 node I (1-based)
 #   cluster.sh restart DIR I     start node I again (same ports, same store)
 #   cluster.sh leader DIR STREAM the node (1-based) leading STREAM, from the monitoring port
@@ -58,8 +63,28 @@ start_node() {  # start_node I
 case "$cmd" in
   start)
     n=${3:-3}
+    secure=${4:-}
     command -v nats-server >/dev/null || { echo "cluster.sh: nats-server is not installed (bash .ci/setup)" >&2; exit 1; }
     mkdir -p "$dir"
+    if [ "$secure" = --secure ]; then
+      # A throwaway CA, a server certificate for 127.0.0.1, a client's; and
+      # an operator with an account and a user (nats_creds.py).
+      mkdir -p "$dir/tls"
+      (
+        cd "$dir/tls"
+        openssl req -x509 -newkey rsa:2048 -nodes -keyout ca-key.pem -out ca.pem -days 2 -subj "/CN=cluster CA"
+        openssl req -newkey rsa:2048 -nodes -keyout server-key.pem -out server.csr -subj "/CN=localhost"
+        printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >server.ext
+        openssl x509 -req -in server.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -out server.pem -days 2 \
+          -extfile server.ext
+        openssl req -newkey rsa:2048 -nodes -keyout client-key.pem -out client.csr -subj "/CN=cluster client"
+        openssl x509 -req -in client.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -out client.pem -days 2
+      ) >/dev/null 2>&1 || { echo "cluster.sh: making the certificates failed (openssl)" >&2; exit 1; }
+      python3 "$(dirname "$0")/nats_creds.py" "$dir/jwt" || { echo "cluster.sh: making the .creds failed" >&2; exit 1; }
+      echo "SECURE=1" >"$dir/secure"
+    else
+      rm -f "$dir/secure"
+    fi
     read -r -a ports <<<"$(free_ports $((n * 3)))"
     : >"$dir/ports"
     echo "N=$n" >>"$dir/ports"
@@ -79,6 +104,10 @@ case "$cmd" in
         # An envelope may be 1 MiB (the pair's limit), and a batch more.
         echo "max_payload: 4MB"
         echo "jetstream { store_dir: \"$dir/n$i\", max_memory_store: 256MB, max_file_store: 4GB }"
+        if [ -f "$dir/secure" ]; then
+          echo "tls { cert_file: \"$dir/tls/server.pem\", key_file: \"$dir/tls/server-key.pem\", ca_file: \"$dir/tls/ca.pem\", verify: true }"
+          cat "$dir/jwt/server.conf.inc"
+        fi
         if [ "$n" -gt 1 ]; then
           echo "cluster { name: steadfast, listen: 127.0.0.1:${ports[$((n + i - 1))]}, routes: [ $routes ] }"
         fi
@@ -91,7 +120,9 @@ case "$cmd" in
     # shellcheck disable=SC1091
     source "$dir/ports"
     out=""
-    for i in $(seq 1 "$N"); do v="CLIENT_$i"; out+="${out:+,}nats://127.0.0.1:${!v}"; done
+    scheme=nats
+    [ -f "$dir/secure" ] && scheme=tls
+    for i in $(seq 1 "$N"); do v="CLIENT_$i"; out+="${out:+,}$scheme://127.0.0.1:${!v}"; done
     echo "$out"
     ;;
   kill)
