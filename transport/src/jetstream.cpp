@@ -244,6 +244,11 @@ error_code decode_consumer_state(const message& m, consumer_state& out, api_erro
     out.ack_pending = count("num_ack_pending");
     out.pending = count("num_pending");
     out.redelivered = count("num_redelivered");
+    if (auto c = j.find("config"); c != j.end() && c->is_object()) {
+        auto w = c->find("ack_wait");  // in nanoseconds
+        if (w != c->end() && w->is_number_unsigned())
+            out.ack_wait = std::chrono::nanoseconds(static_cast<std::int64_t>(w->get<std::uint64_t>()));
+    }
     return {};
 }
 
@@ -973,6 +978,7 @@ void pull_consumer::on_messages() {
         auto info = parse_ack_subject(m.reply);
         if (!info) continue;  // not a JetStream delivery
         if (pull_left_ > 0 && --pull_left_ == 0) pulling_ = false;
+        ++deliveries_;
         if (info->delivered > 1) ++redeliveries_;
         last_pending_ = info->pending;
         ready_.push_back({std::move(m), std::move(*info)});

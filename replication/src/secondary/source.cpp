@@ -54,6 +54,15 @@ std::uint64_t js_source::lag() const noexcept {
 std::uint64_t js_source::redeliveries() const noexcept {
     return n_.redeliveries_before + (pc_ ? pc_->redeliveries() : 0);
 }
+std::uint64_t js_source::deliveries() const noexcept {
+    return n_.deliveries_before + (pc_ ? pc_->deliveries() : 0);
+}
+void js_source::drop_consumer() {
+    if (!pc_) return;
+    n_.deliveries_before += pc_->deliveries();
+    n_.redeliveries_before += pc_->redeliveries();
+    pc_.reset();
+}
 
 nlohmann::json js_source::health() const {
     return {{"connected", connected()},
@@ -150,7 +159,11 @@ asio::awaitable<bool> js_source::ensure_consumer() {
     problem_.clear();
     if (!pc_) {
         pc_ = std::make_unique<jetstream::pull_consumer>(*js_, cc);
-        n_.left_unacked = found.ack_pending;
+        // Only the process's first consumer: one found again later (after a
+        // restart_consumer whose delete failed) owes this run's own naks.
+        if (n_.left_unacked == not_read) n_.left_unacked = found.ack_pending;
+        if (found.ack_wait.count() > 0)
+            n_.ack_wait = std::chrono::duration_cast<std::chrono::milliseconds>(found.ack_wait);
     }
     consuming_ = true;
     co_return true;
@@ -176,8 +189,7 @@ asio::awaitable<bool> js_source::check_consumer() {
     if (!ec) ec = jetstream::api_reply_error(m, e);
     if (ec == make_error_code(jetstream::errc::not_found)) {
         app::log(level::warn, "consumer_missing", {{"consumer", o_.consumer}, {"note", "creating it again"}});
-        if (pc_) n_.redeliveries_before += pc_->redeliveries();
-        pc_.reset();
+        drop_consumer();
         co_return co_await ensure_consumer();
     }
     co_return true;
@@ -206,8 +218,7 @@ asio::awaitable<void> js_source::restart_consumer(const std::string& why) {
     auto r = co_await steadfast::retry(policy, std::move(classified_attempt));
     if (!r.has_value() || r.value())
         app::log(level::error, "consumer_restart_failed", {{"error", r.last_error().message()}});
-    if (pc_) n_.redeliveries_before += pc_->redeliveries();
-    pc_.reset();
+    drop_consumer();
     consuming_ = false;
 }
 
@@ -233,14 +244,16 @@ asio::awaitable<void> js_source::run() {
             break;
         }
         if (stopping_) break;
-        if (const auto owed = std::exchange(n_.left_unacked, 0); owed > 0) {
+        if (const auto owed = std::exchange(n_.left_unacked, 0); owed > 0 && owed != not_read) {
             // A previous run of this consumer (killed before its commit) was
             // delivered these and never acknowledged them: they come again
             // once the consumer's ack wait has run out, before anything newer.
             // Pulling on meanwhile would meet a gap on every stream they
             // belong to and nak the later messages again and again (a
             // redelivery storm while catching up): wait for them instead.
-            const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(pc_->config().ack_wait);
+            const auto wait = n_.ack_wait.count() > 0
+                                  ? n_.ack_wait
+                                  : std::chrono::duration_cast<std::chrono::milliseconds>(pc_->config().ack_wait);
             app::log(level::info, "unacknowledged",
                      {{"consumer", o_.consumer},
                       {"messages", owed},
@@ -327,7 +340,6 @@ std::uint64_t first_seq_of(const item& it, const std::string& stream) {
 // message in a savepoint of its own, then acks each after the commit.
 asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::delivery>& ds) {
     using k = applied_one::kind;
-    n_.deliveries += ds.size();
     auto items = std::make_shared<std::vector<item>>(ds.size());
     for (std::size_t i = 0; i < ds.size(); ++i) {
         auto& it = (*items)[i];

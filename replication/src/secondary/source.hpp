@@ -78,7 +78,7 @@ public:
     bool consuming() const noexcept { return consuming_; }
     std::uint64_t lag() const noexcept;
     std::uint64_t redeliveries() const noexcept;
-    std::uint64_t deliveries() const noexcept { return n_.deliveries; }
+    std::uint64_t deliveries() const noexcept;
     std::uint64_t repair_requests() const noexcept { return holds_.repair_requests(); }
     const std::map<std::string, std::string>& blocked() const noexcept { return holds_.reasons(); }
     nlohmann::json health() const;
@@ -104,11 +104,15 @@ private:
     bool stopping_ = false, consuming_ = false;
     std::string problem_;  // the last consumer problem logged ("" none)
     stream_holds holds_;   // what is held back per stream, and what a lasting gap calls for (holds.hpp)
+    void drop_consumer();  // pc_ goes; its counts are kept
+    static constexpr std::uint64_t not_read = UINT64_MAX;
     struct counts {
-        std::uint64_t deliveries = 0;           // messages fetched (each delivery counts)
-        std::uint64_t redeliveries_before = 0;  // of consumers replaced
-        std::uint64_t empty_fetches = 0;        // in a row
-        std::uint64_t left_unacked = 0;         // what a previous run was delivered and never acknowledged (at start)
+        std::uint64_t deliveries_before = 0, redeliveries_before = 0;  // of pull consumers replaced
+        std::uint64_t empty_fetches = 0;                                // in a row
+        // What a previous run was delivered and never acknowledged, as the
+        // process's first consumer found it (not_read: not yet; then 0).
+        std::uint64_t left_unacked = not_read;
+        std::chrono::milliseconds ack_wait{0};  // the consumer's, as the server said
     } n_;
 };
 

@@ -87,6 +87,10 @@ for round in 1 2 3 4; do
   fi
   if [ "$round" -gt 1 ] && log_has "$WORK/secondary.log" unacknowledged consumer=c1; then waited=$((waited + 1)); fi
   echo "round $round: this run applied $a, was delivered $d (redeliveries $r); the store holds $(count) of $TOTAL"
+  # The counter must exist (0 deliveries would pass any bound) and count at
+  # least what was applied; a restarted run owes at most a fetch or two.
+  [ "$d" -ge "$a" ] && [ "$a" -gt 0 ] || fail "round $round: $d deliveries counted for $a applied"
+  [ "$round" = 1 ] || [ "$r" -le 200 ] || fail "round $round: $r redeliveries after a restart (a storm)"
   deliveries_total=$((deliveries_total + d))
   applied_total=$((applied_total + a))
 done

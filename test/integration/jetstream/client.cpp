@@ -325,6 +325,7 @@ BOOST_AUTO_TEST_CASE(pull_consumer_fetches_in_order_acks_and_redelivers) {
         BOOST_REQUIRE_MESSAGE(!ce, ce.message() << " " << why);
         BOOST_TEST(cs.pending == 20u);  // the consumer's state, from the create's reply
         BOOST_TEST(cs.ack_pending == 0u);
+        BOOST_TEST((cs.ack_wait == std::chrono::seconds(2)));  // as configured
         js::pull_consumer pc(c, cc);
         std::vector<std::string> got;  // first deliveries, in order
         bool again = false;            // the nak'd message came again
@@ -352,6 +353,7 @@ BOOST_AUTO_TEST_CASE(pull_consumer_fetches_in_order_acks_and_redelivers) {
         for (int i = 1; i <= 20; ++i) BOOST_TEST(got[static_cast<std::size_t>(i - 1)] == std::to_string(i));
         BOOST_TEST(again);
         BOOST_TEST(pc.redeliveries() == 1u);
+        BOOST_TEST(pc.deliveries() == 21u);  // 20, and the nak'd one again
         // Nothing left: a fetch completes empty when the pull expires.
         const auto t0 = std::chrono::steady_clock::now();
         auto [ec, ds] = co_await pc.async_fetch(10, 300ms, asio::as_tuple(asio::use_awaitable));

@@ -64,6 +64,8 @@ case "$cmd" in
   start)
     n=${3:-3}
     secure=${4:-}
+    case "$n" in '' | *[!0-9]* | 0) echo "cluster.sh: start DIR [N] [--secure]: N must be a number of nodes, not '$n'" >&2; exit 2 ;; esac
+    case "$secure" in '' | --secure) ;; *) echo "cluster.sh: start: unknown option '$secure'" >&2; exit 2 ;; esac
     command -v nats-server >/dev/null || { echo "cluster.sh: nats-server is not installed (bash .ci/setup)" >&2; exit 1; }
     mkdir -p "$dir"
     if [ "$secure" = --secure ]; then

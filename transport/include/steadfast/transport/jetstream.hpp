@@ -359,9 +359,10 @@ std::string consumer_create_request(const consumer_config& cfg);
 
 /// A durable consumer as the server describes it (its create or info reply).
 struct consumer_state {
-    std::uint64_t ack_pending = 0;  // delivered and not yet acknowledged (come again after ack_wait)
-    std::uint64_t pending = 0;      // in the stream, not yet delivered (the lag)
-    std::uint64_t redelivered = 0;  // delivered more than once and not yet acknowledged
+    std::uint64_t ack_pending = 0;         // delivered and not yet acknowledged (come again after ack_wait)
+    std::uint64_t pending = 0;             // in the stream, not yet delivered (the lag)
+    std::uint64_t redelivered = 0;         // delivered more than once and not yet acknowledged
+    std::chrono::nanoseconds ack_wait{0};  // its configuration's (0: not said)
 };
 /// Decodes a consumer create or info reply (an API error as a value).
 error_code decode_consumer_state(const message& m, consumer_state& out, api_error& err);
@@ -394,6 +395,7 @@ public:
 
     const consumer_config& config() const noexcept { return cfg_; }
     std::uint64_t last_pending() const noexcept { return last_pending_; }  // consumer lag, from the last delivery
+    std::uint64_t deliveries() const noexcept { return deliveries_; }      // every delivery, as it arrives
     std::uint64_t redeliveries() const noexcept { return redeliveries_; }
 
 private:
@@ -409,7 +411,7 @@ private:
     bool pulling_ = false;
     std::size_t pull_left_ = 0;
     std::chrono::steady_clock::time_point pull_until_{};
-    std::uint64_t last_pending_ = 0, redeliveries_ = 0;
+    std::uint64_t last_pending_ = 0, deliveries_ = 0, redeliveries_ = 0;
     std::vector<delivery> ready_;
 };
 
