@@ -7,8 +7,10 @@
 #    delivered once the token is fixed;
 # 2. a server requiring TLS with client certificates (mutual TLS) and users:
 #    tls:// with --nats-ca, --nats-cert/--nats-key, --nats-user and
-#    --nats-password-file replicates; without the client certificate, or
-#    without the CA, or plain nats:// to it, /ready names the TLS mismatch;
+#    --nats-password-file replicates; a wrong password is named as refused
+#    (and what was accepted meanwhile is delivered once fixed); with another
+#    CA, without the client certificate, without the CA, or plain nats:// to
+#    it, /ready names the TLS mismatch;
 #    a server that stalls while they start: /ready 503 nats_connection_closed;
 #    a user that may not subscribe to $JS.EVENT.> replicates, and the primary
 #    says once that failover then waits out the attempt timeout;
@@ -35,6 +37,10 @@ openssl x509 -req -in client.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -o
 echo "s3cret-token" >token
 echo "wrong-token" >wrong
 echo "pw-of-steadfast" >password
+echo "not-the-password" >wrong-password
+# A CA that signed nothing of the server's: its certificate is not trusted.
+openssl req -x509 -newkey rsa:2048 -nodes -keyout other-ca-key.pem -out other-ca.pem -days 2 -subj "/CN=another CA" \
+  2>/dev/null
 
 NT=$(free_port)
 NM=$(free_port)
@@ -154,6 +160,25 @@ wait_for 10 "the primary saying that the advisories are refused" \
 ready_is "$P_PORT" ready 200 || fail "a refused advisory subscription made the primary not ready"
 [ "$(grep -c jetstream_advisories_refused "$WORK/restricted-primary.log")" = 1 ] ||
   fail "jetstream_advisories_refused is said more than once"
+stop_pair
+
+# A wrong password: named as refused on both; what the primary accepts
+# meanwhile is kept, and delivered once the password is fixed.
+pair badpw "tls://127.0.0.1:$NM" --nats-ca "$WORK/ca.pem" --nats-cert "$WORK/client.pem" \
+  --nats-key "$WORK/client-key.pem" --nats-user steadfast --nats-password-file wrong-password
+wait_for 10 "the primary naming the refused password on /ready" ready_is "$P_PORT" nats_credentials_refused 503
+wait_for 10 "the secondary naming the refused password on /ready" ready_is "$S_PORT" nats_credentials_refused 503
+wait_for 10 "the primary's nats_refused line for the password" log_has "$WORK/badpw-primary.log" nats_refused
+publish_to "$P_PORT" 5
+stop_pair
+pair badpw "tls://127.0.0.1:$NM" "${MTLS[@]}"
+wait_for 20 "the 5 messages kept while the password was wrong applied once fixed" applied badpw 5
+stop_pair
+# A CA that did not sign the server's certificate: a TLS mismatch, by name.
+pair wrongca "tls://127.0.0.1:$NM" --nats-ca "$WORK/other-ca.pem" --nats-cert "$WORK/client.pem" \
+  --nats-key "$WORK/client-key.pem" --nats-user steadfast --nats-password-file password
+wait_for 10 "the primary with another CA naming the TLS mismatch" ready_is "$P_PORT" nats_tls_mismatch 503
+wait_for 10 "the secondary with another CA naming the TLS mismatch" ready_is "$S_PORT" nats_tls_mismatch 503
 stop_pair
 
 pair nocert "tls://127.0.0.1:$NM" --nats-ca "$WORK/ca.pem" --nats-user steadfast --nats-password-file password
