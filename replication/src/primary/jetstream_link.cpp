@@ -124,11 +124,12 @@ jetstream_link::jetstream_link(const link_env& env, link_host& host) : env_(env)
 // to the old leader (killed, or stepping down) is never answered. Each is
 // abandoned and sent again at once (their retries, the probe), instead of
 // waiting out --attempt-timeout; a stream waiting for a ladder step tries now.
-// (A request the new leader already had is sent twice: the log says so.)
+// (A request the new leader already had is sent twice: the log says so;
+// one whose caller does not retry, such as the epoch fence's, fails once.)
 void jetstream_link::leader_elected(const std::string& leader) {
     const std::size_t abandoned = js_->abandon_requests();
     app::log(level::info, "jetstream_leader_elected",
-             {{"stream", env_.o.js_stream}, {"leader", leader}, {"requests_sent_again", abandoned}});
+             {{"stream", env_.o.js_stream}, {"leader", leader}, {"requests_abandoned", abandoned}});
     if (!host_.stopping() && !env_.stop.value()) host_.retry_now("jetstream_leader_elected");
 }
 

@@ -90,6 +90,7 @@ private:
     boost::asio::awaitable<void> restart_consumer(const std::string& why);
     boost::asio::awaitable<bool> check_consumer();
     void ask_repair(const std::string& stream, std::uint64_t from, std::uint64_t to);
+    void drop_consumer();  // pc_ goes; its counts are kept
 
     boost::asio::any_io_executor ex_;
     app::db_worker& worker_;
@@ -104,11 +105,10 @@ private:
     bool stopping_ = false, consuming_ = false;
     std::string problem_;  // the last consumer problem logged ("" none)
     stream_holds holds_;   // what is held back per stream, and what a lasting gap calls for (holds.hpp)
-    void drop_consumer();  // pc_ goes; its counts are kept
     static constexpr std::uint64_t not_read = UINT64_MAX;
     struct counts {
         std::uint64_t deliveries_before = 0, redeliveries_before = 0;  // of pull consumers replaced
-        std::uint64_t empty_fetches = 0;                                // in a row
+        std::uint64_t empty_fetches = 0;                               // in a row
         // What a previous run was delivered and never acknowledged, as the
         // process's first consumer found it (not_read: not yet; then 0).
         std::uint64_t left_unacked = not_read;
