@@ -608,6 +608,14 @@ void check(natsStatus s, const char* what) {
         throw std::runtime_error(std::string("NATS: ") + what + ": " + t);
     }
 }
+
+// Whether the connection speaks TLS: a security setting, or a tls:// server.
+bool uses_tls(const options& o) {
+    if (o.sec.any_tls()) return true;
+    for (const auto& url : o.servers)
+        if (url.rfind("tls://", 0) == 0) return true;
+    return false;
+}
 }  // namespace
 
 namespace {
@@ -622,9 +630,7 @@ void apply_security(natsOptions* n, const options& o) {
         if (const char* l = nats_GetLastError(nullptr)) t += std::string(" (") + l + ")";
         throw std::invalid_argument(what + ": " + t);
     };
-    bool tls = s.any_tls();
-    for (const auto& url : o.servers) tls = tls || url.rfind("tls://", 0) == 0;
-    if (tls) {
+    if (uses_tls(o)) {
         load(natsOptions_SetSecure(n, true), "NATS TLS");
         if (!s.ca_file.empty())
             load(natsOptions_LoadCATrustedCertificates(n, s.ca_file.c_str()), "the NATS CA file \"" + s.ca_file + "\"");
@@ -659,9 +665,7 @@ std::string diagnose_refusal(const options& o) {
             // A server that verifies clients drops one without a certificate
             // it trusts right after the handshake: the client only sees the
             // connection end where the first PONG was due.
-            bool tls = o.sec.any_tls();
-            for (const auto& url : o.servers) tls = tls || url.rfind("tls://", 0) == 0;
-            if (tls && s == NATS_PROTOCOL_ERROR)
+            if (uses_tls(o) && s == NATS_PROTOCOL_ERROR)
                 why =
                     "TLS: the server closed the connection after the handshake (does it require a client "
                     "certificate that it trusts?): " +

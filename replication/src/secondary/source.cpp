@@ -57,6 +57,16 @@ std::uint64_t js_source::redeliveries() const noexcept {
 std::uint64_t js_source::deliveries() const noexcept {
     return n_.deliveries_before + (pc_ ? pc_->deliveries() : 0);
 }
+// The consumer cannot be used (`problem`): said once while it lasts
+// (consumer_unavailable), and /health says so until consuming again.
+void js_source::unavailable(std::string problem, app::level how, std::string_view hint) {
+    if (problem != problem_)
+        app::log(how, "consumer_unavailable",
+                 {{"stream", o_.stream}, {"consumer", o_.consumer}, {"error", problem}, {"hint", hint}});
+    problem_ = std::move(problem);
+    consuming_ = false;
+}
+
 void js_source::drop_consumer() {
     if (!pc_) return;
     n_.deliveries_before += pc_->deliveries();
@@ -128,20 +138,12 @@ asio::awaitable<bool> js_source::ensure_consumer() {
                                 ? std::string(connected() ? "no answer within 3 s (no JetStream leader?)"
                                                           : "no answer: not connected to any NATS server of --source")
                                 : ec.message() + (why.empty() ? std::string{} : ": " + why);
-            if (p != problem_) {
-                const bool missing = ec == make_error_code(jetstream::errc::not_found);
-                app::log(
-                    missing ? level::warn : level::error, "consumer_unavailable",
-                    {{"stream", o_.stream},
-                     {"consumer", o_.consumer},
-                     {"error", p},
-                     {"hint", missing            ? "the stream is created by the primary when it starts; waiting"
-                              : !refused.empty() ? app::describe_nats_problem(refused).hint
-                                                 : "is --source a NATS server with JetStream on, and --js-stream the "
-                                                   "primary's?"}});
-                problem_ = p;
-            }
-            consuming_ = false;
+            const bool missing = ec == make_error_code(jetstream::errc::not_found);
+            unavailable(std::move(p), missing ? level::warn : level::error,
+                        missing            ? "the stream is created by the primary when it starts; waiting"
+                        : !refused.empty() ? app::describe_nats_problem(refused).hint
+                                           : "is --source a NATS server with JetStream on, and --js-stream the "
+                                             "primary's?");
         }
         co_return ec;
     };
@@ -270,14 +272,8 @@ asio::awaitable<void> js_source::run() {
             if (auto refused = nats_problem(); !refused.empty()) {
                 // The connection is closed for good (the servers refused
                 // this secondary, or it closed): said once, by name.
-                if (refused != problem_)
-                    app::log(level::error, "consumer_unavailable",
-                             {{"stream", o_.stream},
-                              {"consumer", o_.consumer},
-                              {"error", refused},
-                              {"hint", app::describe_nats_problem(refused).hint}});
-                problem_ = std::move(refused);
-                consuming_ = false;
+                const std::string hint(app::describe_nats_problem(refused).hint);
+                unavailable(std::move(refused), level::error, hint);
                 co_await pause(1s);
                 continue;
             }

@@ -25,6 +25,7 @@
 #pragma once
 
 #include "../common/db_worker.hpp"
+#include "../common/log.hpp"
 #include "claim.hpp"
 #include "holds.hpp"
 #include "store.hpp"
@@ -42,6 +43,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace steadfast::secondary {
 
@@ -91,6 +93,7 @@ private:
     boost::asio::awaitable<bool> check_consumer();
     void ask_repair(const std::string& stream, std::uint64_t from, std::uint64_t to);
     void drop_consumer();  // pc_ goes; its counts are kept
+    void unavailable(std::string problem, app::level how, std::string_view hint);
 
     boost::asio::any_io_executor ex_;
     app::db_worker& worker_;
