@@ -1,0 +1,122 @@
+// breaker_fsm: a circuit breaker's decisions, apart from I/O and clocks
+// (issue 31, step 1: the public circuit_breaker, its condition, hooks,
+// metrics and threading come next, around this).
+//
+// In the style of retry_fsm: the owner asks before each call whether it may
+// start (try_acquire), tells the outcome when it ends (record, or release for
+// a call that ended without one: cancelled), and reads the state; time is
+// passed in (nanoseconds since any fixed origin), so that every rule is
+// tested on made-up times (test/unit/engine/breaker.cpp). Nothing here
+// includes Asio.
+//
+// The rules, as resilience4j and Polly v8 document them:
+// - closed: every call is permitted. Outcomes go to a sliding window, by
+//   count (the last N calls) or by time (the calls of the last N seconds, in
+//   one-second buckets). Once the window holds at least `minimum_calls`, the
+//   breaker opens when the failure rate, or the slow-call rate (calls that
+//   took at least `slow_call`), is at or above its threshold. It also opens
+//   after `consecutive_failures` failures in a row (0: not used), whatever
+//   the window holds.
+// - open: every call is rejected until the break ends: `break_duration(n)`
+//   for the n-th opening in a row (1, 2, ...: a generator can grow it while
+//   the service keeps failing; n starts again at 1 once the breaker closes).
+// - half-open (the break over, seen at the next call or state read):
+//   `half_open_calls` trial calls are permitted, no more at once; when they
+//   have all ended, their failure and slow-call rates against the same
+//   thresholds open it again (the next break) or close it (a fresh window).
+//   A failure among them that already decides it (the rest cannot bring the
+//   rate under the threshold) opens it at once.
+// - isolated: opened by hand until reset(); reset() closes it with a fresh
+//   window from any state.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+namespace steadfast::detail {
+
+using nanoseconds = std::chrono::nanoseconds;
+
+enum class breaker_state : unsigned char { closed, open, half_open, isolated };
+const char* to_string(breaker_state s) noexcept;
+
+struct breaker_settings {
+    enum class window_kind : unsigned char { count, time };
+    window_kind window = window_kind::count;
+    std::uint32_t window_size = 100;    // calls (count) or seconds (time); >= 1
+    std::uint32_t minimum_calls = 100;  // calls in the window before a rate counts; >= 1
+    double failure_rate = 0.5;          // opens at or above (0 < r <= 1)
+    double slow_rate = 1.0;             // opens at or above (0 < r <= 1)
+    nanoseconds slow_call = std::chrono::seconds(60);
+    std::uint32_t consecutive_failures = 0;  // 0: not used
+    // The n-th break in a row lasts break_duration(n) (n >= 1); empty: 60 s.
+    std::function<nanoseconds(std::uint32_t)> break_duration;
+    std::uint32_t half_open_calls = 10;  // trial calls; >= 1
+};
+
+/// A state change, for hooks and metrics.
+struct breaker_transition {
+    breaker_state from, to;
+};
+
+class breaker_fsm {
+public:
+    /// Throws std::invalid_argument naming a setting out of range.
+    explicit breaker_fsm(breaker_settings s);
+
+    /// Whether a call may start at `now` (a half-open trial takes a permit).
+    /// `changed`: set when asking moved the state (open -> half-open).
+    bool try_acquire(nanoseconds now, std::optional<breaker_transition>* changed = nullptr);
+    /// A permitted call ended at `now` after `took`: a failure or not.
+    std::optional<breaker_transition> record(nanoseconds now, bool failure, nanoseconds took);
+    /// A permitted call ended without an outcome (cancelled): its half-open
+    /// permit is given back, nothing is counted.
+    void release();
+
+    /// Opened by hand until reset().
+    std::optional<breaker_transition> isolate(nanoseconds now);
+    /// Closed, with a fresh window and no consecutive count, from any state.
+    std::optional<breaker_transition> reset();
+
+    /// The state at `now` (an open breaker whose break is over reads
+    /// half-open; the move happens at the next try_acquire).
+    breaker_state state(nanoseconds now) const noexcept;
+    /// When the current break ends (open only).
+    nanoseconds open_until() const noexcept { return open_until_; }
+    /// Breaks in a row (0 while closed).
+    std::uint32_t openings() const noexcept { return openings_; }
+
+    /// The window's counts now (closed), or the trials' (half-open).
+    struct counts {
+        std::uint32_t calls = 0, failures = 0, slow = 0;
+    };
+    counts window(nanoseconds now) const;
+
+private:
+    struct bucket {
+        std::int64_t second = -1;  // time windows: the second it counts
+        counts c;
+    };
+    void clear();
+    void add(nanoseconds now, bool failure, bool slow);
+    bool tripped(const counts& c, std::uint32_t minimum) const;
+    breaker_transition open(nanoseconds now);
+    breaker_transition move(breaker_state to);
+
+    breaker_settings s_;
+    breaker_state state_ = breaker_state::closed;
+    std::vector<bucket> ring_;  // count: one a call (its outcome); time: one a second
+    std::size_t next_ = 0;      // count windows: where the next call goes
+    counts total_;              // count windows: the ring's sum
+    std::uint32_t in_a_row_ = 0;
+    std::uint32_t openings_ = 0;
+    nanoseconds open_until_{};
+    // Half-open: permits taken, and the trials' outcomes.
+    std::uint32_t trials_started_ = 0;
+    counts trials_;
+};
+
+}  // namespace steadfast::detail

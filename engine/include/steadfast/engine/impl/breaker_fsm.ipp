@@ -1,0 +1,179 @@
+#include <steadfast/engine/detail/breaker_fsm.hpp>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace steadfast::detail {
+
+const char* to_string(breaker_state s) noexcept {
+    switch (s) {
+        case breaker_state::closed:
+            return "closed";
+        case breaker_state::open:
+            return "open";
+        case breaker_state::half_open:
+            return "half_open";
+        case breaker_state::isolated:
+            return "isolated";
+    }
+    return "?";
+}
+
+breaker_fsm::breaker_fsm(breaker_settings s) : s_(std::move(s)) {
+    auto refuse = [](const char* what) { throw std::invalid_argument(std::string("circuit breaker: ") + what); };
+    if (s_.window_size == 0) refuse("window_size must be at least 1");
+    if (s_.minimum_calls == 0) refuse("minimum_calls must be at least 1");
+    if (!(s_.failure_rate > 0 && s_.failure_rate <= 1)) refuse("failure_rate must be above 0 and at most 1");
+    if (!(s_.slow_rate > 0 && s_.slow_rate <= 1)) refuse("slow_rate must be above 0 and at most 1");
+    if (s_.slow_call <= nanoseconds::zero()) refuse("slow_call must be positive");
+    if (s_.half_open_calls == 0) refuse("half_open_calls must be at least 1");
+    // As resilience4j: a count window never holds more than its size.
+    if (s_.window == breaker_settings::window_kind::count)
+        s_.minimum_calls = std::min(s_.minimum_calls, s_.window_size);
+    ring_.resize(s_.window_size);
+}
+
+void breaker_fsm::clear() {
+    std::fill(ring_.begin(), ring_.end(), bucket{});
+    next_ = 0;
+    total_ = {};
+    in_a_row_ = 0;
+}
+
+void breaker_fsm::add(nanoseconds now, bool failure, bool slow) {
+    const counts one{1, failure ? 1u : 0u, slow ? 1u : 0u};
+    if (s_.window == breaker_settings::window_kind::count) {
+        bucket& b = ring_[next_];
+        total_.calls -= b.c.calls;
+        total_.failures -= b.c.failures;
+        total_.slow -= b.c.slow;
+        b.c = one;
+        total_.calls += 1;
+        total_.failures += one.failures;
+        total_.slow += one.slow;
+        next_ = (next_ + 1) % ring_.size();
+        return;
+    }
+    const std::int64_t second = std::chrono::duration_cast<std::chrono::seconds>(now).count();
+    bucket& b = ring_[static_cast<std::size_t>(second) % ring_.size()];
+    if (b.second != second) b = bucket{second, {}};
+    b.c.calls += 1;
+    b.c.failures += one.failures;
+    b.c.slow += one.slow;
+}
+
+breaker_fsm::counts breaker_fsm::window(nanoseconds now) const {
+    if (state(now) == breaker_state::half_open) return trials_;
+    if (s_.window == breaker_settings::window_kind::count) return total_;
+    // The buckets of the last window_size seconds, this one included.
+    const std::int64_t second = std::chrono::duration_cast<std::chrono::seconds>(now).count();
+    counts c;
+    for (const auto& b : ring_) {
+        if (b.second < 0 || b.second > second || b.second <= second - static_cast<std::int64_t>(ring_.size())) continue;
+        c.calls += b.c.calls;
+        c.failures += b.c.failures;
+        c.slow += b.c.slow;
+    }
+    return c;
+}
+
+bool breaker_fsm::tripped(const counts& c, std::uint32_t minimum) const {
+    if (c.calls == 0 || c.calls < minimum) return false;
+    const double calls = c.calls;
+    return c.failures / calls >= s_.failure_rate || c.slow / calls >= s_.slow_rate;
+}
+
+breaker_transition breaker_fsm::move(breaker_state to) {
+    const breaker_transition t{state_, to};
+    state_ = to;
+    return t;
+}
+
+breaker_transition breaker_fsm::open(nanoseconds now) {
+    ++openings_;
+    open_until_ = now + (s_.break_duration ? s_.break_duration(openings_) : nanoseconds(std::chrono::seconds(60)));
+    trials_started_ = 0;
+    trials_ = {};
+    return move(breaker_state::open);
+}
+
+breaker_state breaker_fsm::state(nanoseconds now) const noexcept {
+    if (state_ == breaker_state::open && now >= open_until_) return breaker_state::half_open;
+    return state_;
+}
+
+bool breaker_fsm::try_acquire(nanoseconds now, std::optional<breaker_transition>* changed) {
+    switch (state_) {
+        case breaker_state::closed:
+            return true;
+        case breaker_state::isolated:
+            return false;
+        case breaker_state::open:
+            if (now < open_until_) return false;
+            trials_started_ = 0;
+            trials_ = {};
+            {
+                const auto t = move(breaker_state::half_open);
+                if (changed) *changed = t;
+            }
+            [[fallthrough]];
+        case breaker_state::half_open:
+            if (trials_started_ >= s_.half_open_calls) return false;
+            ++trials_started_;
+            return true;
+    }
+    return false;
+}
+
+void breaker_fsm::release() {
+    if (state_ == breaker_state::half_open && trials_started_ > trials_.calls) --trials_started_;
+}
+
+std::optional<breaker_transition> breaker_fsm::record(nanoseconds now, bool failure, nanoseconds took) {
+    const bool slow = took >= s_.slow_call;
+    switch (state_) {
+        case breaker_state::closed:
+            add(now, failure, slow);
+            in_a_row_ = failure ? in_a_row_ + 1 : 0;
+            if ((s_.consecutive_failures > 0 && in_a_row_ >= s_.consecutive_failures) ||
+                tripped(window(now), s_.minimum_calls))
+                return open(now);
+            return std::nullopt;
+        case breaker_state::half_open: {
+            trials_.calls += 1;
+            trials_.failures += failure ? 1 : 0;
+            trials_.slow += slow ? 1 : 0;
+            // Decided already: even if every other trial succeeds quickly,
+            // the rate over all of them is at or above the threshold.
+            const double all = s_.half_open_calls;
+            if (trials_.failures / all >= s_.failure_rate || trials_.slow / all >= s_.slow_rate) return open(now);
+            if (trials_.calls < s_.half_open_calls) return std::nullopt;
+            clear();
+            openings_ = 0;
+            return move(breaker_state::closed);
+        }
+        case breaker_state::open:
+        case breaker_state::isolated:
+            // A call permitted before the breaker opened: its outcome is
+            // the past's (as resilience4j, not counted).
+            return std::nullopt;
+    }
+    return std::nullopt;
+}
+
+std::optional<breaker_transition> breaker_fsm::isolate(nanoseconds) {
+    if (state_ == breaker_state::isolated) return std::nullopt;
+    return move(breaker_state::isolated);
+}
+
+std::optional<breaker_transition> breaker_fsm::reset() {
+    clear();
+    openings_ = 0;
+    trials_started_ = 0;
+    trials_ = {};
+    if (state_ == breaker_state::closed) return std::nullopt;
+    return move(breaker_state::closed);
+}
+
+}  // namespace steadfast::detail
