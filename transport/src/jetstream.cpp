@@ -19,12 +19,14 @@
 #include <cctype>
 #include <charconv>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <vector>
 
 namespace asio = boost::asio;
 
@@ -88,6 +90,60 @@ classification classify(const error_code& ec) noexcept {
     }
 }
 
+namespace {
+// The line after `marker` in a .creds file (trimmed; "" when there is none).
+std::string creds_section(const std::string& text, std::string_view marker) {
+    auto at = text.find(marker);
+    if (at == std::string::npos) return {};
+    std::size_t i = text.find('\n', at);
+    while (i != std::string::npos) {
+        const std::size_t end = text.find('\n', i + 1);
+        std::string line = text.substr(i + 1, end == std::string::npos ? std::string::npos : end - i - 1);
+        while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+        while (!line.empty() && std::isspace(static_cast<unsigned char>(line.front()))) line.erase(0, 1);
+        if (!line.empty()) return line;
+        i = end;
+    }
+    return {};
+}
+
+// What is wrong with a .creds file's user JWT and nkey seed ("" nothing):
+// libnats finds out only when it connects, and then says "invalid
+// checksum" as if the server were at fault. The seed is an nkey: base32
+// (RFC 4648, unpadded) of two prefix bytes, 32 bytes of seed and a CRC-16
+// (XMODEM, little-endian) of the rest; a user's begins "SU".
+std::string creds_problem(const std::string& text) {
+    const std::string jwt = creds_section(text, "BEGIN NATS USER JWT");
+    if (std::count(jwt.begin(), jwt.end(), '.') != 2 || jwt.front() == '.' || jwt.back() == '.')
+        return "its user JWT is not a JWT (three dot-separated parts)";
+    const std::string seed = creds_section(text, "BEGIN USER NKEY SEED");
+    if (seed.size() < 2 || seed[0] != 'S' || seed[1] != 'U')
+        return "its nkey seed is not a user's seed (one begins \"SU\")";
+    std::vector<std::uint8_t> raw;
+    std::uint32_t acc = 0;
+    int bits = 0;
+    for (char ch : seed) {
+        int v = ch >= 'A' && ch <= 'Z' ? ch - 'A' : ch >= '2' && ch <= '7' ? ch - '2' + 26 : -1;
+        if (v < 0) return "its nkey seed holds a character that base32 has not";
+        acc = (acc << 5) | static_cast<std::uint32_t>(v);
+        bits += 5;
+        if (bits >= 8) {
+            bits -= 8;
+            raw.push_back(static_cast<std::uint8_t>(acc >> bits));
+        }
+    }
+    if (raw.size() != 36) return "its nkey seed has the wrong length";
+    std::uint16_t crc = 0;
+    for (std::size_t i = 0; i < 34; ++i) {
+        crc = static_cast<std::uint16_t>(crc ^ (raw[i] << 8));
+        for (int b = 0; b < 8; ++b) crc = static_cast<std::uint16_t>(crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1);
+    }
+    if (crc != static_cast<std::uint16_t>(raw[34] | (raw[35] << 8)))
+        return "its nkey seed fails its checksum (damaged, or cut short)";
+    return {};
+}
+}  // namespace
+
 bool is_nats_url(std::string_view s) noexcept {
     return s.substr(0, 7) == "nats://" || s.substr(0, 6) == "tls://";
 }
@@ -111,6 +167,8 @@ void check_security(const security& s) {
             throw std::invalid_argument("the NATS credentials file \"" + s.creds_file +
                                         "\" is not a .creds file (it needs a NATS USER JWT and a USER NKEY SEED "
                                         "section, as nsc writes them)");
+        if (auto why = creds_problem(text); !why.empty())
+            throw std::invalid_argument("the NATS credentials file \"" + s.creds_file + "\": " + why);
     }
     if (s.cert_file.empty() != s.key_file.empty())
         throw std::invalid_argument("a NATS client certificate and its key go together");

@@ -63,7 +63,8 @@ struct metrics {
         app::gauge(*registry, "steadfast_secondary_jetstream_blocked_streams", "Streams not applying (conflict, gap)");
     prometheus::Counter& js_deliveries =
         app::counter(*registry, "steadfast_secondary_jetstream_deliveries_total",
-                     "Messages JetStream delivered (each delivery, the first and every redelivery)");
+                     "JetStream messages delivered (each delivery, the first and every redelivery; a message holds one "
+                     "envelope or a batch of them)");
     prometheus::Counter& js_redeliveries =
         app::counter(*registry, "steadfast_secondary_jetstream_redeliveries_total",
                      "Messages JetStream delivered again (not acknowledged in time, or nak'd)");

@@ -237,6 +237,20 @@ bad_flags "cannot be read" -- --secondary "tls://127.0.0.1:$NM" --nats-ca "$WORK
 bad_flags "one kind of NATS credential" -- --secondary "nats://127.0.0.1:$NT" --nats-token-file token \
   --nats-user steadfast --nats-password-file password
 bad_flags "is for NATS servers" -- --secondary "http://127.0.0.1:1" --nats-token-file token
+# A .creds file whose seed or JWT is damaged: said at start, not as a server's fault later.
+python3 - "$WORK/jwt/user.creds" "$WORK" <<'PY'
+import sys
+text = open(sys.argv[1]).read()
+lines = text.split("\n")
+seed = lines.index("-----BEGIN USER NKEY SEED-----") + 1
+jwt = lines.index("-----BEGIN NATS USER JWT-----") + 1
+damaged = list(lines); s = damaged[seed]; damaged[seed] = s[:10] + ("A" if s[10] != "A" else "B") + s[11:]
+open(sys.argv[2] + "/damaged-seed.creds", "w").write("\n".join(damaged))
+cut = list(lines); cut[jwt] = cut[jwt].rsplit(".", 1)[0]
+open(sys.argv[2] + "/cut-jwt.creds", "w").write("\n".join(cut))
+PY
+bad_flags "fails its checksum" -- --secondary "nats://127.0.0.1:$NC" --nats-creds "$WORK/damaged-seed.creds"
+bad_flags "is not a JWT" -- --secondary "nats://127.0.0.1:$NC" --nats-creds "$WORK/cut-jwt.creds"
 bad_flags "would be logged" -- --secondary "nats://user:pw@127.0.0.1:$NT"
 echo garbage >"$WORK/bad.creds"
 bad_flags "is not a .creds file" -- --secondary "nats://127.0.0.1:$NT" --nats-creds "$WORK/bad.creds"
