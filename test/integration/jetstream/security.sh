@@ -179,6 +179,13 @@ pair wrongca "tls://127.0.0.1:$NM" --nats-ca "$WORK/other-ca.pem" --nats-cert "$
   --nats-key "$WORK/client-key.pem" --nats-user steadfast --nats-password-file password
 wait_for 10 "the primary with another CA naming the TLS mismatch" ready_is "$P_PORT" nats_tls_mismatch 503
 wait_for 10 "the secondary with another CA naming the TLS mismatch" ready_is "$S_PORT" nats_tls_mismatch 503
+wait_for 10 "the primary's nats_refused line for the CA" log_has "$WORK/wrongca-primary.log" nats_refused
+grep -q 'certificate verify failed\|unable to get local issuer certificate' "$WORK/wrongca-primary.log" ||
+  fail "the primary's log does not say that the server's certificate was not trusted"
+publish_to "$P_PORT" 3  # kept, and delivered once the CA is fixed
+stop_pair
+pair wrongca "tls://127.0.0.1:$NM" "${MTLS[@]}"
+wait_for 20 "the 3 messages kept under the wrong CA applied once fixed" applied wrongca 3
 stop_pair
 
 pair nocert "tls://127.0.0.1:$NM" --nats-ca "$WORK/ca.pem" --nats-user steadfast --nats-password-file password
