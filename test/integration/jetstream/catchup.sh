@@ -13,15 +13,7 @@
 #    previous run left unacknowledged and waits for it (`unacknowledged`)
 #    before it pulls anything newer.
 source "$(dirname "$0")/../pair/lib.sh"
-command -v nats-server >/dev/null || fail "nats-server is needed"
-N=$(free_port)
-cat >"$WORK/nats.conf" <<EOF
-port: $N
-jetstream { store_dir: "$WORK/js" }
-EOF
-_launch "$WORK/nats.log" nats-server -c "$WORK/nats.conf"
-wait_for 10 "nats-server listening" bash -c "exec 3<>/dev/tcp/127.0.0.1/$N"
-URL="nats://127.0.0.1:$N"
+source "$(dirname "$0")/node.sh"
 TOTAL=20000
 
 # The backlog: 4 streams of 5,000, written by --stdin primaries, one

@@ -9,15 +9,7 @@
 #    with every message, in order; neither applies anything twice or out of
 #    order.
 source "$(dirname "$0")/../pair/lib.sh"
-command -v nats-server >/dev/null || fail "nats-server is needed"
-N=$(free_port)
-cat >"$WORK/nats.conf" <<EOF
-port: $N
-jetstream { store_dir: "$WORK/js" }
-EOF
-_launch "$WORK/nats.log" nats-server -c "$WORK/nats.conf"
-wait_for 10 "nats-server listening" bash -c "exec 3<>/dev/tcp/127.0.0.1/$N"
-URL="nats://127.0.0.1:$N"
+source "$(dirname "$0")/node.sh"
 
 PPORT=$(free_port)
 PDATA="$WORK/p"

@@ -30,6 +30,12 @@ decision answer(verdict v, std::uint64_t upto = 0) {
     d.upto = upto;
     return d;
 }
+// The log could not be reached (the quick retries used up): the ladder.
+decision log_unavailable() {
+    decision d = answer(verdict::redeliver);
+    d.link_error = {link_fault::kind::jetstream_unavailable};
+    return d;
+}
 std::vector<std::uint64_t> seqs(const std::vector<pending_message>& b) {
     std::vector<std::uint64_t> out;
     for (const auto& m : b) out.push_back(m.seq);
@@ -56,6 +62,12 @@ struct harness {
     static delivery_config small() {
         delivery_config d;
         d.batch_max = 3;
+        return d;
+    }
+    // The same over a link that is a log (JetStream): read before sending.
+    static delivery_config small_log() {
+        delivery_config d = small();
+        d.reads_log = true;
         return d;
     }
     // What the outbox holds: a read-ahead finds the rows after its `after`,
@@ -703,8 +715,7 @@ BOOST_AUTO_TEST_CASE(stop_ends_a_ladder_wait_and_an_idle_wait) {
 }
 
 BOOST_AUTO_TEST_CASE(a_log_is_read_before_the_first_send_and_after_a_wrong_sequence) {
-    delivery_config js = harness::small();
-    js.reads_log = true;
+    const delivery_config js = harness::small_log();
     harness h(10, 3, js);
     h.next();
     auto a = h.after_read(rows(11, 13));
@@ -725,8 +736,7 @@ BOOST_AUTO_TEST_CASE(a_log_is_read_before_the_first_send_and_after_a_wrong_seque
     BOOST_TEST((a.what == type::sync_log));
     BOOST_TEST(h.fsm.batch().empty());  // the failed batch's latency is not observed by the log's ack
     // The log unreachable: the ladder, with the head after what is acknowledged.
-    decision down = answer(verdict::redeliver);
-    down.link_error = {link_fault::kind::jetstream_unavailable};
+    const decision down = log_unavailable();
     a = h.answered(down);
     BOOST_TEST((a.what == type::next_step));
     BOOST_TEST(a.seq == 13u);
@@ -745,8 +755,7 @@ BOOST_AUTO_TEST_CASE(a_log_is_read_before_the_first_send_and_after_a_wrong_seque
 // sequence". The log is then read at once (not after the stored step), and
 // its answer ends the ladder: the head is not held to its step either.
 BOOST_AUTO_TEST_CASE(a_wrong_sequence_reads_the_log_at_once_and_its_answer_ends_the_ladder) {
-    delivery_config js = harness::small();
-    js.reads_log = true;
+    const delivery_config js = harness::small_log();
     harness h(10, 2, js);
     h.next();
     auto a = h.after_read(rows(11, 12));
@@ -755,8 +764,7 @@ BOOST_AUTO_TEST_CASE(a_wrong_sequence_reads_the_log_at_once_and_its_answer_ends_
     BOOST_TEST((a.what == type::read));
     a = h.after_read(rows(11, 12));
     BOOST_TEST((a.what == type::send));
-    decision down = answer(verdict::redeliver);
-    down.link_error = {link_fault::kind::jetstream_unavailable};
+    const decision down = log_unavailable();
     a = h.answered(down);
     BOOST_TEST((a.what == type::next_step));
     BOOST_TEST(a.seq == 11u);
@@ -789,13 +797,18 @@ BOOST_AUTO_TEST_CASE(a_wrong_sequence_reads_the_log_at_once_and_its_answer_ends_
 
     // The same, but the log lost the batch: its head is level, and the head
     // goes out at once all the same (the ladder is over: the log answers).
+    // Seqs 11 and 12 pending, the log level at 10: sent, refused "wrong
+    // sequence", and read again with the step stored.
+    auto refused_with_step = [&](harness& x) {
+        x.next();
+        BOOST_REQUIRE((x.after_read(rows(11, 12)).what == type::sync_log));
+        BOOST_REQUIRE((x.answered(answer(verdict::ack, 10)).what == type::read));
+        BOOST_REQUIRE((x.after_read(rows(11, 12)).what == type::send));
+        BOOST_REQUIRE((x.answered(answer(verdict::resync)).what == type::read));
+        return x.after_read(rows(11, 12), step);
+    };
     harness g(10, 2, js);
-    g.next();
-    g.after_read(rows(11, 12));
-    g.answered(answer(verdict::ack, 10));
-    g.after_read(rows(11, 12));
-    g.answered(answer(verdict::resync));
-    a = g.after_read(rows(11, 12), step);
+    a = refused_with_step(g);
     BOOST_TEST((a.what == type::sync_log));
     a = g.answered(answer(verdict::ack, 10));
     BOOST_TEST((a.what == type::link_recovered));
@@ -808,12 +821,7 @@ BOOST_AUTO_TEST_CASE(a_wrong_sequence_reads_the_log_at_once_and_its_answer_ends_
     // A read of the log that fails (the link is down after all) waits for
     // the ladder's next step as before: no loop of reads.
     harness f(10, 2, js);
-    f.next();
-    f.after_read(rows(11, 12));
-    f.answered(answer(verdict::ack, 10));
-    f.after_read(rows(11, 12));
-    f.answered(answer(verdict::resync));
-    a = f.after_read(rows(11, 12), step);
+    a = refused_with_step(f);
     BOOST_TEST((a.what == type::sync_log));
     a = f.answered(down);
     BOOST_TEST((a.what == type::next_step));
@@ -828,8 +836,7 @@ BOOST_AUTO_TEST_CASE(a_wrong_sequence_reads_the_log_at_once_and_its_answer_ends_
 // proves nothing about publishing (a publish permission may still be
 // missing): the ladder's step is kept, and no link_recovered is said.
 BOOST_AUTO_TEST_CASE(the_log_read_at_start_keeps_the_ladder) {
-    delivery_config js = harness::small();
-    js.reads_log = true;
+    const delivery_config js = harness::small_log();
     harness h(10, 1, js);
     h.retry_now = true;  // a restart tries at once
     const schedule step{3, h.now + 60'000, 11};
@@ -844,8 +851,7 @@ BOOST_AUTO_TEST_CASE(the_log_read_at_start_keeps_the_ladder) {
 }
 
 BOOST_AUTO_TEST_CASE(a_log_that_lost_messages_rewinds_without_asking_the_outbox_again) {
-    delivery_config js = harness::small();
-    js.reads_log = true;
+    const delivery_config js = harness::small_log();
     harness h(20, 1, js);
     h.next();
     h.after_read(rows(21, 21));
