@@ -43,11 +43,9 @@ void leader_watch::on_messages() {
     if (!sub_) return;
     bool announced = false;
     for (auto& m : sub_->drain(SIZE_MAX)) {
-        if (auto leader = parse(m.data, stream_)) {
+        if (auto leader = parse(m.data, stream_)) {  // anything else on the subject is ignored
             leader_ = std::move(*leader);
             announced = true;
-        } else {
-            ++ignored_;
         }
     }
     if (!announced || deferred_) return;  // a deferred action takes the latest leader

@@ -42,8 +42,6 @@ public:
     /// subscribe to the advisories (then failover waits out the attempt
     /// timeout): to be said once.
     static bool refused(std::string_view last_error);
-    /// Messages on the subject that were not the stream's advisory.
-    std::uint64_t ignored() const noexcept { return ignored_; }
 
 private:
     void on_messages() override;
@@ -55,8 +53,7 @@ private:
     boost::asio::steady_timer timer_;  // a deferred action
     std::chrono::steady_clock::time_point acted_{};
     bool deferred_ = false;
-    std::string leader_;  // the latest announced
-    std::uint64_t ignored_ = 0;
+    std::string leader_;                                          // the latest announced
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // false once closed
 };
 
