@@ -1,5 +1,6 @@
 // The compiled part of steadfast::engine: the sans-I/O decision code.
 #include <steadfast/engine/impl/backoff.ipp>
+#include <steadfast/engine/impl/breaker.ipp>
 #include <steadfast/engine/impl/breaker_fsm.ipp>
 #include <steadfast/engine/impl/budget.ipp>
 #include <steadfast/engine/impl/error.ipp>

@@ -1,6 +1,7 @@
 // All of steadfast::engine.
 #pragma once
 #include <steadfast/engine/backoff.hpp>
+#include <steadfast/engine/breaker.hpp>
 #include <steadfast/engine/budget.hpp>
 #include <steadfast/engine/classify.hpp>
 #include <steadfast/engine/error.hpp>

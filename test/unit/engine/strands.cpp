@@ -104,4 +104,47 @@ BOOST_AUTO_TEST_CASE(started_from_another_thread_while_stop_when_flips) {
     BOOST_TEST(stop->subscriber_count() == 0u);
 }
 
+// One breaker shared by operations on two threads: every permit is counted
+// once (an outcome, a permit given back, or too late to count), whatever the
+// interleaving, and the breaker opens and closes again under the load.
+BOOST_AUTO_TEST_CASE(two_threads_share_a_breaker) {
+    asio::io_context ioc(2);
+    breaker_options o;
+    o.window_size = 20;
+    o.minimum_calls = 10;
+    o.failure_rate = 0.5;
+    o.break_duration = [](std::uint32_t) { return std::chrono::nanoseconds(200us); };
+    o.half_open_calls = 2;
+    std::atomic<int> moves{0};
+    o.on_transition = [&](const breaker_transition&) { moves.fetch_add(1, std::memory_order_relaxed); };
+    auto breaker = std::make_shared<circuit_breaker>(o);
+    auto policy = retry_policy{}
+                      .with_backoff(backoff::exponential(20us, 2.0, 200us))
+                      .with_stop(stop::max_attempts(6))
+                      .with_breaker(breaker);
+    constexpr int ops = 400;
+    std::atomic<int> done{0}, attempts{0};
+    for (int i = 0; i < ops; ++i) {
+        steadfast::async_retry(
+            asio::make_strand(ioc), policy,
+            [&, i](const attempt_context& ctx) -> asio::awaitable<error_code> {
+                attempts.fetch_add(1, std::memory_order_relaxed);
+                // Two operations in three fail on their first two attempts.
+                if (i % 3 != 0 && ctx.number <= 2) co_return asio::error::connection_refused;
+                co_return error_code{};
+            },
+            [&](retry_result<error_code>) { done.fetch_add(1); });
+    }
+    std::thread other([&] { ioc.run(); });
+    ioc.run();
+    other.join();
+    BOOST_TEST(done.load() == ops);
+    const auto s = breaker->get_stats();
+    BOOST_TEST(s.permitted == static_cast<std::uint64_t>(attempts.load()));
+    BOOST_TEST(s.permitted == s.successes + s.failures + s.released + s.stale);
+    BOOST_TEST(s.opened >= 1u);
+    BOOST_TEST(s.rejected >= 1u);
+    BOOST_TEST(static_cast<int>(s.opened + s.half_opened + s.closed) == moves.load());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

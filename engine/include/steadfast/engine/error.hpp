@@ -23,6 +23,7 @@ enum class stop_reason {
     budget,              // the shared retry budget had no tokens left
     condition,           // a stop-when condition became true
     pushback,            // the server asked for a longer wait (Retry-After) than the policy's maximum delay
+    circuit_open,        // the policy's circuit breaker rejected the next attempt (none was made)
 };
 
 std::string_view to_string(stop_reason r) noexcept;
@@ -38,6 +39,7 @@ enum class error {
     attempt_timeout,   // an attempt overran its per-attempt timeout
     exception_thrown,  // an attempt threw an exception that carried no error code
     pushback,          // the server's requested wait is longer than the policy allows
+    circuit_open,      // the circuit breaker rejected the call
 };
 
 const boost::system::error_category& error_category() noexcept;

@@ -22,7 +22,8 @@ namespace steadfast {
 
 using std::chrono::nanoseconds;
 
-class watchable;  // an observable boolean state (steadfast/engine/watchable.hpp)
+class watchable;        // an observable boolean state (steadfast/engine/watchable.hpp)
+class circuit_breaker;  // steadfast/engine/breaker.hpp
 
 /// What an attempt knows about itself. The attempt runs under the retry's
 /// cancellation state: a per-attempt timeout, a stop-when condition or the
@@ -85,6 +86,7 @@ struct policy_data {
     std::function<classification(const std::exception_ptr&)> exception_classifier_;
     std::shared_ptr<watchable> stop_when_;
     std::shared_ptr<watchable> attempt_when_;
+    std::shared_ptr<circuit_breaker> breaker_;
     bool wait_out_pushback_ = false;
 };
 }  // namespace detail
@@ -123,6 +125,12 @@ public:
     /// No attempt starts while `c` is false; a pending sleep ends early when it
     /// turns true (not a server's Retry-After wait, which is never shortened).
     retry_policy with_attempt_when(std::shared_ptr<watchable> c) const;
+    /// Every attempt asks `b` first: a rejected one is not made, and the retry
+    /// ends with stop_reason::circuit_open (asked after the gate and the
+    /// deadline, just before the attempt would start). Each attempt's outcome,
+    /// as this policy classifies it, is recorded in `b` (cancelled ones are
+    /// not). Share one breaker among the operations that call one dependency.
+    retry_policy with_breaker(std::shared_ptr<circuit_breaker> b) const;
 
     const backoff& get_backoff() const noexcept { return d_->backoff_; }
     const stop_condition& get_stop() const noexcept { return d_->stop_; }
@@ -130,6 +138,7 @@ public:
     nanoseconds max_delay() const noexcept { return d_->max_delay_.value_or(d_->backoff_.cap()); }
     const std::shared_ptr<retry_budget>& budget() const noexcept { return d_->budget_; }
     const retry_hooks& hooks() const noexcept { return d_->hooks_; }
+    const std::shared_ptr<circuit_breaker>& breaker() const noexcept { return d_->breaker_; }
 
 private:
     friend class retry_state;

@@ -1,6 +1,6 @@
-// breaker_fsm: a circuit breaker's decisions, apart from I/O and clocks
-// (issue 31, step 1: the public circuit_breaker, its condition, hooks,
-// metrics and threading come next, around this).
+// breaker_fsm: a circuit breaker's decisions, apart from I/O and clocks.
+// circuit_breaker (steadfast/engine/breaker.hpp) wraps it with a lock, a
+// clock, hooks, counters and a condition.
 //
 // In the style of retry_fsm: the owner asks before each call whether it may
 // start (try_acquire), tells the outcome when it ends (record, or release for
@@ -30,6 +30,8 @@
 //   window from any state.
 #pragma once
 
+#include <steadfast/engine/breaker_options.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -39,28 +41,9 @@
 namespace steadfast::detail {
 
 using nanoseconds = std::chrono::nanoseconds;
-
-enum class breaker_state : unsigned char { closed, open, half_open, isolated };
-const char* to_string(breaker_state s) noexcept;
-
-struct breaker_settings {
-    enum class window_kind : unsigned char { count, time };
-    window_kind window = window_kind::count;
-    std::uint32_t window_size = 100;    // calls (count) or seconds (time); >= 1
-    std::uint32_t minimum_calls = 100;  // calls in the window before a rate counts; >= 1
-    double failure_rate = 0.5;          // opens at or above (0 < r <= 1)
-    double slow_rate = 1.0;             // opens at or above (0 < r <= 1)
-    nanoseconds slow_call = std::chrono::seconds(60);
-    std::uint32_t consecutive_failures = 0;  // 0: not used
-    // The n-th break in a row lasts break_duration(n) (n >= 1); empty: 60 s.
-    std::function<nanoseconds(std::uint32_t)> break_duration;
-    std::uint32_t half_open_calls = 10;  // trial calls; >= 1
-};
-
-/// A state change, for hooks and metrics.
-struct breaker_transition {
-    breaker_state from, to;
-};
+using breaker_state = steadfast::breaker_state;
+using breaker_transition = steadfast::breaker_transition;
+using breaker_settings = steadfast::breaker_options;
 
 class breaker_fsm {
 public:
@@ -86,6 +69,8 @@ public:
     breaker_state state(nanoseconds now) const noexcept;
     /// When the current break ends (open only).
     nanoseconds open_until() const noexcept { return open_until_; }
+    /// The settings as validated (a count window's minimum clamped).
+    const breaker_settings& settings() const noexcept { return s_; }
     /// Breaks in a row (0 while closed).
     std::uint32_t openings() const noexcept { return openings_; }
 

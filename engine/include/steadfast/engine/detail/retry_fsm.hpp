@@ -105,6 +105,8 @@ private:
     stop_reason reason_ = stop_reason::success;
     phase at_ = phase::start;
     bool stop_fired_ = false;
+    bool permit_ = false;           // the breaker let the attempt in flight through
+    std::uint32_t permit_gen_ = 0;  // in this state of the breaker
 };
 
 }  // namespace steadfast::detail

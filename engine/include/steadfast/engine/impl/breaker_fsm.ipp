@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace steadfast::detail {
+namespace steadfast {
 
 const char* to_string(breaker_state s) noexcept {
     switch (s) {
@@ -19,6 +19,10 @@ const char* to_string(breaker_state s) noexcept {
     }
     return "?";
 }
+
+}  // namespace steadfast
+
+namespace steadfast::detail {
 
 breaker_fsm::breaker_fsm(breaker_settings s) : s_(std::move(s)) {
     auto refuse = [](const char* what) { throw std::invalid_argument(std::string("circuit breaker: ") + what); };

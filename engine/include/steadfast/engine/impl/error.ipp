@@ -23,6 +23,8 @@ std::string_view to_string(stop_reason r) noexcept {
             return "condition";
         case stop_reason::pushback:
             return "pushback";
+        case stop_reason::circuit_open:
+            return "circuit_open";
     }
     return "unknown";
 }
@@ -51,6 +53,8 @@ public:
                 return "attempt threw an exception";
             case error::pushback:
                 return "retry stopped: the server asked for a longer wait than the policy allows";
+            case error::circuit_open:
+                return "retry stopped: the circuit breaker is open";
         }
         return "unknown steadfast error " + std::to_string(ev);
     }
@@ -80,6 +84,8 @@ error_code to_error_code(stop_reason r) noexcept {
             return error::condition_met;
         case stop_reason::pushback:
             return error::pushback;
+        case stop_reason::circuit_open:
+            return error::circuit_open;
     }
     return error::permanent_failure;
 }

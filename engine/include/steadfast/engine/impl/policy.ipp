@@ -137,6 +137,11 @@ retry_policy retry_policy::with_attempt_when(std::shared_ptr<watchable> c) const
     return modified([&](auto& d) { d.attempt_when_ = std::move(c); });
 }
 
+retry_policy retry_policy::with_breaker(std::shared_ptr<circuit_breaker> b) const {
+    require(b != nullptr, "with_breaker needs a circuit breaker");
+    return modified([&](auto& d) { d.breaker_ = std::move(b); });
+}
+
 retry_state::retry_state(const retry_policy& p) : p_(&p.data()), rng_(p.data().seed_.value_or(0)) {}
 
 std::uint64_t retry_state::draw() {

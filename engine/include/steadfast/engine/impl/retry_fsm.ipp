@@ -1,4 +1,5 @@
 #pragma once
+#include <steadfast/engine/breaker.hpp>
 #include <steadfast/engine/detail/retry_fsm.hpp>
 #include <steadfast/engine/watchable.hpp>
 
@@ -52,7 +53,7 @@ retry_action retry_fsm::settle(const retry_action& a, bool cancelled, nanosecond
 }
 
 // Before each attempt, in this order: the caller's cancellation, stop-when,
-// the gate, the deadline.
+// the gate, the deadline, the circuit breaker.
 retry_action retry_fsm::next(const retry_event& ev) {
     if (ev.cancelled) return finish(stop_reason::cancelled, ev.elapsed);
     if (stop_requested()) return finish(stop_reason::condition, ev.elapsed);
@@ -61,6 +62,10 @@ retry_action retry_fsm::next(const retry_event& ev) {
         return {retry_action::type::wait_gate, p().stop_.deadline().value_or(nanoseconds::max())};
     }
     if (state_.out_of_time(ev.elapsed)) return finish(stop_reason::deadline, ev.elapsed);
+    if (p().breaker_) {
+        if (!p().breaker_->acquire(permit_gen_)) return finish(stop_reason::circuit_open, ev.elapsed);
+        permit_ = true;
+    }
     ctx_ = state_.begin_attempt(ev.elapsed);
     ctx_.previous = ctx_.number > 1 ? &previous_ : nullptr;
     if (p().hooks_.before_attempt) p().hooks_.before_attempt(ctx_);
@@ -75,6 +80,10 @@ retry_action retry_fsm::after_attempt(const retry_event& ev) {
     // cancelled (the driver keeps the value).
     if (ev.cancelled && c.kind != verdict::cancelled)
         c = classification::cancelled(boost::asio::error::operation_aborted);
+    if (permit_) {
+        permit_ = false;
+        p().breaker_->record(permit_gen_, c, ev.elapsed - ctx_.elapsed);
+    }
     previous_outcome now;
     now.how_ = c;
     now.exception_ = ev.exception;
@@ -109,6 +118,10 @@ retry_action retry_fsm::after_attempt(const retry_event& ev) {
 }
 
 retry_action retry_fsm::finish(stop_reason why, nanoseconds elapsed) {
+    if (permit_) {  // an attempt let through but never made (ended by a hook)
+        permit_ = false;
+        p().breaker_->release(permit_gen_);
+    }
     reason_ = why;
     elapsed_ = elapsed;
     at_ = phase::done;

@@ -1,0 +1,213 @@
+// circuit_breaker: one breaker shared by every operation that calls a
+// dependency, so that a dependency that keeps failing is left alone for a
+// while instead of being called (and retried) by each of them.
+//
+//   auto breaker = std::make_shared<steadfast::circuit_breaker>(opts);
+//   auto policy = steadfast::retry_policy{}.with_breaker(breaker);
+//   // a call the breaker rejects ends with stop_reason::circuit_open, and no
+//   // attempt; to wait for the break to end instead:
+//   policy = policy.with_attempt_when(breaker->closed(executor));
+//
+// The decisions are detail::breaker_fsm's (resilience4j's windows and
+// thresholds, Polly's break-duration generator; breaker_options.hpp); this
+// class adds a lock (any thread may use it), a clock, the transition hook,
+// counters for metrics, and closed(): the state as a condition.
+//
+// A call counts only in the state it was permitted in: an outcome that
+// arrives after the breaker changed state (a call let through while closed
+// that ends once it is open, or half-open's trial that ends after a reset)
+// is not counted, and its permit is not given back to the new state.
+#pragma once
+
+#include <steadfast/engine/breaker_options.hpp>
+#include <steadfast/engine/classify.hpp>
+#include <steadfast/engine/detail/breaker_fsm.hpp>
+#include <steadfast/engine/watchable.hpp>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace steadfast {
+
+namespace detail {
+/// Told (on the thread that changed it, outside the breaker's lock) that a
+/// breaker changed state. closed()'s condition is one.
+struct breaker_listener {
+    virtual ~breaker_listener() = default;
+    virtual void breaker_changed() noexcept = 0;
+};
+}  // namespace detail
+
+class circuit_breaker : public std::enable_shared_from_this<circuit_breaker> {
+public:
+    /// The time, as nanoseconds since any fixed origin (tests pass
+    /// manual_clock's). Empty: std::chrono::steady_clock.
+    using clock_function = std::function<nanoseconds()>;
+
+    /// Throws std::invalid_argument naming an option out of range.
+    explicit circuit_breaker(breaker_options o = {}, clock_function now = {});
+    circuit_breaker(const circuit_breaker&) = delete;
+    circuit_breaker& operator=(const circuit_breaker&) = delete;
+
+    /// A call's right to run, from try_acquire(): false when rejected. Tell
+    /// it how the call went (success(), failure(), or record() with the
+    /// retry's classification); one that is destroyed untold gives its
+    /// permit back uncounted (a cancelled call). How long the call took is
+    /// measured from try_acquire() on the breaker's clock (for slow calls).
+    class permit {
+    public:
+        permit() = default;
+        permit(permit&& o) noexcept : b_(o.b_), generation_(o.generation_), at_(o.at_) { o.b_ = nullptr; }
+        permit& operator=(permit&& o) noexcept;
+        ~permit() { release(); }
+        explicit operator bool() const noexcept { return b_ != nullptr; }
+
+        void success() { record(false); }
+        void failure() { record(true); }
+        /// Cancelled: given back; otherwise a failure as the options' is_failure says.
+        void record(const classification& c);
+        /// Given back uncounted (nothing happens once told).
+        void release() noexcept;
+
+    private:
+        friend class circuit_breaker;
+        void record(bool failure);
+        circuit_breaker* b_ = nullptr;
+        std::uint32_t generation_ = 0;
+        nanoseconds at_{};
+    };
+
+    /// A permit, or an empty one (rejected: open, isolated, or half-open with
+    /// every trial taken).
+    permit try_acquire();
+
+    /// The same for code that keeps no permit object (the retry's decision
+    /// loop): true if permitted, with the state's generation to pass back.
+    bool acquire(std::uint32_t& generation);
+    /// A permitted call of `generation` ended after `took`.
+    void record(std::uint32_t generation, bool failure, nanoseconds took);
+    /// The same with the retry's classification: cancelled gives the permit
+    /// back; otherwise a failure as the options' is_failure says.
+    void record(std::uint32_t generation, const classification& c, nanoseconds took);
+    /// A permitted call of `generation` ended without an outcome.
+    void release(std::uint32_t generation) noexcept;
+    /// Whether an outcome `c` counts as a failure (the options' is_failure, or
+    /// retryable).
+    bool is_failure(const classification& c) const;
+
+    /// Opens it by hand until reset().
+    void isolate();
+    /// Closes it with a fresh window, from any state.
+    void reset();
+
+    /// Now (an open breaker whose break is over reads half_open).
+    breaker_state state() const;
+    /// How long the current break still lasts (zero unless open).
+    nanoseconds break_left() const;
+
+    /// For metrics: calls permitted and rejected, outcomes counted, permits
+    /// given back, outcomes too late to count, and transitions into each
+    /// state. Consistent with each other (read under the lock).
+    struct stats {
+        std::uint64_t permitted = 0, rejected = 0;
+        std::uint64_t successes = 0, failures = 0, slow = 0, released = 0, stale = 0;
+        std::uint64_t opened = 0, half_opened = 0, closed = 0, isolated = 0;
+        breaker_state state = breaker_state::closed;
+    };
+    stats get_stats() const;
+
+    /// A condition, true while the breaker lets calls through (closed or
+    /// half-open), false while it is open or isolated; it turns true by
+    /// itself when a break ends (a `Timer` on `ex` waits for it). For
+    /// retry_policy::with_attempt_when: attempts wait out the break instead
+    /// of ending with circuit_open (a half-open breaker whose trials are all
+    /// taken still rejects). The breaker must be owned by a shared_ptr; the
+    /// condition keeps it alive. Like every watchable, use it (and destroy
+    /// it) on `ex`.
+    template <class Timer = boost::asio::steady_timer, class Executor>
+    std::shared_ptr<watchable> closed(const Executor& ex, std::string name = "circuit_closed");
+
+    /// Registers `l` to be told of every change while it lives.
+    void listen(std::weak_ptr<detail::breaker_listener> l);
+
+private:
+    nanoseconds now() const { return now_ ? now_() : std::chrono::steady_clock::now().time_since_epoch(); }
+    // After a transition, under the lock: a new generation, the counters.
+    void count(const breaker_transition& t);
+    // Outside the lock: the hook and the listeners.
+    void announce(const breaker_transition& t);
+
+    mutable std::mutex m_;
+    detail::breaker_fsm fsm_;
+    std::function<bool(const classification&)> is_failure_;
+    std::function<void(const breaker_transition&)> on_transition_;
+    clock_function now_;
+    std::uint32_t generation_ = 1;
+    stats stats_;
+    std::vector<std::weak_ptr<detail::breaker_listener>> listeners_;
+};
+
+namespace detail {
+
+// closed()'s condition. Every change of the breaker posts a refresh to the
+// executor; while open, a timer waits for the break's end (the state turns
+// half-open then without anyone calling).
+template <class Timer, class Executor>
+class breaker_closed final : public watchable,
+                             public breaker_listener,
+                             public std::enable_shared_from_this<breaker_closed<Timer, Executor>> {
+public:
+    breaker_closed(std::shared_ptr<circuit_breaker> b, const Executor& ex, std::string name)
+        : watchable(std::move(name)), b_(std::move(b)), ex_(ex), timer_(ex) {}
+
+    bool value() const override { return value_; }
+
+    void breaker_changed() noexcept override {
+        boost::asio::post(ex_, [w = this->weak_from_this()] {
+            if (auto self = w.lock()) self->refresh();
+        });
+    }
+
+    void refresh() {
+        const breaker_state s = b_->state();
+        const bool v = s == breaker_state::closed || s == breaker_state::half_open;
+        if (s == breaker_state::open) {
+            timer_.expires_after(std::chrono::duration_cast<typename Timer::duration>(b_->break_left()));
+            timer_.async_wait([w = this->weak_from_this()](const boost::system::error_code& ec) {
+                if (auto self = w.lock(); self && !ec) self->refresh();
+            });
+        } else {
+            timer_.cancel();
+        }
+        if (v != value_) {
+            value_ = v;
+            notify(v);
+        }
+    }
+
+private:
+    std::shared_ptr<circuit_breaker> b_;
+    Executor ex_;
+    typename Timer::template rebind_executor<Executor>::other timer_;
+    bool value_ = true;
+};
+
+}  // namespace detail
+
+template <class Timer, class Executor>
+std::shared_ptr<watchable> circuit_breaker::closed(const Executor& ex, std::string name) {
+    auto c = std::make_shared<detail::breaker_closed<Timer, Executor>>(shared_from_this(), ex, std::move(name));
+    listen(c);
+    c->refresh();  // the value now, and the timer if a break is under way
+    return c;
+}
+
+}  // namespace steadfast

@@ -1,0 +1,181 @@
+#pragma once
+#include <steadfast/engine/breaker.hpp>
+
+#include <algorithm>
+#include <utility>
+
+namespace steadfast {
+
+circuit_breaker::circuit_breaker(breaker_options o, clock_function now)
+    : fsm_(o), is_failure_(std::move(o.is_failure)), on_transition_(std::move(o.on_transition)), now_(std::move(now)) {}
+
+bool circuit_breaker::is_failure(const classification& c) const {
+    return is_failure_ ? is_failure_(c) : c.kind == verdict::retryable;
+}
+
+void circuit_breaker::count(const breaker_transition& t) {
+    ++generation_;
+    switch (t.to) {
+        case breaker_state::open:
+            ++stats_.opened;
+            break;
+        case breaker_state::half_open:
+            ++stats_.half_opened;
+            break;
+        case breaker_state::closed:
+            ++stats_.closed;
+            break;
+        case breaker_state::isolated:
+            ++stats_.isolated;
+            break;
+    }
+}
+
+void circuit_breaker::announce(const breaker_transition& t) {
+    if (on_transition_) on_transition_(t);
+    std::vector<std::shared_ptr<detail::breaker_listener>> alive;
+    {
+        std::lock_guard l(m_);
+        alive.reserve(listeners_.size());
+        std::erase_if(listeners_, [&](const std::weak_ptr<detail::breaker_listener>& w) {
+            auto s = w.lock();
+            if (!s) return true;
+            alive.push_back(std::move(s));
+            return false;
+        });
+    }
+    for (const auto& s : alive) s->breaker_changed();
+}
+
+void circuit_breaker::listen(std::weak_ptr<detail::breaker_listener> l) {
+    std::lock_guard lock(m_);
+    listeners_.push_back(std::move(l));
+}
+
+bool circuit_breaker::acquire(std::uint32_t& generation) {
+    std::optional<breaker_transition> moved;
+    bool ok;
+    {
+        std::lock_guard l(m_);
+        ok = fsm_.try_acquire(now(), &moved);
+        if (moved) count(*moved);
+        ++(ok ? stats_.permitted : stats_.rejected);
+        generation = generation_;
+    }
+    if (moved) announce(*moved);
+    return ok;
+}
+
+void circuit_breaker::record(std::uint32_t generation, bool failure, nanoseconds took) {
+    std::optional<breaker_transition> moved;
+    {
+        std::lock_guard l(m_);
+        if (generation != generation_) {
+            ++stats_.stale;
+            return;
+        }
+        moved = fsm_.record(now(), failure, took);
+        ++(failure ? stats_.failures : stats_.successes);
+        if (took >= fsm_.settings().slow_call) ++stats_.slow;
+        if (moved) count(*moved);
+    }
+    if (moved) announce(*moved);
+}
+
+void circuit_breaker::record(std::uint32_t generation, const classification& c, nanoseconds took) {
+    if (c.kind == verdict::cancelled) return release(generation);
+    record(generation, is_failure(c), took);
+}
+
+void circuit_breaker::release(std::uint32_t generation) noexcept {
+    std::lock_guard l(m_);
+    if (generation != generation_) {
+        ++stats_.stale;
+        return;
+    }
+    fsm_.release();
+    ++stats_.released;
+}
+
+void circuit_breaker::isolate() {
+    std::optional<breaker_transition> moved;
+    {
+        std::lock_guard l(m_);
+        moved = fsm_.isolate(now());
+        if (moved) count(*moved);
+    }
+    if (moved) announce(*moved);
+}
+
+void circuit_breaker::reset() {
+    std::optional<breaker_transition> moved;
+    {
+        std::lock_guard l(m_);
+        moved = fsm_.reset();
+        // A reset of a closed breaker still starts a fresh window: calls let
+        // through before it no longer count.
+        if (moved)
+            count(*moved);
+        else
+            ++generation_;
+    }
+    if (moved) announce(*moved);
+}
+
+breaker_state circuit_breaker::state() const {
+    std::lock_guard l(m_);
+    return fsm_.state(now());
+}
+
+nanoseconds circuit_breaker::break_left() const {
+    std::lock_guard l(m_);
+    const nanoseconds t = now();
+    if (fsm_.state(t) != breaker_state::open) return nanoseconds::zero();
+    return fsm_.open_until() - t;
+}
+
+circuit_breaker::stats circuit_breaker::get_stats() const {
+    std::lock_guard l(m_);
+    stats s = stats_;
+    s.state = fsm_.state(now());
+    return s;
+}
+
+circuit_breaker::permit circuit_breaker::try_acquire() {
+    permit p;
+    std::uint32_t g = 0;
+    if (!acquire(g)) return p;
+    p.b_ = this;
+    p.generation_ = g;
+    p.at_ = now();
+    return p;
+}
+
+circuit_breaker::permit& circuit_breaker::permit::operator=(permit&& o) noexcept {
+    if (this != &o) {
+        release();
+        b_ = std::exchange(o.b_, nullptr);
+        generation_ = o.generation_;
+        at_ = o.at_;
+    }
+    return *this;
+}
+
+void circuit_breaker::permit::record(bool failure) {
+    if (!b_) return;
+    auto* b = std::exchange(b_, nullptr);
+    b->record(generation_, failure, b->now() - at_);
+}
+
+void circuit_breaker::permit::record(const classification& c) {
+    if (!b_) return;
+    if (c.kind == verdict::cancelled) return release();
+    record(b_->is_failure(c));
+}
+
+void circuit_breaker::permit::release() noexcept {
+    if (!b_) return;
+    std::exchange(b_, nullptr)->release(generation_);
+}
+
+}  // namespace steadfast
