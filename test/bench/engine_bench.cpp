@@ -7,6 +7,11 @@
 //                       and with a stop-when condition and an attempt timeout
 //                       set (the attempt's own cancellation signal, a timer
 //                       wait, a subscription); goal <= 1.25
+//  breaker_overhead_socket  the same local-socket operation behind a closed
+//                       circuit_breaker (a permit asked for and told the
+//                       outcome): goal <= 1.05x the bare operation; and a
+//                       retry whose policy has the breaker against the same
+//                       retry without (heap allocations a call for both)
 //  retry_iteration      one retry at zero delay (classify, decide, yield);
 //                       goal <= 1 us; heap allocations per attempt
 //  pending_memory       100,000 retrying operations asleep on one io_context:
@@ -30,6 +35,7 @@
 #include <malloc.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -158,6 +164,80 @@ void retry_overhead_socket(benchmark::State& state) {
     state.counters["async_ratio"] = async_ns / bare_ns;      // async_retry(..., use_awaitable)
 }
 BENCHMARK(retry_overhead_socket)->Iterations(100)->Unit(benchmark::kMillisecond);
+
+void breaker_overhead_socket(benchmark::State& state) {
+    // Opens only after 1,000 failures in a row: closed for the whole run.
+    steadfast::breaker_options o;
+    o.consecutive_failures = 1000;
+    o.minimum_calls = 100;
+    auto breaker = std::make_shared<steadfast::circuit_breaker>(o);
+    const auto policy = steadfast::retry_policy{};
+    const auto with_breaker = policy.with_breaker(breaker);
+    constexpr int batch = 500;
+    double bare_ns = 0, permit_ns = 0, retry_ns = 0, retry_breaker_ns = 0;
+    long long permit_allocs = 0, retry_allocs = 0, retry_breaker_allocs = 0, batches = 0;
+    asio::io_context ioc(1);
+    asio::local::stream_protocol::socket a(ioc), b(ioc);
+    asio::local::connect_pair(a, b);
+    auto roundtrip = [&]() -> asio::awaitable<error_code> {
+        char out = 'x', in = 0;
+        auto [ec1, n1] = co_await asio::async_write(a, asio::buffer(&out, 1), asio::as_tuple(asio::use_awaitable));
+        if (ec1) co_return ec1;
+        auto [ec2, n2] = co_await asio::async_read(b, asio::buffer(&in, 1), asio::as_tuple(asio::use_awaitable));
+        co_return ec2;
+    };
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+            auto attempt = [&](const attempt_context&) { return roundtrip(); };
+            for (auto _ : state) {
+                auto t0 = clk::now();
+                for (int i = 0; i < batch; ++i) benchmark::DoNotOptimize(co_await roundtrip());
+                auto t1 = clk::now();
+                auto a1 = steadfast_bench::allocations.load();
+                for (int i = 0; i < batch; ++i) {
+                    auto p = breaker->try_acquire();
+                    if (!p) std::abort();
+                    const error_code ec = co_await roundtrip();
+                    if (ec)
+                        p.failure();
+                    else
+                        p.success();
+                }
+                auto t2 = clk::now();
+                auto a2 = steadfast_bench::allocations.load();
+                for (int i = 0; i < batch; ++i) benchmark::DoNotOptimize(co_await steadfast::retry(policy, attempt));
+                auto t3 = clk::now();
+                auto a3 = steadfast_bench::allocations.load();
+                for (int i = 0; i < batch; ++i)
+                    benchmark::DoNotOptimize(co_await steadfast::retry(with_breaker, attempt));
+                auto t4 = clk::now();
+                auto a4 = steadfast_bench::allocations.load();
+                bare_ns += std::chrono::duration<double, std::nano>(t1 - t0).count();
+                permit_ns += std::chrono::duration<double, std::nano>(t2 - t1).count();
+                retry_ns += std::chrono::duration<double, std::nano>(t3 - t2).count();
+                retry_breaker_ns += std::chrono::duration<double, std::nano>(t4 - t3).count();
+                permit_allocs += a2 - a1;
+                retry_allocs += a3 - a2;
+                retry_breaker_allocs += a4 - a3;
+                ++batches;
+            }
+        },
+        asio::detached);
+    ioc.run();
+    if (breaker->get_stats().successes != static_cast<std::uint64_t>(batches) * batch * 2) std::abort();
+    const double n = static_cast<double>(batches) * batch;
+    state.counters["bare_ns"] = bare_ns / n;
+    state.counters["breaker_ns"] = permit_ns / n;
+    state.counters["breaker_ratio"] = permit_ns / bare_ns;  // goal <= 1.05
+    state.counters["breaker_allocs"] = static_cast<double>(permit_allocs) / n;
+    state.counters["retry_ns"] = retry_ns / n;
+    state.counters["retry_breaker_ns"] = retry_breaker_ns / n;
+    state.counters["retry_breaker_ratio"] = retry_breaker_ns / retry_ns;
+    state.counters["retry_allocs"] = static_cast<double>(retry_allocs) / n;
+    state.counters["retry_breaker_allocs"] = static_cast<double>(retry_breaker_allocs) / n;
+}
+BENCHMARK(breaker_overhead_socket)->Iterations(100)->Unit(benchmark::kMillisecond);
 
 void retry_iteration(benchmark::State& state) {
     constexpr std::uint32_t attempts = 1000;

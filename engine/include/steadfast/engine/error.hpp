@@ -14,7 +14,7 @@ namespace steadfast {
 using boost::system::error_code;
 
 /// Why a retry ended. `success` is the only non-failure reason.
-enum class stop_reason {
+enum class stop_reason : unsigned char {
     success = 0,
     attempts_exhausted,  // the stop condition's attempt limit was reached
     deadline,            // the stop condition's elapsed-time limit was reached
