@@ -231,17 +231,133 @@ BOOST_AUTO_TEST_CASE(a_retry_stops_when_its_own_failures_open_the_breaker) {
     virtual_time vt;
     asio::io_context ioc;
     auto b = breaker(2, 60s);
+    auto budget = std::make_shared<retry_budget>(retry_budget::options{.capacity = 100, .retry_cost = 5});
     int calls = 0;
-    auto p = retry_policy{}.with_backoff(backoff::fixed(1s)).with_stop(stop::max_attempts(10)).with_breaker(b);
+    auto p = retry_policy{}
+                 .with_backoff(backoff::fixed(1s))
+                 .with_stop(stop::max_attempts(10))
+                 .with_budget(budget)
+                 .with_breaker(b);
     auto r = steadfast_test::run_virtual(ioc, steadfast::retry<manual_timer>(p, flaky(100, calls)));
     BOOST_TEST(calls == 2);
     BOOST_TEST(r.attempts() == 2u);
     BOOST_TEST((r.reason() == stop_reason::circuit_open));
     BOOST_TEST((r.last_error() == asio::error::connection_refused));
+    // At once after the failure that opened it: no sleep, no budget for a
+    // retry the breaker would reject.
+    BOOST_TEST(steadfast_test::secs(r.elapsed()) == 1);
+    BOOST_TEST(budget->available() == 95u);
     const auto s = b->get_stats();
     BOOST_TEST(s.failures == 2u);
-    BOOST_TEST(s.rejected == 1u);
+    BOOST_TEST(s.rejected == 0u);
     BOOST_TEST((s.state == breaker_state::open));
+}
+
+BOOST_AUTO_TEST_CASE(a_retrys_slow_attempts_are_timed_by_the_attempt) {
+    virtual_time vt;
+    asio::io_context ioc;
+    breaker_options o;
+    o.window_size = 3;
+    o.minimum_calls = 3;
+    o.slow_call = 5s;
+    o.failure_rate = 1.0;  // (two failures in three do not open it)
+    auto b = std::make_shared<circuit_breaker>(o, virtual_time::now);
+    // Attempts of 1 s after a 10 s sleep: none is slow (an attempt's time,
+    // not the time since the retry started).
+    int calls = 0;
+    auto attempt = [&calls](const attempt_context&) -> asio::awaitable<ec_result> {
+        ++calls;
+        co_await steadfast_test::virtual_sleep(1s);
+        if (calls < 3) co_return error_code(asio::error::connection_refused);
+        co_return calls;
+    };
+    auto p = retry_policy{}.with_backoff(backoff::fixed(10s)).with_stop(stop::max_attempts(5)).with_breaker(b);
+    auto r = steadfast_test::run_virtual(ioc, steadfast::retry<manual_timer>(p, attempt));
+    BOOST_TEST(r.ok());
+    BOOST_TEST(b->get_stats().slow == 0u);
+    BOOST_TEST((b->state() == breaker_state::closed));
+}
+
+BOOST_AUTO_TEST_CASE(a_gated_retry_whose_own_failure_opens_the_breaker_waits_it_out) {
+    virtual_time vt;
+    asio::io_context ioc;
+    auto b = breaker(1, 30s);
+    int calls = 0;
+    auto p = retry_policy{}
+                 .with_backoff(backoff::fixed(1s))
+                 .with_stop(stop::max_attempts(5))
+                 .with_breaker(b)
+                 .with_attempt_when(b->closed<manual_timer>(ioc.get_executor()));
+    auto r = steadfast_test::run_virtual(ioc, steadfast::retry<manual_timer>(p, flaky(1, calls)));
+    BOOST_TEST(r.ok());
+    BOOST_TEST(calls == 2);
+    BOOST_TEST(steadfast_test::secs(r.elapsed()) == 30);  // the break, not the 1 s backoff
+    BOOST_TEST((b->state() == breaker_state::closed));
+}
+
+BOOST_AUTO_TEST_CASE(a_retry_destroyed_mid_attempt_gives_its_trial_back) {
+    virtual_time vt;
+    auto b = breaker(1, 1s, 1);
+    b->try_acquire().failure();
+    manual_clock::advance(1s);
+    {
+        asio::io_context ioc;
+        auto stalls = [](const attempt_context&) -> asio::awaitable<ec_result> {
+            co_await steadfast_test::virtual_sleep(1h);
+            co_return 1;
+        };
+        steadfast::async_retry<manual_timer>(ioc.get_executor(), retry_policy{}.with_breaker(b), stalls,
+                                             [](retry_result<ec_result>) {});
+        steadfast::run_virtual(ioc, manual_clock::now() + 5s);
+        BOOST_TEST(!b->try_acquire());  // the trial is out
+        ioc.stop();
+    }  // destroyed with the attempt in flight
+    BOOST_TEST(b->get_stats().released == 1u);
+    BOOST_TEST(static_cast<bool>(b->try_acquire()));
+}
+
+BOOST_AUTO_TEST_CASE(break_durations_of_zero_below_zero_and_without_end) {
+    virtual_time vt;
+    for (nanoseconds pause : {nanoseconds::zero(), nanoseconds(-5s)}) {
+        auto b = breaker(1, pause);
+        b->try_acquire().failure();
+        BOOST_TEST((b->state() == breaker_state::half_open));
+        BOOST_TEST(b->break_left() == nanoseconds::zero());
+    }
+    manual_clock::advance(std::chrono::hours(24 * 365));
+    auto forever = breaker(1, nanoseconds::max());
+    forever->try_acquire().failure();
+    manual_clock::advance(std::chrono::hours(24 * 365 * 100));
+    BOOST_TEST((forever->state() == breaker_state::open));
+    BOOST_TEST(!forever->try_acquire());
+}
+
+BOOST_AUTO_TEST_CASE(a_stale_permit_given_back_in_half_open_frees_no_trial) {
+    virtual_time vt;
+    auto b = breaker(1, 1s, 1);
+    auto early = b->try_acquire();  // let through while closed
+    b->try_acquire().failure();     // opens it
+    manual_clock::advance(1s);
+    auto trial = b->try_acquire();
+    BOOST_REQUIRE(trial);
+    early.release();                // cancelled, from the closed state
+    BOOST_TEST(!b->try_acquire());  // the one trial is still out
+    BOOST_TEST(b->get_stats().stale == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(transitions_carry_their_order) {
+    virtual_time vt;
+    std::vector<std::uint32_t> gens;
+    breaker_options o;
+    o.consecutive_failures = 1;
+    o.break_duration = [](std::uint32_t) { return nanoseconds(1s); };
+    o.half_open_calls = 1;
+    o.on_transition = [&gens](const breaker_transition& t) { gens.push_back(t.generation); };
+    auto b = std::make_shared<circuit_breaker>(o, virtual_time::now);
+    b->try_acquire().failure();
+    manual_clock::advance(1s);
+    b->try_acquire().success();
+    BOOST_TEST(gens == (std::vector<std::uint32_t>{2, 3, 4}), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(the_retrys_classification_is_what_the_breaker_counts) {
@@ -336,11 +452,14 @@ BOOST_AUTO_TEST_CASE(a_hook_that_ends_the_attempt_gives_the_permit_back) {
     manual_clock::advance(1s);
     auto stop_now = std::make_shared<steadfast_test::manual_flag>("stop");
     int calls = 0;
+    std::optional<std::uint64_t> released_at_give_up;
     auto p = retry_policy{}.with_breaker(b).with_stop_when(stop_now).with_hooks(
-        {.before_attempt = [&](const attempt_context&) { stop_now->set(true); }});
+        {.before_attempt = [&](const attempt_context&) { stop_now->set(true); },
+         .on_give_up = [&](const retry_summary&) { released_at_give_up = b->get_stats().released; }});
     auto r = steadfast_test::run_virtual(ioc, steadfast::retry<manual_timer>(p, flaky(0, calls)));
     BOOST_TEST(calls == 0);
     BOOST_TEST((r.reason() == stop_reason::condition));
+    BOOST_TEST((released_at_give_up == std::optional<std::uint64_t>(1)));  // back when it ended, not later
     BOOST_TEST(b->get_stats().released == 1u);
     BOOST_TEST(static_cast<bool>(b->try_acquire()));
 }

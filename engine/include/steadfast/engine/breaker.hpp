@@ -22,9 +22,9 @@
 #include <steadfast/engine/breaker_options.hpp>
 #include <steadfast/engine/classify.hpp>
 #include <steadfast/engine/detail/breaker_fsm.hpp>
+#include <steadfast/engine/detail/timed_condition.hpp>
 #include <steadfast/engine/watchable.hpp>
 
-#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <chrono>
@@ -36,15 +36,6 @@
 #include <vector>
 
 namespace steadfast {
-
-namespace detail {
-/// Told (on the thread that changed it, outside the breaker's lock) that a
-/// breaker changed state. closed()'s condition is one.
-struct breaker_listener {
-    virtual ~breaker_listener() = default;
-    virtual void breaker_changed() noexcept = 0;
-};
-}  // namespace detail
 
 class circuit_breaker : public std::enable_shared_from_this<circuit_breaker> {
 public:
@@ -65,7 +56,7 @@ public:
     class permit {
     public:
         permit() = default;
-        permit(permit&& o) noexcept : b_(o.b_), generation_(o.generation_), at_(o.at_) { o.b_ = nullptr; }
+        permit(permit&& o) noexcept : b_(std::move(o.b_)), generation_(o.generation_), at_(o.at_) {}
         permit& operator=(permit&& o) noexcept;
         ~permit() { release(); }
         explicit operator bool() const noexcept { return b_ != nullptr; }
@@ -80,13 +71,14 @@ public:
     private:
         friend class circuit_breaker;
         void record(bool failure);
-        circuit_breaker* b_ = nullptr;
+        std::shared_ptr<circuit_breaker> b_;  // keeps the breaker alive while a call runs
         std::uint32_t generation_ = 0;
         nanoseconds at_{};
     };
 
     /// A permit, or an empty one (rejected: open, isolated, or half-open with
-    /// every trial taken).
+    /// every trial taken). The breaker must be owned by a shared_ptr (the
+    /// permit keeps it alive; std::bad_weak_ptr otherwise).
     permit try_acquire();
 
     /// The same for code that keeps no permit object (the retry's decision
@@ -135,13 +127,10 @@ public:
     template <class Timer = boost::asio::steady_timer, class Executor>
     std::shared_ptr<watchable> closed(const Executor& ex, std::string name = "circuit_closed");
 
-    /// Registers `l` to be told of every change while it lives.
-    void listen(std::weak_ptr<detail::breaker_listener> l);
-
 private:
     nanoseconds now() const { return now_ ? now_() : std::chrono::steady_clock::now().time_since_epoch(); }
     // After a transition, under the lock: a new generation, the counters.
-    void count(const breaker_transition& t);
+    void count(breaker_transition& t);
     // Outside the lock: the hook and the listeners.
     void announce(const breaker_transition& t);
 
@@ -152,61 +141,24 @@ private:
     clock_function now_;
     std::uint32_t generation_ = 1;
     stats stats_;
-    std::vector<std::weak_ptr<detail::breaker_listener>> listeners_;
+    detail::listener_list listeners_;
 };
-
-namespace detail {
-
-// closed()'s condition. Every change of the breaker posts a refresh to the
-// executor; while open, a timer waits for the break's end (the state turns
-// half-open then without anyone calling).
-template <class Timer, class Executor>
-class breaker_closed final : public watchable,
-                             public breaker_listener,
-                             public std::enable_shared_from_this<breaker_closed<Timer, Executor>> {
-public:
-    breaker_closed(std::shared_ptr<circuit_breaker> b, const Executor& ex, std::string name)
-        : watchable(std::move(name)), b_(std::move(b)), ex_(ex), timer_(ex) {}
-
-    bool value() const override { return value_; }
-
-    void breaker_changed() noexcept override {
-        boost::asio::post(ex_, [w = this->weak_from_this()] {
-            if (auto self = w.lock()) self->refresh();
-        });
-    }
-
-    void refresh() {
-        const breaker_state s = b_->state();
-        const bool v = s == breaker_state::closed || s == breaker_state::half_open;
-        if (s == breaker_state::open) {
-            timer_.expires_after(std::chrono::duration_cast<typename Timer::duration>(b_->break_left()));
-            timer_.async_wait([w = this->weak_from_this()](const boost::system::error_code& ec) {
-                if (auto self = w.lock(); self && !ec) self->refresh();
-            });
-        } else {
-            timer_.cancel();
-        }
-        if (v != value_) {
-            value_ = v;
-            notify(v);
-        }
-    }
-
-private:
-    std::shared_ptr<circuit_breaker> b_;
-    Executor ex_;
-    typename Timer::template rebind_executor<Executor>::other timer_;
-    bool value_ = true;
-};
-
-}  // namespace detail
 
 template <class Timer, class Executor>
 std::shared_ptr<watchable> circuit_breaker::closed(const Executor& ex, std::string name) {
-    auto c = std::make_shared<detail::breaker_closed<Timer, Executor>>(shared_from_this(), ex, std::move(name));
-    listen(c);
-    c->refresh();  // the value now, and the timer if a break is under way
+    auto self = shared_from_this();
+    auto c = std::make_shared<detail::timed_condition<Timer, Executor>>(
+        std::move(name), ex, self, [b = self.get()]() -> detail::condition_reading {
+            switch (b->state()) {
+                case breaker_state::open:
+                    return {false, b->break_left()};  // true again when the break ends
+                case breaker_state::isolated:
+                    return {false, std::nullopt};  // until reset()
+                default:
+                    return {true, std::nullopt};
+            }
+        });
+    c->start(listeners_);
     return c;
 }
 

@@ -19,9 +19,12 @@ using std::chrono::nanoseconds;
 enum class breaker_state : unsigned char { closed, open, half_open, isolated };
 const char* to_string(breaker_state s) noexcept;
 
-/// A state change, for hooks and metrics.
+/// A state change, for hooks and metrics. Hooks run outside the breaker's
+/// lock and may be told of two changes in either order: `generation` (1, 2,
+/// ...: one more each change) orders them.
 struct breaker_transition {
     breaker_state from, to;
+    std::uint32_t generation = 0;
 };
 
 /// resilience4j's knobs, with its defaults, and Polly v8's break-duration
@@ -41,7 +44,10 @@ struct breaker_options {
     std::uint32_t consecutive_failures = 0;            // opens after this many in a row; 0: not used
     /// The n-th break in a row lasts break_duration(n) (n >= 1, back to 1
     /// once it closes): a generator may grow it while the service keeps
-    /// failing. Empty: 60 s.
+    /// failing (Polly v8's generator also sees the failure counts; this one
+    /// sees n). Negative counts as zero; nanoseconds::max() is a break
+    /// without end (until reset()). Empty: 60 s. It runs under the breaker's
+    /// lock: it must not call the breaker.
     std::function<nanoseconds(std::uint32_t)> break_duration;
     std::uint32_t half_open_calls = 10;  // trial calls in half-open; >= 1
 
@@ -53,7 +59,8 @@ struct breaker_options {
     std::function<bool(const classification&)> is_failure;
     /// Called after every state change, on the thread that caused it (the
     /// one that recorded the outcome, asked for a permit or called isolate()
-    /// or reset()), outside the breaker's lock; it must not throw. An open
+    /// or reset()), outside the breaker's lock; it must not throw (what it
+    /// throws is dropped). An open
     /// breaker whose break is over moves to half-open at the next call's
     /// permit (state() already reads half-open).
     std::function<void(const breaker_transition&)> on_transition;

@@ -40,6 +40,7 @@ enum class error {
     exception_thrown,  // an attempt threw an exception that carried no error code
     pushback,          // the server's requested wait is longer than the policy allows
     circuit_open,      // the circuit breaker rejected the call
+    queue_full,        // a concurrency or rate limit's queue had no room for another waiter
 };
 
 const boost::system::error_category& error_category() noexcept;

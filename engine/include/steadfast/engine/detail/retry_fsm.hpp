@@ -55,6 +55,9 @@ public:
     /// Keeps a reference to `p`'s data: the policy must outlive it.
     explicit retry_fsm(const retry_policy& p);
     retry_fsm(retry_policy&&) = delete;
+    retry_fsm(const retry_fsm&) = delete;
+    retry_fsm& operator=(const retry_fsm&) = delete;
+    ~retry_fsm();
 
     /// The first call starts the operation (elapsed 0, nothing else set).
     retry_action resume(const retry_event& ev);
@@ -95,6 +98,8 @@ private:
     retry_action after_attempt(const retry_event& ev);
     retry_action finish(stop_reason why, nanoseconds elapsed);
     bool stop_requested() const noexcept;
+    /// The policy's breaker rejects calls now, and no gate waits for it.
+    bool breaker_shut() const;
     const policy_data& p() const noexcept { return *state_.p_; }
 
     // Kept small: a pending async_retry holds one of these.

@@ -13,8 +13,8 @@ bool circuit_breaker::is_failure(const classification& c) const {
     return is_failure_ ? is_failure_(c) : c.kind == verdict::retryable;
 }
 
-void circuit_breaker::count(const breaker_transition& t) {
-    ++generation_;
+void circuit_breaker::count(breaker_transition& t) {
+    t.generation = ++generation_;
     switch (t.to) {
         case breaker_state::open:
             ++stats_.opened;
@@ -32,24 +32,13 @@ void circuit_breaker::count(const breaker_transition& t) {
 }
 
 void circuit_breaker::announce(const breaker_transition& t) {
-    if (on_transition_) on_transition_(t);
-    std::vector<std::shared_ptr<detail::breaker_listener>> alive;
-    {
-        std::lock_guard l(m_);
-        alive.reserve(listeners_.size());
-        std::erase_if(listeners_, [&](const std::weak_ptr<detail::breaker_listener>& w) {
-            auto s = w.lock();
-            if (!s) return true;
-            alive.push_back(std::move(s));
-            return false;
-        });
-    }
-    for (const auto& s : alive) s->breaker_changed();
-}
-
-void circuit_breaker::listen(std::weak_ptr<detail::breaker_listener> l) {
-    std::lock_guard lock(m_);
-    listeners_.push_back(std::move(l));
+    // A hook must not throw; one that does must not cost a permit taken
+    // with the transition (acquire() has already taken it).
+    if (on_transition_) try {
+            on_transition_(t);
+        } catch (...) {
+        }
+    listeners_.tell();
 }
 
 bool circuit_breaker::acquire(std::uint32_t& generation) {
@@ -143,9 +132,10 @@ circuit_breaker::stats circuit_breaker::get_stats() const {
 
 circuit_breaker::permit circuit_breaker::try_acquire() {
     permit p;
+    auto self = shared_from_this();  // before the permit is taken: bad_weak_ptr costs nothing
     std::uint32_t g = 0;
     if (!acquire(g)) return p;
-    p.b_ = this;
+    p.b_ = std::move(self);
     p.generation_ = g;
     p.at_ = now();
     return p;
@@ -154,7 +144,7 @@ circuit_breaker::permit circuit_breaker::try_acquire() {
 circuit_breaker::permit& circuit_breaker::permit::operator=(permit&& o) noexcept {
     if (this != &o) {
         release();
-        b_ = std::exchange(o.b_, nullptr);
+        b_ = std::move(o.b_);
         generation_ = o.generation_;
         at_ = o.at_;
     }
@@ -163,7 +153,7 @@ circuit_breaker::permit& circuit_breaker::permit::operator=(permit&& o) noexcept
 
 void circuit_breaker::permit::record(bool failure) {
     if (!b_) return;
-    auto* b = std::exchange(b_, nullptr);
+    auto b = std::move(b_);
     b->record(generation_, failure, b->now() - at_);
 }
 
@@ -175,7 +165,8 @@ void circuit_breaker::permit::record(const classification& c) {
 
 void circuit_breaker::permit::release() noexcept {
     if (!b_) return;
-    std::exchange(b_, nullptr)->release(generation_);
+    auto b = std::move(b_);
+    b->release(generation_);
 }
 
 }  // namespace steadfast

@@ -96,7 +96,10 @@ breaker_transition breaker_fsm::move(breaker_state to) {
 
 breaker_transition breaker_fsm::open(nanoseconds now) {
     ++openings_;
-    open_until_ = now + (s_.break_duration ? s_.break_duration(openings_) : nanoseconds(std::chrono::seconds(60)));
+    nanoseconds d = s_.break_duration ? s_.break_duration(openings_) : nanoseconds(std::chrono::seconds(60));
+    if (d < nanoseconds::zero()) d = nanoseconds::zero();
+    // Saturating: a break of nanoseconds::max() never ends by itself.
+    open_until_ = d > nanoseconds::max() - now ? nanoseconds::max() : now + d;
     trials_started_ = 0;
     trials_ = {};
     return move(breaker_state::open);

@@ -55,6 +55,8 @@ public:
                 return "retry stopped: the server asked for a longer wait than the policy allows";
             case error::circuit_open:
                 return "retry stopped: the circuit breaker is open";
+            case error::queue_full:
+                return "the limit's queue is full";
         }
         return "unknown steadfast error " + std::to_string(ev);
     }

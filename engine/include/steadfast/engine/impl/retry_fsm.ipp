@@ -9,6 +9,19 @@ namespace steadfast::detail {
 
 retry_fsm::retry_fsm(const retry_policy& p) : state_(p) {}
 
+retry_fsm::~retry_fsm() {
+    // An operation destroyed with its attempt in flight (a stopped and
+    // destroyed io_context): the permit goes back, or a half-open breaker
+    // would wait for a trial that never ends.
+    if (permit_) p().breaker_->release(permit_gen_);
+}
+
+bool retry_fsm::breaker_shut() const {
+    if (!p().breaker_ || p().attempt_when_) return false;  // a gate waits the break out instead
+    const breaker_state s = p().breaker_->state();
+    return s == breaker_state::open || s == breaker_state::isolated;
+}
+
 retry_summary retry_fsm::summary() const noexcept {
     return {reason_, state_.attempts(), elapsed_, previous_.how_.ec};
 }
@@ -81,8 +94,8 @@ retry_action retry_fsm::after_attempt(const retry_event& ev) {
     if (ev.cancelled && c.kind != verdict::cancelled)
         c = classification::cancelled(boost::asio::error::operation_aborted);
     if (permit_) {
-        permit_ = false;
         p().breaker_->record(permit_gen_, c, ev.elapsed - ctx_.elapsed);
+        permit_ = false;  // (after: if is_failure threw, finish() or the destructor gives it back)
     }
     previous_outcome now;
     now.how_ = c;
@@ -95,6 +108,10 @@ retry_action retry_fsm::after_attempt(const retry_event& ev) {
     decision d;
     if (!ev.cancelled && c.kind != verdict::success && stop_requested())
         d = decision{decision::action::stop, stop_reason::condition, {}, false};
+    else if (c.kind == verdict::retryable && breaker_shut())
+        // This failure opened the breaker (or another call did meanwhile):
+        // no sleep and no budget for a retry it would reject.
+        d = decision{decision::action::stop, stop_reason::circuit_open, {}, false};
     else
         d = state_.on_outcome(c, ev.elapsed, &now);  // a custom backoff sees this outcome
     if (p().hooks_.after_attempt) {

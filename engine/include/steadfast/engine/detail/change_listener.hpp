@@ -1,0 +1,57 @@
+// Change notification for the engine's shared objects (circuit_breaker,
+// concurrency_limit, rate_limit) to their conditions
+// (detail/timed_condition.hpp). A listener is a function that posts to the
+// condition's own executor, holding the condition weakly: the condition is
+// never locked, kept alive or destroyed on the thread that made the change.
+// Nothing here includes Asio.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace steadfast::detail {
+
+class listener_list {
+public:
+    /// `tell` runs on the changing thread, outside the owner's lock, while
+    /// `alive` has not expired; it must only post.
+    void add(std::weak_ptr<const void> alive, std::function<void()> tell) {
+        std::lock_guard lock(m_);
+        prune();
+        list_.push_back({std::move(alive), std::move(tell)});
+        any_.store(true, std::memory_order_release);
+    }
+    /// Tells every listener still alive; forgets the others.
+    void tell() {
+        // Read without the lock: a listener added meanwhile reads the state
+        // itself when it starts.
+        if (!any_.load(std::memory_order_acquire)) return;
+        std::vector<std::function<void()>> live;
+        {
+            std::lock_guard lock(m_);
+            prune();
+            live.reserve(list_.size());
+            for (const auto& e : list_) live.push_back(e.tell);
+        }
+        for (const auto& f : live) f();
+    }
+
+private:
+    struct entry {
+        std::weak_ptr<const void> alive;
+        std::function<void()> tell;
+    };
+    void prune() {
+        std::erase_if(list_, [](const entry& e) { return e.alive.expired(); });
+        any_.store(!list_.empty(), std::memory_order_release);
+    }
+    std::mutex m_;
+    std::vector<entry> list_;
+    std::atomic<bool> any_{false};
+};
+
+}  // namespace steadfast::detail

@@ -1,0 +1,81 @@
+// A watchable whose value is read from a shared object (a breaker, a
+// limiter), refreshed on the condition's executor each time that object
+// tells of a change, and also when time alone would change it (a break
+// ends, tokens refill): the reading says when to look again, and a timer on
+// the condition's executor does. On a multi-threaded io_context, give it a
+// strand (as for every watchable).
+#pragma once
+
+#include <steadfast/engine/detail/change_listener.hpp>
+#include <steadfast/engine/watchable.hpp>
+
+#include <boost/asio/post.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace steadfast::detail {
+
+/// What a condition reads: its value, and (if time alone will change it)
+/// how long until it should read again.
+struct condition_reading {
+    bool value = false;
+    std::optional<std::chrono::nanoseconds> again_in;
+};
+
+template <class Timer, class Executor>
+class timed_condition final : public watchable, public std::enable_shared_from_this<timed_condition<Timer, Executor>> {
+public:
+    /// `keep`: the object read (kept alive as long as the condition).
+    timed_condition(std::string name, const Executor& ex, std::shared_ptr<const void> keep,
+                    std::function<condition_reading()> read)
+        : watchable(std::move(name)), ex_(ex), timer_(ex), keep_(std::move(keep)), read_(std::move(read)) {}
+
+    /// Read now from the object itself (thread-safe: it takes the object's
+    /// lock), so that an attempt gated on it never sees a stale value;
+    /// subscribers are told on the executor.
+    bool value() const override { return read_().value; }
+
+    /// Registers with `owner` and schedules the first refresh (which arms the
+    /// timer if time alone will change the value). Called once, by the owner.
+    void start(listener_list& owner) {
+        notified_ = read_().value;
+        auto poster = [ex = ex_, w = this->weak_from_this()] {
+            boost::asio::post(ex, [w] {
+                if (auto self = w.lock()) self->refresh();
+            });
+        };
+        owner.add(this->weak_from_this(), poster);
+        poster();
+    }
+
+private:
+    // On the executor: reads, arms the timer if asked, tells subscribers of a change.
+    void refresh() {
+        const condition_reading r = read_();
+        if (r.again_in) {
+            timer_.expires_after(std::chrono::duration_cast<typename Timer::duration>(*r.again_in));
+            timer_.async_wait([w = this->weak_from_this()](const boost::system::error_code& ec) {
+                if (auto self = w.lock(); self && !ec) self->refresh();
+            });
+        } else {
+            timer_.cancel();
+        }
+        if (r.value != notified_) {
+            notified_ = r.value;
+            notify(r.value);
+        }
+    }
+
+    Executor ex_;
+    typename Timer::template rebind_executor<Executor>::other timer_;
+    std::shared_ptr<const void> keep_;
+    std::function<condition_reading()> read_;
+    bool notified_ = false;  // the value subscribers were last told
+};
+
+}  // namespace steadfast::detail

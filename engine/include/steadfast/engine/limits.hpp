@@ -1,0 +1,391 @@
+// concurrency_limit (a bulkhead) and rate_limit (a token bucket): shared by
+// the operations that call one dependency, safe from any thread.
+//
+//   auto bulkhead = std::make_shared<steadfast::concurrency_limit>(
+//       steadfast::concurrency_limit::options{.limit = 8, .queue = 100});
+//   auto [ec, permit] = co_await bulkhead->async_acquire(ex, asio::as_tuple(asio::use_awaitable));
+//   // ec: error::queue_full (the queue is full), operation_aborted (cancelled)
+//
+//   auto rate = std::make_shared<steadfast::rate_limit>(
+//       ex, steadfast::rate_limit::options{.per_second = 100, .burst = 20, .queue = 1000});
+//   auto [ec2] = co_await rate->async_acquire(ex, asio::as_tuple(asio::use_awaitable));
+//
+// async_acquire keeps Asio's rules: any completion token (default
+// `deferred`), the handler's associated executor (else `ex`) and never
+// inline; per-operation cancellation of every type (terminal, partial, total)
+// takes a waiting caller out of the queue and completes it with
+// operation_aborted (a caller already let in is not undone). Waiters are let
+// in first come, first served; a caller that finds others waiting queues
+// behind them. room(ex) is a condition: true while a caller would be let in
+// at once (for with_attempt_when, a gate, all_of).
+//
+// The decisions are detail::bulkhead_core's and token_bucket_core's
+// (detail/limit_core.hpp), tested on made-up times.
+#pragma once
+
+#include <steadfast/engine/detail/change_listener.hpp>
+#include <steadfast/engine/detail/limit_core.hpp>
+#include <steadfast/engine/detail/timed_condition.hpp>
+#include <steadfast/engine/error.hpp>
+#include <steadfast/engine/watchable.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/prefer.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace steadfast {
+
+namespace detail {
+
+// The waiters of a limiter: each one's completion, by id, until it is let in,
+// refused or cancelled. Completions are posted (never inline) to the
+// handler's executor, outside the limiter's lock.
+class waiter_table {
+public:
+    using finish = std::function<void(error_code)>;
+    std::uint64_t next_id() noexcept { return ++last_; }
+    void add(std::uint64_t id, finish f) { table_.emplace(id, std::move(f)); }
+    /// Every waiter, as the limiter ends (they complete with operation_aborted).
+    std::vector<finish> take_all() {
+        std::vector<finish> all;
+        for (auto& [id, f] : table_) all.push_back(std::move(f));
+        table_.clear();
+        return all;
+    }
+    finish take(std::uint64_t id) {
+        auto it = table_.find(id);
+        if (it == table_.end()) return {};
+        finish f = std::move(it->second);
+        table_.erase(it);
+        return f;
+    }
+
+private:
+    std::uint64_t last_ = 0;
+    std::unordered_map<std::uint64_t, finish> table_;
+};
+
+// async_acquire for both limiters. `Limiter` gives: std::mutex m_, waiters_,
+// admit(id) -> admission (under the lock), withdraw(id) -> bool (under the
+// lock, a waiter cancelled), after_change() (outside it), and make_result()
+// building what the handler receives when let in (called where it is let in,
+// so that what it holds is given back if the handler never runs). Result
+// void: the handler takes the error code alone.
+template <class Limiter, class Result, class Handler>
+void start_acquire(const std::shared_ptr<Limiter>& self, Handler handler, boost::asio::any_io_executor ex) {
+    namespace asio = boost::asio;
+    constexpr bool bare = std::is_void_v<Result>;
+    using payload = std::conditional_t<bare, bool, Result>;
+    auto slot = asio::get_associated_cancellation_slot(handler);
+    auto work = asio::prefer(asio::get_associated_executor(handler, ex), asio::execution::outstanding_work.tracked);
+    auto h = std::make_shared<Handler>(std::move(handler));
+    // Completes on the handler's executor: the slot is cleared there first.
+    auto complete = [h, work, slot](error_code ec, payload r) mutable {
+        asio::post(work, [h, slot, ec, r = std::move(r)]() mutable {
+            if (slot.is_connected()) slot.clear();
+            if constexpr (bare)
+                std::move (*h)(ec);
+            else
+                std::move (*h)(ec, std::move(r));
+        });
+    };
+    auto result = [](Limiter* l) -> payload {
+        if constexpr (bare) {
+            return true;
+        } else {
+            return l->make_result();
+        }
+    };
+    std::unique_lock lock(self->m_);
+    const std::uint64_t id = self->waiters_.next_id();
+    const admission a = self->admit(id);
+    if (a != admission::queued) {
+        lock.unlock();
+        if (a == admission::granted) {
+            complete(error_code{}, result(self.get()));
+            self->after_change();
+        } else {
+            complete(make_error_code(error::queue_full), payload{});
+        }
+        return;
+    }
+    // Let in later (its result made then) or refused by cancellation or by
+    // the limiter's end.
+    std::weak_ptr<Limiter> weak = self;
+    self->waiters_.add(id, [complete, weak, result](error_code ec) mutable {
+        auto s = weak.lock();
+        complete(ec, !ec && s ? result(s.get()) : payload{});
+    });
+    if (slot.is_connected()) {
+        slot.assign([weak, id](asio::cancellation_type type) {
+            if (type == asio::cancellation_type::none) return;
+            auto s = weak.lock();
+            if (!s) return;
+            waiter_table::finish f;
+            {
+                std::lock_guard l(s->m_);
+                if (s->withdraw(id)) f = s->waiters_.take(id);
+            }
+            if (f) {
+                f(asio::error::operation_aborted);
+                s->after_change();
+            }
+        });
+    }
+    lock.unlock();
+    self->after_change();
+}
+
+}  // namespace detail
+
+/// A bulkhead: at most `limit` callers hold a permit at once; up to `queue`
+/// wait for one (0: none wait, a caller without room is refused at once).
+class concurrency_limit : public std::enable_shared_from_this<concurrency_limit> {
+public:
+    struct options {
+        std::size_t limit = 0;  // >= 1
+        std::size_t queue = 0;
+    };
+    /// Throws std::invalid_argument for a zero limit.
+    /// (It cannot end with waiters: they wait for a permit, and every permit
+    /// keeps its limit alive.)
+    explicit concurrency_limit(options o) : core_(o.limit, o.queue) {}
+    concurrency_limit(const concurrency_limit&) = delete;
+    concurrency_limit& operator=(const concurrency_limit&) = delete;
+
+    /// A place, given back when destroyed (or by release()).
+    class permit {
+    public:
+        permit() = default;
+        permit(permit&& o) noexcept : owner_(std::move(o.owner_)) {}
+        permit& operator=(permit&& o) noexcept {
+            if (this != &o) {
+                release();
+                owner_ = std::move(o.owner_);
+            }
+            return *this;
+        }
+        ~permit() { release(); }
+        explicit operator bool() const noexcept { return owner_ != nullptr; }
+        void release() noexcept {
+            if (auto o = std::move(owner_)) o->give_back();
+        }
+
+    private:
+        friend class concurrency_limit;
+        explicit permit(std::shared_ptr<concurrency_limit> o) : owner_(std::move(o)) {}
+        std::shared_ptr<concurrency_limit> owner_;
+    };
+
+    /// A permit now, or an empty one (no room, or others wait first). Never queues.
+    permit try_acquire() {
+        {
+            std::lock_guard l(m_);
+            if (!core_.try_acquire()) return {};
+        }
+        after_change();
+        return permit(shared_from_this());
+    }
+
+    /// Completion signature void(error_code, permit): a permit, or
+    /// error::queue_full, or operation_aborted (cancelled while waiting).
+    template <class CompletionToken = boost::asio::deferred_t>
+    auto async_acquire(boost::asio::any_io_executor ex, CompletionToken&& token = {}) {
+        return boost::asio::async_initiate<CompletionToken, void(error_code, permit)>(
+            [self = shared_from_this()](auto handler, boost::asio::any_io_executor e) {
+                detail::start_acquire<concurrency_limit, permit>(self, std::move(handler), std::move(e));
+            },
+            token, std::move(ex));
+    }
+
+    std::size_t in_use() const {
+        std::lock_guard l(m_);
+        return core_.in_use();
+    }
+    std::size_t waiting() const {
+        std::lock_guard l(m_);
+        return core_.waiting();
+    }
+
+    /// True while a caller would be let in at once.
+    template <class Timer = boost::asio::steady_timer, class Executor>
+    std::shared_ptr<watchable> room(const Executor& ex, std::string name = "concurrency_room") {
+        auto self = shared_from_this();
+        auto c = std::make_shared<detail::timed_condition<Timer, Executor>>(
+            std::move(name), ex, self, [l = self.get()]() -> detail::condition_reading {
+                std::lock_guard lock(l->m_);
+                return {l->core_.room(), std::nullopt};
+            });
+        c->start(listeners_);
+        return c;
+    }
+
+private:
+    template <class L, class R, class H>
+    friend void detail::start_acquire(const std::shared_ptr<L>&, H, boost::asio::any_io_executor);
+    detail::admission admit(std::uint64_t id) { return core_.acquire(id); }
+    bool withdraw(std::uint64_t id) { return core_.cancel(id); }
+    permit make_result() { return permit(shared_from_this()); }
+    void after_change() { listeners_.tell(); }
+    void give_back() noexcept {
+        detail::waiter_table::finish next;
+        {
+            std::lock_guard l(m_);
+            if (auto id = core_.release()) next = waiters_.take(*id);
+        }
+        if (next) next(error_code{});  // the place passes to it
+        after_change();
+    }
+
+    mutable std::mutex m_;
+    detail::bulkhead_core core_;
+    detail::waiter_table waiters_;
+    detail::listener_list listeners_;
+};
+
+/// A token bucket: `per_second` calls a second on average, `burst` at once
+/// after a quiet time; up to `queue` callers wait for their token (0: a
+/// caller without one is refused at once). `Timer` (on the executor given at
+/// construction) lets waiters in when their token comes, and its clock is the
+/// bucket's (manual_timer in tests).
+template <class Timer = boost::asio::steady_timer>
+class basic_rate_limit : public std::enable_shared_from_this<basic_rate_limit<Timer>> {
+    using clock = typename Timer::clock_type;
+    static std::chrono::nanoseconds now() {
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now().time_since_epoch());
+    }
+
+public:
+    struct options {
+        double per_second = 0;    // > 0
+        std::uint32_t burst = 1;  // >= 1
+        std::size_t queue = 0;
+    };
+    /// Throws std::invalid_argument for a rate that is not positive and
+    /// finite, or a zero burst. Starts with `burst` tokens.
+    basic_rate_limit(boost::asio::any_io_executor ex, options o)
+        : core_(o.per_second, o.burst, o.queue, now()), timer_(std::move(ex)) {}
+    basic_rate_limit(const basic_rate_limit&) = delete;
+    basic_rate_limit& operator=(const basic_rate_limit&) = delete;
+    /// Waiters still queued complete with operation_aborted.
+    ~basic_rate_limit() {
+        for (auto& f : waiters_.take_all()) f(boost::asio::error::operation_aborted);
+    }
+
+    /// Takes a token now if there is one and nobody waits. Never queues.
+    bool try_acquire() {
+        {
+            std::lock_guard l(m_);
+            if (!core_.try_acquire(now())) return false;
+        }
+        after_change();
+        return true;
+    }
+
+    /// Completion signature void(error_code): a token was taken, or
+    /// error::queue_full, or operation_aborted (cancelled while waiting).
+    template <class CompletionToken = boost::asio::deferred_t>
+    auto async_acquire(boost::asio::any_io_executor ex, CompletionToken&& token = {}) {
+        return boost::asio::async_initiate<CompletionToken, void(error_code)>(
+            [self = this->shared_from_this()](auto handler, boost::asio::any_io_executor e) {
+                detail::start_acquire<basic_rate_limit, void>(self, std::move(handler), std::move(e));
+            },
+            token, std::move(ex));
+    }
+
+    std::size_t waiting() const {
+        std::lock_guard l(m_);
+        return core_.waiting();
+    }
+    double tokens() const {
+        std::lock_guard l(m_);
+        return core_.tokens(now());
+    }
+
+    /// True while a caller would be let in at once (a token there, nobody
+    /// waiting); a timer on `ex` turns it true when the next token comes.
+    template <class Executor>
+    std::shared_ptr<watchable> room(const Executor& ex, std::string name = "rate_room") {
+        auto self = this->shared_from_this();
+        auto c = std::make_shared<detail::timed_condition<Timer, Executor>>(
+            std::move(name), ex, self, [l = self.get()]() -> detail::condition_reading {
+                std::lock_guard lock(l->m_);
+                const auto t = now();
+                if (l->core_.room(t)) return {true, std::nullopt};
+                return {false, l->core_.room_at(t) - t};
+            });
+        c->start(listeners_);
+        return c;
+    }
+
+private:
+    template <class L, class R, class H>
+    friend void detail::start_acquire(const std::shared_ptr<L>&, H, boost::asio::any_io_executor);
+    detail::admission admit(std::uint64_t id) {
+        const auto a = core_.acquire(id, now());
+        if (a == detail::admission::queued) arm();
+        return a;
+    }
+    bool withdraw(std::uint64_t id) {
+        if (!core_.cancel(id)) return false;
+        arm();
+        return true;
+    }
+    void after_change() { listeners_.tell(); }
+
+    // Under the lock: the timer set for the first waiter's token.
+    void arm() {
+        const auto due = core_.next_due();
+        if (!due) {
+            timer_.cancel();
+            return;
+        }
+        timer_.expires_after(std::chrono::duration_cast<typename Timer::duration>(*due - now()));
+        timer_.async_wait([w = this->weak_from_this()](const error_code& ec) {
+            if (ec) return;
+            if (auto s = w.lock()) s->let_in();
+        });
+    }
+    void let_in() {
+        std::vector<detail::waiter_table::finish> in;
+        {
+            std::lock_guard l(m_);
+            for (const std::uint64_t id : core_.due(now()))
+                if (auto f = waiters_.take(id)) in.push_back(std::move(f));
+            arm();
+        }
+        for (auto& f : in) f(error_code{});
+        after_change();
+    }
+
+    mutable std::mutex m_;
+    detail::token_bucket_core core_;
+    Timer timer_;
+    detail::waiter_table waiters_;
+    detail::listener_list listeners_;
+};
+
+using rate_limit = basic_rate_limit<>;
+
+}  // namespace steadfast

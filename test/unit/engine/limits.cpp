@@ -1,0 +1,264 @@
+// concurrency_limit and rate_limit (steadfast/engine/limits.hpp): their
+// decisions on made-up times (detail/limit_core.hpp: admission, the bounded
+// queue, first come first served, the bucket's arithmetic), then the shared
+// objects on virtual time: async_acquire's completion (never inline, queue
+// full, every cancellation type), room() as a condition, and waiters of a
+// limiter that ends. The two-thread case is in strands.cpp (TSan).
+#include <steadfast/engine.hpp>
+#include <steadfast/engine/manual_clock.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <steadfast_test/virtual_time.hpp>
+#include <string>
+#include <vector>
+
+using namespace std::chrono_literals;
+using namespace steadfast;
+namespace asio = boost::asio;
+using steadfast::detail::admission;
+using steadfast::detail::bulkhead_core;
+using steadfast::detail::token_bucket_core;
+using steadfast_test::virtual_time;
+
+namespace {
+std::int64_t ms(std::chrono::nanoseconds d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(engine_limits)
+
+BOOST_AUTO_TEST_CASE(bulkhead_admits_queues_in_order_and_refuses) {
+    bulkhead_core b(2, 2);
+    BOOST_TEST((b.acquire(1) == admission::granted));
+    BOOST_TEST((b.acquire(2) == admission::granted));
+    BOOST_TEST(!b.room());
+    BOOST_TEST((b.acquire(3) == admission::queued));
+    BOOST_TEST((b.acquire(4) == admission::queued));
+    BOOST_TEST((b.acquire(5) == admission::rejected));
+    BOOST_TEST(!b.try_acquire());
+    BOOST_TEST((b.release() == std::optional<std::uint64_t>(3)));  // first come, first served
+    BOOST_TEST(b.in_use() == 2u);                                  // 3 took the place over
+    BOOST_TEST(b.cancel(4));
+    BOOST_TEST(!b.cancel(4));
+    BOOST_TEST(!b.release().has_value());
+    BOOST_TEST(b.in_use() == 1u);
+    BOOST_TEST(b.room());
+    BOOST_TEST(!b.release().has_value());
+    BOOST_TEST(!b.release().has_value());  // nothing held: not below zero
+    BOOST_TEST(b.in_use() == 0u);
+    BOOST_CHECK_THROW(bulkhead_core(0, 1), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(a_bulkhead_without_a_queue_refuses_at_once) {
+    bulkhead_core b(1, 0);
+    BOOST_TEST((b.acquire(1) == admission::granted));
+    BOOST_TEST((b.acquire(2) == admission::rejected));
+}
+
+BOOST_AUTO_TEST_CASE(token_bucket_arithmetic) {
+    // 10 a second, 2 at once, 2 may wait.
+    token_bucket_core t(10, 2, 2, 0ms);
+    BOOST_TEST((t.acquire(1, 0ms) == admission::granted));
+    BOOST_TEST((t.acquire(2, 0ms) == admission::granted));
+    BOOST_TEST((t.acquire(3, 0ms) == admission::queued));
+    BOOST_TEST((t.acquire(4, 0ms) == admission::queued));
+    BOOST_TEST((t.acquire(5, 0ms) == admission::rejected));
+    BOOST_TEST(ms(*t.next_due()) == 100);
+    BOOST_TEST(ms(t.room_at(0ms)) == 300);  // two waiters' tokens first
+    BOOST_TEST(t.due(99ms).empty());
+    BOOST_TEST(t.due(100ms) == std::vector<std::uint64_t>{3}, boost::test_tools::per_element());
+    BOOST_TEST(ms(*t.next_due()) == 200);
+    BOOST_TEST(!t.try_acquire(250ms));  // a token is there, but 4 waits for it: no overtaking
+    BOOST_TEST(t.cancel(4));
+    BOOST_TEST(!t.next_due().has_value());
+    BOOST_TEST(t.try_acquire(250ms));
+    // A quiet time saves up to the burst, no more.
+    BOOST_TEST(t.tokens(60s) == 2.0);
+    BOOST_TEST(t.room(60s));
+    BOOST_TEST(ms(t.room_at(60s)) == 60000);
+}
+
+BOOST_AUTO_TEST_CASE(token_bucket_refuses_bad_settings_by_name) {
+    try {
+        token_bucket_core t(0, 1, 0, 0ms);
+        BOOST_FAIL("a rate of 0 was accepted");
+    } catch (const std::invalid_argument& e) {
+        BOOST_TEST(std::string(e.what()).find("per_second") != std::string::npos);
+    }
+    BOOST_CHECK_THROW(token_bucket_core(std::numeric_limits<double>::infinity(), 1, 0, 0ms), std::invalid_argument);
+    BOOST_CHECK_THROW(token_bucket_core(5, 0, 0, 0ms), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(concurrency_limit_completes_never_inline_and_in_order) {
+    asio::io_context ioc;
+    auto limit = std::make_shared<concurrency_limit>(concurrency_limit::options{.limit = 1, .queue = 1});
+    std::vector<std::string> got;
+    std::optional<concurrency_limit::permit> first, second;
+    limit->async_acquire(ioc.get_executor(), [&](error_code ec, concurrency_limit::permit p) {
+        got.push_back("1:" + ec.message());
+        first.emplace(std::move(p));
+    });
+    limit->async_acquire(ioc.get_executor(), [&](error_code ec, concurrency_limit::permit p) {
+        got.push_back("2:" + ec.message());
+        second.emplace(std::move(p));
+    });
+    limit->async_acquire(ioc.get_executor(), [&](error_code ec, concurrency_limit::permit p) {
+        BOOST_TEST(!p);
+        BOOST_TEST((ec == error::queue_full));
+        got.push_back("3:full");
+    });
+    BOOST_TEST(got.empty());  // never inside async_acquire
+    ioc.poll();               // (a waiter keeps the io_context busy, as a pending timer would)
+    BOOST_TEST(got == (std::vector<std::string>{"1:Success", "3:full"}), boost::test_tools::per_element());
+    BOOST_TEST(limit->in_use() == 1u);
+    BOOST_TEST(limit->waiting() == 1u);
+    first->release();  // the place passes to the waiter
+    ioc.restart();
+    ioc.poll();
+    BOOST_TEST(got.size() == 3u);
+    BOOST_TEST(static_cast<bool>(*second));
+    BOOST_TEST(limit->in_use() == 1u);
+    second.reset();
+    BOOST_TEST(limit->in_use() == 0u);
+    BOOST_TEST(static_cast<bool>(limit->try_acquire()));
+}
+
+BOOST_AUTO_TEST_CASE(cancelling_a_waiter_of_every_type_frees_its_place_in_the_queue) {
+    for (auto type :
+         {asio::cancellation_type::terminal, asio::cancellation_type::partial, asio::cancellation_type::total}) {
+        asio::io_context ioc;
+        auto limit = std::make_shared<concurrency_limit>(concurrency_limit::options{.limit = 1, .queue = 1});
+        auto held = limit->try_acquire();
+        BOOST_REQUIRE(held);
+        asio::cancellation_signal cancel;
+        std::optional<error_code> out;
+        limit->async_acquire(ioc.get_executor(), asio::bind_cancellation_slot(
+                                                     cancel.slot(), [&](error_code ec, concurrency_limit::permit p) {
+                                                         BOOST_TEST(!p);
+                                                         out = ec;
+                                                     }));
+        ioc.poll();
+        BOOST_TEST(limit->waiting() == 1u);
+        cancel.emit(type);
+        ioc.restart();
+        ioc.poll();
+        BOOST_REQUIRE(out.has_value());
+        BOOST_TEST((*out == asio::error::operation_aborted));
+        BOOST_TEST(limit->waiting() == 0u);
+        BOOST_TEST(limit->in_use() == 1u);  // the holder still holds
+        held.release();
+        BOOST_TEST(limit->in_use() == 0u);  // and nobody took the cancelled waiter's turn
+    }
+}
+
+BOOST_AUTO_TEST_CASE(concurrency_room_is_a_condition) {
+    asio::io_context ioc;
+    auto limit = std::make_shared<concurrency_limit>(concurrency_limit::options{.limit = 1});
+    auto room = limit->room(ioc.get_executor());
+    BOOST_TEST(room->value());
+    std::vector<bool> seen;
+    watchable::subscription sub;
+    room->subscribe(sub, [&](bool v) { seen.push_back(v); });
+    auto p = limit->try_acquire();
+    ioc.poll();
+    BOOST_TEST(!room->value());
+    p.release();
+    ioc.restart();
+    ioc.poll();
+    BOOST_TEST(room->value());
+    BOOST_TEST(seen == (std::vector<bool>{false, true}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(waiters_of_a_rate_limit_that_ends_are_told) {
+    // (A concurrency_limit cannot end with waiters: they wait for a permit,
+    // and every permit keeps its limit alive.)
+    virtual_time vt;
+    asio::io_context ioc;
+    std::optional<error_code> out;
+    {
+        auto rate = std::make_shared<basic_rate_limit<manual_timer>>(
+            ioc.get_executor(), basic_rate_limit<manual_timer>::options{.per_second = 1, .burst = 1, .queue = 1});
+        BOOST_TEST(rate->try_acquire());
+        rate->async_acquire(ioc.get_executor(), [&](error_code ec) { out = ec; });
+        ioc.poll();
+        BOOST_TEST(rate->waiting() == 1u);
+    }
+    ioc.restart();
+    steadfast::run_virtual(ioc);
+    BOOST_REQUIRE(out.has_value());
+    BOOST_TEST((*out == asio::error::operation_aborted));
+    BOOST_TEST(ms(virtual_time::now()) == 0);  // told at the end, not when a token would have come
+}
+
+BOOST_AUTO_TEST_CASE(rate_limit_lets_waiters_in_as_tokens_come) {
+    virtual_time vt;
+    asio::io_context ioc;
+    auto rate = std::make_shared<basic_rate_limit<manual_timer>>(
+        ioc.get_executor(), basic_rate_limit<manual_timer>::options{.per_second = 10, .burst = 1, .queue = 2});
+    std::vector<std::int64_t> at;
+    std::vector<error_code> ecs;
+    for (int i = 0; i < 4; ++i)
+        rate->async_acquire(ioc.get_executor(), [&](error_code ec) {
+            ecs.push_back(ec);
+            at.push_back(ms(virtual_time::now()));
+        });
+    BOOST_TEST(at.empty());
+    steadfast::run_virtual(ioc);
+    BOOST_REQUIRE(ecs.size() == 4u);
+    // The first at once, the fourth refused (two wait), then one each 100 ms.
+    BOOST_TEST(!ecs[0]);
+    BOOST_TEST((ecs[1] == error::queue_full));
+    BOOST_TEST(!ecs[2]);
+    BOOST_TEST(!ecs[3]);
+    BOOST_TEST(at == (std::vector<std::int64_t>{0, 0, 100, 200}), boost::test_tools::per_element());
+    BOOST_TEST(rate->waiting() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(rate_room_turns_true_when_the_next_token_comes) {
+    virtual_time vt;
+    asio::io_context ioc;
+    auto rate = std::make_shared<basic_rate_limit<manual_timer>>(
+        ioc.get_executor(), basic_rate_limit<manual_timer>::options{.per_second = 4, .burst = 1});
+    auto room = rate->room(ioc.get_executor());
+    std::vector<std::pair<bool, std::int64_t>> seen;
+    watchable::subscription sub;
+    room->subscribe(sub, [&](bool v) { seen.emplace_back(v, ms(virtual_time::now())); });
+    BOOST_TEST(rate->try_acquire());
+    BOOST_TEST(!rate->try_acquire());
+    steadfast::run_virtual(ioc);
+    BOOST_TEST((seen == std::vector<std::pair<bool, std::int64_t>>{{false, 0}, {true, 250}}));
+}
+
+BOOST_AUTO_TEST_CASE(a_cancelled_rate_waiter_gives_its_turn_to_the_next) {
+    virtual_time vt;
+    asio::io_context ioc;
+    auto rate = std::make_shared<basic_rate_limit<manual_timer>>(
+        ioc.get_executor(), basic_rate_limit<manual_timer>::options{.per_second = 1, .burst = 1, .queue = 2});
+    BOOST_TEST(rate->try_acquire());
+    asio::cancellation_signal cancel;
+    std::optional<error_code> first;
+    std::optional<std::int64_t> second_at;
+    rate->async_acquire(ioc.get_executor(),
+                        asio::bind_cancellation_slot(cancel.slot(), [&](error_code ec) { first = ec; }));
+    rate->async_acquire(ioc.get_executor(), [&](error_code ec) {
+        BOOST_TEST(!ec);
+        second_at = ms(virtual_time::now());
+    });
+    steadfast::run_virtual(ioc, manual_clock::now() + 500ms);
+    cancel.emit(asio::cancellation_type::terminal);
+    ioc.restart();
+    steadfast::run_virtual(ioc);
+    BOOST_TEST((first.has_value() && *first == asio::error::operation_aborted));
+    BOOST_REQUIRE(second_at.has_value());
+    BOOST_TEST(*second_at == 1000);  // the first token after the start, not the second
+}
+
+BOOST_AUTO_TEST_SUITE_END()
