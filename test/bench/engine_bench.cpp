@@ -11,7 +11,9 @@
 //                       circuit_breaker (a permit asked for and told the
 //                       outcome): goal <= 1.05x the bare operation; and a
 //                       retry whose policy has the breaker against the same
-//                       retry without (heap allocations a call for both)
+//                       retry without (heap allocations a call for both);
+//                       and behind a concurrency_limit and a rate_limit with
+//                       room (try_acquire): goal <= 1.05x each
 //  retry_iteration      one retry at zero delay (classify, decide, yield);
 //                       goal <= 1 us; heap allocations per attempt
 //  pending_memory       100,000 retrying operations asleep on one io_context:
@@ -174,9 +176,13 @@ void breaker_overhead_socket(benchmark::State& state) {
     const auto policy = steadfast::retry_policy{};
     const auto with_breaker = policy.with_breaker(breaker);
     constexpr int batch = 500;
-    double bare_ns = 0, permit_ns = 0, retry_ns = 0, retry_breaker_ns = 0;
-    long long permit_allocs = 0, retry_allocs = 0, retry_breaker_allocs = 0, batches = 0;
+    double bare_ns = 0, permit_ns = 0, retry_ns = 0, retry_breaker_ns = 0, bulkhead_ns = 0, rate_ns = 0;
+    long long permit_allocs = 0, retry_allocs = 0, retry_breaker_allocs = 0, limit_allocs = 0, batches = 0;
     asio::io_context ioc(1);
+    // Limits with room all along: a bulkhead of 64, a bucket of a billion a second.
+    auto bulkhead = std::make_shared<steadfast::concurrency_limit>(steadfast::concurrency_limit::options{.limit = 64});
+    auto rate = std::make_shared<steadfast::rate_limit>(
+        ioc.get_executor(), steadfast::rate_limit::options{.per_second = 1e9, .burst = 1000000});
     asio::local::stream_protocol::socket a(ioc), b(ioc);
     asio::local::connect_pair(a, b);
     auto roundtrip = [&]() -> asio::awaitable<error_code> {
@@ -213,6 +219,21 @@ void breaker_overhead_socket(benchmark::State& state) {
                     benchmark::DoNotOptimize(co_await steadfast::retry(with_breaker, attempt));
                 auto t4 = clk::now();
                 auto a4 = steadfast_bench::allocations.load();
+                for (int i = 0; i < batch; ++i) {
+                    auto p = bulkhead->try_acquire();
+                    if (!p) std::abort();
+                    benchmark::DoNotOptimize(co_await roundtrip());
+                }
+                auto t5 = clk::now();
+                for (int i = 0; i < batch; ++i) {
+                    if (!rate->try_acquire()) std::abort();
+                    benchmark::DoNotOptimize(co_await roundtrip());
+                }
+                auto t6 = clk::now();
+                auto a6 = steadfast_bench::allocations.load();
+                bulkhead_ns += std::chrono::duration<double, std::nano>(t5 - t4).count();
+                rate_ns += std::chrono::duration<double, std::nano>(t6 - t5).count();
+                limit_allocs += a6 - a4;
                 bare_ns += std::chrono::duration<double, std::nano>(t1 - t0).count();
                 permit_ns += std::chrono::duration<double, std::nano>(t2 - t1).count();
                 retry_ns += std::chrono::duration<double, std::nano>(t3 - t2).count();
@@ -236,6 +257,9 @@ void breaker_overhead_socket(benchmark::State& state) {
     state.counters["retry_breaker_ratio"] = retry_breaker_ns / retry_ns;
     state.counters["retry_allocs"] = static_cast<double>(retry_allocs) / n;
     state.counters["retry_breaker_allocs"] = static_cast<double>(retry_breaker_allocs) / n;
+    state.counters["bulkhead_ratio"] = bulkhead_ns / bare_ns;  // goal <= 1.05
+    state.counters["rate_ratio"] = rate_ns / bare_ns;          // goal <= 1.05
+    state.counters["limit_allocs"] = static_cast<double>(limit_allocs) / (2 * n);
 }
 BENCHMARK(breaker_overhead_socket)->Iterations(100)->Unit(benchmark::kMillisecond);
 
