@@ -17,31 +17,9 @@ set -euo pipefail
 cmd=${1:?command}; dir=${2:?directory}
 
 free_ports() {  # N free TCP ports on 127.0.0.1
-  # Below the ephemeral range when there is room: a node restarts on its ports,
-  # and a client socket that the kernel gave one of them meanwhile (a route or a
-  # client reconnecting) would make the restart fail.
-  python3 - "$1" <<'PY'
-import random, socket, sys
-try:
-    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-except (OSError, ValueError, IndexError):
-    low = 0
-socks, pick = [], random.SystemRandom()
-for _ in range(int(sys.argv[1])):
-    s = None
-    for _ in range(100 if low > 12000 else 0):
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", pick.randrange(10000, low)))
-            break
-        except OSError:
-            s.close()
-            s = None
-    if s is None:
-        s = socket.socket(); s.bind(("127.0.0.1", 0))
-    socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-PY
+  # test/ports.py: one picker for every test (below the ephemeral range: a
+  # node restarts on its ports; never a port another test was handed lately).
+  python3 "$(dirname "${BASH_SOURCE[0]}")/../../ports.py" "$1"
 }
 
 start_node() {  # start_node I

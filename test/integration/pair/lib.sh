@@ -30,18 +30,9 @@ fail() { echo "FAIL: $*" >&2
            echo "--- $(basename "$f")" >&2; tail -20 "$f" >&2 || true
          done
          exit 1; }
-# free_port: a port free now, drawn at random below the kernel's ephemeral
-# range (32768 and up): tests run in parallel, and bind(0) hands the same
-# just-released port to two of them (a test's server then answered another's).
-free_port() { python3 -c '
-import random, socket
-for _ in range(200):
-    p = random.randrange(20000, 32000)
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", p)); print(p); break
-        except OSError:
-            pass'; }
+# free_port: a free port, never handed to another test in the last 15
+# minutes (test/ports.py says why).
+free_port() { python3 "$(dirname "${BASH_SOURCE[0]}")/../../ports.py"; }
 SPORT=$(free_port); PPORT=$(free_port)
 SDATA="$WORK/sdata"; PDATA="$WORK/pdata"
 # The primary's --secondary; tests that put a fake or a proxy in between change it.
