@@ -7,9 +7,13 @@
 #include <steadfast/engine.hpp>
 #include <steadfast/engine/manual_clock.hpp>
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <memory>
@@ -84,6 +88,24 @@ BOOST_AUTO_TEST_CASE(token_bucket_arithmetic) {
     BOOST_TEST(t.tokens(60s) == 2.0);
     BOOST_TEST(t.room(60s));
     BOOST_TEST(ms(t.room_at(60s)) == 60000);
+}
+
+BOOST_AUTO_TEST_CASE(token_bucket_keeps_for_waiters_what_came_in_late) {
+    // 10 a second, 1 at once: three wait. A timer that fires late (350 ms,
+    // not 100) must not cost them: 3.5 tokens came in, three are served.
+    token_bucket_core t(10, 1, 3, 0ms);
+    BOOST_TEST(t.try_acquire(0ms));
+    for (std::uint64_t id = 1; id <= 3; ++id) BOOST_TEST((t.acquire(id, 0ms) == admission::queued));
+    BOOST_TEST(t.due(350ms) == (std::vector<std::uint64_t>{1, 2, 3}), boost::test_tools::per_element());
+    BOOST_TEST(t.tokens(350ms) == 0.5);  // and what is left is capped again
+}
+
+BOOST_AUTO_TEST_CASE(a_tiny_rate_saturates_instead_of_overflowing) {
+    token_bucket_core t(1e-12, 1, 2, 0ms);
+    BOOST_TEST(t.try_acquire(0ms));
+    BOOST_TEST((t.acquire(1, 0ms) == admission::queued));
+    BOOST_TEST((t.next_due() == std::optional<std::chrono::nanoseconds>(std::chrono::nanoseconds::max())));
+    BOOST_TEST((t.room_at(0ms) == std::chrono::nanoseconds::max()));
 }
 
 BOOST_AUTO_TEST_CASE(token_bucket_refuses_bad_settings_by_name) {
@@ -175,6 +197,57 @@ BOOST_AUTO_TEST_CASE(concurrency_room_is_a_condition) {
     ioc.poll();
     BOOST_TEST(room->value());
     BOOST_TEST(seen == (std::vector<bool>{false, true}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_reader_that_saw_no_room_is_told_when_room_is_back) {
+    // The room went and came back before the condition's executor ran; a
+    // gate read "no room" in between (live) and waits: it must be told.
+    asio::io_context ioc;
+    auto limit = std::make_shared<concurrency_limit>(concurrency_limit::options{.limit = 1});
+    auto room = limit->room(ioc.get_executor());
+    ioc.poll();
+    auto p = limit->try_acquire();
+    BOOST_TEST(!room->value());  // read live, as retry_fsm reads a gate
+    std::vector<bool> seen;
+    watchable::subscription sub;
+    room->subscribe(sub, [&](bool v) { seen.push_back(v); });
+    p.release();
+    ioc.restart();
+    ioc.poll();
+    BOOST_TEST(seen == (std::vector<bool>{true}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_waiter_whose_io_context_ends_leaves_the_queue) {
+    // One limit shared by two io_contexts: the second is destroyed while its
+    // coroutine waits. The waiter leaves the queue, its frame destroyed
+    // uncalled (as Asio does with its own operations); releasing the place
+    // later posts into nothing (ASan would see a freed scheduler).
+    auto limit = std::make_shared<concurrency_limit>(concurrency_limit::options{.limit = 1, .queue = 4});
+    auto held = limit->try_acquire();
+    bool resumed = false, frame_gone = false;
+    {
+        asio::io_context other;
+        struct on_exit {
+            bool* flag;
+            ~on_exit() { *flag = true; }
+        };
+        asio::co_spawn(
+            other,
+            [&]() -> asio::awaitable<void> {
+                on_exit guard{&frame_gone};
+                auto [ec, p] = co_await limit->async_acquire(co_await asio::this_coro::executor,
+                                                             asio::as_tuple(asio::use_awaitable));
+                resumed = true;
+            },
+            asio::detached);
+        other.poll();
+        BOOST_TEST(limit->waiting() == 1u);
+    }
+    BOOST_TEST(limit->waiting() == 0u);
+    BOOST_TEST(frame_gone);
+    held.release();
+    BOOST_TEST(limit->in_use() == 0u);
+    BOOST_TEST(!resumed);
 }
 
 BOOST_AUTO_TEST_CASE(waiters_of_a_rate_limit_that_ends_are_told) {

@@ -36,9 +36,12 @@
 #include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/error.hpp>
+#include <boost/asio/execution/context.hpp>
 #include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/execution_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
+#include <boost/asio/query.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <atomic>
@@ -64,7 +67,7 @@ namespace detail {
 class waiter_table {
 public:
     using finish = std::function<void(error_code)>;
-    std::uint64_t next_id() noexcept { return ++last_; }
+    std::uint64_t next_id() noexcept { return last_.fetch_add(1, std::memory_order_relaxed) + 1; }
     void add(std::uint64_t id, finish f) { table_.emplace(id, std::move(f)); }
     /// Every waiter, as the limiter ends (they complete with operation_aborted).
     std::vector<finish> take_all() {
@@ -82,8 +85,47 @@ public:
     }
 
 private:
-    std::uint64_t last_ = 0;
+    std::atomic<std::uint64_t> last_{0};
     std::unordered_map<std::uint64_t, finish> table_;
+};
+
+// Waiters by the execution context their handler runs in. When that context
+// shuts down (an io_context destroyed while a caller waits), its waiters
+// leave their limiters and their handlers are destroyed uncalled, as Asio
+// does with its own pending operations: a limiter that outlives the context
+// (shared by several) never posts into it.
+class waiter_registry final : public boost::asio::execution_context::service {
+public:
+    static inline boost::asio::execution_context::id id;
+    explicit waiter_registry(boost::asio::execution_context& ctx) : service(ctx) {}
+
+    /// `drop` takes the waiter out of its limiter (if still queued).
+    std::uint64_t add(std::function<void()> drop) {
+        std::lock_guard l(m_);
+        entries_.emplace(++last_, std::move(drop));
+        return last_;
+    }
+    void remove(std::uint64_t key) {
+        std::function<void()> gone;  // destroyed outside the lock
+        std::lock_guard l(m_);
+        if (auto it = entries_.find(key); it != entries_.end()) {
+            gone = std::move(it->second);
+            entries_.erase(it);
+        }
+    }
+
+private:
+    void shutdown() override {
+        std::unordered_map<std::uint64_t, std::function<void()>> all;
+        {
+            std::lock_guard l(m_);
+            all.swap(entries_);
+        }
+        for (auto& [key, drop] : all) drop();
+    }
+    std::mutex m_;
+    std::uint64_t last_ = 0;
+    std::unordered_map<std::uint64_t, std::function<void()>> entries_;
 };
 
 // async_acquire for both limiters. `Limiter` gives: std::mutex m_, waiters_,
@@ -117,11 +159,23 @@ void start_acquire(const std::shared_ptr<Limiter>& self, Handler handler, boost:
             return l->make_result();
         }
     };
-    std::unique_lock lock(self->m_);
+    // Registered with the handler's context before it can queue (see
+    // waiter_registry), and out again once it is told.
+    std::weak_ptr<Limiter> weak = self;
     const std::uint64_t id = self->waiters_.next_id();
+    auto& registry = asio::use_service<waiter_registry>(asio::query(work, asio::execution::context));
+    const std::uint64_t key = registry.add([weak, id] {
+        auto s = weak.lock();
+        if (!s) return;
+        waiter_table::finish f;  // destroyed uncalled, with its handler
+        std::lock_guard l(s->m_);
+        if (s->withdraw(id)) f = s->waiters_.take(id);
+    });
+    std::unique_lock lock(self->m_);
     const admission a = self->admit(id);
     if (a != admission::queued) {
         lock.unlock();
+        registry.remove(key);
         if (a == admission::granted) {
             complete(error_code{}, result(self.get()));
             self->after_change();
@@ -132,11 +186,16 @@ void start_acquire(const std::shared_ptr<Limiter>& self, Handler handler, boost:
     }
     // Let in later (its result made then) or refused by cancellation or by
     // the limiter's end.
-    std::weak_ptr<Limiter> weak = self;
-    self->waiters_.add(id, [complete, weak, result](error_code ec) mutable {
-        auto s = weak.lock();
-        complete(ec, !ec && s ? result(s.get()) : payload{});
-    });
+    try {
+        self->waiters_.add(id, [complete, weak, result, &registry, key](error_code ec) mutable {
+            registry.remove(key);
+            auto s = weak.lock();
+            complete(ec, !ec && s ? result(s.get()) : payload{});
+        });
+    } catch (...) {
+        self->withdraw(id);  // (out of memory) not left queued without a way to tell it
+        throw;
+    }
     if (slot.is_connected()) {
         slot.assign([weak, id](asio::cancellation_type type) {
             if (type == asio::cancellation_type::none) return;
@@ -333,6 +392,9 @@ public:
                 std::lock_guard lock(l->m_);
                 const auto t = now();
                 if (l->core_.room(t)) return {true, std::nullopt};
+                // With callers waiting, letting them in tells the condition
+                // (after_change); a timer of its own would only race that.
+                if (l->core_.waiting() > 0) return {false, std::nullopt};
                 return {false, l->core_.room_at(t) - t};
             });
         c->start(listeners_);
@@ -361,7 +423,9 @@ private:
             timer_.cancel();
             return;
         }
-        timer_.expires_after(std::chrono::duration_cast<typename Timer::duration>(*due - now()));
+        // Rounded up: a clock coarser than nanoseconds must not fire before
+        // the token is there (due() would find none and arm again at once).
+        timer_.expires_after(std::chrono::ceil<typename Timer::duration>(*due - now()));
         timer_.async_wait([w = this->weak_from_this()](const error_code& ec) {
             if (ec) return;
             if (auto s = w.lock()) s->let_in();

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -18,12 +19,25 @@ namespace steadfast::detail {
 class listener_list {
 public:
     /// `tell` runs on the changing thread, outside the owner's lock, while
-    /// `alive` has not expired; it must only post.
-    void add(std::weak_ptr<const void> alive, std::function<void()> tell) {
+    /// `alive` has not expired; it must only post. Returns the id remove()
+    /// takes.
+    std::uint64_t add(std::weak_ptr<const void> alive, std::function<void()> tell) {
         std::lock_guard lock(m_);
         prune();
-        list_.push_back({std::move(alive), std::move(tell)});
+        list_.push_back({++last_, std::move(alive), std::move(tell)});
         any_.store(true, std::memory_order_release);
+        return last_;
+    }
+    /// A listener leaving (its destructor): what `tell` holds (an executor)
+    /// goes now, not at the owner's next change.
+    void remove(std::uint64_t id) {
+        std::function<void()> gone;  // destroyed outside the lock
+        std::lock_guard lock(m_);
+        const auto it = std::find_if(list_.begin(), list_.end(), [id](const entry& e) { return e.id == id; });
+        if (it == list_.end()) return;
+        gone = std::move(it->tell);
+        list_.erase(it);
+        any_.store(!list_.empty(), std::memory_order_release);
     }
     /// Tells every listener still alive; forgets the others.
     void tell() {
@@ -42,6 +56,7 @@ public:
 
 private:
     struct entry {
+        std::uint64_t id;
         std::weak_ptr<const void> alive;
         std::function<void()> tell;
     };
@@ -51,6 +66,7 @@ private:
     }
     std::mutex m_;
     std::vector<entry> list_;
+    std::uint64_t last_ = 0;
     std::atomic<bool> any_{false};
 };
 

@@ -12,7 +12,9 @@
 #include <boost/asio/post.hpp>
 #include <boost/system/error_code.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -35,21 +37,33 @@ public:
                     std::function<condition_reading()> read)
         : watchable(std::move(name)), ex_(ex), timer_(ex), keep_(std::move(keep)), read_(std::move(read)) {}
 
+    ~timed_condition() override {
+        if (owner_) owner_->remove(entry_);
+    }
+
     /// Read now from the object itself (thread-safe: it takes the object's
     /// lock), so that an attempt gated on it never sees a stale value;
-    /// subscribers are told on the executor.
-    bool value() const override { return read_().value; }
+    /// subscribers are told on the executor of every change from what was
+    /// last read or told (a reader that saw false is told when it turns
+    /// true, even if no notification ever said false).
+    bool value() const override {
+        const bool v = read_().value;
+        seen_.store(v, std::memory_order_relaxed);
+        return v;
+    }
 
     /// Registers with `owner` and schedules the first refresh (which arms the
     /// timer if time alone will change the value). Called once, by the owner.
+    /// (`keep` holds the owner, and so `owner`, alive as long as this.)
     void start(listener_list& owner) {
-        notified_ = read_().value;
+        seen_.store(read_().value, std::memory_order_relaxed);
         auto poster = [ex = ex_, w = this->weak_from_this()] {
             boost::asio::post(ex, [w] {
                 if (auto self = w.lock()) self->refresh();
             });
         };
-        owner.add(this->weak_from_this(), poster);
+        entry_ = owner.add(this->weak_from_this(), poster);
+        owner_ = &owner;
         poster();
     }
 
@@ -58,15 +72,17 @@ private:
     void refresh() {
         const condition_reading r = read_();
         if (r.again_in) {
-            timer_.expires_after(std::chrono::duration_cast<typename Timer::duration>(*r.again_in));
+            // Rounded up: a coarser clock than nanoseconds must not wake early
+            // and read again in a loop.
+            timer_.expires_after(std::chrono::ceil<typename Timer::duration>(*r.again_in));
             timer_.async_wait([w = this->weak_from_this()](const boost::system::error_code& ec) {
                 if (auto self = w.lock(); self && !ec) self->refresh();
             });
         } else {
             timer_.cancel();
         }
-        if (r.value != notified_) {
-            notified_ = r.value;
+        if (r.value != seen_.load(std::memory_order_relaxed)) {
+            seen_.store(r.value, std::memory_order_relaxed);
             notify(r.value);
         }
     }
@@ -75,7 +91,9 @@ private:
     typename Timer::template rebind_executor<Executor>::other timer_;
     std::shared_ptr<const void> keep_;
     std::function<condition_reading()> read_;
-    bool notified_ = false;  // the value subscribers were last told
+    mutable std::atomic<bool> seen_{false};  // the value last read (value()) or told (notify)
+    listener_list* owner_ = nullptr;
+    std::uint64_t entry_ = 0;
 };
 
 }  // namespace steadfast::detail

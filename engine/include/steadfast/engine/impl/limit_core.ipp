@@ -55,7 +55,10 @@ token_bucket_core::token_bucket_core(double per_second, std::uint32_t burst, std
 
 double token_bucket_core::tokens(std::chrono::nanoseconds now) const {
     if (now <= at_) return tokens_;
-    return std::min(burst_, tokens_ + static_cast<double>((now - at_).count()) * rate_);
+    const double grown = tokens_ + static_cast<double>((now - at_).count()) * rate_;
+    // While callers wait, what came in is theirs (a timer that fires late
+    // must not cost them tokens): the burst caps what is left after them.
+    return waiters_.empty() ? std::min(burst_, grown) : grown;
 }
 
 void token_bucket_core::refill(std::chrono::nanoseconds now) {
@@ -65,10 +68,14 @@ void token_bucket_core::refill(std::chrono::nanoseconds now) {
 }
 
 std::chrono::nanoseconds token_bucket_core::when(double tokens_needed) const {
-    // The first nanosecond at which tokens_ has grown to tokens_needed.
+    // The first nanosecond at which tokens_ has grown to tokens_needed,
+    // saturating (a tiny rate or a long queue: far enough to be never).
     const double missing = tokens_needed - tokens_;
     if (missing <= 0) return at_;
-    return at_ + std::chrono::nanoseconds(static_cast<std::int64_t>(std::ceil(missing / rate_)));
+    const double ns = std::ceil(missing / rate_);
+    const double room = static_cast<double>((std::chrono::nanoseconds::max() - at_).count());
+    if (!(ns < room)) return std::chrono::nanoseconds::max();
+    return at_ + std::chrono::nanoseconds(static_cast<std::int64_t>(ns));
 }
 
 admission token_bucket_core::acquire(std::uint64_t id, std::chrono::nanoseconds now) {
@@ -93,6 +100,7 @@ std::vector<std::uint64_t> token_bucket_core::due(std::chrono::nanoseconds now) 
         out.push_back(waiters_.front());
         waiters_.pop_front();
     }
+    if (waiters_.empty()) tokens_ = std::min(tokens_, burst_);
     return out;
 }
 
@@ -111,6 +119,7 @@ bool token_bucket_core::cancel(std::uint64_t id) {
     const auto it = std::find(waiters_.begin(), waiters_.end(), id);
     if (it == waiters_.end()) return false;
     waiters_.erase(it);
+    if (waiters_.empty()) tokens_ = std::min(tokens_, burst_);
     return true;
 }
 
