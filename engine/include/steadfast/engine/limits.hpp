@@ -105,10 +105,10 @@ public:
         entries_.emplace(++last_, std::move(drop));
         return last_;
     }
-    void remove(std::uint64_t key) {
+    void remove(std::uint64_t entry) {
         std::function<void()> gone;  // destroyed outside the lock
         std::lock_guard l(m_);
-        if (auto it = entries_.find(key); it != entries_.end()) {
+        if (auto it = entries_.find(entry); it != entries_.end()) {
             gone = std::move(it->second);
             entries_.erase(it);
         }
@@ -121,7 +121,7 @@ private:
             std::lock_guard l(m_);
             all.swap(entries_);
         }
-        for (auto& [key, drop] : all) drop();
+        for (auto& [entry, drop] : all) drop();
     }
     std::mutex m_;
     std::uint64_t last_ = 0;
