@@ -236,4 +236,40 @@ BOOST_AUTO_TEST_CASE(bad_settings_are_refused_by_name) {
     BOOST_TEST(refused(s, "half_open_calls"));
 }
 
+BOOST_AUTO_TEST_CASE(half_open_trials_that_never_end_reopen_it_after_the_max_wait) {
+    // resilience4j's maxWaitDurationInHalfOpenState: 0 waits for every trial;
+    // 5 s opens it again once the trials have been out that long.
+    breaker_settings s = small(1, 1, 0.5);
+    s.half_open_calls = 2;
+    s.break_duration = [](std::uint32_t) { return nanoseconds(10s); };
+    s.half_open_max_wait = 5s;
+    breaker_fsm b(s);
+    BOOST_TEST(call(b, 0s, true));    // open until 10 s
+    BOOST_TEST(b.try_acquire(10s));   // trial 1, never ends
+    BOOST_TEST(b.try_acquire(12s));   // trial 2, never ends
+    BOOST_TEST(!b.try_acquire(14s));  // both out, the wait not over
+    std::optional<steadfast::detail::breaker_transition> moved;
+    BOOST_TEST(!b.try_acquire(15s, &moved));  // 5 s in half-open: open again
+    BOOST_REQUIRE(moved.has_value());
+    BOOST_TEST((moved->from == breaker_state::half_open && moved->to == breaker_state::open));
+    BOOST_TEST((b.state(15s) == breaker_state::open));
+    BOOST_TEST(b.open_until() == nanoseconds(25s));
+    // A trial's outcome that comes after the wait ran out opens it as well.
+    breaker_fsm c(s);
+    BOOST_TEST(call(c, 0s, true));
+    BOOST_TEST(c.try_acquire(10s));
+    auto t = c.record(16s, false, quick);
+    BOOST_TEST((t.has_value() && t->to == breaker_state::open));
+    // Without the setting: the trials are waited for, however long.
+    s.half_open_max_wait = nanoseconds::zero();
+    breaker_fsm d(s);
+    BOOST_TEST(call(d, 0s, true));
+    BOOST_TEST(d.try_acquire(10s));
+    BOOST_TEST(d.try_acquire(11s));
+    BOOST_TEST(!d.try_acquire(std::chrono::hours(1000)));
+    BOOST_TEST((d.state(std::chrono::hours(1000)) == breaker_state::half_open));
+    s.half_open_max_wait = -1s;
+    BOOST_CHECK_THROW(breaker_fsm{s}, std::invalid_argument);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

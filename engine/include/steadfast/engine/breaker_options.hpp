@@ -50,6 +50,11 @@ struct breaker_options {
     /// lock: it must not call the breaker.
     std::function<nanoseconds(std::uint32_t)> break_duration;
     std::uint32_t half_open_calls = 10;  // trial calls in half-open; >= 1
+    /// resilience4j's maxWaitDurationInHalfOpenState: trials still out this
+    /// long after the breaker went half-open open it again (seen at the next
+    /// call or outcome; their outcomes then do not count). Zero (the
+    /// default, as resilience4j's): wait for every trial. >= 0.
+    nanoseconds half_open_max_wait{0};
 
     /// Which outcomes of a retry's attempts count as failures (the retry's
     /// own classification, shared). Empty: retryable ones (timeouts

@@ -25,7 +25,9 @@
 //   have all ended, their failure and slow-call rates against the same
 //   thresholds open it again (the next break) or close it (a fresh window).
 //   A failure among them that already decides it (the rest cannot bring the
-//   rate under the threshold) opens it at once.
+//   rate under the threshold) opens it at once. With `half_open_max_wait`,
+//   trials still out after that long open it again (at the next call or
+//   outcome).
 // - isolated: opened by hand until reset(); reset() closes it with a fresh
 //   window from any state.
 #pragma once
@@ -90,6 +92,7 @@ private:
     bool tripped(const counts& c, std::uint32_t minimum) const;
     breaker_transition open(nanoseconds now);
     breaker_transition move(breaker_state to);
+    bool half_open_expired(nanoseconds now) const noexcept;
 
     breaker_settings s_;
     breaker_state state_ = breaker_state::closed;
@@ -102,6 +105,7 @@ private:
     // Half-open: permits taken, and the trials' outcomes.
     std::uint32_t trials_started_ = 0;
     counts trials_;
+    nanoseconds half_open_since_{};
 };
 
 }  // namespace steadfast::detail

@@ -32,6 +32,7 @@ breaker_fsm::breaker_fsm(breaker_settings s) : s_(std::move(s)) {
     if (!(s_.slow_rate > 0 && s_.slow_rate <= 1)) refuse("slow_rate must be above 0 and at most 1");
     if (s_.slow_call <= nanoseconds::zero()) refuse("slow_call must be positive");
     if (s_.half_open_calls == 0) refuse("half_open_calls must be at least 1");
+    if (s_.half_open_max_wait < nanoseconds::zero()) refuse("half_open_max_wait must not be negative");
     // As resilience4j: a count window never holds more than its size.
     if (s_.window == breaker_settings::window_kind::count)
         s_.minimum_calls = std::min(s_.minimum_calls, s_.window_size);
@@ -120,17 +121,29 @@ bool breaker_fsm::try_acquire(nanoseconds now, std::optional<breaker_transition>
             if (now < open_until_) return false;
             trials_started_ = 0;
             trials_ = {};
+            half_open_since_ = now;
             {
                 const auto t = move(breaker_state::half_open);
                 if (changed) *changed = t;
             }
             [[fallthrough]];
         case breaker_state::half_open:
+            if (half_open_expired(now)) {
+                // Trials that never ended: open again (resilience4j's
+                // maxWaitDurationInHalfOpenState); they are the past's now.
+                const auto t = open(now);
+                if (changed) *changed = t;
+                return false;
+            }
             if (trials_started_ >= s_.half_open_calls) return false;
             ++trials_started_;
             return true;
     }
     return false;
+}
+
+bool breaker_fsm::half_open_expired(nanoseconds now) const noexcept {
+    return s_.half_open_max_wait > nanoseconds::zero() && now - half_open_since_ >= s_.half_open_max_wait;
 }
 
 void breaker_fsm::release() {
@@ -148,6 +161,7 @@ std::optional<breaker_transition> breaker_fsm::record(nanoseconds now, bool fail
                 return open(now);
             return std::nullopt;
         case breaker_state::half_open: {
+            if (half_open_expired(now)) return open(now);  // too late: the wait ran out first
             trials_.calls += 1;
             trials_.failures += failure ? 1 : 0;
             trials_.slow += slow ? 1 : 0;
