@@ -9,6 +9,7 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -151,6 +152,25 @@ BOOST_AUTO_TEST_CASE(concurrency_limit_completes_never_inline_and_in_order) {
     second.reset();
     BOOST_TEST(limit->in_use() == 0u);
     BOOST_TEST(static_cast<bool>(limit->try_acquire()));
+}
+
+BOOST_AUTO_TEST_CASE(the_handler_runs_on_its_own_executor_not_the_one_passed) {
+    asio::io_context ioc, handlers;
+    auto limit = std::make_shared<concurrency_limit>(concurrency_limit::options{.limit = 1, .queue = 1});
+    auto held = limit->try_acquire();
+    bool ran = false;
+    limit->async_acquire(ioc.get_executor(),
+                         asio::bind_executor(handlers.get_executor(), [&](error_code ec, concurrency_limit::permit p) {
+                             BOOST_TEST(!ec);
+                             BOOST_TEST(static_cast<bool>(p));
+                             BOOST_TEST(handlers.get_executor().running_in_this_thread());
+                             ran = true;
+                         }));
+    held.release();  // lets it in
+    ioc.poll();
+    BOOST_TEST(!ran);  // not on `ex`
+    handlers.poll();
+    BOOST_TEST(ran);
 }
 
 BOOST_AUTO_TEST_CASE(cancelling_a_waiter_of_every_type_frees_its_place_in_the_queue) {

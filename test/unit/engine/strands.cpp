@@ -3,6 +3,7 @@
 #include <steadfast/engine.hpp>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -186,6 +187,32 @@ BOOST_AUTO_TEST_CASE(two_threads_share_a_concurrency_limit) {
     BOOST_TEST(most.load() >= 1);
     BOOST_TEST(limit->in_use() == 0u);
     BOOST_TEST(limit->waiting() == 0u);
+}
+
+// One rate limit shared by operations on two threads: its timer is set under
+// the limit's lock from both while its handler lets waiters in; every caller
+// is let in once, none twice, and nothing is left waiting.
+BOOST_AUTO_TEST_CASE(two_threads_share_a_rate_limit) {
+    asio::io_context ioc(2);
+    auto rate = std::make_shared<rate_limit>(ioc.get_executor(),
+                                             rate_limit::options{.per_second = 20000, .burst = 5, .queue = 1000});
+    std::atomic<int> in{0}, refused{0};
+    constexpr int ops = 300;
+    for (int i = 0; i < ops; ++i) {
+        auto strand = asio::make_strand(ioc);
+        rate->async_acquire(strand, asio::bind_executor(strand, [&](error_code ec) {
+                                if (ec)
+                                    refused.fetch_add(1);
+                                else
+                                    in.fetch_add(1);
+                            }));
+    }
+    std::thread other([&] { ioc.run(); });
+    ioc.run();
+    other.join();
+    BOOST_TEST(in.load() == ops);  // the queue (1,000) never filled
+    BOOST_TEST(refused.load() == 0);
+    BOOST_TEST(rate->waiting() == 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
