@@ -60,6 +60,20 @@ asio::awaitable<error_code> instant_op() {
     co_return error_code{};
 }
 
+// The bare I/O operation of the socket benchmarks: a byte written and read
+// back over a local socket pair.
+struct local_roundtrip {
+    explicit local_roundtrip(asio::io_context& ioc) : a(ioc), b(ioc) { asio::local::connect_pair(a, b); }
+    asio::awaitable<error_code> operator()() {
+        char out = 'x', in = 0;
+        auto [ec1, n1] = co_await asio::async_write(a, asio::buffer(&out, 1), asio::as_tuple(asio::use_awaitable));
+        if (ec1) co_return ec1;
+        auto [ec2, n2] = co_await asio::async_read(b, asio::buffer(&in, 1), asio::as_tuple(asio::use_awaitable));
+        co_return ec2;
+    }
+    asio::local::stream_protocol::socket a, b;
+};
+
 template <class F>
 void run_coro(F&& f) {
     asio::io_context ioc(1);
@@ -123,15 +137,7 @@ void retry_overhead_socket(benchmark::State& state) {
     double bare_ns = 0, retry_ns = 0, guarded_ns = 0, async_ns = 0;
     long long batches = 0;
     asio::io_context ioc(1);
-    asio::local::stream_protocol::socket a(ioc), b(ioc);
-    asio::local::connect_pair(a, b);
-    auto roundtrip = [&]() -> asio::awaitable<error_code> {
-        char out = 'x', in = 0;
-        auto [ec1, n1] = co_await asio::async_write(a, asio::buffer(&out, 1), asio::as_tuple(asio::use_awaitable));
-        if (ec1) co_return ec1;
-        auto [ec2, n2] = co_await asio::async_read(b, asio::buffer(&in, 1), asio::as_tuple(asio::use_awaitable));
-        co_return ec2;
-    };
+    local_roundtrip roundtrip(ioc);
     asio::co_spawn(
         ioc,
         [&]() -> asio::awaitable<void> {
@@ -183,15 +189,7 @@ void breaker_overhead_socket(benchmark::State& state) {
     auto bulkhead = std::make_shared<steadfast::concurrency_limit>(steadfast::concurrency_limit::options{.limit = 64});
     auto rate = std::make_shared<steadfast::rate_limit>(
         ioc.get_executor(), steadfast::rate_limit::options{.per_second = 1e9, .burst = 1000000});
-    asio::local::stream_protocol::socket a(ioc), b(ioc);
-    asio::local::connect_pair(a, b);
-    auto roundtrip = [&]() -> asio::awaitable<error_code> {
-        char out = 'x', in = 0;
-        auto [ec1, n1] = co_await asio::async_write(a, asio::buffer(&out, 1), asio::as_tuple(asio::use_awaitable));
-        if (ec1) co_return ec1;
-        auto [ec2, n2] = co_await asio::async_read(b, asio::buffer(&in, 1), asio::as_tuple(asio::use_awaitable));
-        co_return ec2;
-    };
+    local_roundtrip roundtrip(ioc);
     asio::co_spawn(
         ioc,
         [&]() -> asio::awaitable<void> {

@@ -53,6 +53,11 @@ auto flaky(int fails, int& calls, error_code ec = asio::error::connection_refuse
         co_return calls;
     };
 }
+// An attempt that waits an hour of virtual time (cancelled or destroyed first).
+asio::awaitable<ec_result> stalls_an_hour(const attempt_context&) {
+    co_await steadfast_test::virtual_sleep(1h);
+    co_return 1;
+}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(engine_circuit_breaker)
@@ -302,10 +307,7 @@ BOOST_AUTO_TEST_CASE(a_retry_destroyed_mid_attempt_gives_its_trial_back) {
     manual_clock::advance(1s);
     {
         asio::io_context ioc;
-        auto stalls = [](const attempt_context&) -> asio::awaitable<ec_result> {
-            co_await steadfast_test::virtual_sleep(1h);
-            co_return 1;
-        };
+        auto stalls = stalls_an_hour;
         steadfast::async_retry<manual_timer>(ioc.get_executor(), retry_policy{}.with_breaker(b), stalls,
                                              [](retry_result<ec_result>) {});
         steadfast::run_virtual(ioc, manual_clock::now() + 5s);
@@ -424,10 +426,7 @@ BOOST_AUTO_TEST_CASE(a_cancelled_attempt_gives_its_trial_back) {
     b->try_acquire().failure();
     manual_clock::advance(1s);
     asio::cancellation_signal cancel;
-    auto stalls = [](const attempt_context&) -> asio::awaitable<ec_result> {
-        co_await steadfast_test::virtual_sleep(1h);
-        co_return 1;
-    };
+    auto stalls = stalls_an_hour;
     std::optional<retry_result<ec_result>> out;
     steadfast::async_retry<manual_timer>(
         ioc.get_executor(), retry_policy{}.with_breaker(b), stalls,
