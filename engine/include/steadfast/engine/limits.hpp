@@ -194,6 +194,8 @@ void start_acquire(const std::shared_ptr<Limiter>& self, Handler handler, boost:
         });
     } catch (...) {
         self->withdraw(id);  // (out of memory) not left queued without a way to tell it
+        lock.unlock();
+        registry.remove(key);
         throw;
     }
     if (slot.is_connected()) {
