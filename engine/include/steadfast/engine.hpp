@@ -5,7 +5,9 @@
 #include <steadfast/engine/budget.hpp>
 #include <steadfast/engine/classify.hpp>
 #include <steadfast/engine/error.hpp>
+#include <steadfast/engine/hedging.hpp>
 #include <steadfast/engine/limits.hpp>
+#include <steadfast/engine/pipeline.hpp>
 #include <steadfast/engine/policy.hpp>
 #include <steadfast/engine/result.hpp>
 #include <steadfast/engine/retry.hpp>

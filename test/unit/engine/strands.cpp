@@ -9,6 +9,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/test/unit_test.hpp>
@@ -213,6 +214,54 @@ BOOST_AUTO_TEST_CASE(two_threads_share_a_rate_limit) {
     BOOST_TEST(in.load() == ops);  // the queue (1,000) never filled
     BOOST_TEST(refused.load() == 0);
     BOOST_TEST(rate->waiting() == 0u);
+}
+
+// A whole pipeline shared by operations on two threads, each on its own
+// strand: one rate limit, one bulkhead, one breaker, hedged attempts that
+// stall one time in four (the hedge, started 1 ms later on the same strand,
+// wins and cancels them). Every call ends once, the hedges' signals and
+// outcomes stay on their call's strand, and every permit comes back.
+BOOST_AUTO_TEST_CASE(two_threads_share_a_pipeline) {
+    asio::io_context ioc(2);
+    auto rate = std::make_shared<rate_limit>(ioc.get_executor(),
+                                             rate_limit::options{.per_second = 50000, .burst = 10, .queue = 1000});
+    auto bulkhead = std::make_shared<concurrency_limit>(concurrency_limit::options{.limit = 8, .queue = 1000});
+    breaker_options bo;
+    bo.consecutive_failures = 1000;
+    auto breaker = std::make_shared<circuit_breaker>(bo);
+    const auto p = pipeline{}
+                       .with_rate_limit(rate)
+                       .with_concurrency_limit(bulkhead)
+                       .with_breaker(breaker)
+                       .with_hedging({.max_attempts = 2, .delay = 1ms})
+                       .with_timeout(5s);
+    std::atomic<int> ok{0}, failed{0}, hedges{0};
+    constexpr int ops = 200;
+    for (int i = 0; i < ops; ++i) {
+        auto strand = asio::make_strand(ioc);
+        auto attempt = [&, i](const attempt_context& ctx) -> asio::awaitable<error_code> {
+            if (ctx.hedge > 0) hedges.fetch_add(1);
+            asio::steady_timer t(co_await asio::this_coro::executor, ctx.hedge == 0 && i % 4 == 0 ? 10s : 0s);
+            auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+            co_return ec;
+        };
+        async_execute(strand, p, attempt, [&](retry_result<error_code> r) {
+            if (r.ok() && !r.value())
+                ok.fetch_add(1);
+            else
+                failed.fetch_add(1);
+        });
+    }
+    std::thread other([&] { ioc.run(); });
+    ioc.run();
+    other.join();
+    BOOST_TEST(ok.load() == ops);
+    BOOST_TEST(failed.load() == 0);
+    BOOST_TEST(hedges.load() >= ops / 4);  // every stalled first attempt was hedged
+    BOOST_TEST(bulkhead->in_use() == 0u);
+    BOOST_TEST(bulkhead->waiting() == 0u);
+    BOOST_TEST(rate->waiting() == 0u);
+    BOOST_TEST(breaker->get_stats().successes == static_cast<std::uint64_t>(ops));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

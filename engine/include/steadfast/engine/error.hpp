@@ -24,6 +24,7 @@ enum class stop_reason : unsigned char {
     condition,           // a stop-when condition became true
     pushback,            // the server asked for a longer wait (Retry-After) than the policy's maximum delay
     circuit_open,        // the policy's circuit breaker rejected the next attempt (none was made)
+    limited,             // a pipeline's rate or concurrency limit had no room in its queue (no attempt was made)
 };
 
 std::string_view to_string(stop_reason r) noexcept;

@@ -29,7 +29,10 @@ class circuit_breaker;  // steadfast/engine/breaker.hpp
 /// cancellation state: a per-attempt timeout, a stop-when condition or the
 /// caller's cancellation cancels the operations it awaits.
 struct attempt_context {
-    std::uint64_t number = 1;              // 1 for the first attempt
+    std::uint64_t number = 1;  // 1 for the first attempt
+    /// Under hedging (see pipeline.hpp): 0 for the attempt that started
+    /// first, k for the k-th hedge started beside it (all share `number`).
+    std::uint32_t hedge = 0;
     nanoseconds elapsed{};                 // since the retry started
     std::optional<nanoseconds> time_left;  // until the stop condition's deadline
     std::optional<nanoseconds> timeout;    // this attempt's effective timeout
@@ -139,6 +142,9 @@ public:
     const std::shared_ptr<retry_budget>& budget() const noexcept { return d_->budget_; }
     const retry_hooks& hooks() const noexcept { return d_->hooks_; }
     const std::shared_ptr<circuit_breaker>& breaker() const noexcept { return d_->breaker_; }
+    /// A thrown exception as this policy classifies it (with_exception_classifier,
+    /// else classify_exception()).
+    classification classify(const std::exception_ptr& e) const;
 
 private:
     friend class retry_state;

@@ -34,6 +34,9 @@ namespace steadfast::detail {
 struct hedge_settings {
     std::uint32_t max_attempts = 3;                                   // >= 1 (1: no hedge)
     std::chrono::nanoseconds delay = std::chrono::milliseconds(100);  // >= 0
+    /// A success gives the budget back its success_refund. Off when a retry
+    /// around the call refunds the same success (a pipeline).
+    bool refund_on_success = true;
 };
 
 /// What the driver does now, in this order: cancel the others, start one,

@@ -25,6 +25,8 @@ std::string_view to_string(stop_reason r) noexcept {
             return "pushback";
         case stop_reason::circuit_open:
             return "circuit_open";
+        case stop_reason::limited:
+            return "limited";
     }
     return "unknown";
 }
@@ -88,6 +90,8 @@ error_code to_error_code(stop_reason r) noexcept {
             return error::pushback;
         case stop_reason::circuit_open:
             return error::circuit_open;
+        case stop_reason::limited:
+            return error::queue_full;
     }
     return error::permanent_failure;
 }

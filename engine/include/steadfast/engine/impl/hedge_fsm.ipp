@@ -60,7 +60,7 @@ hedge_step hedge_fsm::on_outcome(std::uint32_t number, const classification& c, 
     switch (c.kind) {
         case verdict::success:
             result_of_ = number;
-            if (budget_) budget_->release(budget_->settings().success_refund);
+            if (budget_ && s_.refund_on_success) budget_->release(budget_->settings().success_refund);
             return finish(stop_reason::success, {});
         case verdict::permanent:
             result_of_ = number;

@@ -142,6 +142,10 @@ retry_policy retry_policy::with_breaker(std::shared_ptr<circuit_breaker> b) cons
     return modified([&](auto& d) { d.breaker_ = std::move(b); });
 }
 
+classification retry_policy::classify(const std::exception_ptr& e) const {
+    return d_->exception_classifier_ ? d_->exception_classifier_(e) : classify_exception(e);
+}
+
 retry_state::retry_state(const retry_policy& p) : p_(&p.data()), rng_(p.data().seed_.value_or(0)) {}
 
 std::uint64_t retry_state::draw() {

@@ -1,0 +1,525 @@
+// The pipeline (issue 31): rate limit -> concurrency limit -> retry (with the
+// breaker) -> hedging -> timeout -> attempt, and its two drivers, on virtual
+// time. Hedging's own decisions are tested in hedge.cpp (detail::hedge_fsm);
+// these cases drive them with real attempts.
+#include <steadfast/engine.hpp>
+#include <steadfast/engine/manual_clock.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_allocator.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <steadfast_test/virtual_time.hpp>
+#include <string>
+#include <vector>
+
+using namespace std::chrono_literals;
+using namespace steadfast;
+namespace asio = boost::asio;
+using steadfast_test::virtual_time;
+using vpipeline = basic_pipeline<manual_timer>;
+using vrate = basic_rate_limit<manual_timer>;
+
+namespace {
+
+std::int64_t ms(std::chrono::nanoseconds d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+}
+
+// What one attempt saw: its context, when it started and ended (virtual
+// ms), and the cancellation types that reached it.
+struct seen {
+    std::uint64_t number = 0;
+    std::uint32_t hedge = 0;
+    std::optional<std::int64_t> timeout_ms;
+    std::int64_t started = 0, ended = -1;
+    asio::cancellation_type cancelled = asio::cancellation_type::none;
+};
+
+// A scripted attempt: script(ctx) says how long it takes and what it
+// returns; it waits on a manual_timer, so any cancellation ends it early
+// (with operation_aborted).
+struct scripted {
+    struct step {
+        std::chrono::nanoseconds takes;
+        attempt_result<int> answer;
+    };
+    std::function<step(const attempt_context&)> script;
+    std::shared_ptr<std::vector<seen>> log = std::make_shared<std::vector<seen>>();
+
+    asio::awaitable<attempt_result<int>> operator()(const attempt_context& ctx) const {
+        const std::size_t i = log->size();
+        log->push_back({ctx.number, ctx.hedge, ctx.timeout ? std::optional(ms(*ctx.timeout)) : std::nullopt,
+                        ms(virtual_time::now())});
+        step s = script(ctx);
+        manual_timer t(co_await asio::this_coro::executor, s.takes);
+        auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+        (*log)[i].ended = ms(virtual_time::now());
+        (*log)[i].cancelled = (co_await asio::this_coro::cancellation_state).cancelled();
+        if (ec) co_return attempt_result<int>::retry(ec);
+        co_return std::move(s.answer);
+    }
+};
+
+scripted::step ok_after(std::chrono::nanoseconds d, int v) {
+    return {d, attempt_result<int>(v)};
+}
+scripted::step fail_after(std::chrono::nanoseconds d, error_code ec, std::optional<nanoseconds> hint = {}) {
+    return {d, attempt_result<int>::retry(ec, hint)};
+}
+scripted::step permanent_after(std::chrono::nanoseconds d, error_code ec) {
+    return {d, attempt_result<int>::fail(ec)};
+}
+const auto forever = std::chrono::hours(24 * 365);
+
+// Terminal, partial and total: what an attempt sees when it is cancelled
+// with every type (its coroutine lets all three through).
+const auto every_type =
+    asio::cancellation_type::terminal | asio::cancellation_type::partial | asio::cancellation_type::total;
+
+const error_code unavailable = asio::error::connection_refused;
+
+// One call on `ioc` on virtual time.
+template <class Attempt>
+retry_result<attempt_result<int>> run(asio::io_context& ioc, const vpipeline& p, Attempt a) {
+    return steadfast_test::run_virtual(ioc, execute<manual_timer>(p, std::move(a)));
+}
+
+const auto no_retry = retry_policy{}.with_stop(stop::max_attempts(1));
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(engine_pipeline)
+
+BOOST_AUTO_TEST_CASE(builders_refuse_bad_values_and_leave_the_original_as_it_was) {
+    asio::io_context ioc;
+    const vpipeline p;
+    auto refused = [](auto f, const std::string& words) {
+        try {
+            f();
+        } catch (const std::invalid_argument& e) {
+            BOOST_TEST(std::string(e.what()).find(words) != std::string::npos, e.what());
+            return;
+        }
+        BOOST_FAIL("accepted: " + words);
+    };
+    refused([&] { (void)p.with_rate_limit(nullptr); }, "needs a rate limit");
+    refused([&] { (void)p.with_concurrency_limit(nullptr); }, "needs a concurrency limit");
+    refused([&] { (void)p.with_breaker(nullptr); }, "needs a circuit breaker");
+    refused([&] { (void)p.with_hedging({.max_attempts = 0}); }, "max_attempts must be from 1 to 8");
+    refused([&] { (void)p.with_hedging({.max_attempts = 9}); }, "max_attempts must be from 1 to 8");
+    refused([&] { (void)p.with_hedging({.max_attempts = 2, .delay = -1ns}); }, "delay must not be negative");
+    refused([&] { (void)p.with_timeout(0ns); }, "timeout must be positive");
+
+    const auto t = p.with_timeout(50ms);
+    BOOST_TEST(!p.timeout().has_value());
+    BOOST_TEST(ms(*t.timeout()) == 50);
+    // Without hedging the timeout is the retry's per-attempt timeout; with
+    // hedging, each hedge's own, and the retry's attempt (the hedged call) has none.
+    BOOST_TEST(ms(*t.policy().attempt_timeout()) == 50);
+    const auto h = t.with_hedging({.max_attempts = 3, .delay = 10ms});
+    BOOST_TEST(!h.policy().attempt_timeout().has_value());
+    BOOST_TEST(ms(*t.policy().attempt_timeout()) == 50);
+    // The breaker goes into the policy, whichever builder came first.
+    auto b = std::make_shared<circuit_breaker>(breaker_options{});
+    BOOST_TEST((p.with_breaker(b).with_retry(no_retry).policy().breaker() == b));
+    BOOST_TEST((p.with_retry(no_retry).with_breaker(b).policy().breaker() == b));
+    BOOST_TEST(!p.policy().breaker());
+}
+
+BOOST_AUTO_TEST_CASE(a_slow_attempt_is_hedged_and_the_first_success_wins) {
+    virtual_time vt;
+    asio::io_context ioc;
+    scripted a{[](const attempt_context& c) { return c.hedge == 0 ? ok_after(forever, 1) : ok_after(10ms, 2); }};
+    const auto p = vpipeline{}.with_retry(no_retry).with_hedging({.max_attempts = 3, .delay = 100ms});
+    const auto r = run(ioc, p, a);
+    BOOST_TEST(r.ok());
+    BOOST_TEST(r.value().value() == 2);
+    BOOST_TEST(r.attempts() == 1u);  // one retry attempt: one hedged call
+    BOOST_TEST(ms(r.elapsed()) == 110);
+    BOOST_REQUIRE(a.log->size() == 2u);  // the third never started: the second won first
+    const seen& first = (*a.log)[0];
+    const seen& hedge = (*a.log)[1];
+    BOOST_TEST(first.number == 1u);
+    BOOST_TEST(hedge.number == 1u);
+    BOOST_TEST(first.hedge == 0u);
+    BOOST_TEST(hedge.hedge == 1u);
+    BOOST_TEST(hedge.started == 100);
+    // The loser got every type of cancellation at once, and the call ended
+    // only after it had ended.
+    BOOST_TEST(first.ended == 110);
+    BOOST_TEST((first.cancelled == every_type));
+    BOOST_TEST((hedge.cancelled == asio::cancellation_type::none));
+}
+
+BOOST_AUTO_TEST_CASE(an_answer_before_the_delay_starts_no_hedge) {
+    virtual_time vt;
+    asio::io_context ioc;
+    scripted a{[](const attempt_context&) { return ok_after(99ms, 7); }};
+    const auto r = run(ioc, vpipeline{}.with_hedging({.max_attempts = 3, .delay = 100ms}), a);
+    BOOST_TEST(r.ok());
+    BOOST_TEST(r.value().value() == 7);
+    BOOST_TEST(a.log->size() == 1u);
+    BOOST_TEST(ms(r.elapsed()) == 99);
+}
+
+BOOST_AUTO_TEST_CASE(a_retryable_failure_starts_the_next_hedge_at_once) {
+    virtual_time vt;
+    asio::io_context ioc;
+    scripted a{
+        [](const attempt_context& c) { return c.hedge == 0 ? fail_after(10ms, unavailable) : ok_after(10ms, 2); }};
+    const auto r = run(ioc, vpipeline{}.with_retry(no_retry).with_hedging({.max_attempts = 2, .delay = 100ms}), a);
+    BOOST_TEST(r.ok());
+    BOOST_REQUIRE(a.log->size() == 2u);
+    BOOST_TEST((*a.log)[1].started == 10);  // not at 100
+    BOOST_TEST(ms(r.elapsed()) == 20);
+}
+
+BOOST_AUTO_TEST_CASE(a_permanent_failure_ends_the_call_and_cancels_the_others) {
+    virtual_time vt;
+    asio::io_context ioc;
+    scripted a{[](const attempt_context& c) {
+        return c.hedge == 2 ? permanent_after(5ms, asio::error::access_denied) : ok_after(forever, 1);
+    }};
+    const auto r = run(ioc, vpipeline{}.with_hedging({.max_attempts = 3, .delay = 10ms}), a);
+    BOOST_TEST((r.reason() == stop_reason::permanent));
+    BOOST_TEST(r.last_error() == asio::error::access_denied);
+    BOOST_REQUIRE(a.log->size() == 3u);
+    for (int i = 0; i < 2; ++i) {
+        BOOST_TEST((*a.log)[i].ended == 25);
+        BOOST_TEST(((*a.log)[i].cancelled == every_type));
+    }
+    BOOST_TEST(ms(r.elapsed()) == 25);
+}
+
+BOOST_AUTO_TEST_CASE(pushback_stops_further_hedges_and_the_retry_waits_as_asked) {
+    virtual_time vt;
+    asio::io_context ioc;
+    scripted a{
+        [](const attempt_context& c) { return c.number == 1 ? fail_after(10ms, unavailable, 2s) : ok_after(1ms, 3); }};
+    const auto p = vpipeline{}
+                       .with_retry(retry_policy{}.with_stop(stop::max_attempts(2)))
+                       .with_hedging({.max_attempts = 3, .delay = 100ms});
+    const auto r = run(ioc, p, a);
+    BOOST_TEST(r.ok());
+    BOOST_TEST(r.attempts() == 2u);
+    // The first hedged call: one attempt, no hedge after the pushback (not
+    // at once, not at 100 ms); the retry waited the two seconds asked.
+    BOOST_REQUIRE(a.log->size() == 2u);
+    BOOST_TEST((*a.log)[1].number == 2u);
+    BOOST_TEST((*a.log)[1].hedge == 0u);
+    BOOST_TEST((*a.log)[1].started == 2010);
+}
+
+BOOST_AUTO_TEST_CASE(hedges_draw_on_the_retry_budget) {
+    virtual_time vt;
+    asio::io_context ioc;
+    // Room for one hedge (cost 5 of 5), none after.
+    auto budget =
+        std::make_shared<retry_budget>(retry_budget::options{.capacity = 5, .retry_cost = 5, .timeout_cost = 5});
+    scripted a{[](const attempt_context& c) { return c.hedge == 0 ? ok_after(50ms, 1) : ok_after(forever, 2); }};
+    const auto p =
+        vpipeline{}.with_retry(no_retry.with_budget(budget)).with_hedging({.max_attempts = 4, .delay = 10ms});
+    const auto r = run(ioc, p, a);
+    BOOST_TEST(r.ok());
+    BOOST_TEST(r.value().value() == 1);
+    BOOST_TEST(a.log->size() == 2u);        // the first and one hedge; the budget stopped the others
+    BOOST_TEST(budget->available() == 1u);  // the success gave one token back, once (the retry's refund)
+}
+
+BOOST_AUTO_TEST_CASE(each_hedge_has_its_own_timeout) {
+    virtual_time vt;
+    asio::io_context ioc;
+    scripted a{[](const attempt_context&) { return ok_after(forever, 1); }};
+    const auto p = vpipeline{}.with_retry(no_retry).with_hedging({.max_attempts = 2, .delay = 30ms}).with_timeout(50ms);
+    const auto r = run(ioc, p, a);
+    BOOST_TEST((r.reason() == stop_reason::attempts_exhausted));
+    BOOST_TEST(r.last_error() == make_error_code(error::attempt_timeout));
+    BOOST_REQUIRE(a.log->size() == 2u);
+    BOOST_TEST((*a.log)[0].ended == 50);
+    BOOST_TEST((*a.log)[1].started == 30);
+    BOOST_TEST((*a.log)[1].ended == 80);
+    BOOST_TEST(((*a.log)[0].timeout_ms == std::optional<std::int64_t>(50)));
+    BOOST_TEST(((*a.log)[0].cancelled == every_type));
+    BOOST_TEST(ms(r.elapsed()) == 80);
+}
+
+BOOST_AUTO_TEST_CASE(a_hedge_that_times_out_starts_the_next_at_once) {
+    virtual_time vt;
+    asio::io_context ioc;
+    scripted a{[](const attempt_context& c) { return c.hedge == 0 ? ok_after(forever, 1) : ok_after(5ms, 2); }};
+    const auto p = vpipeline{}.with_hedging({.max_attempts = 2, .delay = 100ms}).with_timeout(20ms);
+    const auto r = run(ioc, p, a);
+    BOOST_TEST(r.ok());
+    BOOST_TEST(r.value().value() == 2);
+    BOOST_REQUIRE(a.log->size() == 2u);
+    BOOST_TEST((*a.log)[1].started == 20);
+    BOOST_TEST(ms(r.elapsed()) == 25);
+}
+
+BOOST_AUTO_TEST_CASE(the_retry_retries_whole_hedged_calls) {
+    virtual_time vt;
+    asio::io_context ioc;
+    scripted a{
+        [](const attempt_context& c) { return c.number == 1 ? fail_after(1ms, unavailable) : ok_after(1ms, 9); }};
+    const auto p = vpipeline{}
+                       .with_retry(retry_policy{}.with_backoff(backoff::fixed(1s)).with_stop(stop::max_attempts(3)))
+                       .with_hedging({.max_attempts = 2, .delay = 100ms});
+    const auto r = run(ioc, p, a);
+    BOOST_TEST(r.ok());
+    BOOST_TEST(r.attempts() == 2u);
+    BOOST_REQUIRE(a.log->size() == 3u);  // 1.0, 1.1 (at once after 1.0 failed), 2.0
+    BOOST_TEST((*a.log)[1].hedge == 1u);
+    BOOST_TEST((*a.log)[1].started == 1);
+    BOOST_TEST((*a.log)[2].number == 2u);
+    BOOST_TEST((*a.log)[2].started == 1002);
+}
+
+BOOST_AUTO_TEST_CASE(a_throwing_attempt_is_classified_by_the_policy) {
+    virtual_time vt;
+    asio::io_context ioc;
+    int calls = 0;
+    auto a = [&](const attempt_context& c) -> asio::awaitable<int> {
+        ++calls;
+        if (c.hedge == 0) throw std::runtime_error("boom");
+        co_return 4;
+    };
+    // The policy says a runtime_error is permanent: the call ends there,
+    // with no hedge after it.
+    const auto policy = retry_policy{}.with_exception_classifier(
+        [](const std::exception_ptr&) { return classification::permanent(asio::error::invalid_argument); });
+    const auto r = steadfast_test::run_virtual(
+        ioc, execute<manual_timer>(vpipeline{}.with_retry(policy).with_hedging({.max_attempts = 2, .delay = 10ms}), a));
+    BOOST_TEST((r.reason() == stop_reason::permanent));
+    BOOST_TEST(calls == 1);
+    BOOST_TEST(static_cast<bool>(r.last_exception()));
+}
+
+BOOST_AUTO_TEST_CASE(a_full_rate_limit_queue_ends_the_call_with_no_attempt) {
+    virtual_time vt;
+    asio::io_context ioc;
+    auto rate = std::make_shared<vrate>(ioc.get_executor(), vrate::options{.per_second = 1, .burst = 1, .queue = 0});
+    scripted a{[](const attempt_context&) { return ok_after(1ms, 1); }};
+    const auto p = vpipeline{}.with_rate_limit(rate);
+    BOOST_TEST(run(ioc, p, a).ok());
+    const auto r = run(ioc, p, a);
+    BOOST_TEST((r.reason() == stop_reason::limited));
+    BOOST_TEST(r.error() == make_error_code(error::queue_full));
+    BOOST_TEST(r.last_error() == make_error_code(error::queue_full));
+    BOOST_TEST(r.attempts() == 0u);
+    BOOST_TEST(a.log->size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(queued_calls_wait_for_their_token_and_their_permit) {
+    virtual_time vt;
+    asio::io_context ioc;
+    auto rate = std::make_shared<vrate>(ioc.get_executor(), vrate::options{.per_second = 10, .burst = 1, .queue = 4});
+    auto bulkhead = std::make_shared<concurrency_limit>(concurrency_limit::options{.limit = 1, .queue = 4});
+    scripted a{[](const attempt_context&) { return ok_after(250ms, 1); }};
+    const auto p = vpipeline{}.with_rate_limit(rate).with_concurrency_limit(bulkhead);
+    std::vector<stop_reason> ends;
+    for (int i = 0; i < 3; ++i)
+        async_execute<manual_timer>(ioc, p, a,
+                                    [&](retry_result<attempt_result<int>> r) { ends.push_back(r.reason()); });
+    steadfast::run_virtual(ioc);
+    BOOST_REQUIRE(ends.size() == 3u);
+    for (auto e : ends) BOOST_TEST((e == stop_reason::success));
+    BOOST_REQUIRE(a.log->size() == 3u);
+    // Tokens at 0, 100, 200 ms; one permit, each call 250 ms long.
+    BOOST_TEST((*a.log)[0].started == 0);
+    BOOST_TEST((*a.log)[1].started == 250);
+    BOOST_TEST((*a.log)[2].started == 500);
+    BOOST_TEST(static_cast<bool>(bulkhead->try_acquire()));  // every permit given back
+}
+
+BOOST_AUTO_TEST_CASE(an_open_breaker_rejects_the_call_with_no_attempt) {
+    virtual_time vt;
+    asio::io_context ioc;
+    auto b = std::make_shared<circuit_breaker>(breaker_options{});
+    b->isolate();
+    scripted a{[](const attempt_context&) { return ok_after(1ms, 1); }};
+    const auto r = run(ioc, vpipeline{}.with_breaker(b).with_hedging({.max_attempts = 2, .delay = 1ms}), a);
+    BOOST_TEST((r.reason() == stop_reason::circuit_open));
+    BOOST_TEST(a.log->empty());
+    b->reset();
+    BOOST_TEST(run(ioc, vpipeline{}.with_breaker(b), a).ok());
+    BOOST_TEST(b->get_stats().successes == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(every_cancellation_type_reaches_every_hedge) {
+    for (auto type :
+         {asio::cancellation_type::terminal, asio::cancellation_type::partial, asio::cancellation_type::total}) {
+        virtual_time vt;
+        asio::io_context ioc;
+        scripted a{[](const attempt_context&) { return ok_after(forever, 1); }};
+        const auto p = vpipeline{}.with_hedging({.max_attempts = 3, .delay = 10ms});
+        asio::cancellation_signal sig;
+        std::optional<retry_result<attempt_result<int>>> out;
+        async_execute<manual_timer>(
+            ioc, p, a, asio::bind_cancellation_slot(sig.slot(), [&](auto r) { out.emplace(std::move(r)); }));
+        steadfast::run_virtual(ioc, manual_clock::time_point(35ms));
+        BOOST_REQUIRE(a.log->size() == 3u);
+        sig.emit(type);
+        steadfast::run_virtual(ioc);
+        BOOST_REQUIRE(out.has_value());
+        BOOST_TEST((out->reason() == stop_reason::cancelled));
+        for (const seen& s : *a.log) {
+            BOOST_TEST(s.ended == 35);
+            BOOST_TEST((s.cancelled == every_type));  // every type, whichever came in
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_call_cancelled_in_a_limits_queue_leaves_it) {
+    virtual_time vt;
+    asio::io_context ioc;
+    auto bulkhead = std::make_shared<concurrency_limit>(concurrency_limit::options{.limit = 1, .queue = 1});
+    auto held = bulkhead->try_acquire();
+    scripted a{[](const attempt_context&) { return ok_after(1ms, 1); }};
+    asio::cancellation_signal sig;
+    std::optional<retry_result<attempt_result<int>>> out;
+    async_execute<manual_timer>(ioc, vpipeline{}.with_concurrency_limit(bulkhead), a,
+                                asio::bind_cancellation_slot(sig.slot(), [&](auto r) { out.emplace(std::move(r)); }));
+    ioc.poll();
+    BOOST_TEST(!out.has_value());
+    sig.emit(asio::cancellation_type::partial);
+    ioc.poll();
+    BOOST_REQUIRE(out.has_value());
+    BOOST_TEST((out->reason() == stop_reason::cancelled));
+    BOOST_TEST(a.log->empty());
+    // Out of the queue: the next caller queues in its place.
+    held = {};
+    BOOST_TEST(static_cast<bool>(bulkhead->try_acquire()));
+}
+
+BOOST_AUTO_TEST_CASE(execute_in_a_coroutine_cancelled_by_its_caller) {
+    virtual_time vt;
+    asio::io_context ioc;
+    scripted a{[](const attempt_context&) { return ok_after(forever, 1); }};
+    const auto p = vpipeline{}.with_hedging({.max_attempts = 2, .delay = 10ms});
+    asio::cancellation_signal sig;
+    std::optional<retry_result<attempt_result<int>>> out;
+    asio::co_spawn(ioc, execute<manual_timer>(p, a),
+                   asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr e, auto r) {
+                       BOOST_TEST(!e);
+                       out.emplace(std::move(r));
+                   }));
+    steadfast::run_virtual(ioc, manual_clock::time_point(20ms));
+    sig.emit(asio::cancellation_type::terminal);
+    steadfast::run_virtual(ioc);
+    BOOST_REQUIRE(out.has_value());
+    BOOST_TEST((out->reason() == stop_reason::cancelled));
+    BOOST_REQUIRE(a.log->size() == 2u);
+    for (const seen& s : *a.log) BOOST_TEST(s.ended == 20);
+}
+
+BOOST_AUTO_TEST_CASE(async_execute_never_completes_inline_and_runs_on_its_executors) {
+    virtual_time vt;
+    asio::io_context ioc;
+    auto strand = asio::make_strand(ioc);
+    auto other = asio::make_strand(ioc);
+    auto rate = std::make_shared<vrate>(ioc.get_executor(), vrate::options{.per_second = 1, .burst = 1, .queue = 0});
+    rate->try_acquire();  // the next call is refused at once: still not inline
+    bool returned = false, completed = false, attempt_on_strand = true, handler_on_other = false;
+    auto a = [&](const attempt_context&) -> asio::awaitable<int> {
+        attempt_on_strand = attempt_on_strand && strand.running_in_this_thread();
+        co_return 1;
+    };
+    async_execute<manual_timer>(strand, vpipeline{}.with_rate_limit(rate), a,
+                                asio::bind_executor(other, [&](retry_result<int> r) {
+                                    BOOST_TEST(returned);
+                                    BOOST_TEST((r.reason() == stop_reason::limited));
+                                    completed = true;
+                                    handler_on_other = other.running_in_this_thread();
+                                }));
+    returned = true;
+    for (int i = 0; i < 2; ++i) {
+        auto p = vpipeline{}.with_hedging({.max_attempts = 2, .delay = 1ms});
+        if (i == 1) p = p.with_timeout(1s);
+        async_execute<manual_timer>(strand, p, a, asio::bind_executor(other, [&](retry_result<int> r) {
+                                        BOOST_TEST(r.ok());
+                                        handler_on_other = handler_on_other && other.running_in_this_thread();
+                                    }));
+    }
+    BOOST_TEST(!completed);
+    steadfast::run_virtual(ioc);
+    BOOST_TEST(completed);
+    BOOST_TEST(handler_on_other);
+    BOOST_TEST(attempt_on_strand);
+}
+
+BOOST_AUTO_TEST_CASE(an_io_context_destroyed_mid_call_leaves_nothing_behind) {
+    // Under ASan: the hedged call's attempts, their signals and the call's
+    // frame go with the context, in whatever order it destroys them.
+    virtual_time vt;
+    bool completed = false;
+    scripted a{[](const attempt_context&) { return ok_after(forever, 1); }};
+    for (int driver = 0; driver < 2; ++driver) {
+        asio::io_context ioc;
+        const auto p = vpipeline{}.with_hedging({.max_attempts = 3, .delay = 10ms}).with_timeout(1h);
+        if (driver == 0)
+            async_execute<manual_timer>(ioc, p, a, [&](auto) { completed = true; });
+        else
+            asio::co_spawn(ioc, execute<manual_timer>(p, a), [&](std::exception_ptr, auto) { completed = true; });
+        steadfast::run_virtual(ioc, manual_clock::time_point(manual_clock::now() + 50ms));
+    }
+    BOOST_TEST(!completed);
+    BOOST_TEST(a.log->size() == 6u);
+}
+
+namespace {
+struct alloc_stats {
+    int allocations = 0, live = 0;
+};
+template <class T>
+struct counting_allocator {
+    using value_type = T;
+    explicit counting_allocator(alloc_stats* s) noexcept : stats(s) {}
+    template <class U>
+    counting_allocator(const counting_allocator<U>& o) noexcept : stats(o.stats) {}
+    T* allocate(std::size_t n) {
+        ++stats->allocations;
+        ++stats->live;
+        return std::allocator<T>().allocate(n);
+    }
+    void deallocate(T* p, std::size_t n) {
+        --stats->live;
+        std::allocator<T>().deallocate(p, n);
+    }
+    template <class U>
+    bool operator==(const counting_allocator<U>& o) const noexcept {
+        return stats == o.stats;
+    }
+    alloc_stats* stats;
+};
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(async_execute_takes_its_state_from_the_handlers_allocator) {
+    virtual_time vt;
+    asio::io_context ioc;
+    alloc_stats stats;
+    bool done = false;
+    auto a = [](const attempt_context&) -> asio::awaitable<int> { co_return 1; };
+    async_execute<manual_timer>(ioc, vpipeline{}.with_hedging({.max_attempts = 2, .delay = 1ms}), a,
+                                asio::bind_allocator(counting_allocator<void>(&stats), [&](retry_result<int> r) {
+                                    BOOST_TEST(r.ok());
+                                    done = true;
+                                }));
+    steadfast::run_virtual(ioc);
+    BOOST_TEST(done);
+    BOOST_TEST(stats.allocations >= 1);  // the retry's state
+    BOOST_TEST(stats.live == 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
