@@ -306,6 +306,28 @@ BOOST_AUTO_TEST_CASE(a_throwing_attempt_is_classified_by_the_policy) {
     BOOST_TEST(static_cast<bool>(r.last_exception()));
 }
 
+BOOST_AUTO_TEST_CASE(a_throwing_classifier_cancels_and_waits_for_the_other_attempts) {
+    virtual_time vt;
+    asio::io_context ioc;
+    scripted a{[](const attempt_context& c) { return c.hedge == 0 ? ok_after(20ms, 1) : ok_after(forever, 2); }};
+    auto picky = [](const attempt_result<int>& r) -> classification {
+        if (r.has_value() && r.value() == 1) throw std::runtime_error("cannot classify 1");
+        return r.outcome();
+    };
+    const auto p = vpipeline{}.with_retry(no_retry).with_hedging({.max_attempts = 2, .delay = 10ms});
+    const auto r = steadfast_test::run_virtual(ioc, execute<manual_timer>(p, classified(a, picky)));
+    BOOST_TEST((r.reason() == stop_reason::attempts_exhausted));
+    BOOST_REQUIRE(static_cast<bool>(r.last_exception()));
+    try {
+        std::rethrow_exception(r.last_exception());
+    } catch (const std::runtime_error& e) {
+        BOOST_TEST(std::string(e.what()) == "cannot classify 1");
+    }
+    BOOST_REQUIRE(a.log->size() == 2u);
+    BOOST_TEST((*a.log)[1].ended == 20);  // the hedge was cancelled and waited for
+    BOOST_TEST(((*a.log)[1].cancelled == every_type));
+}
+
 BOOST_AUTO_TEST_CASE(a_full_rate_limit_queue_ends_the_call_with_no_attempt) {
     virtual_time vt;
     asio::io_context ioc;

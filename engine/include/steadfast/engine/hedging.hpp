@@ -136,8 +136,6 @@ boost::asio::awaitable<Raw> run_hedged(const hedge_config& cfg, Fn& fn, const Cl
     const auto since = [&t0] { return std::chrono::duration_cast<nanoseconds>(clock::now() - t0); };
     const auto start_one = [&](std::uint32_t k) {
         auto& s = g.slots[k - 1];
-        s.running = true;
-        ++g.running;
         attempt_context c = ctx;
         c.hedge = k - 1;
         if (cfg.timeout) {
@@ -149,6 +147,9 @@ boost::asio::awaitable<Raw> run_hedged(const hedge_config& cfg, Fn& fn, const Cl
             asio::bind_cancellation_slot(s.signal.slot(), [&g, k](std::exception_ptr e, attempt_outcome<R> out) {
                 g.ended(k, e, std::move(out));
             }));
+        // (After co_spawn, which may throw, and never completes inline.)
+        s.running = true;
+        ++g.running;
     };
     // Carries out a step: cancel the others, start one, (re)arm or disarm.
     const auto apply = [&](const hedge_step& st) {
@@ -162,8 +163,12 @@ boost::asio::awaitable<Raw> run_hedged(const hedge_config& cfg, Fn& fn, const Cl
         if (st.start) start_one(st.start);
     };
 
-    apply(fsm.start(since()));
-    for (;;) {
+    // One turn of decisions: the outcomes that came, the caller's
+    // cancellation, the hedging timer, the attempts' timeouts; `wake` is
+    // when the next turn is due if nothing comes first.
+    enum class next { finished, again, wait };
+    auto wake = clock::time_point::max();
+    const auto decide = [&]() -> next {
         while (g.seen < g.arrivals) {
             const std::uint32_t k = g.arrived[g.seen++];
             auto& s = g.slots[k - 1];
@@ -177,14 +182,14 @@ boost::asio::awaitable<Raw> run_hedged(const hedge_config& cfg, Fn& fn, const Cl
             cancel_seen = true;
             apply(fsm.cancel());
         }
-        if (fsm.finished() && g.running == 0) break;
+        if (fsm.finished() && g.running == 0) return next::finished;
         const auto now = clock::now();
         if (!fsm.finished() && hedge_at && t0 + *hedge_at <= now) {
             hedge_at.reset();
             apply(fsm.on_timer(since()));
-            continue;
+            return next::again;
         }
-        auto wake = clock::time_point::max();
+        wake = clock::time_point::max();
         if (!fsm.finished() && hedge_at) wake = t0 + *hedge_at;
         for (auto& s : g.slots) {
             if (!s.running || s.timed_out) continue;
@@ -195,10 +200,40 @@ boost::asio::awaitable<Raw> run_hedged(const hedge_config& cfg, Fn& fn, const Cl
                 wake = s.deadline;
             }
         }
+        return next::wait;
+    };
+    // What user code threw (a classifier), or an attempt that could not
+    // start: every attempt is cancelled and waited for, then it is rethrown
+    // (the attempts' completions refer to this frame).
+    std::exception_ptr failure;
+    try {
+        apply(fsm.start(since()));
+    } catch (...) {
+        failure = std::current_exception();
+    }
+    for (;;) {
+        next n = next::wait;
+        if (!failure) {
+            try {
+                n = decide();
+            } catch (...) {
+                failure = std::current_exception();
+            }
+        }
+        if (failure) {
+            for (auto& s : g.slots)
+                if (s.running) s.signal.emit(asio::cancellation_type::all);
+            if (g.running == 0) break;
+            wake = clock::time_point::max();
+            n = next::wait;
+        }
+        if (n == next::finished) break;
+        if (n == next::again) continue;
         g.timer.expires_at(wake);
         co_await g.timer.async_wait(asio::as_tuple(asio::use_awaitable));
     }
     co_await asio::this_coro::throw_if_cancelled(throws);
+    if (failure) std::rethrow_exception(failure);
     // The winner, or else the last to fail.
     auto& s = g.slots[(fsm.result_of() ? fsm.result_of() : last) - 1];
     if (s.timed_out && s.how.kind != verdict::success)
