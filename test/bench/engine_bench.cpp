@@ -19,6 +19,7 @@
 //  pending_memory       100,000 retrying operations asleep on one io_context:
 //                       heap bytes and RSS per operation; goal <= 1 KiB
 #include "alloc_counter.hpp"
+#include "local_roundtrip.hpp"
 
 #include <steadfast/engine.hpp>
 
@@ -47,6 +48,8 @@ using steadfast::attempt_context;
 using steadfast::error_code;
 using clk = std::chrono::steady_clock;
 
+using steadfast_bench::local_roundtrip;
+
 namespace {
 // A stop-when condition that never turns true.
 struct never_true final : steadfast::watchable {
@@ -59,20 +62,6 @@ asio::awaitable<error_code> instant_op() {
     co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
     co_return error_code{};
 }
-
-// The bare I/O operation of the socket benchmarks: a byte written and read
-// back over a local socket pair.
-struct local_roundtrip {
-    explicit local_roundtrip(asio::io_context& ioc) : a(ioc), b(ioc) { asio::local::connect_pair(a, b); }
-    asio::awaitable<error_code> operator()() {
-        char out = 'x', in = 0;
-        auto [ec1, n1] = co_await asio::async_write(a, asio::buffer(&out, 1), asio::as_tuple(asio::use_awaitable));
-        if (ec1) co_return ec1;
-        auto [ec2, n2] = co_await asio::async_read(b, asio::buffer(&in, 1), asio::as_tuple(asio::use_awaitable));
-        co_return ec2;
-    }
-    asio::local::stream_protocol::socket a, b;
-};
 
 template <class F>
 void run_coro(F&& f) {

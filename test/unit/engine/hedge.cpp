@@ -137,9 +137,24 @@ BOOST_AUTO_TEST_CASE(the_callers_cancellation_cancels_every_attempt) {
     BOOST_TEST(s.done);
     BOOST_TEST(s.cancel_others);
     BOOST_TEST((h.reason() == stop_reason::cancelled));
-    h.on_outcome(1, classification::success(), 150ms);
-    BOOST_TEST(h.late() == 1u);
+    h.on_outcome(2, refused, 150ms);
+    h.on_outcome(1, classification::success(), 160ms);
+    BOOST_TEST(h.late() == 2u);
     BOOST_TEST((h.reason() == stop_reason::cancelled));
+    // The success that came in while the attempts wound down is the
+    // call's result (a retry keeps a success that beats its cancellation).
+    BOOST_TEST(h.result_of() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_delay_without_end_hedges_only_after_failures) {
+    hedge_fsm h(hedge_settings{3, std::chrono::nanoseconds::max()});
+    const auto late = std::chrono::hours(24 * 365 * 100);
+    hedge_step s = h.start(late);
+    BOOST_TEST(s.start == 1u);
+    BOOST_REQUIRE(s.timer_at.has_value());
+    BOOST_TEST((*s.timer_at == std::chrono::nanoseconds::max()));  // saturated, not wrapped into the past
+    s = h.on_outcome(1, refused, late + 1ms);
+    BOOST_TEST(s.start == 2u);
 }
 
 BOOST_AUTO_TEST_CASE(bad_settings_are_refused_by_name) {

@@ -12,6 +12,7 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/test/unit_test.hpp>
@@ -43,6 +44,7 @@ struct seen {
     std::uint64_t number = 0;
     std::uint32_t hedge = 0;
     std::optional<std::int64_t> timeout_ms;
+    std::int64_t elapsed_ms = 0;  // as its context says
     std::int64_t started = 0, ended = -1;
     asio::cancellation_type cancelled = asio::cancellation_type::none;
 };
@@ -61,7 +63,7 @@ struct scripted {
     asio::awaitable<attempt_result<int>> operator()(const attempt_context& ctx) const {
         const std::size_t i = log->size();
         log->push_back({ctx.number, ctx.hedge, ctx.timeout ? std::optional(ms(*ctx.timeout)) : std::nullopt,
-                        ms(virtual_time::now())});
+                        ms(ctx.elapsed), ms(virtual_time::now())});
         step s = script(ctx);
         manual_timer t(co_await asio::this_coro::executor, s.takes);
         auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -131,6 +133,13 @@ BOOST_AUTO_TEST_CASE(builders_refuse_bad_values_and_leave_the_original_as_it_was
     const auto h = t.with_hedging({.max_attempts = 3, .delay = 10ms});
     BOOST_TEST(!h.policy().attempt_timeout().has_value());
     BOOST_TEST(ms(*t.policy().attempt_timeout()) == 50);
+    // The tighter of the pipeline's timeout and one already in the policy.
+    BOOST_TEST(
+        ms(*p.with_retry(retry_policy{}.with_attempt_timeout(20ms)).with_timeout(50ms).policy().attempt_timeout()) ==
+        20);
+    BOOST_TEST(
+        ms(*p.with_retry(retry_policy{}.with_attempt_timeout(80ms)).with_timeout(50ms).policy().attempt_timeout()) ==
+        50);
     // The breaker goes into the policy, whichever builder came first.
     auto b = std::make_shared<circuit_breaker>(breaker_options{});
     BOOST_TEST((p.with_breaker(b).with_retry(no_retry).policy().breaker() == b));
@@ -143,7 +152,19 @@ BOOST_AUTO_TEST_CASE(a_slow_attempt_is_hedged_and_the_first_success_wins) {
     asio::io_context ioc;
     scripted a{[](const attempt_context& c) { return c.hedge == 0 ? ok_after(forever, 1) : ok_after(10ms, 2); }};
     const auto p = vpipeline{}.with_retry(no_retry).with_hedging({.max_attempts = 3, .delay = 100ms});
-    const auto r = run(ioc, p, a);
+    bool all_ended_first = false;
+    std::optional<retry_result<attempt_result<int>>> out;
+    async_execute<manual_timer>(ioc, p, a, [&](retry_result<attempt_result<int>> res) {
+        // Structured: by the time the call completes, every attempt it
+        // started has ended.
+        all_ended_first = true;
+        for (const seen& s : *a.log) all_ended_first = all_ended_first && s.ended >= 0;
+        out.emplace(std::move(res));
+    });
+    steadfast::run_virtual(ioc);
+    BOOST_REQUIRE(out.has_value());
+    BOOST_TEST(all_ended_first);
+    const auto& r = *out;
     BOOST_TEST(r.ok());
     BOOST_TEST(r.value().value() == 2);
     BOOST_TEST(r.attempts() == 1u);  // one retry attempt: one hedged call
@@ -156,6 +177,7 @@ BOOST_AUTO_TEST_CASE(a_slow_attempt_is_hedged_and_the_first_success_wins) {
     BOOST_TEST(first.hedge == 0u);
     BOOST_TEST(hedge.hedge == 1u);
     BOOST_TEST(hedge.started == 100);
+    BOOST_TEST(hedge.elapsed_ms == 100);  // its context counts from the retry's start, as it started
     // The loser got every type of cancellation at once, and the call ended
     // only after it had ended.
     BOOST_TEST(first.ended == 110);
@@ -351,9 +373,12 @@ BOOST_AUTO_TEST_CASE(queued_calls_wait_for_their_token_and_their_permit) {
     scripted a{[](const attempt_context&) { return ok_after(250ms, 1); }};
     const auto p = vpipeline{}.with_rate_limit(rate).with_concurrency_limit(bulkhead);
     std::vector<stop_reason> ends;
+    std::vector<std::size_t> in_use_at_end;
     for (int i = 0; i < 3; ++i)
-        async_execute<manual_timer>(ioc, p, a,
-                                    [&](retry_result<attempt_result<int>> r) { ends.push_back(r.reason()); });
+        async_execute<manual_timer>(ioc, p, a, [&](retry_result<attempt_result<int>> r) {
+            ends.push_back(r.reason());
+            in_use_at_end.push_back(bulkhead->in_use());  // the permit was given back before the handler
+        });
     steadfast::run_virtual(ioc);
     BOOST_REQUIRE(ends.size() == 3u);
     for (auto e : ends) BOOST_TEST((e == stop_reason::success));
@@ -362,6 +387,9 @@ BOOST_AUTO_TEST_CASE(queued_calls_wait_for_their_token_and_their_permit) {
     BOOST_TEST((*a.log)[0].started == 0);
     BOOST_TEST((*a.log)[1].started == 250);
     BOOST_TEST((*a.log)[2].started == 500);
+    // Each permit went back before its handler ran: to the next caller
+    // waiting, and after the last call to the bulkhead.
+    BOOST_TEST(in_use_at_end == (std::vector<std::size_t>{1, 1, 0}), boost::test_tools::per_element());
     BOOST_TEST(static_cast<bool>(bulkhead->try_acquire()));  // every permit given back
 }
 
@@ -454,7 +482,9 @@ BOOST_AUTO_TEST_CASE(async_execute_never_completes_inline_and_runs_on_its_execut
     auto rate = std::make_shared<vrate>(ioc.get_executor(), vrate::options{.per_second = 1, .burst = 1, .queue = 0});
     rate->try_acquire();  // the next call is refused at once: still not inline
     bool returned = false, completed = false, attempt_on_strand = true, handler_on_other = false;
+    int attempts = 0;
     auto a = [&](const attempt_context&) -> asio::awaitable<int> {
+        ++attempts;
         attempt_on_strand = attempt_on_strand && strand.running_in_this_thread();
         co_return 1;
     };
@@ -466,18 +496,25 @@ BOOST_AUTO_TEST_CASE(async_execute_never_completes_inline_and_runs_on_its_execut
                                     handler_on_other = other.running_in_this_thread();
                                 }));
     returned = true;
+    int hedged_done = 0;
+    bool hedged_on_other = true;
     for (int i = 0; i < 2; ++i) {
         auto p = vpipeline{}.with_hedging({.max_attempts = 2, .delay = 1ms});
         if (i == 1) p = p.with_timeout(1s);
         async_execute<manual_timer>(strand, p, a, asio::bind_executor(other, [&](retry_result<int> r) {
                                         BOOST_TEST(r.ok());
-                                        handler_on_other = handler_on_other && other.running_in_this_thread();
+                                        ++hedged_done;
+                                        hedged_on_other = hedged_on_other && other.running_in_this_thread();
                                     }));
     }
     BOOST_TEST(!completed);
+    BOOST_TEST(hedged_done == 0);
     steadfast::run_virtual(ioc);
     BOOST_TEST(completed);
     BOOST_TEST(handler_on_other);
+    BOOST_TEST(hedged_done == 2);
+    BOOST_TEST(hedged_on_other);
+    BOOST_TEST(attempts == 2);
     BOOST_TEST(attempt_on_strand);
 }
 
@@ -498,6 +535,169 @@ BOOST_AUTO_TEST_CASE(an_io_context_destroyed_mid_call_leaves_nothing_behind) {
     }
     BOOST_TEST(!completed);
     BOOST_TEST(a.log->size() == 6u);
+}
+
+BOOST_AUTO_TEST_CASE(a_hedge_cut_short_by_its_timeout_is_a_timeout_whatever_it_returns) {
+    // The attempt returns operation_aborted when cancelled, which the
+    // default classifier calls "cancelled": cut short by its own timeout,
+    // it is a retryable timeout all the same, and the next hedge starts at once.
+    virtual_time vt;
+    asio::io_context ioc;
+    auto log = std::make_shared<std::vector<std::int64_t>>();
+    auto a = [log](const attempt_context& c) -> asio::awaitable<error_code> {
+        log->push_back(ms(virtual_time::now()));
+        manual_timer t(co_await asio::this_coro::executor, c.hedge == 0 ? forever : 5ms);
+        auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+        co_return ec;
+    };
+    const auto p =
+        vpipeline{}.with_retry(no_retry).with_hedging({.max_attempts = 2, .delay = 100ms}).with_timeout(20ms);
+    const auto r = steadfast_test::run_virtual(ioc, execute<manual_timer>(p, a));
+    BOOST_TEST(r.ok());
+    BOOST_TEST(*log == (std::vector<std::int64_t>{0, 20}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_hedged_timeout_is_not_reclassified_by_the_policys_exception_classifier) {
+    // Every exception is permanent to this policy; a hedged call whose
+    // attempts all time out is still a retryable timeout, as it is without
+    // hedging (the retry is told out of band, not by an exception).
+    virtual_time vt;
+    asio::io_context ioc;
+    scripted a{[](const attempt_context&) { return ok_after(forever, 1); }};
+    const auto policy = retry_policy{}
+                            .with_stop(stop::max_attempts(2))
+                            .with_backoff(backoff::fixed(1s))
+                            .with_exception_classifier([](const std::exception_ptr&) {
+                                return classification::permanent(asio::error::invalid_argument);
+                            });
+    const auto p = vpipeline{}.with_retry(policy).with_hedging({.max_attempts = 2, .delay = 10ms}).with_timeout(50ms);
+    const auto r = run(ioc, p, a);
+    BOOST_TEST((r.reason() == stop_reason::attempts_exhausted));
+    BOOST_TEST(r.attempts() == 2u);
+    BOOST_TEST(r.last_error() == make_error_code(error::attempt_timeout));
+    BOOST_TEST(r.has_value());  // the last attempt's value is kept, as without hedging
+    BOOST_TEST(a.log->size() == 4u);
+}
+
+BOOST_AUTO_TEST_CASE(a_delay_without_end_hedges_only_after_failures) {
+    virtual_time vt;
+    manual_clock::advance(std::chrono::hours(24 * 365));  // far from zero: t0 + delay must not wrap
+    asio::io_context ioc;
+    scripted a{[](const attempt_context& c) { return c.hedge == 0 ? fail_after(5ms, unavailable) : ok_after(5ms, 2); }};
+    const auto p = vpipeline{}.with_retry(no_retry).with_hedging({.max_attempts = 3, .delay = nanoseconds::max()});
+    const auto r = run(ioc, p, a);
+    BOOST_TEST(r.ok());
+    BOOST_REQUIRE(a.log->size() == 2u);
+    BOOST_TEST((*a.log)[1].started - (*a.log)[0].started == 5);
+}
+
+BOOST_AUTO_TEST_CASE(execute_restores_the_callers_throw_if_cancelled) {
+    virtual_time vt;
+    asio::io_context ioc;
+    scripted a{[](const attempt_context& c) { return c.hedge == 0 ? ok_after(forever, 1) : ok_after(1ms, 2); }};
+    const auto p = vpipeline{}.with_hedging({.max_attempts = 2, .delay = 10ms});
+    const auto check = [&]() -> asio::awaitable<int> {
+        int kept = 0;
+        for (bool want : {true, false}) {
+            co_await asio::this_coro::throw_if_cancelled(want);
+            const auto r = co_await execute<manual_timer>(p, a);
+            BOOST_TEST(r.ok());
+            kept += (co_await asio::this_coro::throw_if_cancelled()) == want;
+        }
+        co_return kept;
+    };
+    BOOST_TEST(steadfast_test::run_virtual(ioc, check()) == 2);
+}
+
+BOOST_AUTO_TEST_CASE(execute_takes_the_token_before_the_permit) {
+    virtual_time vt;
+    asio::io_context ioc;
+    auto rate = std::make_shared<vrate>(ioc.get_executor(), vrate::options{.per_second = 1, .burst = 1, .queue = 4});
+    auto bulkhead = std::make_shared<concurrency_limit>(concurrency_limit::options{.limit = 1, .queue = 0});
+    rate->try_acquire();  // the next token comes in a second
+    scripted a{[](const attempt_context&) { return ok_after(1ms, 1); }};
+    std::optional<retry_result<attempt_result<int>>> out;
+    asio::co_spawn(ioc, execute<manual_timer>(vpipeline{}.with_rate_limit(rate).with_concurrency_limit(bulkhead), a),
+                   [&](std::exception_ptr, auto r) { out.emplace(std::move(r)); });
+    steadfast::run_virtual(ioc, manual_clock::time_point(manual_clock::now() + 500ms));
+    // Waiting for its token, the call holds no permit: others may use it.
+    BOOST_TEST(bulkhead->in_use() == 0u);
+    steadfast::run_virtual(ioc);
+    BOOST_REQUIRE(out.has_value());
+    BOOST_TEST(out->ok());
+    BOOST_TEST(bulkhead->in_use() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_cancellation_as_a_limit_lets_the_call_in_still_ends_it) {
+    // The permit is granted (its completion posted), then the caller
+    // cancels before that completion runs: no attempt, the permit given
+    // back, stop_reason::cancelled; for both drivers.
+    for (int driver = 0; driver < 2; ++driver) {
+        virtual_time vt;
+        asio::io_context ioc;
+        auto bulkhead = std::make_shared<concurrency_limit>(concurrency_limit::options{.limit = 1, .queue = 1});
+        auto held = bulkhead->try_acquire();
+        scripted a{[](const attempt_context&) { return ok_after(1ms, 1); }};
+        const auto p = vpipeline{}.with_concurrency_limit(bulkhead);
+        asio::cancellation_signal sig;
+        std::optional<retry_result<attempt_result<int>>> out;
+        if (driver == 0)
+            async_execute<manual_timer>(
+                ioc, p, a, asio::bind_cancellation_slot(sig.slot(), [&](auto r) { out.emplace(std::move(r)); }));
+        else
+            asio::co_spawn(ioc, execute<manual_timer>(p, a),
+                           asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr e, auto r) {
+                               BOOST_TEST(!e);  // a value, not an exception
+                               out.emplace(std::move(r));
+                           }));
+        ioc.poll();
+        BOOST_REQUIRE(bulkhead->waiting() == 1u);
+        // On the executor, as cancellation is emitted: granted (its
+        // completion on its way), then cancelled.
+        asio::post(ioc, [&] {
+            held = {};
+            sig.emit(asio::cancellation_type::terminal);
+        });
+        steadfast::run_virtual(ioc);
+        BOOST_REQUIRE(out.has_value());
+        BOOST_TEST((out->reason() == stop_reason::cancelled));
+        BOOST_TEST(a.log->empty(), "driver " << driver);
+        BOOST_TEST(bulkhead->in_use() == 0u);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(hedges_unwound_after_their_call_at_shutdown_touch_nothing_freed) {
+    // Each attempt holds a nested retry with a timeout (its slot clearer
+    // runs as it unwinds) and reads its own captures as it unwinds; the
+    // io_context is destroyed with the call and its hedges pending, in
+    // whatever order Asio destroys them. Under ASan.
+    virtual_time vt;
+    auto unwound = std::make_shared<int>(0);
+    for (int driver = 0; driver < 2; ++driver) {
+        asio::io_context ioc;
+        struct on_unwind {
+            std::shared_ptr<int>* counter;
+            ~on_unwind() { ++**counter; }
+        };
+        auto a = [unwound](const attempt_context&) -> asio::awaitable<int> {
+            auto counter = unwound;  // a copy of the capture, read again as it unwinds
+            on_unwind guard{&counter};
+            const auto inner = retry_policy{}.with_attempt_timeout(1h).with_stop(stop::max_attempts(1));
+            co_await retry<manual_timer>(inner, [](const attempt_context&) -> asio::awaitable<int> {
+                manual_timer t(co_await asio::this_coro::executor, forever);
+                co_await t.async_wait(asio::use_awaitable);
+                co_return 1;
+            });
+            co_return 1;
+        };
+        const auto p = vpipeline{}.with_hedging({.max_attempts = 3, .delay = 10ms}).with_timeout(2h);
+        if (driver == 0)
+            async_execute<manual_timer>(ioc, p, a, [](auto) {});
+        else
+            asio::co_spawn(ioc, execute<manual_timer>(p, a), [](std::exception_ptr, auto) {});
+        steadfast::run_virtual(ioc, manual_clock::time_point(manual_clock::now() + 50ms));
+    }
+    BOOST_TEST(*unwound == 6);  // three attempts a call, each unwound once
 }
 
 namespace {
@@ -536,6 +736,7 @@ BOOST_AUTO_TEST_CASE(async_execute_takes_its_state_from_the_handlers_allocator) 
     async_execute<manual_timer>(ioc, vpipeline{}.with_hedging({.max_attempts = 2, .delay = 1ms}), a,
                                 asio::bind_allocator(counting_allocator<void>(&stats), [&](retry_result<int> r) {
                                     BOOST_TEST(r.ok());
+                                    BOOST_TEST(stats.live == 0);  // freed before the handler runs
                                     done = true;
                                 }));
     steadfast::run_virtual(ioc);

@@ -235,7 +235,7 @@ BOOST_AUTO_TEST_CASE(two_threads_share_a_pipeline) {
                        .with_breaker(breaker)
                        .with_hedging({.max_attempts = 2, .delay = 1ms})
                        .with_timeout(5s);
-    std::atomic<int> ok{0}, failed{0}, hedges{0};
+    std::atomic<int> ok{0}, failed{0}, hedges{0}, cut_short{0};
     constexpr int ops = 200;
     for (int i = 0; i < ops; ++i) {
         auto strand = asio::make_strand(ioc);
@@ -243,6 +243,7 @@ BOOST_AUTO_TEST_CASE(two_threads_share_a_pipeline) {
             if (ctx.hedge > 0) hedges.fetch_add(1);
             asio::steady_timer t(co_await asio::this_coro::executor, ctx.hedge == 0 && i % 4 == 0 ? 10s : 0s);
             auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+            if (ec == asio::error::operation_aborted) cut_short.fetch_add(1);
             co_return ec;
         };
         async_execute(strand, p, attempt, [&](retry_result<error_code> r) {
@@ -257,7 +258,8 @@ BOOST_AUTO_TEST_CASE(two_threads_share_a_pipeline) {
     other.join();
     BOOST_TEST(ok.load() == ops);
     BOOST_TEST(failed.load() == 0);
-    BOOST_TEST(hedges.load() >= ops / 4);  // every stalled first attempt was hedged
+    BOOST_TEST(hedges.load() >= ops / 4);     // every stalled first attempt was hedged...
+    BOOST_TEST(cut_short.load() >= ops / 4);  // ...and cancelled once its hedge won
     BOOST_TEST(bulkhead->in_use() == 0u);
     BOOST_TEST(bulkhead->waiting() == 0u);
     BOOST_TEST(rate->waiting() == 0u);

@@ -15,8 +15,20 @@
 // pipeline (pipeline.hpp) runs as one attempt of its retry. Structured: the
 // call ends only when every attempt it started has ended, so nothing it
 // started outlives it.
+//
+// What a call costs when its first attempt answers in time: that attempt in
+// a coroutine of its own (awaited directly: its completion resumes the call,
+// nothing is posted) and one deadline in the per-context timeout service of
+// detail/attempt_watch.hpp (a lock and a tree insertion, no system call).
+// Hedges, their completions and the deadlines are handled by callbacks on
+// the call's executor while it waits; only a call that has to wait for
+// hedges after its first attempt ended waits on a timer of its own.
+//
+// Every piece runs on the call's executor: on a multi-threaded io_context,
+// run the call on a strand.
 #pragma once
 
+#include <steadfast/engine/detail/attempt_watch.hpp>
 #include <steadfast/engine/detail/hedge_fsm.hpp>
 #include <steadfast/engine/error.hpp>
 #include <steadfast/engine/policy.hpp>
@@ -26,16 +38,22 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/cancellation_state.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/error.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <optional>
+#include <stdexcept>
+#include <type_traits>
 #include <utility>
 
 namespace steadfast {
@@ -62,39 +80,6 @@ struct hedge_config {
     const retry_policy* policy = nullptr;
 };
 
-// The attempts of one hedged call, in the call's frame: each one's
-// cancellation signal, outcome and deadline, and the order they ended in.
-template <class Timer, class R>
-struct hedge_group {
-    using clock = typename Timer::clock_type;
-    struct slot {
-        boost::asio::cancellation_signal signal;
-        attempt_outcome<R> out;
-        classification how;
-        typename clock::time_point deadline = clock::time_point::max();
-        bool running = false;
-        bool timed_out = false;
-    };
-    explicit hedge_group(const boost::asio::any_io_executor& ex) : timer(ex) {}
-
-    // An attempt ended (its completion handler, on the call's executor):
-    // kept, queued, and the call woken.
-    void ended(std::uint32_t k, std::exception_ptr e, attempt_outcome<R>&& out) {
-        slot& s = slots[k - 1];
-        s.out = std::move(out);
-        if (e) s.out.error = e;
-        s.running = false;
-        --running;
-        arrived[arrivals++] = static_cast<unsigned char>(k);
-        timer.cancel();
-    }
-
-    Timer timer;  // the hedging delay and the attempts' timeouts, whichever comes first
-    std::array<slot, max_hedged_attempts> slots;
-    std::array<unsigned char, max_hedged_attempts> arrived{};  // attempt numbers, in the order they ended
-    std::uint32_t arrivals = 0, seen = 0, running = 0;
-};
-
 template <class R, class Classifier>
 classification classify_outcome(const attempt_outcome<R>& out, const Classifier& classify, const retry_policy& p) {
     if (out.error) return p.classify(out.error);
@@ -102,163 +87,362 @@ classification classify_outcome(const attempt_outcome<R>& out, const Classifier&
     return classification::retryable(error::exception_thrown);
 }
 
-// One hedged call: returns (or throws) what the winning attempt returned (or
-// threw), or else the last one to fail; an attempt cut short by its own
-// timeout ends the call, if it is the last, with
-// system_error(error::attempt_timeout) (retryable). Cancelled from outside
-// (the retry's cancellation, timeout or stop-when, any type), it cancels
-// every attempt and returns once they have all ended (whichever types of
-// cancellation the calling coroutine's filter lets through: in a pipeline's
-// retry, all three whenever the attempt is watched).
+// A hedge runs a copy of the attempt callable in its own frame: at
+// io_context shutdown, Asio destroys pending operations in no set order, so
+// a hedge may be destroyed after the call (and the retry holding the
+// callable) are gone. (The first attempt uses the callable in place: the
+// call awaits it, so its handler owns the call.)
+template <class Raw, class Fn>
+boost::asio::awaitable<attempt_outcome<stored_t<Raw>>> owned_attempt(Fn fn, attempt_context ctx) {
+    co_return co_await guarded_attempt<Raw>(fn, ctx);
+}
+
+// The state of one hedged call and every decision's carrying out. Lives in
+// run_hedged's frame; everything here runs on the call's executor.
 template <class Timer, class Raw, class Fn, class Classifier>
-boost::asio::awaitable<Raw> run_hedged(const hedge_config& cfg, Fn& fn, const Classifier& classify,
-                                       attempt_context ctx) {
-    namespace asio = boost::asio;
+class hedged_call {
+public:
     using R = stored_t<Raw>;
     using clock = typename Timer::clock_type;
+    using time_point = typename clock::time_point;
+    using watch = attempt_watch<Timer>;
+
+    hedged_call(const hedge_config& cfg, Fn& fn, const Classifier& classify, const attempt_context& ctx,
+                boost::asio::any_io_executor ex)
+        : cfg_(cfg),
+          fn_(fn),
+          classify_(classify),
+          ctx_(ctx),
+          ex_(std::move(ex)),
+          fsm_({cfg.options.max_attempts, cfg.options.delay, false}, cfg.policy->budget().get()),
+          t0_(clock::now()) {}
+    hedged_call(const hedged_call&) = delete;
+    hedged_call& operator=(const hedged_call&) = delete;
+    ~hedged_call() { release_deadline(); }
+
+    // Starts the call: attempt 1 is set up for the coroutine to start.
+    void begin() {
+        apply(fsm_.start(nanoseconds::zero()));  // (t0_ was read just now)
+        if (!slots_[0].running) throw std::logic_error("hedging: the first attempt did not start");
+    }
+
+    boost::asio::cancellation_signal& first_signal() noexcept { return first_signal_; }
+    attempt_context context_for(std::uint32_t k) const {
+        attempt_context c = ctx_;
+        c.hedge = k - 1;
+        // A hedge starts later than the call: its context says so. (The
+        // first starts with the call.)
+        if (k > 1) {
+            const nanoseconds late = since();
+            c.elapsed += late;
+            if (c.time_left) c.time_left = std::max(nanoseconds::zero(), *c.time_left - late);
+            if (c.timeout) c.timeout = std::max(nanoseconds::zero(), *c.timeout - late);
+        }
+        if (cfg_.timeout && (!c.timeout || *cfg_.timeout < *c.timeout)) c.timeout = cfg_.timeout;
+        return c;
+    }
+
+    // Attempt k ended (the first one from the coroutine, the others from
+    // their completions).
+    void ended(std::uint32_t k, std::exception_ptr e, attempt_outcome<R>&& out) {
+        slot& s = slots_[k - 1];
+        s.out = std::move(out);
+        if (e) s.out.error = e;
+        s.running = false;
+        s.signal = nullptr;
+        --running_;
+        last_ = k;
+        if (!failure_) {
+            try {
+                classification how = classify_outcome(s.out, classify_, *cfg_.policy);
+                s.succeeded = how.kind == verdict::success;
+                if (s.timed_out && !s.succeeded) how = classification::retryable(error::attempt_timeout);
+                // (The time matters only for a hedge this outcome starts.)
+                apply(fsm_.on_outcome(k, how, how.kind == verdict::retryable ? since() : nanoseconds::zero()));
+            } catch (...) {
+                fail(std::current_exception());
+            }
+        }
+        poke();
+    }
+    // Attempt 1 could not be started.
+    void not_started(std::exception_ptr e) {
+        slots_[0].running = false;
+        --running_;
+        fail(std::move(e));
+    }
+
+    // The caller's cancellation (its forwarder, or seen by the coroutine).
+    void cancel_from_caller() {
+        if (cancelled_) return;
+        cancelled_ = true;
+        if (!failure_) {
+            try {
+                apply(fsm_.cancel());
+            } catch (...) {
+                fail(std::current_exception());
+            }
+        }
+        poke();
+    }
+    void fail(std::exception_ptr e) {
+        if (!failure_) failure_ = std::move(e);
+        cancel_all();
+        hedge_at_.reset();
+        release_deadline();
+    }
+
+    bool done() const noexcept { return running_ == 0 && (fsm_.finished() || failure_); }
+    const std::exception_ptr& failure() const noexcept { return failure_; }
+
+    // The slow path's wait: until a callback pokes it.
+    boost::asio::awaitable<void> wait() {
+        namespace asio = boost::asio;
+        if (!timer_) timer_.emplace(ex_);
+        timer_->expires_at(time_point::max());
+        waiting_ = true;
+        // Not bound to the caller's slot: the forwarder stays there.
+        co_await timer_->async_wait(
+            asio::bind_cancellation_slot(asio::cancellation_slot(), asio::as_tuple(asio::use_awaitable)));
+        waiting_ = false;
+    }
+
+    // The caller's cancellation, forwarded to the call while it waits.
+    void forward_from(boost::asio::cancellation_slot caller) {
+        if (caller.is_connected()) caller.assign([this](boost::asio::cancellation_type) { cancel_from_caller(); });
+    }
+
+    // The call's result: the winner, or else the last to end. Whether it
+    // ended by its own timeout goes to `timed_out` (the retry reads it as it
+    // reads its own attempt timeouts).
+    attempt_outcome<R>& result(bool& timed_out) {
+        slot& s = slots_[(fsm_.result_of() ? fsm_.result_of() : last_) - 1];
+        timed_out = s.timed_out && !s.succeeded;
+        return s.out;
+    }
+
+    void finish() noexcept { release_deadline(); }
+
+private:
+    struct slot {
+        boost::asio::cancellation_signal* signal = nullptr;  // while running
+        attempt_outcome<R> out;
+        time_point deadline = time_point::max();
+        bool running = false;
+        bool timed_out = false;
+        bool cancel_sent = false;
+        bool succeeded = false;
+    };
+
+    nanoseconds since() const { return std::chrono::duration_cast<nanoseconds>(clock::now() - t0_); }
+
+    // Carries out a step: cancel the others, start one, (re)arm or disarm.
+    void apply(const hedge_step& st) {
+        if (st.cancel_others) cancel_all();
+        if (st.timer_at)
+            hedge_at_ = st.timer_at;
+        else if (st.disarm_timer)
+            hedge_at_.reset();
+        if (st.start) start(st.start);
+        rearm();
+    }
+
+    void start(std::uint32_t k) {
+        namespace asio = boost::asio;
+        slot& s = slots_[k - 1];
+        if (cfg_.timeout) s.deadline = saturating_deadline(k == 1 ? t0_ : clock::now(), *cfg_.timeout);
+        if (k == 1) {  // the coroutine starts it, on first_signal()
+            s.signal = &first_signal_;
+        } else {
+            std::shared_ptr<watch> w = attempt_timeouts<Timer>::of(ex_).lease(ex_);
+            asio::cancellation_signal* sig = &w->signal;
+            asio::co_spawn(
+                ex_, owned_attempt<Raw>(fn_, context_for(k)),
+                asio::bind_cancellation_slot(
+                    sig->slot(), [this, k, w = std::move(w)](std::exception_ptr e, attempt_outcome<R> out) mutable {
+                        ended(k, e, std::move(out));
+                        w->service->give_back(std::move(w));
+                    }));
+            s.signal = sig;
+        }
+        // (After co_spawn, which may throw, and never completes inline.)
+        s.running = true;
+        ++running_;
+    }
+
+    void cancel(slot& s) {
+        if (!s.running || s.cancel_sent) return;
+        s.cancel_sent = true;
+        s.signal->emit(boost::asio::cancellation_type::all);
+    }
+    void cancel_all() {
+        for (slot& s : slots_) cancel(s);
+    }
+
+    // The earliest deadline (the next hedge, an attempt's timeout) goes to
+    // the context's timeout service, which calls on_deadline() then.
+    void rearm() {
+        auto wake = time_point::max();
+        if (!fsm_.finished() && hedge_at_) wake = saturating_deadline(t0_, *hedge_at_);
+        for (const slot& s : slots_)
+            if (s.running && !s.timed_out && s.deadline < wake) wake = s.deadline;
+        if (wake == armed_) return;
+        if (wake == time_point::max()) {
+            if (deadline_) deadline_->service->remove(*deadline_);
+            armed_ = wake;
+            return;
+        }
+        if (!deadline_) {
+            deadline_ = attempt_timeouts<Timer>::of(ex_).lease(ex_);
+            deadline_->signal.slot().assign([this](boost::asio::cancellation_type) { on_deadline(); });
+        }
+        deadline_->attempt = ++tag_;
+        deadline_->service->add(*deadline_, wake, tag_);
+        armed_ = wake;
+    }
+
+    void on_deadline() {
+        armed_ = time_point::max();
+        if (failure_) return;
+        try {
+            const auto now = clock::now();
+            if (!fsm_.finished() && hedge_at_ && saturating_deadline(t0_, *hedge_at_) <= now) {
+                hedge_at_.reset();
+                apply(fsm_.on_timer(since()));
+            }
+            for (slot& s : slots_) {
+                if (s.running && !s.timed_out && s.deadline <= now) {
+                    s.timed_out = true;  // its outcome, when it comes, is a timeout
+                    cancel(s);
+                }
+            }
+            rearm();
+        } catch (...) {
+            fail(std::current_exception());
+        }
+        poke();
+    }
+
+    void release_deadline() noexcept {
+        if (!deadline_) return;
+        armed_ = time_point::max();
+        deadline_->service->give_back(std::move(deadline_));  // its slot (this) cleared
+    }
+
+    void poke() {
+        if (waiting_) timer_->cancel();
+    }
+
+    const hedge_config& cfg_;
+    Fn& fn_;
+    const Classifier& classify_;
+    attempt_context ctx_;
+    boost::asio::any_io_executor ex_;
+    hedge_fsm fsm_;
+    time_point t0_;
+    std::optional<nanoseconds> hedge_at_;  // the next hedge, since t0_
+    std::array<slot, max_hedged_attempts> slots_;
+    boost::asio::cancellation_signal first_signal_;
+    std::shared_ptr<watch> deadline_;  // leased on the first deadline
+    time_point armed_ = time_point::max();
+    std::uint64_t tag_ = 0;
+    std::optional<Timer> timer_;  // the slow path's, made on first use
+    std::exception_ptr failure_;  // user code threw, or an attempt could not start
+    std::uint32_t running_ = 0, last_ = 0;
+    bool cancelled_ = false, waiting_ = false;
+};
+
+// One hedged call: returns (or throws) what the winning attempt returned (or
+// threw), or else what the last one to end did; `timed_out` says whether
+// that one was cut short by its own timeout. Cancelled from outside (the
+// retry's cancellation, timeout or stop-when: whichever types the calling
+// coroutine's filter lets through; in a watched retry attempt, all three),
+// it cancels every attempt and returns once they have all ended. What user
+// code throws (a classifier) ends it the same way, then is rethrown.
+template <class Timer, class Raw, class Fn, class Classifier>
+boost::asio::awaitable<Raw> run_hedged(const hedge_config& cfg, Fn& fn, const Classifier& classify, attempt_context ctx,
+                                       bool& timed_out) {
+    namespace asio = boost::asio;
     // It waits for its attempts whatever happens, so its waits must not
     // throw once cancelled. (The setting belongs to the whole coroutine
     // stack: it is put back before returning. The cancellation filter is
     // left as the caller set it: in retry()'s fast path this runs inline in
-    // the caller's coroutine; in a watched attempt, guarded_attempt lets all
-    // three types through.)
+    // the caller's coroutine.)
     const bool throws = co_await asio::this_coro::throw_if_cancelled();
     co_await asio::this_coro::throw_if_cancelled(false);
     const auto cs = co_await asio::this_coro::cancellation_state;
     const asio::any_io_executor ex = co_await asio::this_coro::executor;
-    hedge_group<Timer, R> g(ex);
-    // (The retry around the call refunds its success: not twice.)
-    hedge_fsm fsm({cfg.options.max_attempts, cfg.options.delay, false}, cfg.policy->budget().get());
-    const auto t0 = clock::now();
-    std::optional<nanoseconds> hedge_at;  // since t0
-    std::uint32_t last = 0;               // the last attempt to end
-    bool cancel_seen = false;
-    const auto since = [&t0] { return std::chrono::duration_cast<nanoseconds>(clock::now() - t0); };
-    const auto start_one = [&](std::uint32_t k) {
-        auto& s = g.slots[k - 1];
-        attempt_context c = ctx;
-        c.hedge = k - 1;
-        if (cfg.timeout) {
-            s.deadline = saturating_deadline(clock::now(), *cfg.timeout);
-            if (!c.timeout || *cfg.timeout < *c.timeout) c.timeout = cfg.timeout;
-        }
-        asio::co_spawn(
-            ex, guarded_attempt<Raw>(fn, c),
-            asio::bind_cancellation_slot(s.signal.slot(), [&g, k](std::exception_ptr e, attempt_outcome<R> out) {
-                g.ended(k, e, std::move(out));
-            }));
-        // (After co_spawn, which may throw, and never completes inline.)
-        s.running = true;
-        ++g.running;
-    };
-    // Carries out a step: cancel the others, start one, (re)arm or disarm.
-    const auto apply = [&](const hedge_step& st) {
-        if (st.cancel_others)
-            for (auto& s : g.slots)
-                if (s.running) s.signal.emit(asio::cancellation_type::all);
-        if (st.timer_at)
-            hedge_at = st.timer_at;
-        else if (st.disarm_timer)
-            hedge_at.reset();
-        if (st.start) start_one(st.start);
-    };
-
-    // One turn of decisions: the outcomes that came, the caller's
-    // cancellation, the hedging timer, the attempts' timeouts; `wake` is
-    // when the next turn is due if nothing comes first.
-    enum class next { finished, again, wait };
-    auto wake = clock::time_point::max();
-    const auto decide = [&]() -> next {
-        while (g.seen < g.arrivals) {
-            const std::uint32_t k = g.arrived[g.seen++];
-            auto& s = g.slots[k - 1];
-            s.how = classify_outcome(s.out, classify, *cfg.policy);
-            if (s.timed_out && s.how.kind != verdict::success)
-                s.how = classification::retryable(error::attempt_timeout);
-            last = k;
-            apply(fsm.on_outcome(k, s.how, since()));
-        }
-        if (!cancel_seen && is_cancelled(cs)) {
-            cancel_seen = true;
-            apply(fsm.cancel());
-        }
-        if (fsm.finished() && g.running == 0) return next::finished;
-        const auto now = clock::now();
-        if (!fsm.finished() && hedge_at && t0 + *hedge_at <= now) {
-            hedge_at.reset();
-            apply(fsm.on_timer(since()));
-            return next::again;
-        }
-        wake = clock::time_point::max();
-        if (!fsm.finished() && hedge_at) wake = t0 + *hedge_at;
-        for (auto& s : g.slots) {
-            if (!s.running || s.timed_out) continue;
-            if (s.deadline <= now) {
-                s.timed_out = true;  // its outcome, when it comes, is a timeout
-                s.signal.emit(asio::cancellation_type::all);
-            } else if (s.deadline < wake) {
-                wake = s.deadline;
-            }
-        }
-        return next::wait;
-    };
-    // What user code threw (a classifier), or an attempt that could not
-    // start: every attempt is cancelled and waited for, then it is rethrown
-    // (the attempts' completions refer to this frame).
-    std::exception_ptr failure;
+    timed_out = false;
+    hedged_call<Timer, Raw, Fn, Classifier> call(cfg, fn, classify, ctx, ex);
+    std::exception_ptr early;  // before any attempt runs
     try {
-        apply(fsm.start(since()));
+        if (is_cancelled(cs)) throw boost::system::system_error(make_error_code(boost::asio::error::operation_aborted));
+        call.begin();
     } catch (...) {
-        failure = std::current_exception();
+        early = std::current_exception();
+        call.fail(early);
     }
-    for (;;) {
-        next n = next::wait;
-        if (!failure) {
-            try {
-                n = decide();
-            } catch (...) {
-                failure = std::current_exception();
-            }
+    if (!early) {
+        // The first attempt, awaited here: when it answers in time this is
+        // the whole call. The caller's cancellation reaches the call through
+        // the forwarder (cleared again when the attempt's completion resumes
+        // this coroutine).
+        const slot_clearer forwarder{cs.slot()};
+        bool spawned = false;
+        try {
+            call.forward_from(forwarder.slot);
+            auto [e, out] = co_await asio::co_spawn(
+                ex, guarded_attempt<Raw>(fn, call.context_for(1)),
+                asio::bind_cancellation_slot(call.first_signal().slot(), asio::as_tuple(asio::use_awaitable)));
+            spawned = true;
+            call.ended(1, e, std::move(out));
+        } catch (...) {
+            if (!spawned) call.not_started(std::current_exception());
         }
-        if (failure) {
-            for (auto& s : g.slots)
-                if (s.running) s.signal.emit(asio::cancellation_type::all);
-            if (g.running == 0) break;
-            wake = clock::time_point::max();
-            n = next::wait;
-        }
-        if (n == next::finished) break;
-        if (n == next::again) continue;
-        g.timer.expires_at(wake);
-        co_await g.timer.async_wait(asio::as_tuple(asio::use_awaitable));
     }
+    // Hedges still running (or about to start): wait for them, woken by
+    // their completions, the deadlines and the caller's cancellation.
+    while (!call.done()) {
+        try {
+            call.forward_from(cs.slot());
+            if (is_cancelled(cs)) call.cancel_from_caller();
+            if (call.done()) break;
+            co_await call.wait();
+        } catch (...) {
+            call.fail(std::current_exception());
+        }
+    }
+    if (cs.slot().is_connected()) cs.slot().clear();
+    call.finish();
     co_await asio::this_coro::throw_if_cancelled(throws);
-    if (failure) std::rethrow_exception(failure);
-    // The winner, or else the last to fail.
-    auto& s = g.slots[(fsm.result_of() ? fsm.result_of() : last) - 1];
-    if (s.timed_out && s.how.kind != verdict::success)
-        throw boost::system::system_error(make_error_code(error::attempt_timeout));
-    if (s.out.error) std::rethrow_exception(s.out.error);
-    if constexpr (!std::is_void_v<Raw>) co_return std::move(*s.out.value);
+    if (early) std::rethrow_exception(early);
+    if (call.failure()) std::rethrow_exception(call.failure());
+    auto& out = call.result(timed_out);
+    if (out.error) std::rethrow_exception(out.error);
+    if constexpr (!std::is_void_v<Raw>) co_return std::move(*out.value);
 }
 
 // The attempt a pipeline's retry makes when it hedges: one hedged call of
-// the user's attempt. Its results are classified by the user's classifier
-// (see the attempt_parts specialisation below).
+// the user's attempt. Its results are classified by the user's classifier,
+// and a hedge that timed out is told to the retry as its own attempt
+// timeouts are (see the attempt_parts specialisation below).
 template <class Timer, class Attempt>
 struct hedged_fn {
     using parts = attempt_parts<Attempt>;
     using classifier_type = typename parts::classifier_type;
+    static_assert(std::is_copy_constructible_v<typename parts::fn_type>,
+                  "hedging runs a copy of the attempt for each hedge: the attempt must be copyable");
 
     hedged_fn(const hedge_config* c, Attempt a) : cfg(c), attempt(std::move(a)), classify(parts::classifier(attempt)) {}
 
     auto operator()(const attempt_context& ctx) {
-        return run_hedged<Timer, attempt_raw_t<Attempt>>(*cfg, parts::fn(attempt), classify, ctx);
+        return run_hedged<Timer, attempt_raw_t<Attempt>>(*cfg, parts::fn(attempt), classify, ctx, timed_out);
     }
 
     const hedge_config* cfg;
     Attempt attempt;
     classifier_type classify;
+    bool timed_out = false;  // the last call's result was cut short by its own timeout
 };
 
 template <class Timer, class A>
@@ -267,6 +451,7 @@ struct attempt_parts<hedged_fn<Timer, A>> {
     using classifier_type = typename hedged_fn<Timer, A>::classifier_type;
     static fn_type& fn(fn_type& a) noexcept { return a; }
     static const classifier_type& classifier(fn_type& a) noexcept { return a.classify; }
+    static bool timed_out(const fn_type& a) noexcept { return a.timed_out; }
 };
 
 }  // namespace detail

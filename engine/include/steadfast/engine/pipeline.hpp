@@ -21,6 +21,13 @@
 // retry policy (retry_policy::with_attempt_timeout) bounds each retry
 // attempt as a whole: under hedging, the hedged call.
 //
+// Hedging inside a retry multiplies requests: each retry attempt may send up
+// to max_attempts of them, and a hedge starts at once after a fast failure.
+// Give the retry policy a budget (hedges draw on it: gRPC's A6 throttles
+// them the same way) and a backoff. The breaker is asked once per retry
+// attempt, that is per hedged call, and records the call's outcome, not
+// each hedge's.
+//
 // Like retry_policy, a pipeline is immutable and cheap to copy (one shared
 // pointer); the with_* builders return modified copies and refuse bad values
 // (std::invalid_argument). Its drivers keep the retry drivers' rules:
@@ -37,9 +44,12 @@
 #include <steadfast/engine/result.hpp>
 #include <steadfast/engine/retry.hpp>
 
+#include <boost/asio/append.hpp>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/compose.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -48,6 +58,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <tuple>
 #include <utility>
 
 namespace steadfast {
@@ -131,7 +142,11 @@ private:
         std::forward<F>(f)(*d);
         d->effective = d->retry;
         if (d->breaker) d->effective = d->effective.with_breaker(d->breaker);
-        if (d->timeout && !d->hedging) d->effective = d->effective.with_attempt_timeout(*d->timeout);
+        if (d->timeout && !d->hedging) {
+            // The tighter of this and a timeout already in the retry policy.
+            const auto own = d->retry.attempt_timeout();
+            d->effective = d->effective.with_attempt_timeout(own && *own < *d->timeout ? *own : *d->timeout);
+        }
         d->hedge = {d->hedging.value_or(hedging_options{}), d->timeout, &d->effective};
         return basic_pipeline(std::move(d));
     }
@@ -168,24 +183,86 @@ retry_result<R> not_admitted(error_code ec) {
 
 // The slow path of admission (a limit without room at once): queued, in a
 // coroutine of its own so that the common path's frame does not hold it.
+// A caller cancelled while it waited (even if a limit let it in just
+// before: the grant's completion may come after the cancellation) ends
+// with operation_aborted, its permit given back, and no attempt.
 template <class Timer>
 boost::asio::awaitable<error_code> admit_queued(const pipeline_data<Timer>& d, bool rate_done,
                                                 concurrency_limit::permit& permit) {
     namespace asio = boost::asio;
     const auto ex = co_await asio::this_coro::executor;
-    if (!rate_done) {
-        auto [ec] = co_await d.rate->async_acquire(ex, asio::as_tuple(asio::use_awaitable));
-        if (ec) co_return ec;
-    }
-    if (d.bulkhead && !permit) {
+    const auto cs = co_await asio::this_coro::cancellation_state;
+    // A cancelled coroutine's next co_await must not throw here: the
+    // outcome is a value. (Per coroutine stack: put back before returning.)
+    const bool throws = co_await asio::this_coro::throw_if_cancelled();
+    co_await asio::this_coro::throw_if_cancelled(false);
+    error_code ec;
+    if (!rate_done) std::tie(ec) = co_await d.rate->async_acquire(ex, asio::as_tuple(asio::use_awaitable));
+    if (!ec && d.bulkhead && !permit) {
         permit = d.bulkhead->try_acquire();
-        if (!permit) {
-            auto [ec, p] = co_await d.bulkhead->async_acquire(ex, asio::as_tuple(asio::use_awaitable));
-            if (ec) co_return ec;
+        if (!permit && !is_cancelled(cs)) {
+            auto [e, p] = co_await d.bulkhead->async_acquire(ex, asio::as_tuple(asio::use_awaitable));
+            ec = e;
             permit = std::move(p);
         }
     }
-    co_return error_code{};
+    if (!ec && is_cancelled(cs)) ec = boost::asio::error::operation_aborted;
+    if (ec) permit = {};
+    co_await asio::this_coro::throw_if_cancelled(throws);
+    co_return ec;
+}
+
+}  // namespace detail
+
+namespace detail {
+
+// What a pipeline's call holds until it ends: its pipeline (the hedging
+// settings point into it) and its bulkhead permit. The attempt the retry
+// keeps carries them, so they go when the retry's state goes: before its
+// result reaches the caller.
+template <class Timer>
+struct call_holdings {
+    basic_pipeline<Timer> pipeline;
+    concurrency_limit::permit permit;
+};
+
+template <class Timer, class Attempt>
+struct held_attempt {
+    Attempt attempt;
+    call_holdings<Timer> held;
+};
+
+template <class Timer, class A>
+struct attempt_parts<held_attempt<Timer, A>> {
+    using inner = attempt_parts<A>;
+    using fn_type = typename inner::fn_type;
+    using classifier_type = typename inner::classifier_type;
+    static fn_type& fn(held_attempt<Timer, A>& a) noexcept { return inner::fn(a.attempt); }
+    static decltype(auto) classifier(held_attempt<Timer, A>& a) noexcept { return inner::classifier(a.attempt); }
+    static bool timed_out(const held_attempt<Timer, A>& a) noexcept { return inner::timed_out(a.attempt); }
+};
+
+// The call once admitted: the retry of the attempt, hedged or not.
+template <class Timer, class Attempt>
+boost::asio::awaitable<retry_result_for<Attempt>> run_admitted(basic_pipeline<Timer> p, Attempt attempt,
+                                                               concurrency_limit::permit permit) {
+    const pipeline_data<Timer>& d = pipeline_access::data(p);  // (on the heap: `p` may move)
+    if (d.hedging)
+        return retry<Timer>(d.effective, held_attempt<Timer, hedged_fn<Timer, Attempt>>{
+                                             hedged_fn<Timer, Attempt>(&d.hedge, std::move(attempt)),
+                                             {std::move(p), std::move(permit)}});
+    return retry<Timer>(d.effective,
+                        held_attempt<Timer, Attempt>{std::move(attempt), {std::move(p), std::move(permit)}});
+}
+
+// The call when a limit had no room at once: queued, then run.
+template <class Timer, class Attempt>
+boost::asio::awaitable<retry_result_for<Attempt>> execute_queued(basic_pipeline<Timer> p, Attempt attempt,
+                                                                 bool rate_done, concurrency_limit::permit permit) {
+    using R = typename retry_result_for<Attempt>::value_type;
+    if (const error_code ec = co_await admit_queued(pipeline_access::data(p), rate_done, permit))
+        co_return not_admitted<R>(ec);
+    co_return co_await run_admitted<Timer>(std::move(p), std::move(attempt), std::move(permit));
 }
 
 }  // namespace detail
@@ -197,21 +274,24 @@ boost::asio::awaitable<error_code> admit_queued(const pipeline_data<Timer>& d, b
 /// (const attempt_context&) -> awaitable<R>, or classified(fn, classifier)).
 /// Completion, executor and cancellation: as retry(); a call cancelled
 /// while queued at a limit leaves the queue and ends with
-/// stop_reason::cancelled.
+/// stop_reason::cancelled. With hedging, the hedges run on the calling
+/// coroutine's executor beside it: on a multi-threaded io_context, run the
+/// calling coroutine on a strand (as for a timeout or stop-when).
+///
+/// The limits are asked when execute() is called (a token or permit at
+/// once needs no coroutine of its own); await the result where it is made,
+/// as with any call whose admission counts. A permit is given back when
+/// the awaitable goes, run or not.
 template <class Timer = boost::asio::steady_timer, class Attempt>
 boost::asio::awaitable<retry_result_for<Attempt>> execute(basic_pipeline<Timer> p, Attempt attempt) {
-    using R = typename retry_result_for<Attempt>::value_type;
     const auto& d = detail::pipeline_access::data(p);
     concurrency_limit::permit permit;
+    // In the documented order: the rate limit's token, then the permit.
     const bool rate_done = !d.rate || d.rate->try_acquire();
-    if (d.bulkhead) permit = d.bulkhead->try_acquire();
-    if (!rate_done || (d.bulkhead && !permit)) {
-        if (const error_code ec = co_await detail::admit_queued(d, rate_done, permit))
-            co_return detail::not_admitted<R>(ec);
-    }
-    if (d.hedging)
-        co_return co_await retry<Timer>(d.effective, detail::hedged_fn<Timer, Attempt>(&d.hedge, std::move(attempt)));
-    co_return co_await retry<Timer>(d.effective, std::move(attempt));
+    if (rate_done && d.bulkhead) permit = d.bulkhead->try_acquire();
+    if (!rate_done || (d.bulkhead && !permit))
+        return detail::execute_queued<Timer>(std::move(p), std::move(attempt), rate_done, std::move(permit));
+    return detail::run_admitted<Timer>(std::move(p), std::move(attempt), std::move(permit));
 }
 
 namespace detail {
@@ -232,17 +312,20 @@ struct execute_op {
     void operator()(Self& self) {  // the first step, in the initiating function
         self.reset_cancellation_state(boost::asio::enable_total_cancellation());
         const auto& d = pipeline_access::data(p);
-        if (d.rate && !d.rate->try_acquire()) return d.rate->async_acquire(ex, std::move(self));
+        if (d.rate && !d.rate->try_acquire())
+            return d.rate->async_acquire(ex, boost::asio::bind_executor(ex, std::move(self)));
         admitted_by_rate(self);
     }
     template <class Self>
     void operator()(Self& self, error_code ec) {  // the rate limit's queue
-        if (ec) return self.complete(not_admitted<R>(ec));
+        if (!ec && cancelled(self)) ec = boost::asio::error::operation_aborted;
+        if (ec) return refuse(self, ec);
         admitted_by_rate(self);
     }
     template <class Self>
     void operator()(Self& self, error_code ec, concurrency_limit::permit got) {  // the bulkhead's queue
-        if (ec) return self.complete(not_admitted<R>(ec));
+        if (!ec && cancelled(self)) ec = boost::asio::error::operation_aborted;
+        if (ec) return refuse(self, ec);  // (`got` given back first)
         permit = std::move(got);
         run(self);
     }
@@ -253,12 +336,23 @@ struct execute_op {
     }
 
 private:
+    // A cancellation that came while a limit was letting the call in (its
+    // completion on the way) still ends the call before any attempt.
+    template <class Self>
+    static bool cancelled(Self& self) {
+        return self.get_cancellation_state().cancelled() != boost::asio::cancellation_type::none;
+    }
+    // The steps run on `ex`; the handler runs on its own executor.
+    template <class Self>
+    static void refuse(Self& self, error_code ec) {
+        boost::asio::dispatch(boost::asio::append(std::move(self), not_admitted<R>(ec)));
+    }
     template <class Self>
     void admitted_by_rate(Self& self) {
         const auto& d = pipeline_access::data(p);
         if (d.bulkhead) {
             permit = d.bulkhead->try_acquire();
-            if (!permit) return d.bulkhead->async_acquire(ex, std::move(self));
+            if (!permit) return d.bulkhead->async_acquire(ex, boost::asio::bind_executor(ex, std::move(self)));
         }
         run(self);
     }
@@ -267,8 +361,12 @@ private:
         const auto& d = pipeline_access::data(p);
         if (d.hedging)
             return steadfast::async_retry<Timer>(
-                ex, d.effective, hedged_fn<Timer, Attempt>(&d.hedge, std::move(attempt)), std::move(self));
-        steadfast::async_retry<Timer>(ex, d.effective, std::move(attempt), std::move(self));
+                ex, d.effective,
+                held_attempt<Timer, hedged_fn<Timer, Attempt>>{hedged_fn<Timer, Attempt>(&d.hedge, std::move(attempt)),
+                                                               {p, std::move(permit)}},
+                std::move(self));
+        steadfast::async_retry<Timer>(
+            ex, d.effective, held_attempt<Timer, Attempt>{std::move(attempt), {p, std::move(permit)}}, std::move(self));
     }
 };
 

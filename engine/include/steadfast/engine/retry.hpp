@@ -63,6 +63,10 @@ struct attempt_parts {
     using classifier_type = default_classifier;
     static fn_type& fn(A& a) noexcept { return a; }
     static classifier_type classifier(A&) noexcept { return {}; }
+    // Whether the attempt that just ended was cut short by a timeout of its
+    // own making (a hedged call's hedges: see hedging.hpp), as the retry's
+    // per-attempt timeout would be.
+    static bool timed_out(const A&) noexcept { return false; }
 };
 template <class F, class C>
 struct attempt_parts<classified_attempt<F, C>> {
@@ -70,6 +74,7 @@ struct attempt_parts<classified_attempt<F, C>> {
     using classifier_type = C;
     static fn_type& fn(classified_attempt<F, C>& a) noexcept { return a.fn; }
     static const classifier_type& classifier(classified_attempt<F, C>& a) noexcept { return a.classify; }
+    static bool timed_out(const classified_attempt<F, C>&) noexcept { return false; }
 };
 
 template <class A>
@@ -345,6 +350,7 @@ boost::asio::awaitable<retry_result_for<Attempt>> retry(retry_policy policy, Att
                     out.error = std::current_exception();
                 }
             }
+            ev.timed_out = ev.timed_out || parts::timed_out(attempt);
             detail::outcome_event(ev, fsm, parts::classifier(attempt), out, value);
         } else if (a.what == act::yield) {
             co_await asio::post(ex, asio::use_awaitable);
@@ -456,6 +462,7 @@ public:
         if (e) out.error = e;
         retry_event ev;
         if (d.fsm.watch_attempt()) ev.timed_out = disarm_watch(*d.watch, d.wake);
+        ev.timed_out = ev.timed_out || parts::timed_out(d.attempt);
         outcome_event(ev, d.fsm, parts::classifier(d.attempt), out, d.value);
         // Read after the classifiers ran (they may cancel), as retry() does.
         ev.elapsed = elapsed();

@@ -67,7 +67,8 @@ public:
     /// or cancelled (cancel()).
     stop_reason reason() const noexcept { return reason_; }
     /// The attempt whose result is the call's (the winner, or the last to
-    /// fail); 0 before the end or when cancelled with nothing ended.
+    /// fail; after cancel(), the first success still to come, if any); 0
+    /// before the end or when cancelled with nothing ended.
     std::uint32_t result_of() const noexcept { return result_of_; }
     std::uint32_t started() const noexcept { return started_; }
     std::uint32_t in_flight() const noexcept { return in_flight_; }
@@ -89,6 +90,7 @@ private:
     stop_reason failed_ = stop_reason::attempts_exhausted;  // what the call ends with if nothing succeeds
     bool no_more_ = false;                                  // pushback or budget: no further hedge
     bool done_ = false;
+    bool late_success_ = false;  // cancelled, then a success came in: the call's result
 };
 
 }  // namespace steadfast::detail

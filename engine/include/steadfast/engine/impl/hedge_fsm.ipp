@@ -37,7 +37,9 @@ hedge_step hedge_fsm::start_next(std::chrono::nanoseconds now, hedge_step step) 
     ++in_flight_;
     step.start = started_;
     if (started_ < s_.max_attempts)
-        step.timer_at = now + s_.delay;
+        // Saturating: a delay of nanoseconds::max() hedges only after failures.
+        step.timer_at =
+            s_.delay >= std::chrono::nanoseconds::max() - now ? std::chrono::nanoseconds::max() : now + s_.delay;
     else
         step.disarm_timer = true;
     return step;
@@ -54,6 +56,12 @@ hedge_step hedge_fsm::on_timer(std::chrono::nanoseconds now) {
 hedge_step hedge_fsm::on_outcome(std::uint32_t number, const classification& c, std::chrono::nanoseconds now) {
     if (done_) {
         ++late_;  // the call has its result: dropped
+        // Cancelled from outside, the call still keeps a success that comes
+        // in while its attempts wind down (as a retry keeps one).
+        if (reason_ == stop_reason::cancelled && c.kind == verdict::success && !late_success_) {
+            late_success_ = true;
+            result_of_ = number;
+        }
         return {};
     }
     if (in_flight_ > 0) --in_flight_;
