@@ -2,21 +2,34 @@
 // Include from exactly one translation unit: it replaces global new/delete.
 #pragma once
 
+#include <execinfo.h>
 #include <malloc.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <new>
 
 namespace steadfast_bench {
 inline std::atomic<long long> allocations{0};
 inline std::atomic<long long> live_bytes{0};
+// While true, each allocation's size and call stack go to stderr (a
+// benchmark turns it on around one call, to show what allocates).
+inline bool trace = false;
 }  // namespace steadfast_bench
 
 void* operator new(std::size_t n) {
     void* p = std::malloc(n ? n : 1);
     if (!p) throw std::bad_alloc();
     steadfast_bench::allocations.fetch_add(1, std::memory_order_relaxed);
+    if (steadfast_bench::trace) {
+        steadfast_bench::trace = false;  // (what follows may allocate)
+        void* stack[8];
+        const int depth = backtrace(stack, 8);
+        std::fprintf(stderr, "allocation of %zu bytes from:\n", n);
+        backtrace_symbols_fd(stack + 1, depth - 1, 2);
+        steadfast_bench::trace = true;
+    }
     steadfast_bench::live_bytes.fetch_add(static_cast<long long>(malloc_usable_size(p)), std::memory_order_relaxed);
     return p;
 }
@@ -32,6 +45,14 @@ void* operator new(std::size_t n, std::align_val_t a) {
     void* p = memalign(static_cast<std::size_t>(a), n ? n : 1);
     if (!p) throw std::bad_alloc();
     steadfast_bench::allocations.fetch_add(1, std::memory_order_relaxed);
+    if (steadfast_bench::trace) {
+        steadfast_bench::trace = false;  // (what follows may allocate)
+        void* stack[8];
+        const int depth = backtrace(stack, 8);
+        std::fprintf(stderr, "allocation of %zu bytes from:\n", n);
+        backtrace_symbols_fd(stack + 1, depth - 1, 2);
+        steadfast_bench::trace = true;
+    }
     steadfast_bench::live_bytes.fetch_add(static_cast<long long>(malloc_usable_size(p)), std::memory_order_relaxed);
     return p;
 }
@@ -41,6 +62,14 @@ extern "C" void* aligned_alloc(std::size_t align, std::size_t n) noexcept {
     void* p = memalign(align, n);
     if (p) {
         steadfast_bench::allocations.fetch_add(1, std::memory_order_relaxed);
+        if (steadfast_bench::trace) {
+            steadfast_bench::trace = false;  // (what follows may allocate)
+            void* stack[8];
+            const int depth = backtrace(stack, 8);
+            std::fprintf(stderr, "allocation of %zu bytes from:\n", n);
+            backtrace_symbols_fd(stack + 1, depth - 1, 2);
+            steadfast_bench::trace = true;
+        }
         steadfast_bench::live_bytes.fetch_add(static_cast<long long>(malloc_usable_size(p)), std::memory_order_relaxed);
     }
     return p;

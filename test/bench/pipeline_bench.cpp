@@ -16,7 +16,8 @@
 //                       cache raised (BOOST_ASIO_RECYCLING_ALLOCATOR_CACHE_SIZE
 //                       16: coroutine frames are reused rather than taken
 //                       from the heap), so what it still counts is heap
-//                       beyond the frames (goal: 0).
+//                       beyond the frames (goal: 0); PIPELINE_TRACE_ALLOCS=1
+//                       prints the call stack of each allocation of one call.
 //  hedging_tail         many calls against a local server that stalls 5 % of
 //                       requests for 100 ms, unhedged and hedged (2 attempts,
 //                       the hedge after 2 ms), interleaved in one run: p50
@@ -82,6 +83,9 @@ void pipeline_overhead_socket(benchmark::State& state) {
     // whose attempt is watched (a timeout: spawned, with its deadline).
     const auto watched = steadfast::retry_policy{}.with_attempt_timeout(10s);
     constexpr int batch = 500;
+    // PIPELINE_TRACE_ALLOCS=1: the call stack of every allocation of one
+    // five-piece execute() (addr2line -f -C -e BINARY ADDRESS names them).
+    const bool trace_one = std::getenv("PIPELINE_TRACE_ALLOCS") != nullptr;
     double bare_ns = 0, exec_ns = 0, async_ns = 0, four_ns = 0, spawn_ns = 0, watched_ns = 0;
     long long bare_allocs = 0, exec_allocs = 0, async_allocs = 0, four_allocs = 0, batches = 0;
     local_roundtrip roundtrip(ioc);
@@ -96,6 +100,11 @@ void pipeline_overhead_socket(benchmark::State& state) {
                 for (int i = 0; i < batch; ++i) benchmark::DoNotOptimize(co_await roundtrip());
                 const auto t1 = clk::now();
                 const auto a1 = steadfast_bench::allocations.load();
+                if (trace_one && batches == 10) {  // one warm call's allocations, to stderr
+                    steadfast_bench::trace = true;
+                    co_await steadfast::execute(five, attempt);
+                    steadfast_bench::trace = false;
+                }
                 for (int i = 0; i < batch; ++i) {
                     auto r = co_await steadfast::execute(five, attempt);
                     if (!r.ok() || r.value()) std::abort();
