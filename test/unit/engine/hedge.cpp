@@ -146,6 +146,27 @@ BOOST_AUTO_TEST_CASE(the_callers_cancellation_cancels_every_attempt) {
     BOOST_TEST(h.result_of() == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(an_attempt_cancelled_from_outside_with_nothing_else_in_flight_ends_the_call) {
+    // (Its own operation aborted: nothing else would ever end the call if a
+    // delay without end, or a budget, keeps the next hedge from starting.)
+    hedge_fsm h(hedge_settings{3, std::chrono::nanoseconds::max()});
+    h.start(0ms);
+    const hedge_step s = h.on_outcome(1, classification::cancelled(refused.ec), 5ms);
+    BOOST_TEST(s.done);
+    BOOST_TEST(h.result_of() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_pushback_stays_the_result_when_a_later_hedge_fails_without_a_hint) {
+    hedge_fsm h(hedge_settings{2, 10ms});
+    h.start(0ms);
+    h.on_timer(10ms);  // attempt 2 in flight
+    h.on_outcome(1, classification::retryable(refused.ec, 2s), 12ms);
+    const hedge_step s = h.on_outcome(2, refused, 15ms);
+    BOOST_TEST(s.done);
+    BOOST_TEST((h.reason() == stop_reason::pushback));
+    BOOST_TEST(h.result_of() == 1u);  // its hint is the retry's wait
+}
+
 BOOST_AUTO_TEST_CASE(a_delay_without_end_hedges_only_after_failures) {
     hedge_fsm h(hedge_settings{3, std::chrono::nanoseconds::max()});
     const auto late = std::chrono::hours(24 * 365 * 100);

@@ -11,6 +11,7 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
@@ -698,6 +699,124 @@ BOOST_AUTO_TEST_CASE(hedges_unwound_after_their_call_at_shutdown_touch_nothing_f
         steadfast::run_virtual(ioc, manual_clock::time_point(manual_clock::now() + 50ms));
     }
     BOOST_TEST(*unwound == 6);  // three attempts a call, each unwound once
+}
+
+BOOST_AUTO_TEST_CASE(a_hedge_gets_the_tighter_timeout_and_the_time_left) {
+    // The retry's per-attempt timeout (20 ms) bounds the hedged call; the
+    // pipeline's (50 ms) each hedge. The first sees 20 ms; the hedge started
+    // 10 ms later sees what is left of the call's: 10 ms.
+    virtual_time vt;
+    asio::io_context ioc;
+    scripted a{[](const attempt_context&) { return ok_after(forever, 1); }};
+    const auto p = vpipeline{}
+                       .with_retry(no_retry.with_attempt_timeout(20ms))
+                       .with_hedging({.max_attempts = 3, .delay = 10ms})
+                       .with_timeout(50ms);
+    const auto r = run(ioc, p, a);
+    BOOST_TEST((r.reason() == stop_reason::attempts_exhausted));
+    BOOST_REQUIRE(a.log->size() == 2u);  // the call's own timeout came first at 20 ms
+    BOOST_TEST(((*a.log)[0].timeout_ms == std::optional<std::int64_t>(20)));
+    BOOST_TEST(((*a.log)[1].timeout_ms == std::optional<std::int64_t>(10)));
+    BOOST_TEST((*a.log)[1].ended == 20);
+}
+
+BOOST_AUTO_TEST_CASE(a_cancellation_as_the_rate_limit_lets_the_call_in_still_ends_it) {
+    for (int driver = 0; driver < 2; ++driver) {
+        virtual_time vt;
+        asio::io_context ioc;
+        auto rate =
+            std::make_shared<vrate>(ioc.get_executor(), vrate::options{.per_second = 10, .burst = 1, .queue = 1});
+        rate->try_acquire();  // the next token at 100 ms
+        scripted a{[](const attempt_context&) { return ok_after(1ms, 1); }};
+        asio::cancellation_signal sig;
+        std::optional<retry_result<attempt_result<int>>> out;
+        const auto p = vpipeline{}.with_rate_limit(rate);
+        if (driver == 0)
+            async_execute<manual_timer>(
+                ioc, p, a, asio::bind_cancellation_slot(sig.slot(), [&](auto r) { out.emplace(std::move(r)); }));
+        else
+            asio::co_spawn(ioc, execute<manual_timer>(p, a),
+                           asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr e, auto r) {
+                               BOOST_TEST(!e);
+                               out.emplace(std::move(r));
+                           }));
+        // The token comes at 100 ms (its completion posted); the caller
+        // cancels in the same turn, before that completion runs.
+        steadfast::run_virtual(ioc, manual_clock::time_point(manual_clock::now() + 99ms));
+        BOOST_REQUIRE(rate->waiting() == 1u);
+        manual_timer at(ioc, 1ms);
+        at.async_wait([&](error_code) {
+            while (rate->waiting() == 1u) ioc.run_one();  // the token's handler lets the waiter in
+            sig.emit(asio::cancellation_type::terminal);
+        });
+        steadfast::run_virtual(ioc);
+        BOOST_REQUIRE(out.has_value());
+        BOOST_TEST((out->reason() == stop_reason::cancelled), "driver " << driver);
+        BOOST_TEST(a.log->empty(), "driver " << driver);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_loser_is_cancelled_once_even_when_its_timeout_comes_during_its_cleanup) {
+    // The loser, cancelled when the hedge wins at 28 ms, cleans up for 5 ms;
+    // its own timeout (30 ms) comes during that cleanup and must not cancel
+    // it again.
+    virtual_time vt;
+    asio::io_context ioc;
+    auto cleanup_cut = std::make_shared<bool>(false);
+    auto a = [cleanup_cut](const attempt_context& c) -> asio::awaitable<int> {
+        manual_timer t(co_await asio::this_coro::executor, c.hedge == 0 ? forever : 18ms);
+        auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+        if (!ec) co_return 2;
+        co_await asio::this_coro::reset_cancellation_state();  // cancelled: clean up
+        manual_timer cleanup(co_await asio::this_coro::executor, 5ms);
+        auto [ec2] = co_await cleanup.async_wait(asio::as_tuple(asio::use_awaitable));
+        *cleanup_cut = ec2 == asio::error::operation_aborted;
+        co_return 1;
+    };
+    const auto p = vpipeline{}.with_hedging({.max_attempts = 2, .delay = 10ms}).with_timeout(30ms);
+    const auto r = steadfast_test::run_virtual(ioc, execute<manual_timer>(p, a));
+    BOOST_TEST(r.ok());
+    BOOST_TEST(r.value() == 2);
+    BOOST_TEST(!*cleanup_cut);
+}
+
+BOOST_AUTO_TEST_CASE(a_hedge_that_ends_inside_its_start_is_counted_and_cancels_nothing_else) {
+    // Hedge 1 ends through an operation that completes inline (dispatch on
+    // its own executor), so inside co_spawn; hedge 2 wins at 25 ms. Another
+    // call leases watches meanwhile: its attempt must never be cancelled by
+    // this call's end (a stale signal), and this call must end.
+    virtual_time vt;
+    asio::io_context ioc;
+    auto a = [](const attempt_context& c) -> asio::awaitable<attempt_result<int>> {
+        if (c.hedge == 1) {
+            co_await asio::dispatch(asio::use_awaitable);
+            co_return attempt_result<int>::retry(unavailable);
+        }
+        manual_timer t(co_await asio::this_coro::executor, c.hedge == 0 ? forever : 5ms);
+        auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+        if (ec) co_return attempt_result<int>::retry(ec);
+        co_return 3;
+    };
+    bool other_cut = false, other_done = false;
+    auto other = [&](const attempt_context&) -> asio::awaitable<int> {
+        manual_timer t(co_await asio::this_coro::executor, 30ms);
+        auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+        other_cut = ec == asio::error::operation_aborted;
+        co_return 1;
+    };
+    std::optional<retry_result<attempt_result<int>>> out;
+    async_execute<manual_timer>(ioc, vpipeline{}.with_hedging({.max_attempts = 3, .delay = 10ms}).with_timeout(50ms), a,
+                                [&](auto r) { out.emplace(std::move(r)); });
+    manual_timer later(ioc, 12ms);
+    later.async_wait([&](error_code) {
+        // Leases watches (an attempt timeout) while the first call runs.
+        async_execute<manual_timer>(ioc, vpipeline{}.with_timeout(1h), other, [&](auto) { other_done = true; });
+    });
+    steadfast::run_virtual(ioc);
+    BOOST_REQUIRE(out.has_value());
+    BOOST_TEST(out->ok());
+    BOOST_TEST(other_done);
+    BOOST_TEST(!other_cut);
 }
 
 namespace {

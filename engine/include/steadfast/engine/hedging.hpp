@@ -118,7 +118,17 @@ public:
           t0_(clock::now()) {}
     hedged_call(const hedged_call&) = delete;
     hedged_call& operator=(const hedged_call&) = delete;
-    ~hedged_call() { release_deadline(); }
+    // Normally every attempt has ended by now. If the call's frame goes
+    // while hedges still run (its first attempt's handler destroyed
+    // uncalled: at io_context shutdown, where the hedges go too in no set
+    // order, or an operation that drops its handler), they complete into
+    // nothing. (Not cancelled from here: at shutdown their signals may
+    // already be gone. The one path that leaves them running on a live
+    // context, a wait that cannot start, cancels them first: fail().)
+    ~hedged_call() {
+        if (alive_) *alive_ = nullptr;
+        release_deadline();
+    }
 
     // Starts the call: attempt 1 is set up for the coroutine to start.
     void begin() {
@@ -253,21 +263,37 @@ private:
         if (cfg_.timeout) s.deadline = saturating_deadline(k == 1 ? t0_ : clock::now(), *cfg_.timeout);
         if (k == 1) {  // the coroutine starts it, on first_signal()
             s.signal = &first_signal_;
-        } else {
-            std::shared_ptr<watch> w = attempt_timeouts<Timer>::of(ex_).lease(ex_);
-            asio::cancellation_signal* sig = &w->signal;
-            asio::co_spawn(
-                ex_, owned_attempt<Raw>(fn_, context_for(k)),
-                asio::bind_cancellation_slot(
-                    sig->slot(), [this, k, w = std::move(w)](std::exception_ptr e, attempt_outcome<R> out) mutable {
-                        ended(k, e, std::move(out));
-                        w->service->give_back(std::move(w));
-                    }));
-            s.signal = sig;
+            s.running = true;
+            ++running_;
+            return;
         }
-        // (After co_spawn, which may throw, and never completes inline.)
+        // A hedge reaches the call through `alive_`, which the call empties
+        // when it goes: a hedge still running then (the call's frame
+        // destroyed without its first attempt completing) completes into
+        // nothing.
+        if (!alive_) alive_ = std::make_shared<hedged_call*>(this);
+        std::shared_ptr<watch> w = attempt_timeouts<Timer>::of(ex_).lease(ex_);
+        asio::cancellation_signal* sig = &w->signal;
+        // Recorded before co_spawn: the hedge may run, and even end, inside it.
+        s.signal = sig;
         s.running = true;
         ++running_;
+        try {
+            asio::co_spawn(
+                ex_, owned_attempt<Raw>(fn_, context_for(k)),
+                asio::bind_cancellation_slot(sig->slot(), [alive = alive_, k, w = std::move(w)](
+                                                              std::exception_ptr e, attempt_outcome<R> out) mutable {
+                    if (hedged_call* call = *alive) call->ended(k, e, std::move(out));
+                    w->service->give_back(std::move(w));
+                }));
+        } catch (...) {
+            if (s.running) {  // it did not start
+                s.running = false;
+                s.signal = nullptr;
+                --running_;
+            }
+            throw;
+        }
     }
 
     void cancel(slot& s) {
@@ -309,6 +335,7 @@ private:
             if (!fsm_.finished() && hedge_at_ && saturating_deadline(t0_, *hedge_at_) <= now) {
                 hedge_at_.reset();
                 apply(fsm_.on_timer(since()));
+                if (failure_) return poke();  // (a hedge that ended inside failed the call)
             }
             for (slot& s : slots_) {
                 if (s.running && !s.timed_out && s.deadline <= now) {
@@ -346,8 +373,9 @@ private:
     std::shared_ptr<watch> deadline_;  // leased on the first deadline
     time_point armed_ = time_point::max();
     std::uint64_t tag_ = 0;
-    std::optional<Timer> timer_;  // the slow path's, made on first use
-    std::exception_ptr failure_;  // user code threw, or an attempt could not start
+    std::optional<Timer> timer_;           // the slow path's, made on first use
+    std::exception_ptr failure_;           // user code threw, or an attempt could not start
+    std::shared_ptr<hedged_call*> alive_;  // the hedges' way to this: made at the first hedge
     std::uint32_t running_ = 0, last_ = 0;
     bool cancelled_ = false, waiting_ = false;
 };
@@ -401,18 +429,24 @@ boost::asio::awaitable<Raw> run_hedged(const hedge_config& cfg, Fn& fn, const Cl
         }
     }
     // Hedges still running (or about to start): wait for them, woken by
-    // their completions, the deadlines and the caller's cancellation.
-    while (!call.done()) {
-        try {
-            call.forward_from(cs.slot());
-            if (is_cancelled(cs)) call.cancel_from_caller();
-            if (call.done()) break;
-            co_await call.wait();
-        } catch (...) {
-            call.fail(std::current_exception());
+    // their completions, the deadlines and the caller's cancellation (its
+    // forwarder cleared however this ends).
+    {
+        const slot_clearer forwarder{cs.slot()};
+        while (!call.done()) {
+            try {
+                call.forward_from(forwarder.slot);
+                if (is_cancelled(cs)) call.cancel_from_caller();
+                if (call.done()) break;
+                co_await call.wait();
+            } catch (...) {
+                // No way to wait (out of memory): the hedges are cancelled
+                // and left to complete into nothing (see ~hedged_call).
+                call.fail(std::current_exception());
+                break;
+            }
         }
     }
-    if (cs.slot().is_connected()) cs.slot().clear();
     call.finish();
     co_await asio::this_coro::throw_if_cancelled(throws);
     if (early) std::rethrow_exception(early);
@@ -423,9 +457,13 @@ boost::asio::awaitable<Raw> run_hedged(const hedge_config& cfg, Fn& fn, const Cl
 }
 
 // The attempt a pipeline's retry makes when it hedges: one hedged call of
-// the user's attempt. Its results are classified by the user's classifier,
-// and a hedge that timed out is told to the retry as its own attempt
-// timeouts are (see the attempt_parts specialisation below).
+// the user's attempt. Its results are classified by the user's classifier
+// (each hedge's outcome, then the call's result once more by the retry: a
+// classifier with side effects sees the result twice), and a hedge that
+// timed out is told to the retry as its own attempt timeouts are (see the
+// attempt_parts specialisation below). A hedge's context points at the
+// retry's previous outcome, as the first attempt's does: valid while the
+// hedge runs (not in destructors run when an io_context is destroyed).
 template <class Timer, class Attempt>
 struct hedged_fn {
     using parts = attempt_parts<Attempt>;
@@ -436,6 +474,7 @@ struct hedged_fn {
     hedged_fn(const hedge_config* c, Attempt a) : cfg(c), attempt(std::move(a)), classify(parts::classifier(attempt)) {}
 
     auto operator()(const attempt_context& ctx) {
+        timed_out = false;  // (also when the call cannot start)
         return run_hedged<Timer, attempt_raw_t<Attempt>>(*cfg, parts::fn(attempt), classify, ctx, timed_out);
     }
 

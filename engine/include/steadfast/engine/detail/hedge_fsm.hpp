@@ -18,7 +18,9 @@
 // - each hedge (attempt 2 and on) draws on the retry budget, if any: without
 //   tokens no more hedges start;
 // - when nothing is in flight and nothing more may start, the call fails
-//   with the last failure's reason.
+//   with the last failure's reason (an attempt cancelled from outside the
+//   call, with nothing else in flight, ends it too); its result is the
+//   last failure, or the pushback if one came (its hint is the wait).
 #pragma once
 
 #include <steadfast/engine/budget.hpp>
@@ -91,6 +93,7 @@ private:
     bool no_more_ = false;                                  // pushback or budget: no further hedge
     bool done_ = false;
     bool late_success_ = false;  // cancelled, then a success came in: the call's result
+    bool pushback_ = false;      // a failure with a delay hint came in: the call's result unless one succeeds
 };
 
 }  // namespace steadfast::detail

@@ -50,7 +50,11 @@ hedge_step hedge_fsm::start(std::chrono::nanoseconds now) {
 }
 
 hedge_step hedge_fsm::on_timer(std::chrono::nanoseconds now) {
-    return start_next(now, {});
+    if (done_) return {};
+    hedge_step step = start_next(now, {});
+    // Nothing started (the budget refused) and nothing in flight: the end.
+    if (in_flight_ == 0 && step.start == 0) return finish(failed_, step);
+    return step;
 }
 
 hedge_step hedge_fsm::on_outcome(std::uint32_t number, const classification& c, std::chrono::nanoseconds now) {
@@ -75,18 +79,24 @@ hedge_step hedge_fsm::on_outcome(std::uint32_t number, const classification& c, 
             return finish(stop_reason::permanent, {});
         case verdict::cancelled:
             // Cancelled from outside the call (not by it): as a failure
-            // that starts nothing new.
-            result_of_ = number;
-            if (in_flight_ == 0 && !may_hedge()) return finish(failed_, {});
+            // that starts nothing new; with nothing else in flight the call
+            // ends (a pending hedging timer would leave it idle, or for good
+            // with a delay without end).
+            if (!pushback_) result_of_ = number;
+            if (in_flight_ == 0) return finish(failed_, {});
             return {};
         case verdict::retryable:
             break;
     }
-    result_of_ = number;
+    // The call's result is the last failure, except that a pushback stays
+    // the result once seen: its delay hint is what the retry must wait.
+    if (!pushback_) result_of_ = number;
     hedge_step step;
     if (c.delay_hint) {
         // The server pushes back: no further hedges; those in flight go on.
         no_more_ = true;
+        pushback_ = true;
+        result_of_ = number;
         failed_ = stop_reason::pushback;
         step.disarm_timer = true;
     }
