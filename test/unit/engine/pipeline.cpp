@@ -262,20 +262,54 @@ BOOST_AUTO_TEST_CASE(hedges_draw_on_the_retry_budget) {
 }
 
 BOOST_AUTO_TEST_CASE(each_hedge_has_its_own_timeout) {
+    for (int driver = 0; driver < 2; ++driver) {  // execute(), async_execute()
+        virtual_time vt;
+        asio::io_context ioc;
+        scripted a{[](const attempt_context&) { return ok_after(forever, 1); }};
+        const auto p =
+            vpipeline{}.with_retry(no_retry).with_hedging({.max_attempts = 2, .delay = 30ms}).with_timeout(50ms);
+        std::optional<retry_result<attempt_result<int>>> out;
+        if (driver == 0) {
+            out.emplace(run(ioc, p, a));
+        } else {
+            async_execute<manual_timer>(ioc, p, a, [&](auto r) { out.emplace(std::move(r)); });
+            steadfast::run_virtual(ioc);
+        }
+        BOOST_REQUIRE(out.has_value());
+        const auto& r = *out;
+        BOOST_TEST((r.reason() == stop_reason::attempts_exhausted));
+        BOOST_TEST(r.last_error() == make_error_code(error::attempt_timeout), "driver " << driver);
+        BOOST_REQUIRE(a.log->size() == 2u);
+        BOOST_TEST((*a.log)[0].ended == 50);
+        BOOST_TEST((*a.log)[1].started == 30);
+        BOOST_TEST((*a.log)[1].ended == 80);
+        BOOST_TEST(((*a.log)[0].timeout_ms == std::optional<std::int64_t>(50)));
+        BOOST_TEST(((*a.log)[0].cancelled == every_type));
+        BOOST_TEST(ms(r.elapsed()) == 80);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(the_call_waits_for_a_losing_hedge_to_end) {
+    // The first attempt wins while a hedge still runs: the hedge is
+    // cancelled, and the call completes only once it has ended (it ends in
+    // the cancellation's own turn; the call's handler sees it ended).
     virtual_time vt;
     asio::io_context ioc;
-    scripted a{[](const attempt_context&) { return ok_after(forever, 1); }};
-    const auto p = vpipeline{}.with_retry(no_retry).with_hedging({.max_attempts = 2, .delay = 30ms}).with_timeout(50ms);
-    const auto r = run(ioc, p, a);
-    BOOST_TEST((r.reason() == stop_reason::attempts_exhausted));
-    BOOST_TEST(r.last_error() == make_error_code(error::attempt_timeout));
+    scripted a{[](const attempt_context& c) { return c.hedge == 0 ? ok_after(150ms, 1) : ok_after(forever, 2); }};
+    bool all_ended_first = false;
+    std::optional<retry_result<attempt_result<int>>> out;
+    async_execute<manual_timer>(ioc, vpipeline{}.with_hedging({.max_attempts = 2, .delay = 100ms}), a,
+                                [&](retry_result<attempt_result<int>> res) {
+                                    all_ended_first = a.log->size() == 2u;
+                                    for (const seen& s : *a.log) all_ended_first = all_ended_first && s.ended >= 0;
+                                    out.emplace(std::move(res));
+                                });
+    steadfast::run_virtual(ioc);
+    BOOST_REQUIRE(out.has_value());
+    BOOST_TEST(out->value().value() == 1);
+    BOOST_TEST(all_ended_first);
     BOOST_REQUIRE(a.log->size() == 2u);
-    BOOST_TEST((*a.log)[0].ended == 50);
-    BOOST_TEST((*a.log)[1].started == 30);
-    BOOST_TEST((*a.log)[1].ended == 80);
-    BOOST_TEST(((*a.log)[0].timeout_ms == std::optional<std::int64_t>(50)));
-    BOOST_TEST(((*a.log)[0].cancelled == every_type));
-    BOOST_TEST(ms(r.elapsed()) == 80);
+    BOOST_TEST(((*a.log)[1].cancelled == every_type));
 }
 
 BOOST_AUTO_TEST_CASE(a_hedge_that_times_out_starts_the_next_at_once) {

@@ -183,9 +183,9 @@ private:
     const detail::policy_data* p_;
     std::uint64_t attempts_ = 0;   // 64 bits: a retry-forever loop never wraps it
     std::uint32_t last_cost_ = 0;  // budget tokens the latest retry took
+    bool seeded_ = false;          // (beside last_cost_: a pending async_retry holds one of these)
     nanoseconds previous_{};
     std::uint64_t rng_ = 0;
-    bool seeded_ = false;
 };
 
 namespace detail {
