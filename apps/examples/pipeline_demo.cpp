@@ -31,6 +31,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -60,15 +61,22 @@ struct flaky_server {
     flaky_server(asio::io_context& context, unsigned short listen_on) : ioc(context), port(listen_on) {}
 
     void open() {
-        acceptor = std::make_unique<tcp::acceptor>(ioc, tcp::endpoint{asio::ip::make_address("127.0.0.1"), port});
-        asio::co_spawn(ioc, accept_loop(acceptor.get()), asio::detached);
+        acceptor = std::make_shared<tcp::acceptor>(ioc, tcp::endpoint{asio::ip::make_address("127.0.0.1"), port});
+        asio::co_spawn(ioc, accept_loop(acceptor), asio::detached);
     }
-    void close() { acceptor.reset(); }  // the outage: new connections are refused
+    void close() {  // the outage: new connections are refused
+        if (!acceptor) return;
+        error_code ignored;
+        acceptor->close(ignored);
+        acceptor.reset();
+    }
 
-    asio::awaitable<void> accept_loop(tcp::acceptor* a) {
+    // (Holds its acceptor: a connection accepted just before close() still
+    // comes back here, to a closed acceptor, not a freed one.)
+    asio::awaitable<void> accept_loop(std::shared_ptr<tcp::acceptor> a) {
         for (;;) {
             auto [ec, s] = co_await a->async_accept(asio::as_tuple(asio::use_awaitable));
-            if (ec) co_return;  // closed
+            if (ec || !a->is_open()) co_return;  // closed
             asio::co_spawn(ioc, answer(std::move(s)), asio::detached);
         }
     }
@@ -92,7 +100,7 @@ struct flaky_server {
     unsigned short port;
     int phase = 0;
     std::mt19937_64 rng{42};
-    std::unique_ptr<tcp::acceptor> acceptor;
+    std::shared_ptr<tcp::acceptor> acceptor;
 };
 
 // One attempt: a connection, "get", the answer. 503 is retryable; so are a
@@ -126,10 +134,21 @@ auto request(unsigned short port, counters& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    const double phase_seconds = argc > 1 ? std::atof(argv[1]) : 2.0;
-    if (!(phase_seconds > 0) || phase_seconds > 600) {
+    double phase_seconds = 2.0;
+    if (argc > 2) {
         std::fprintf(stderr, "usage: steadfast-pipeline-demo [seconds per phase, more than 0, at most 600]\n");
         return 2;
+    }
+    if (argc == 2) {
+        char* end = nullptr;
+        phase_seconds = std::strtod(argv[1], &end);
+        if (end == argv[1] || *end != '\0' || !(phase_seconds > 0) || phase_seconds > 600) {
+            std::fprintf(stderr,
+                         "steadfast-pipeline-demo: '%s' is not a number of seconds per phase (more than 0, at most "
+                         "600)\nusage: steadfast-pipeline-demo [seconds per phase]\n",
+                         argv[1]);
+            return 2;
+        }
     }
     const auto phase_length = std::chrono::duration_cast<clk::duration>(std::chrono::duration<double>(phase_seconds));
     asio::io_context ioc(1);
@@ -156,7 +175,8 @@ int main(int argc, char** argv) {
     bo.minimum_calls = 10;
     bo.failure_rate = 0.5;
     bo.half_open_calls = 3;
-    bo.break_duration = [](std::uint32_t n) { return std::chrono::milliseconds(250) * n; };  // growing while it fails
+    // Growing while it keeps failing: 250 ms, then 500 ms.
+    bo.break_duration = [](std::uint32_t n) { return std::chrono::milliseconds(250) * std::min<std::uint32_t>(n, 2); };
     bo.on_transition = [&](const steadfast::breaker_transition& t) {
         std::printf("  %5.2f s  breaker %s -> %s\n", at(), steadfast::to_string(t.from), steadfast::to_string(t.to));
     };
@@ -174,7 +194,7 @@ int main(int argc, char** argv) {
 
     std::printf(
         "pipeline: rate limit 400/s (burst 20, queue 12) -> bulkhead 8 (queue 8) -> retry 3 attempts\n"
-        "          (backoff 20 ms x2, budget) with a breaker (50%% of 20 calls, break 250 ms x n)\n"
+        "          (backoff 20 ms x2, budget) with a breaker (50%% of 20 calls, break 250 ms, then 500)\n"
         "          -> hedging (2 attempts, 50 ms) -> timeout 250 ms; server on 127.0.0.1:%u\n\n",
         port);
     std::printf("  time     ok  hedges(cut)  503  refused  circuit_open  limited  gave_up  breaker\n");
