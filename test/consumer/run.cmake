@@ -20,6 +20,9 @@ run(${WORK_DIR}/build/consumer)
 
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/engine_only -B ${WORK_DIR}/engine_only -DCMAKE_PREFIX_PATH=${prefix}
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=TRUE)
+# Built and run: a retry behind a gate, and a hedged pipeline, from the installed headers.
+run(${CMAKE_COMMAND} --build ${WORK_DIR}/engine_only)
+run(${WORK_DIR}/engine_only/engine_consumer)
 
 # As a subproject: configured without a build type, which must stay empty.
 get_filename_component(steadfast_root ${SOURCE_DIR}/../.. ABSOLUTE)

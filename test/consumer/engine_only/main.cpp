@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <memory>
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
@@ -27,6 +28,18 @@ int main() {
                     co_return ++attempts < 2 ? asio::error::connection_reset : steadfast::error_code{};
                 });
             ok = r.ok() && r.attempts() == 2;
+            // The pipeline, hedged, from the installed headers.
+            const auto p = steadfast::pipeline{}
+                               .with_concurrency_limit(std::make_shared<steadfast::concurrency_limit>(
+                                   steadfast::concurrency_limit::options{.limit = 1}))
+                               .with_hedging({.max_attempts = 2, .delay = 1ms})
+                               .with_timeout(1s);
+            auto hedged = co_await steadfast::execute(
+                p, [&](const steadfast::attempt_context& c) -> asio::awaitable<steadfast::error_code> {
+                    ++attempts;
+                    co_return c.hedge == 0 ? steadfast::error_code{} : asio::error::operation_aborted;
+                });
+            ok = ok && hedged.ok();
         },
         asio::detached);
     ioc.run();
