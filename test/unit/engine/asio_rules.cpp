@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <steadfast_test/counting_allocator.hpp>
 #include <steadfast_test/virtual_time.hpp>
 #include <thread>
 #include <vector>
@@ -30,6 +31,8 @@
 using namespace std::chrono_literals;
 using namespace steadfast;
 namespace asio = boost::asio;
+using steadfast_test::alloc_stats;
+using steadfast_test::counting_allocator;
 using steadfast_test::virtual_time;
 
 namespace {
@@ -256,34 +259,6 @@ BOOST_AUTO_TEST_CASE(strands_threads_and_conditions_set_from_elsewhere) {
     BOOST_TEST(done.load() == n);
     BOOST_TEST(off.load() == 0);
 }
-
-namespace {
-// Counts what the operation allocates through the handler's allocator.
-struct alloc_stats {
-    int allocations = 0, live = 0;
-};
-template <class T>
-struct counting_allocator {
-    using value_type = T;
-    alloc_stats* stats;
-    explicit counting_allocator(alloc_stats* s) noexcept : stats(s) {}
-    template <class U>
-    counting_allocator(const counting_allocator<U>& o) noexcept : stats(o.stats) {}
-    T* allocate(std::size_t n) {
-        ++stats->allocations;
-        ++stats->live;
-        return std::allocator<T>{}.allocate(n);
-    }
-    void deallocate(T* p, std::size_t n) noexcept {
-        --stats->live;
-        std::allocator<T>{}.deallocate(p, n);
-    }
-    template <class U>
-    bool operator==(const counting_allocator<U>& o) const noexcept {
-        return stats == o.stats;
-    }
-};
-}  // namespace
 
 // The operation's state comes from the handler's associated allocator, and
 // is given back before the handler runs.

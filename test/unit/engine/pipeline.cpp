@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <steadfast_test/counting_allocator.hpp>
 #include <steadfast_test/virtual_time.hpp>
 #include <string>
 #include <vector>
@@ -29,6 +30,8 @@
 using namespace std::chrono_literals;
 using namespace steadfast;
 namespace asio = boost::asio;
+using steadfast_test::alloc_stats;
+using steadfast_test::counting_allocator;
 using steadfast_test::virtual_time;
 using vpipeline = basic_pipeline<manual_timer>;
 using vrate = basic_rate_limit<manual_timer>;
@@ -100,6 +103,23 @@ retry_result<attempt_result<int>> run(asio::io_context& ioc, const vpipeline& p,
 }
 
 const auto no_retry = retry_policy{}.with_stop(stop::max_attempts(1));
+
+// Starts one call through driver 0 (async_execute) or 1 (execute() in a
+// coroutine of its own), cancellable through `slot`; its result goes to
+// `out` (execute() must end with a value, never an exception).
+template <class Attempt>
+void start(int driver, asio::io_context& ioc, const vpipeline& p, const Attempt& a, asio::cancellation_slot slot,
+           std::optional<retry_result<attempt_result<int>>>& out) {
+    if (driver == 0)
+        async_execute<manual_timer>(ioc, p, a,
+                                    asio::bind_cancellation_slot(slot, [&out](auto r) { out.emplace(std::move(r)); }));
+    else
+        asio::co_spawn(ioc, execute<manual_timer>(p, a),
+                       asio::bind_cancellation_slot(slot, [&out](std::exception_ptr e, auto r) {
+                           BOOST_TEST(!e);  // a value, not an exception
+                           out.emplace(std::move(r));
+                       }));
+}
 
 }  // namespace
 
@@ -676,15 +696,7 @@ BOOST_AUTO_TEST_CASE(a_cancellation_as_a_limit_lets_the_call_in_still_ends_it) {
         const auto p = vpipeline{}.with_concurrency_limit(bulkhead);
         asio::cancellation_signal sig;
         std::optional<retry_result<attempt_result<int>>> out;
-        if (driver == 0)
-            async_execute<manual_timer>(
-                ioc, p, a, asio::bind_cancellation_slot(sig.slot(), [&](auto r) { out.emplace(std::move(r)); }));
-        else
-            asio::co_spawn(ioc, execute<manual_timer>(p, a),
-                           asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr e, auto r) {
-                               BOOST_TEST(!e);  // a value, not an exception
-                               out.emplace(std::move(r));
-                           }));
+        start(driver, ioc, p, a, sig.slot(), out);
         ioc.poll();
         BOOST_REQUIRE(bulkhead->waiting() == 1u);
         // On the executor, as cancellation is emitted: granted (its
@@ -765,15 +777,7 @@ BOOST_AUTO_TEST_CASE(a_cancellation_as_the_rate_limit_lets_the_call_in_still_end
         asio::cancellation_signal sig;
         std::optional<retry_result<attempt_result<int>>> out;
         const auto p = vpipeline{}.with_rate_limit(rate);
-        if (driver == 0)
-            async_execute<manual_timer>(
-                ioc, p, a, asio::bind_cancellation_slot(sig.slot(), [&](auto r) { out.emplace(std::move(r)); }));
-        else
-            asio::co_spawn(ioc, execute<manual_timer>(p, a),
-                           asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr e, auto r) {
-                               BOOST_TEST(!e);
-                               out.emplace(std::move(r));
-                           }));
+        start(driver, ioc, p, a, sig.slot(), out);
         // The token comes at 100 ms (its completion posted); the caller
         // cancels in the same turn, before that completion runs.
         steadfast::run_virtual(ioc, manual_clock::time_point(manual_clock::now() + 99ms));
@@ -852,33 +856,6 @@ BOOST_AUTO_TEST_CASE(a_hedge_that_ends_inside_its_start_is_counted_and_cancels_n
     BOOST_TEST(other_done);
     BOOST_TEST(!other_cut);
 }
-
-namespace {
-struct alloc_stats {
-    int allocations = 0, live = 0;
-};
-template <class T>
-struct counting_allocator {
-    using value_type = T;
-    explicit counting_allocator(alloc_stats* s) noexcept : stats(s) {}
-    template <class U>
-    counting_allocator(const counting_allocator<U>& o) noexcept : stats(o.stats) {}
-    T* allocate(std::size_t n) {
-        ++stats->allocations;
-        ++stats->live;
-        return std::allocator<T>().allocate(n);
-    }
-    void deallocate(T* p, std::size_t n) {
-        --stats->live;
-        std::allocator<T>().deallocate(p, n);
-    }
-    template <class U>
-    bool operator==(const counting_allocator<U>& o) const noexcept {
-        return stats == o.stats;
-    }
-    alloc_stats* stats;
-};
-}  // namespace
 
 BOOST_AUTO_TEST_CASE(async_execute_takes_its_state_from_the_handlers_allocator) {
     virtual_time vt;

@@ -24,6 +24,15 @@ using namespace std::chrono_literals;
 using namespace steadfast;
 namespace asio = boost::asio;
 
+namespace {
+// Runs `ioc` on this thread and one more until it runs out of work.
+void run_on_two_threads(asio::io_context& ioc) {
+    std::thread other([&] { ioc.run(); });
+    ioc.run();
+    other.join();
+}
+}  // namespace
+
 BOOST_AUTO_TEST_SUITE(engine_strands)
 
 BOOST_AUTO_TEST_CASE(two_threads_many_operations) {
@@ -55,9 +64,7 @@ BOOST_AUTO_TEST_CASE(two_threads_many_operations) {
                 done.fetch_add(1);
             });
     }
-    std::thread other([&] { ioc.run(); });
-    ioc.run();
-    other.join();
+    run_on_two_threads(ioc);
     BOOST_TEST(done.load() == ops);
     BOOST_TEST(ok.load() == ops);
     BOOST_TEST(retries.load() == ops / 4 * (0 + 1 + 2 + 3));
@@ -140,9 +147,7 @@ BOOST_AUTO_TEST_CASE(two_threads_share_a_breaker) {
             },
             [&](retry_result<error_code>) { done.fetch_add(1); });
     }
-    std::thread other([&] { ioc.run(); });
-    ioc.run();
-    other.join();
+    run_on_two_threads(ioc);
     BOOST_TEST(done.load() == ops);
     const auto s = breaker->get_stats();
     BOOST_TEST(s.permitted == static_cast<std::uint64_t>(attempts.load()));
@@ -180,9 +185,7 @@ BOOST_AUTO_TEST_CASE(two_threads_share_a_concurrency_limit) {
             },
             asio::detached);
     }
-    std::thread other([&] { ioc.run(); });
-    ioc.run();
-    other.join();
+    run_on_two_threads(ioc);
     BOOST_TEST(done.load() == ops);
     BOOST_TEST(most.load() <= 3);
     BOOST_TEST(most.load() >= 1);
@@ -208,9 +211,7 @@ BOOST_AUTO_TEST_CASE(two_threads_share_a_rate_limit) {
                                     in.fetch_add(1);
                             }));
     }
-    std::thread other([&] { ioc.run(); });
-    ioc.run();
-    other.join();
+    run_on_two_threads(ioc);
     BOOST_TEST(in.load() == ops);  // the queue (1,000) never filled
     BOOST_TEST(refused.load() == 0);
     BOOST_TEST(rate->waiting() == 0u);
@@ -253,9 +254,7 @@ BOOST_AUTO_TEST_CASE(two_threads_share_a_pipeline) {
                 failed.fetch_add(1);
         });
     }
-    std::thread other([&] { ioc.run(); });
-    ioc.run();
-    other.join();
+    run_on_two_threads(ioc);
     BOOST_TEST(ok.load() == ops);
     BOOST_TEST(failed.load() == 0);
     BOOST_TEST(hedges.load() >= ops / 4);     // every stalled first attempt was hedged...
