@@ -175,10 +175,12 @@ public:
         }
         poke();
     }
-    // Attempt 1 could not be started.
+    // Attempt 1 could not be started (it may have been set up already).
     void not_started(std::exception_ptr e) {
-        slots_[0].running = false;
-        --running_;
+        if (slots_[0].running) {
+            slots_[0].running = false;
+            --running_;
+        }
         fail(std::move(e));
     }
 
@@ -402,15 +404,13 @@ boost::asio::awaitable<Raw> run_hedged(const hedge_config& cfg, Fn& fn, const Cl
     const asio::any_io_executor ex = co_await asio::this_coro::executor;
     timed_out = false;
     hedged_call<Timer, Raw, Fn, Classifier> call(cfg, fn, classify, ctx, ex);
-    std::exception_ptr early;  // before any attempt runs
     try {
         if (is_cancelled(cs)) throw boost::system::system_error(make_error_code(boost::asio::error::operation_aborted));
         call.begin();
     } catch (...) {
-        early = std::current_exception();
-        call.fail(early);
+        call.not_started(std::current_exception());  // before any attempt runs
     }
-    if (!early) {
+    if (!call.failure()) {
         // The first attempt, awaited here: when it answers in time this is
         // the whole call. The caller's cancellation reaches the call through
         // the forwarder (cleared again when the attempt's completion resumes
@@ -449,7 +449,6 @@ boost::asio::awaitable<Raw> run_hedged(const hedge_config& cfg, Fn& fn, const Cl
     }
     call.finish();
     co_await asio::this_coro::throw_if_cancelled(throws);
-    if (early) std::rethrow_exception(early);
     if (call.failure()) std::rethrow_exception(call.failure());
     auto& out = call.result(timed_out);
     if (out.error) std::rethrow_exception(out.error);

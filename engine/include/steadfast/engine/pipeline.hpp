@@ -298,15 +298,15 @@ namespace detail {
 
 // async_execute as a composed operation: admission by each limit (their
 // async_acquire, each completing into this), then async_retry completing
-// into this, then the completion. The permit travels in the operation, so it
-// is held until the handler is about to run.
+// into this, then the completion. The permit travels in the attempt that
+// async_retry keeps, so it is given back with the retry's state, before the
+// handler runs.
 template <class Timer, class Executor, class Attempt>
 struct execute_op {
     using R = typename retry_result_for<Attempt>::value_type;
     basic_pipeline<Timer> p;
     Attempt attempt;
     Executor ex;
-    concurrency_limit::permit permit;
 
     template <class Self>
     void operator()(Self& self) {  // the first step, in the initiating function
@@ -326,12 +326,10 @@ struct execute_op {
     void operator()(Self& self, error_code ec, concurrency_limit::permit got) {  // the bulkhead's queue
         if (!ec && cancelled(self)) ec = boost::asio::error::operation_aborted;
         if (ec) return refuse(self, ec);  // (`got` given back first)
-        permit = std::move(got);
-        run(self);
+        run(self, std::move(got));
     }
     template <class Self>
     void operator()(Self& self, retry_result<R> r) {  // the retry
-        permit = {};
         self.complete(std::move(r));
     }
 
@@ -350,14 +348,15 @@ private:
     template <class Self>
     void admitted_by_rate(Self& self) {
         const auto& d = pipeline_access::data(p);
+        concurrency_limit::permit permit;
         if (d.bulkhead) {
             permit = d.bulkhead->try_acquire();
             if (!permit) return d.bulkhead->async_acquire(ex, boost::asio::bind_executor(ex, std::move(self)));
         }
-        run(self);
+        run(self, std::move(permit));
     }
     template <class Self>
-    void run(Self& self) {
+    void run(Self& self, concurrency_limit::permit permit) {
         const auto& d = pipeline_access::data(p);
         if (d.hedging)
             return steadfast::async_retry<Timer>(
@@ -386,7 +385,7 @@ requires(boost::asio::execution::is_executor<Executor>::value ||
                                                                        Attempt attempt, CompletionToken&& token = {}) {
     using result_t = retry_result_for<Attempt>;
     return boost::asio::async_compose<CompletionToken, void(result_t)>(
-        detail::execute_op<Timer, Executor, Attempt>{std::move(p), std::move(attempt), ex, {}}, token, ex);
+        detail::execute_op<Timer, Executor, Attempt>{std::move(p), std::move(attempt), ex}, token, ex);
 }
 
 /// The same on an execution context (an io_context, say): its executor.
