@@ -857,6 +857,62 @@ BOOST_AUTO_TEST_CASE(a_hedge_that_ends_inside_its_start_is_counted_and_cancels_n
     BOOST_TEST(!other_cut);
 }
 
+BOOST_AUTO_TEST_CASE(a_first_attempt_that_ends_at_once_ends_the_call_or_hands_it_to_its_hedge) {
+    // The first attempt ends at once (through an operation that completes
+    // inline). Answering, it ends the call; failing, it starts the hedge at
+    // once, and the call, whose first attempt has ended, is ended by that
+    // hedge's completion. Through both drivers.
+    virtual_time vt;
+    for (int driver = 0; driver < 2; ++driver) {
+        for (const bool first_fails : {false, true}) {
+            asio::cancellation_signal never;  // (outlives the io_context and what it destroys)
+            asio::io_context ioc;
+            auto a = [first_fails](const attempt_context& c) -> asio::awaitable<attempt_result<int>> {
+                if (c.hedge == 0) {
+                    co_await asio::dispatch(asio::use_awaitable);
+                    if (first_fails) co_return attempt_result<int>::retry(unavailable);
+                    co_return 1;
+                }
+                manual_timer t(co_await asio::this_coro::executor, 5ms);
+                co_await t.async_wait(asio::use_awaitable);
+                co_return 2;
+            };
+            std::optional<retry_result<attempt_result<int>>> out;
+            start(driver, ioc, vpipeline{}.with_retry(no_retry).with_hedging({.max_attempts = 2, .delay = 10ms}), a,
+                  never.slot(), out);
+            steadfast::run_virtual(ioc);
+            BOOST_REQUIRE(out.has_value());
+            BOOST_TEST(out->ok());
+            BOOST_TEST(out->value().value() == (first_fails ? 2 : 1));
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_call_waiting_only_for_hedges_is_destroyed_with_its_io_context) {
+    // The first attempt has ended (a retryable failure) and the hedge it
+    // started never answers: the call waits for that hedge alone when the
+    // io_context is destroyed. The hedge then holds the call's coroutine:
+    // all of it must go (ASan's leak check), touching nothing freed.
+    virtual_time vt;
+    auto alive = std::make_shared<int>(0);
+    for (int driver = 0; driver < 2; ++driver) {
+        asio::cancellation_signal never;  // (outlives the io_context and what it destroys)
+        asio::io_context ioc;
+        auto a = [alive](const attempt_context& c) -> asio::awaitable<attempt_result<int>> {
+            auto keep = alive;  // counted while this attempt's frame lives
+            if (c.hedge == 0) co_return attempt_result<int>::retry(unavailable);
+            manual_timer t(co_await asio::this_coro::executor, forever);
+            co_await t.async_wait(asio::use_awaitable);
+            co_return 2;
+        };
+        std::optional<retry_result<attempt_result<int>>> out;
+        start(driver, ioc, vpipeline{}.with_hedging({.max_attempts = 2, .delay = 10ms}), a, never.slot(), out);
+        steadfast::run_virtual(ioc, manual_clock::time_point(manual_clock::now() + 50ms));
+        BOOST_TEST(!out.has_value());
+    }
+    BOOST_TEST(alive.use_count() == 1);  // every attempt's frame, and the calls holding copies, gone
+}
+
 BOOST_AUTO_TEST_CASE(async_execute_takes_its_state_from_the_handlers_allocator) {
     virtual_time vt;
     asio::io_context ioc;

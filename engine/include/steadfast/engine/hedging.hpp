@@ -17,12 +17,12 @@
 // started outlives it.
 //
 // What a call costs when its first attempt answers in time: that attempt in
-// a coroutine of its own (awaited directly: its completion resumes the call,
-// nothing is posted) and one deadline in the per-context timeout service of
-// detail/attempt_watch.hpp (a lock and a tree insertion, no system call).
-// Hedges, their completions and the deadlines are handled by callbacks on
-// the call's executor while it waits; only a call that has to wait for
-// hedges after its first attempt ended waits on a timer of its own.
+// a coroutine of its own (co_spawn: its completion ends the call) and one
+// deadline in the per-context timeout service of detail/attempt_watch.hpp (a
+// lock and a tree insertion, no system call). The call itself is an
+// asynchronous operation without a coroutine frame: its state lives in the
+// driver's frame (hedged_fn), and hedges, their completions, the deadlines
+// and the caller's cancellation are callbacks on the call's executor.
 //
 // Every piece runs on the call's executor: on a multi-threaded io_context,
 // run the call on a strand.
@@ -34,16 +34,15 @@
 #include <steadfast/engine/policy.hpp>
 #include <steadfast/engine/retry.hpp>
 
-#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/cancellation_state.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/error.hpp>
-#include <boost/asio/this_coro.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/system/system_error.hpp>
 
 #include <algorithm>
 #include <array>
@@ -97,8 +96,17 @@ boost::asio::awaitable<attempt_outcome<stored_t<Raw>>> owned_attempt(Fn fn, atte
     co_return co_await guarded_attempt<Raw>(fn, ctx);
 }
 
-// The state of one hedged call and every decision's carrying out. Lives in
-// run_hedged's frame; everything here runs on the call's executor.
+// The state of one hedged call and every decision's carrying out: an
+// asynchronous operation with no coroutine frame of its own, run from
+// callbacks on the call's executor. It lives in the driver's hedged_fn (in
+// the retry's frame or state), made afresh for each call.
+//
+// Who holds the awaiting coroutine's handler, so that nothing holds itself:
+// while the first attempt runs, that attempt's completion; after it, if
+// hedges still run, the block the hedges share (`shared`, which the call only
+// points to). At io_context shutdown the last of these destroyed takes the
+// handler, and with it the coroutine that holds this call; the hedges still
+// pending then find the call gone.
 template <class Timer, class Raw, class Fn, class Classifier>
 class hedged_call {
 public:
@@ -106,6 +114,7 @@ public:
     using clock = typename Timer::clock_type;
     using time_point = typename clock::time_point;
     using watch = attempt_watch<Timer>;
+    using handler_type = typename boost::asio::async_result<boost::asio::use_awaitable_t<>, void()>::handler_type;
 
     hedged_call(const hedge_config& cfg, Fn& fn, const Classifier& classify, const attempt_context& ctx,
                 boost::asio::any_io_executor ex)
@@ -118,25 +127,131 @@ public:
           t0_(clock::now()) {}
     hedged_call(const hedged_call&) = delete;
     hedged_call& operator=(const hedged_call&) = delete;
-    // Normally every attempt has ended by now. If the call's frame goes
-    // while hedges still run (its first attempt's handler destroyed
-    // uncalled: at io_context shutdown, where the hedges go too in no set
-    // order, or an operation that drops its handler), they complete into
-    // nothing. (Not cancelled from here: at shutdown their signals may
-    // already be gone. The one path that leaves them running on a live
-    // context, a wait that cannot start, cancels them first: fail().)
+    // Normally every attempt has ended by now. Destroyed with hedges still
+    // running (the awaiting coroutine destroyed at io_context shutdown), they
+    // complete into nothing. (Not cancelled from here: at shutdown their
+    // signals may already be gone.)
     ~hedged_call() {
-        if (alive_) *alive_ = nullptr;
+        if (auto s = shared_.lock()) s->call = nullptr;
         release_deadline();
     }
 
-    // Starts the call: attempt 1 is set up for the coroutine to start.
-    void begin() {
-        apply(fsm_.start(nanoseconds::zero()));  // (t0_ was read just now)
-        if (!slots_[0].running) throw std::logic_error("hedging: the first attempt did not start");
+    // Starts the call for the coroutine whose handler is `h`. Completes it
+    // (never inside this function) once every attempt has ended.
+    void start(handler_type h) {
+        namespace asio = boost::asio;
+        ++depth_;  // (the first attempt may end inside co_spawn: not to end the call in here)
+        try {
+            apply(fsm_.start(nanoseconds::zero()));  // attempt 1 recorded (t0_ was read just now)
+            if (!slots_[0].running) throw std::logic_error("hedging: the first attempt did not start");
+        } catch (...) {
+            --depth_;
+            not_started(std::current_exception());
+            finish();
+            asio::post(ex_, [h = std::move(h)]() mutable { std::move(h)(); });
+            return;
+        }
+        caller_ = asio::get_associated_cancellation_slot(h);
+        if (caller_.is_connected())
+            caller_.assign([this](asio::cancellation_type) {
+                std::shared_ptr<shared> sh = shared_.lock();  // (kept while this step may end the call)
+                step([&] { cancel_from_caller(); });
+                if (sh) end_if_done(this, *sh);
+            });
+        try {
+            // The first attempt's completion holds the handler (see above).
+            asio::co_spawn(ex_, guarded_attempt<Raw>(fn_, context_for(1)),
+                           asio::bind_cancellation_slot(first_signal_.slot(), first_done{this, std::move(h)}));
+        } catch (...) {
+            --depth_;  // (out of memory: the exception ends the awaiting coroutine)
+            throw;
+        }
+        --depth_;
     }
 
-    boost::asio::cancellation_signal& first_signal() noexcept { return first_signal_; }
+    // The call's outcome: the winner's, or else the last to end's, or the
+    // failure that ended it; whether that attempt was cut short by its own
+    // timeout goes to `timed_out` (the retry reads it as it reads its own
+    // attempt timeouts).
+    attempt_outcome<R> take(bool& timed_out) {
+        timed_out = false;
+        if (failure_) return {std::nullopt, failure_};
+        slot& s = slots_[(fsm_.result_of() ? fsm_.result_of() : last_) - 1];
+        timed_out = s.timed_out && !s.succeeded;
+        return std::move(s.out);
+    }
+
+private:
+    struct slot {
+        boost::asio::cancellation_signal* signal = nullptr;  // while running
+        attempt_outcome<R> out;
+        time_point deadline = time_point::max();
+        bool running = false;
+        bool timed_out = false;
+        bool cancel_sent = false;
+        bool succeeded = false;
+    };
+    // Shared by the running hedges: see the class comment.
+    struct shared {
+        hedged_call* call;
+        std::optional<handler_type> handler;  // parked once the first attempt has ended
+    };
+    // The first attempt's completion.
+    struct first_done {
+        hedged_call* call;
+        handler_type handler;
+        void operator()(std::exception_ptr e, attempt_outcome<R> out) {
+            hedged_call& c = *call;  // (alive: this handler owns the coroutine that owns it)
+            c.step([&] { c.ended(1, e, std::move(out)); });
+            if (!c.done()) {
+                // Hedges still run (the fsm never leaves a call with nothing
+                // in flight unfinished): the last to end ends the call.
+                if (auto s = c.shared_.lock()) s->handler.emplace(std::move(handler));
+                return;
+            }
+            if (c.depth_ == 0) return c.resume(handler);
+            // Ended inside start(): the call ends after it, never inside.
+            c.finish();
+            boost::asio::post(c.ex_, [h = std::move(handler)]() mutable { std::move(h)(); });
+        }
+    };
+
+    nanoseconds since() const { return std::chrono::duration_cast<nanoseconds>(clock::now() - t0_); }
+    bool done() const noexcept { return running_ == 0 && (fsm_.finished() || failure_); }
+
+    // Runs one step of the call from one of its entry points (a completion,
+    // the caller's cancellation, a deadline); a step inside another (a
+    // hedge ending inside its co_spawn) leaves the ending to the outer one.
+    template <class F>
+    void step(F&& f) {
+        ++depth_;
+        try {
+            f();
+        } catch (...) {
+            fail(std::current_exception());
+        }
+        --depth_;
+    }
+    // After a step outside any other: the call ends if it is done and its
+    // handler is parked with the hedges. Nothing of `this` is touched after.
+    static void end_if_done(hedged_call* c, shared& s) {
+        if (c && c->depth_ == 0 && c->done() && s.handler) {
+            handler_type h = std::move(*s.handler);
+            s.handler.reset();
+            c->resume(h);
+        }
+    }
+    void resume(handler_type& h) {
+        finish();
+        handler_type local = std::move(h);
+        std::move(local)();  // may destroy this call
+    }
+    void finish() noexcept {
+        if (caller_.is_connected()) caller_.clear();
+        caller_ = {};
+        release_deadline();
+    }
+
     attempt_context context_for(std::uint32_t k) const {
         attempt_context c = ctx_;
         c.hedge = k - 1;
@@ -152,8 +267,7 @@ public:
         return c;
     }
 
-    // Attempt k ended (the first one from the coroutine, the others from
-    // their completions).
+    // Attempt k ended.
     void ended(std::uint32_t k, std::exception_ptr e, attempt_outcome<R>&& out) {
         slot& s = slots_[k - 1];
         s.out = std::move(out);
@@ -162,40 +276,26 @@ public:
         s.signal = nullptr;
         --running_;
         last_ = k;
-        if (!failure_) {
-            try {
-                classification how = classify_outcome(s.out, classify_, *cfg_.policy);
-                s.succeeded = how.kind == verdict::success;
-                if (s.timed_out && !s.succeeded) how = classification::retryable(error::attempt_timeout);
-                // (The time matters only for a hedge this outcome starts.)
-                apply(fsm_.on_outcome(k, how, how.kind == verdict::retryable ? since() : nanoseconds::zero()));
-            } catch (...) {
-                fail(std::current_exception());
-            }
-        }
-        poke();
+        if (failure_) return;
+        classification how = classify_outcome(s.out, classify_, *cfg_.policy);
+        s.succeeded = how.kind == verdict::success;
+        if (s.timed_out && !s.succeeded) how = classification::retryable(error::attempt_timeout);
+        // (The time matters only for a hedge this outcome starts.)
+        apply(fsm_.on_outcome(k, how, how.kind == verdict::retryable ? since() : nanoseconds::zero()));
     }
-    // Attempt 1 could not be started (it may have been set up already).
+    // Attempt 1 could not be started (it may have been recorded already).
     void not_started(std::exception_ptr e) {
         if (slots_[0].running) {
             slots_[0].running = false;
+            slots_[0].signal = nullptr;
             --running_;
         }
         fail(std::move(e));
     }
-
-    // The caller's cancellation (its forwarder, or seen by the coroutine).
     void cancel_from_caller() {
         if (cancelled_) return;
         cancelled_ = true;
-        if (!failure_) {
-            try {
-                apply(fsm_.cancel());
-            } catch (...) {
-                fail(std::current_exception());
-            }
-        }
-        poke();
+        if (!failure_) apply(fsm_.cancel());
     }
     void fail(std::exception_ptr e) {
         if (!failure_) failure_ = std::move(e);
@@ -204,50 +304,6 @@ public:
         release_deadline();
     }
 
-    bool done() const noexcept { return running_ == 0 && (fsm_.finished() || failure_); }
-    const std::exception_ptr& failure() const noexcept { return failure_; }
-
-    // The slow path's wait: until a callback pokes it.
-    boost::asio::awaitable<void> wait() {
-        namespace asio = boost::asio;
-        if (!timer_) timer_.emplace(ex_);
-        timer_->expires_at(time_point::max());
-        waiting_ = true;
-        // Not bound to the caller's slot: the forwarder stays there.
-        co_await timer_->async_wait(
-            asio::bind_cancellation_slot(asio::cancellation_slot(), asio::as_tuple(asio::use_awaitable)));
-        waiting_ = false;
-    }
-
-    // The caller's cancellation, forwarded to the call while it waits.
-    void forward_from(boost::asio::cancellation_slot caller) {
-        if (caller.is_connected()) caller.assign([this](boost::asio::cancellation_type) { cancel_from_caller(); });
-    }
-
-    // The call's result: the winner, or else the last to end. Whether it
-    // ended by its own timeout goes to `timed_out` (the retry reads it as it
-    // reads its own attempt timeouts).
-    attempt_outcome<R>& result(bool& timed_out) {
-        slot& s = slots_[(fsm_.result_of() ? fsm_.result_of() : last_) - 1];
-        timed_out = s.timed_out && !s.succeeded;
-        return s.out;
-    }
-
-    void finish() noexcept { release_deadline(); }
-
-private:
-    struct slot {
-        boost::asio::cancellation_signal* signal = nullptr;  // while running
-        attempt_outcome<R> out;
-        time_point deadline = time_point::max();
-        bool running = false;
-        bool timed_out = false;
-        bool cancel_sent = false;
-        bool succeeded = false;
-    };
-
-    nanoseconds since() const { return std::chrono::duration_cast<nanoseconds>(clock::now() - t0_); }
-
     // Carries out a step: cancel the others, start one, (re)arm or disarm.
     void apply(const hedge_step& st) {
         if (st.cancel_others) cancel_all();
@@ -255,25 +311,27 @@ private:
             hedge_at_ = st.timer_at;
         else if (st.disarm_timer)
             hedge_at_.reset();
-        if (st.start) start(st.start);
+        if (st.start) start_attempt(st.start);
         rearm();
     }
 
-    void start(std::uint32_t k) {
+    void start_attempt(std::uint32_t k) {
         namespace asio = boost::asio;
         slot& s = slots_[k - 1];
         if (cfg_.timeout) s.deadline = saturating_deadline(k == 1 ? t0_ : clock::now(), *cfg_.timeout);
-        if (k == 1) {  // the coroutine starts it, on first_signal()
+        if (k == 1) {  // start() spawns it, on first_signal_
             s.signal = &first_signal_;
             s.running = true;
             ++running_;
             return;
         }
-        // A hedge reaches the call through `alive_`, which the call empties
-        // when it goes: a hedge still running then (the call's frame
-        // destroyed without its first attempt completing) completes into
-        // nothing.
-        if (!alive_) alive_ = std::make_shared<hedged_call*>(this);
+        // A hedge reaches the call through the shared block, which the call
+        // empties when it goes.
+        std::shared_ptr<shared> sh = shared_.lock();
+        if (!sh) {
+            sh = std::make_shared<shared>(shared{this, std::nullopt});
+            shared_ = sh;
+        }
         std::shared_ptr<watch> w = attempt_timeouts<Timer>::of(ex_).lease(ex_);
         asio::cancellation_signal* sig = &w->signal;
         // Recorded before co_spawn: the hedge may run, and even end, inside it.
@@ -283,10 +341,12 @@ private:
         try {
             asio::co_spawn(
                 ex_, owned_attempt<Raw>(fn_, context_for(k)),
-                asio::bind_cancellation_slot(sig->slot(), [alive = alive_, k, w = std::move(w)](
+                asio::bind_cancellation_slot(sig->slot(), [sh = std::move(sh), k, w = std::move(w)](
                                                               std::exception_ptr e, attempt_outcome<R> out) mutable {
-                    if (hedged_call* call = *alive) call->ended(k, e, std::move(out));
+                    hedged_call* c = sh->call;
+                    if (c) c->step([&] { c->ended(k, e, std::move(out)); });
                     w->service->give_back(std::move(w));
+                    end_if_done(c, *sh);
                 }));
         } catch (...) {
             if (s.running) {  // it did not start
@@ -322,7 +382,11 @@ private:
         }
         if (!deadline_) {
             deadline_ = attempt_timeouts<Timer>::of(ex_).lease(ex_);
-            deadline_->signal.slot().assign([this](boost::asio::cancellation_type) { on_deadline(); });
+            deadline_->signal.slot().assign([this](boost::asio::cancellation_type) {
+                std::shared_ptr<shared> sh = shared_.lock();  // (kept while this step may end the call)
+                step([&] { on_deadline(); });
+                if (sh) end_if_done(this, *sh);
+            });
         }
         deadline_->attempt = ++tag_;
         deadline_->service->add(*deadline_, wake, tag_);
@@ -332,34 +396,25 @@ private:
     void on_deadline() {
         armed_ = time_point::max();
         if (failure_) return;
-        try {
-            const auto now = clock::now();
-            if (!fsm_.finished() && hedge_at_ && saturating_deadline(t0_, *hedge_at_) <= now) {
-                hedge_at_.reset();
-                apply(fsm_.on_timer(since()));
-                if (failure_) return poke();  // (a hedge that ended inside failed the call)
-            }
-            for (slot& s : slots_) {
-                if (s.running && !s.timed_out && s.deadline <= now) {
-                    s.timed_out = true;  // its outcome, when it comes, is a timeout
-                    cancel(s);
-                }
-            }
-            rearm();
-        } catch (...) {
-            fail(std::current_exception());
+        const auto now = clock::now();
+        if (!fsm_.finished() && hedge_at_ && saturating_deadline(t0_, *hedge_at_) <= now) {
+            hedge_at_.reset();
+            apply(fsm_.on_timer(since()));
+            if (failure_) return;  // (a hedge that ended inside failed the call)
         }
-        poke();
+        for (slot& s : slots_) {
+            if (s.running && !s.timed_out && s.deadline <= now) {
+                s.timed_out = true;  // its outcome, when it comes, is a timeout
+                cancel(s);
+            }
+        }
+        rearm();
     }
 
     void release_deadline() noexcept {
         if (!deadline_) return;
         armed_ = time_point::max();
         deadline_->service->give_back(std::move(deadline_));  // its slot (this) cleared
-    }
-
-    void poke() {
-        if (waiting_) timer_->cancel();
     }
 
     const hedge_config& cfg_;
@@ -372,114 +427,67 @@ private:
     std::optional<nanoseconds> hedge_at_;  // the next hedge, since t0_
     std::array<slot, max_hedged_attempts> slots_;
     boost::asio::cancellation_signal first_signal_;
-    std::shared_ptr<watch> deadline_;  // leased on the first deadline
+    boost::asio::cancellation_slot caller_;  // the awaiting coroutine's, while the call runs
+    std::shared_ptr<watch> deadline_;        // leased on the first deadline
     time_point armed_ = time_point::max();
     std::uint64_t tag_ = 0;
-    std::optional<Timer> timer_;           // the slow path's, made on first use
-    std::exception_ptr failure_;           // user code threw, or an attempt could not start
-    std::shared_ptr<hedged_call*> alive_;  // the hedges' way to this: made at the first hedge
+    std::exception_ptr failure_;    // user code threw, or an attempt could not start
+    std::weak_ptr<shared> shared_;  // the running hedges' block: made at the first hedge
     std::uint32_t running_ = 0, last_ = 0;
-    bool cancelled_ = false, waiting_ = false;
+    int depth_ = 0;  // inside a step
+    bool cancelled_ = false;
 };
 
-// One hedged call: returns (or throws) what the winning attempt returned (or
-// threw), or else what the last one to end did; `timed_out` says whether
-// that one was cut short by its own timeout. Cancelled from outside (the
-// retry's cancellation, timeout or stop-when: whichever types the calling
-// coroutine's filter lets through; in a watched retry attempt, all three),
-// it cancels every attempt and returns once they have all ended. What user
-// code throws (a classifier) ends it the same way, then is rethrown.
-template <class Timer, class Raw, class Fn, class Classifier>
-boost::asio::awaitable<Raw> run_hedged(const hedge_config& cfg, Fn& fn, const Classifier& classify, attempt_context ctx,
-                                       bool& timed_out) {
-    namespace asio = boost::asio;
-    // It waits for its attempts whatever happens, so its waits must not
-    // throw once cancelled. (The setting belongs to the whole coroutine
-    // stack: it is put back before returning. The cancellation filter is
-    // left as the caller set it: in retry()'s fast path this runs inline in
-    // the caller's coroutine.)
-    const bool throws = co_await asio::this_coro::throw_if_cancelled();
-    co_await asio::this_coro::throw_if_cancelled(false);
-    const auto cs = co_await asio::this_coro::cancellation_state;
-    const asio::any_io_executor ex = co_await asio::this_coro::executor;
-    timed_out = false;
-    hedged_call<Timer, Raw, Fn, Classifier> call(cfg, fn, classify, ctx, ex);
-    try {
-        if (is_cancelled(cs)) throw boost::system::system_error(make_error_code(boost::asio::error::operation_aborted));
-        call.begin();
-    } catch (...) {
-        call.not_started(std::current_exception());  // before any attempt runs
-    }
-    if (!call.failure()) {
-        // The first attempt, awaited here: when it answers in time this is
-        // the whole call. The caller's cancellation reaches the call through
-        // the forwarder (cleared again when the attempt's completion resumes
-        // this coroutine).
-        const slot_clearer forwarder{cs.slot()};
-        bool spawned = false;
-        try {
-            call.forward_from(forwarder.slot);
-            auto [e, out] = co_await asio::co_spawn(
-                ex, guarded_attempt<Raw>(fn, call.context_for(1)),
-                asio::bind_cancellation_slot(call.first_signal().slot(), asio::as_tuple(asio::use_awaitable)));
-            spawned = true;
-            call.ended(1, e, std::move(out));
-        } catch (...) {
-            if (!spawned) call.not_started(std::current_exception());
-        }
-    }
-    // Hedges still running (or about to start): wait for them, woken by
-    // their completions, the deadlines and the caller's cancellation (its
-    // forwarder cleared however this ends).
-    {
-        const slot_clearer forwarder{cs.slot()};
-        while (!call.done()) {
-            try {
-                call.forward_from(forwarder.slot);
-                if (is_cancelled(cs)) call.cancel_from_caller();
-                if (call.done()) break;
-                co_await call.wait();
-            } catch (...) {
-                // No way to wait (out of memory): the hedges are cancelled
-                // and left to complete into nothing (see ~hedged_call).
-                call.fail(std::current_exception());
-                break;
-            }
-        }
-    }
-    call.finish();
-    co_await asio::this_coro::throw_if_cancelled(throws);
-    if (call.failure()) std::rethrow_exception(call.failure());
-    auto& out = call.result(timed_out);
-    if (out.error) std::rethrow_exception(out.error);
-    if constexpr (!std::is_void_v<Raw>) co_return std::move(*out.value);
-}
-
 // The attempt a pipeline's retry makes when it hedges: one hedged call of
-// the user's attempt. Its results are classified by the user's classifier
-// (each hedge's outcome, then the call's result once more by the retry: a
-// classifier with side effects sees the result twice), and a hedge that
-// timed out is told to the retry as its own attempt timeouts are (see the
-// attempt_parts specialisation below). A hedge's context points at the
-// retry's previous outcome, as the first attempt's does: valid while the
-// hedge runs (not in destructors run when an io_context is destroyed).
+// the user's attempt. The drivers await async_call() and take() the outcome
+// (see direct_attempt in retry.hpp): the call needs no coroutine frame.
+// Its results are classified by the user's classifier (each hedge's
+// outcome, then the call's result once more by the retry: a classifier with
+// side effects sees the result twice), and a hedge that timed out is told to
+// the retry as its own attempt timeouts are (see the attempt_parts
+// specialisation below). A hedge's context points at the retry's previous
+// outcome, as the first attempt's does: valid while the hedge runs (not in
+// destructors run when an io_context is destroyed).
 template <class Timer, class Attempt>
 struct hedged_fn {
     using parts = attempt_parts<Attempt>;
     using classifier_type = typename parts::classifier_type;
+    using raw_type = attempt_raw_t<Attempt>;
+    using call_type = hedged_call<Timer, raw_type, typename parts::fn_type, classifier_type>;
     static_assert(std::is_copy_constructible_v<typename parts::fn_type>,
                   "hedging runs a copy of the attempt for each hedge: the attempt must be copyable");
 
     hedged_fn(const hedge_config* c, Attempt a) : cfg(c), attempt(std::move(a)), classify(parts::classifier(attempt)) {}
+    // (Moved only before its first call.)
+    hedged_fn(hedged_fn&& o) : cfg(o.cfg), attempt(std::move(o.attempt)), classify(std::move(o.classify)) {}
 
-    auto operator()(const attempt_context& ctx) {
-        timed_out = false;  // (also when the call cannot start)
-        return run_hedged<Timer, attempt_raw_t<Attempt>>(*cfg, parts::fn(attempt), classify, ctx, timed_out);
+    // One hedged call: completes once every attempt it started has ended;
+    // take() then gives its outcome. Awaited by a coroutine on the call's
+    // executor (the hedges run there).
+    boost::asio::awaitable<void> async_call(const attempt_context& ctx) {
+        namespace asio = boost::asio;
+        return asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
+            [this, ctx](typename call_type::handler_type h) {
+                call.reset();  // (the last call's, ended)
+                call.emplace(*cfg, parts::fn(attempt), classify, ctx, asio::get_associated_executor(h));
+                call->start(std::move(h));
+            },
+            asio::use_awaitable);
+    }
+    attempt_outcome<stored_t<raw_type>> take() { return call->take(timed_out); }
+
+    // The same as an attempt callable (for any other caller).
+    boost::asio::awaitable<raw_type> operator()(const attempt_context& ctx) {
+        co_await async_call(ctx);
+        auto out = take();
+        if (out.error) std::rethrow_exception(out.error);
+        if constexpr (!std::is_void_v<raw_type>) co_return std::move(*out.value);
     }
 
     const hedge_config* cfg;
     Attempt attempt;
     classifier_type classify;
+    std::optional<call_type> call;
     bool timed_out = false;  // the last call's result was cut short by its own timeout
 };
 

@@ -90,6 +90,15 @@ struct attempt_outcome {
     std::exception_ptr error;
 };
 
+// An attempt that runs as an asynchronous operation of its own and keeps its
+// outcome (a hedged call: hedging.hpp). The drivers await async_call(ctx)
+// and take() the outcome, with no coroutine frame in between.
+template <class Fn>
+concept direct_attempt = requires(Fn& f, const attempt_context& c) {
+    f.async_call(c);
+    f.take();
+};
+
 // Runs one attempt and turns a thrown exception into a value. It runs in a
 // coroutine of its own (co_spawn), whose cancellation filter would let only
 // terminal cancellation through: partial and total reach the attempt too.
@@ -99,7 +108,10 @@ boost::asio::awaitable<attempt_outcome<stored_t<Raw>>> guarded_attempt(Fn& fn, a
     co_await boost::asio::this_coro::reset_cancellation_state(boost::asio::enable_total_cancellation());
     attempt_outcome<stored_t<Raw>> out;
     try {
-        if constexpr (std::is_void_v<Raw>) {
+        if constexpr (direct_attempt<Fn>) {
+            co_await fn.async_call(ctx);
+            out = fn.take();
+        } else if constexpr (std::is_void_v<Raw>) {
             co_await fn(ctx);
             out.value.emplace();
         } else {
@@ -340,7 +352,10 @@ boost::asio::awaitable<retry_result_for<Attempt>> retry(retry_policy policy, Att
             } else {
                 // The fast path: the attempt runs inline in this frame.
                 try {
-                    if constexpr (std::is_void_v<raw_t>) {
+                    if constexpr (detail::direct_attempt<typename parts::fn_type>) {
+                        co_await parts::fn(attempt).async_call(fsm.context());
+                        out = parts::fn(attempt).take();
+                    } else if constexpr (std::is_void_v<raw_t>) {
                         co_await parts::fn(attempt)(fsm.context());
                         out.value.emplace();
                     } else {

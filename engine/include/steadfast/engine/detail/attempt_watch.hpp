@@ -22,6 +22,7 @@
 #include <boost/asio/query.hpp>
 #include <boost/intrusive/set.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -65,9 +66,24 @@ public:
 
     explicit attempt_timeouts(boost::asio::execution_context& ctx) : service(ctx) {}
 
-    /// The service of `ex`'s execution context.
+    /// The service of `ex`'s execution context. The last one a thread asked
+    /// for is remembered (use_service takes the context's registry lock):
+    /// valid until any context's service shuts down, which bumps
+    /// `generation()` (a context destroyed and another made at its address
+    /// must not find the old service).
     static attempt_timeouts& of(const boost::asio::any_io_executor& ex) {
-        return boost::asio::use_service<attempt_timeouts>(boost::asio::query(ex, boost::asio::execution::context));
+        boost::asio::execution_context& ctx = boost::asio::query(ex, boost::asio::execution::context);
+        struct last_used {
+            boost::asio::execution_context* ctx = nullptr;
+            attempt_timeouts* service = nullptr;
+            std::uint64_t generation = 0;
+        };
+        thread_local last_used last;
+        const std::uint64_t g = generation().load(std::memory_order_acquire);
+        if (last.ctx == &ctx && last.generation == g) return *last.service;
+        attempt_timeouts& s = boost::asio::use_service<attempt_timeouts>(ctx);
+        last = {&ctx, &s, g};
+        return s;
     }
 
     /// A watch for an operation on `ex`: one given back by an earlier
@@ -129,8 +145,14 @@ public:
     }
 
 private:
+    static std::atomic<std::uint64_t>& generation() noexcept {
+        static std::atomic<std::uint64_t> g{0};
+        return g;
+    }
+
     void shutdown() override {
-        std::vector<std::shared_ptr<watch>> drop;  // destroyed outside the lock
+        generation().fetch_add(1, std::memory_order_acq_rel);  // no thread's remembered service is this one now
+        std::vector<std::shared_ptr<watch>> drop;              // destroyed outside the lock
         std::lock_guard lock(mu_);
         set_.clear();
         drop.swap(free_);
