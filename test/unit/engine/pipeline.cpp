@@ -913,6 +913,56 @@ BOOST_AUTO_TEST_CASE(a_call_waiting_only_for_hedges_is_destroyed_with_its_io_con
     BOOST_TEST(alive.use_count() == 1);  // every attempt's frame, and the calls holding copies, gone
 }
 
+BOOST_AUTO_TEST_CASE(a_caller_cancelling_while_only_a_hedge_runs_ends_the_call) {
+    // The first attempt has ended (a retryable failure) and its hedge runs:
+    // the call's end now waits on that hedge, and the caller's cancellation
+    // must still reach it and end the call, through both drivers. (With a
+    // timeout: the call holds a deadline meanwhile.)
+    virtual_time vt;
+    for (int driver = 0; driver < 2; ++driver) {
+        asio::cancellation_signal sig;  // (outlives the io_context and what it destroys)
+        asio::io_context ioc;
+        scripted a{[](const attempt_context& c) {
+            return c.hedge == 0 ? fail_after(0ms, unavailable) : ok_after(forever, 2);
+        }};
+        std::optional<retry_result<attempt_result<int>>> out;
+        start(driver, ioc,
+              vpipeline{}.with_retry(no_retry).with_hedging({.max_attempts = 2, .delay = 10ms}).with_timeout(1h), a,
+              sig.slot(), out);
+        steadfast::run_virtual(ioc, manual_clock::time_point(manual_clock::now() + 20ms));
+        BOOST_REQUIRE(a.log->size() == 2u);
+        BOOST_TEST(!out.has_value());
+        sig.emit(asio::cancellation_type::terminal);
+        steadfast::run_virtual(ioc);
+        BOOST_REQUIRE(out.has_value());
+        BOOST_TEST((out->reason() == stop_reason::cancelled));
+        BOOST_TEST(((*a.log)[1].cancelled == every_type));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_call_destroyed_with_its_dropped_first_attempt_leaves_nothing_in_the_callers_slot) {
+    // The first attempt awaits an operation that drops its handler: the
+    // attempt's coroutine, then the call's, are destroyed uncompleted on a
+    // live io_context. The caller's signal, emitted afterwards, must reach
+    // nothing of the call (its forwarder goes with its frame). Under ASan.
+    virtual_time vt;
+    asio::cancellation_signal sig;
+    asio::io_context ioc;
+    auto a = [](const attempt_context&) -> asio::awaitable<int> {
+        co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>([](auto) {}, asio::use_awaitable);
+        co_return 1;
+    };
+    bool completed = false;
+    asio::co_spawn(ioc, execute<manual_timer>(vpipeline{}.with_hedging({.max_attempts = 2, .delay = 10ms}), a),
+                   asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr, auto) { completed = true; }));
+    steadfast::run_virtual(ioc, manual_clock::time_point(manual_clock::now() + 5ms));
+    BOOST_TEST(ioc.stopped());                    // all of it unwound: nothing left to run
+    sig.emit(asio::cancellation_type::terminal);  // (co_spawn posts it on to the coroutine's state)
+    ioc.restart();
+    BOOST_TEST(steadfast::run_virtual(ioc) == 1u);  // that post, reaching nothing of the call
+    BOOST_TEST(!completed);
+}
+
 BOOST_AUTO_TEST_CASE(async_execute_takes_its_state_from_the_handlers_allocator) {
     virtual_time vt;
     asio::io_context ioc;

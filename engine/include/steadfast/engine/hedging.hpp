@@ -20,9 +20,10 @@
 // a coroutine of its own (co_spawn: its completion ends the call) and one
 // deadline in the per-context timeout service of detail/attempt_watch.hpp (a
 // lock and a tree insertion, no system call). The call itself is an
-// asynchronous operation without a coroutine frame: its state lives in the
-// driver's frame (hedged_fn), and hedges, their completions, the deadlines
-// and the caller's cancellation are callbacks on the call's executor.
+// asynchronous operation with no coroutine of its own (only Asio's small
+// initiation frame, recycled): its state lives in the driver's frame
+// (hedged_fn), and hedges, their completions, the deadlines and the
+// caller's cancellation are callbacks on the call's executor.
 //
 // Every piece runs on the call's executor: on a multi-threaded io_context,
 // run the call on a strand.
@@ -41,8 +42,10 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/error.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/system/system_error.hpp>
 
 #include <algorithm>
 #include <array>
@@ -138,12 +141,18 @@ public:
 
     // Starts the call for the coroutine whose handler is `h`. Completes it
     // (never inside this function) once every attempt has ended.
-    void start(handler_type h) {
+    void start(handler_type& h) {
         namespace asio = boost::asio;
         ++depth_;  // (the first attempt may end inside co_spawn: not to end the call in here)
         try {
+            // Cancelled already (a caller that does not throw when cancelled):
+            // nothing starts.
+            if (h.get_cancellation_state().cancelled() != asio::cancellation_type::none)
+                throw boost::system::system_error(make_error_code(asio::error::operation_aborted));
             apply(fsm_.start(nanoseconds::zero()));  // attempt 1 recorded (t0_ was read just now)
             if (!slots_[0].running) throw std::logic_error("hedging: the first attempt did not start");
+            caller_ = asio::get_associated_cancellation_slot(h);
+            if (caller_.is_connected()) caller_.assign([this](asio::cancellation_type) { caller_cancelled(); });
         } catch (...) {
             --depth_;
             not_started(std::current_exception());
@@ -151,19 +160,15 @@ public:
             asio::post(ex_, [h = std::move(h)]() mutable { std::move(h)(); });
             return;
         }
-        caller_ = asio::get_associated_cancellation_slot(h);
-        if (caller_.is_connected())
-            caller_.assign([this](asio::cancellation_type) {
-                std::shared_ptr<shared> sh = shared_.lock();  // (kept while this step may end the call)
-                step([&] { cancel_from_caller(); });
-                if (sh) end_if_done(this, *sh);
-            });
         try {
             // The first attempt's completion holds the handler (see above).
             asio::co_spawn(ex_, guarded_attempt<Raw>(fn_, context_for(1)),
                            asio::bind_cancellation_slot(first_signal_.slot(), first_done{this, std::move(h)}));
         } catch (...) {
-            --depth_;  // (out of memory: the exception ends the awaiting coroutine)
+            // Out of memory: the handler went with co_spawn's state, and Asio
+            // unwinds the awaiting coroutine (as for any operation whose
+            // initiation fails after taking its handler).
+            --depth_;
             throw;
         }
         --depth_;
@@ -204,10 +209,14 @@ private:
             hedged_call& c = *call;  // (alive: this handler owns the coroutine that owns it)
             c.step([&] { c.ended(1, e, std::move(out)); });
             if (!c.done()) {
-                // Hedges still run (the fsm never leaves a call with nothing
-                // in flight unfinished): the last to end ends the call.
-                if (auto s = c.shared_.lock()) s->handler.emplace(std::move(handler));
-                return;
+                // Hedges still run: the last to end ends the call.
+                if (auto s = c.shared_.lock()) {
+                    s->handler.emplace(std::move(handler));
+                    return;
+                }
+                // Nothing in flight and no end (the fsm never leaves a call
+                // so): ended here rather than left waiting.
+                c.fail(std::make_exception_ptr(std::logic_error("hedging: nothing in flight and no end")));
             }
             if (c.depth_ == 0) return c.resume(handler);
             // Ended inside start(): the call ends after it, never inside.
@@ -232,6 +241,18 @@ private:
         }
         --depth_;
     }
+    // The entry points of the caller's cancellation and of a deadline.
+    // (Members, not the slot handlers' bodies: a step may clear the slot,
+    // destroying the handler that called this.)
+    void caller_cancelled() {
+        step([&] { cancel_from_caller(); });
+        if (std::shared_ptr<shared> sh = shared_.lock()) end_if_done(this, *sh);
+    }
+    void deadline_reached() {
+        step([&] { on_deadline(); });
+        if (std::shared_ptr<shared> sh = shared_.lock()) end_if_done(this, *sh);
+    }
+
     // After a step outside any other: the call ends if it is done and its
     // handler is parked with the hedges. Nothing of `this` is touched after.
     static void end_if_done(hedged_call* c, shared& s) {
@@ -382,11 +403,7 @@ private:
         }
         if (!deadline_) {
             deadline_ = attempt_timeouts<Timer>::of(ex_).lease(ex_);
-            deadline_->signal.slot().assign([this](boost::asio::cancellation_type) {
-                std::shared_ptr<shared> sh = shared_.lock();  // (kept while this step may end the call)
-                step([&] { on_deadline(); });
-                if (sh) end_if_done(this, *sh);
-            });
+            deadline_->signal.slot().assign([this](boost::asio::cancellation_type) { deadline_reached(); });
         }
         deadline_->attempt = ++tag_;
         deadline_->service->add(*deadline_, wake, tag_);
@@ -440,7 +457,7 @@ private:
 
 // The attempt a pipeline's retry makes when it hedges: one hedged call of
 // the user's attempt. The drivers await async_call() and take() the outcome
-// (see direct_attempt in retry.hpp): the call needs no coroutine frame.
+// (see direct_attempt in retry.hpp): the call needs no coroutine of its own.
 // Its results are classified by the user's classifier (each hedge's
 // outcome, then the call's result once more by the retry: a classifier with
 // side effects sees the result twice), and a hedge that timed out is told to
@@ -454,6 +471,7 @@ struct hedged_fn {
     using classifier_type = typename parts::classifier_type;
     using raw_type = attempt_raw_t<Attempt>;
     using call_type = hedged_call<Timer, raw_type, typename parts::fn_type, classifier_type>;
+    using is_direct_attempt = void;  // (retry.hpp's direct_attempt)
     static_assert(std::is_copy_constructible_v<typename parts::fn_type>,
                   "hedging runs a copy of the attempt for each hedge: the attempt must be copyable");
 
@@ -466,15 +484,27 @@ struct hedged_fn {
     // executor (the hedges run there).
     boost::asio::awaitable<void> async_call(const attempt_context& ctx) {
         namespace asio = boost::asio;
+        timed_out = false;  // (also if the call cannot start)
         return asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
             [this, ctx](typename call_type::handler_type h) {
+                unmade = nullptr;
                 call.reset();  // (the last call's, ended)
-                call.emplace(*cfg, parts::fn(attempt), classify, ctx, asio::get_associated_executor(h));
-                call->start(std::move(h));
+                const auto ex = asio::get_associated_executor(h);
+                try {
+                    call.emplace(*cfg, parts::fn(attempt), classify, ctx, ex);
+                } catch (...) {
+                    unmade = std::current_exception();
+                    asio::post(ex, [h = std::move(h)]() mutable { std::move(h)(); });
+                    return;
+                }
+                call->start(h);
             },
             asio::use_awaitable);
     }
-    attempt_outcome<stored_t<raw_type>> take() { return call->take(timed_out); }
+    attempt_outcome<stored_t<raw_type>> take() {
+        if (unmade) return {std::nullopt, unmade};
+        return call->take(timed_out);
+    }
 
     // The same as an attempt callable (for any other caller).
     boost::asio::awaitable<raw_type> operator()(const attempt_context& ctx) {
@@ -488,7 +518,8 @@ struct hedged_fn {
     Attempt attempt;
     classifier_type classify;
     std::optional<call_type> call;
-    bool timed_out = false;  // the last call's result was cut short by its own timeout
+    std::exception_ptr unmade;  // the last call's state could not be made
+    bool timed_out = false;     // the last call's result was cut short by its own timeout
 };
 
 template <class Timer, class A>

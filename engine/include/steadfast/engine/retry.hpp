@@ -92,11 +92,24 @@ struct attempt_outcome {
 
 // An attempt that runs as an asynchronous operation of its own and keeps its
 // outcome (a hedged call: hedging.hpp). The drivers await async_call(ctx)
-// and take() the outcome, with no coroutine frame in between.
+// and take() the outcome, with no coroutine of their own in between. Opted
+// into by name (is_direct_attempt), not detected by shape.
 template <class Fn>
 concept direct_attempt = requires(Fn& f, const attempt_context& c) {
+    typename Fn::is_direct_attempt;
     f.async_call(c);
     f.take();
+};
+
+// Clears what a wait put in the caller's slot (arm_watch's forwarder, a
+// direct attempt's), however the wait ends (an exception, or the frame
+// destroyed with its handler dropped): left there, it would point at a watch
+// or a call that may be gone when the caller's signal is emitted later.
+struct slot_clearer {
+    boost::asio::cancellation_slot slot;
+    ~slot_clearer() {
+        if (slot.is_connected()) slot.clear();
+    }
 };
 
 // Runs one attempt and turns a thrown exception into a value. It runs in a
@@ -109,6 +122,7 @@ boost::asio::awaitable<attempt_outcome<stored_t<Raw>>> guarded_attempt(Fn& fn, a
     attempt_outcome<stored_t<Raw>> out;
     try {
         if constexpr (direct_attempt<Fn>) {
+            const slot_clearer forwarder{(co_await boost::asio::this_coro::cancellation_state).slot()};
             co_await fn.async_call(ctx);
             out = fn.take();
         } else if constexpr (std::is_void_v<Raw>) {
@@ -209,16 +223,6 @@ bool disarm_watch(attempt_watch<Timer>& w, stop_wake<T>& wake) {
     w.service->remove(w);
     return w.timed_out;
 }
-
-// Clears the forwarder arm_watch put in the caller's slot, however the
-// attempt's wait ends (an exception included): left there, it would point
-// at a watch that may be gone when the caller's signal is emitted later.
-struct slot_clearer {
-    boost::asio::cancellation_slot slot;
-    ~slot_clearer() {
-        if (slot.is_connected()) slot.clear();
-    }
-};
 
 // A timer wait (a backoff sleep or a gate wait) ends early when stop-when
 // turns true (through `wake`) and, unless the action says otherwise, when the
@@ -353,6 +357,7 @@ boost::asio::awaitable<retry_result_for<Attempt>> retry(retry_policy policy, Att
                 // The fast path: the attempt runs inline in this frame.
                 try {
                     if constexpr (detail::direct_attempt<typename parts::fn_type>) {
+                        const detail::slot_clearer forwarder{cs.slot()};
                         co_await parts::fn(attempt).async_call(fsm.context());
                         out = parts::fn(attempt).take();
                     } else if constexpr (std::is_void_v<raw_t>) {
