@@ -122,7 +122,9 @@ boost::asio::awaitable<attempt_outcome<stored_t<Raw>>> guarded_attempt(Fn& fn, a
     attempt_outcome<stored_t<Raw>> out;
     try {
         if constexpr (direct_attempt<Fn>) {
-            const slot_clearer forwarder{(co_await boost::asio::this_coro::cancellation_state).slot()};
+            // (Two statements: g++ 12 cannot type a co_await in a braced initialiser.)
+            const boost::asio::cancellation_state cs = co_await boost::asio::this_coro::cancellation_state;
+            const slot_clearer forwarder{cs.slot()};
             co_await fn.async_call(ctx);
             out = fn.take();
         } else if constexpr (std::is_void_v<Raw>) {
