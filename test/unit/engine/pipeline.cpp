@@ -963,6 +963,57 @@ BOOST_AUTO_TEST_CASE(a_call_destroyed_with_its_dropped_first_attempt_leaves_noth
     BOOST_TEST(!completed);
 }
 
+BOOST_AUTO_TEST_CASE(attempts_that_end_at_once_one_after_another_end_the_call_once) {
+    // Three attempts, each ending at once (an operation that completes
+    // inline): the first two fail, each starting the next from its own
+    // completion, and the third answers. The call ends once, after the step
+    // that ended it, through both drivers. (Under ASan, whose coroutine
+    // frames come from the heap.)
+    virtual_time vt;
+    for (int driver = 0; driver < 2; ++driver) {
+        asio::cancellation_signal never;  // (outlives the io_context and what it destroys)
+        asio::io_context ioc;
+        auto a = [](const attempt_context& c) -> asio::awaitable<attempt_result<int>> {
+            // An operation that calls its handler inside its initiation.
+            co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>([](auto h) { std::move(h)(); },
+                                                                                  asio::use_awaitable);
+            if (c.hedge < 2) co_return attempt_result<int>::retry(unavailable);
+            co_return 3;
+        };
+        std::optional<retry_result<attempt_result<int>>> out;
+        start(driver, ioc, vpipeline{}.with_retry(no_retry).with_hedging({.max_attempts = 3, .delay = 10ms}), a,
+              never.slot(), out);
+        steadfast::run_virtual(ioc);
+        BOOST_REQUIRE(out.has_value());
+        BOOST_TEST(out->ok());
+        BOOST_TEST(out->value().value() == 3);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_hedge_outliving_its_destroyed_call_completes_into_nothing) {
+    // The first attempt drops its handler at 20 ms, while the hedge started
+    // at 10 ms runs until 60 ms: the call is destroyed uncompleted on a live
+    // io_context, and the hedge's completion must find it gone (not touch
+    // it). Under ASan.
+    virtual_time vt;
+    asio::io_context ioc;
+    auto hedge_ended = std::make_shared<bool>(false);
+    auto a = [hedge_ended](const attempt_context& c) -> asio::awaitable<int> {
+        manual_timer t(co_await asio::this_coro::executor, c.hedge == 0 ? 20ms : 50ms);
+        co_await t.async_wait(asio::use_awaitable);
+        if (c.hedge == 0)
+            co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>([](auto) {}, asio::use_awaitable);
+        *hedge_ended = true;
+        co_return 2;
+    };
+    bool completed = false;
+    asio::co_spawn(ioc, execute<manual_timer>(vpipeline{}.with_hedging({.max_attempts = 2, .delay = 10ms}), a),
+                   [&](std::exception_ptr, auto) { completed = true; });
+    steadfast::run_virtual(ioc);
+    BOOST_TEST(*hedge_ended);
+    BOOST_TEST(!completed);
+}
+
 BOOST_AUTO_TEST_CASE(async_execute_takes_its_state_from_the_handlers_allocator) {
     virtual_time vt;
     asio::io_context ioc;
