@@ -121,6 +121,21 @@ void start(int driver, asio::io_context& ioc, const vpipeline& p, const Attempt&
                        }));
 }
 
+// One call through `driver`, run on virtual time until nothing is left (or
+// `until`), then its io_context destroyed: its result, or none if it did
+// not end.
+template <class Attempt>
+std::optional<retry_result<attempt_result<int>>> run_through(
+    int driver, const vpipeline& p, const Attempt& a,
+    manual_clock::time_point until = manual_clock::time_point::max()) {
+    asio::cancellation_signal never;  // (outlives the io_context and what it destroys)
+    asio::io_context ioc;
+    std::optional<retry_result<attempt_result<int>>> out;
+    start(driver, ioc, p, a, never.slot(), out);
+    steadfast::run_virtual(ioc, until);
+    return out;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(engine_pipeline)
@@ -865,8 +880,6 @@ BOOST_AUTO_TEST_CASE(a_first_attempt_that_ends_at_once_ends_the_call_or_hands_it
     virtual_time vt;
     for (int driver = 0; driver < 2; ++driver) {
         for (const bool first_fails : {false, true}) {
-            asio::cancellation_signal never;  // (outlives the io_context and what it destroys)
-            asio::io_context ioc;
             auto a = [first_fails](const attempt_context& c) -> asio::awaitable<attempt_result<int>> {
                 if (c.hedge == 0) {
                     co_await asio::dispatch(asio::use_awaitable);
@@ -877,10 +890,8 @@ BOOST_AUTO_TEST_CASE(a_first_attempt_that_ends_at_once_ends_the_call_or_hands_it
                 co_await t.async_wait(asio::use_awaitable);
                 co_return 2;
             };
-            std::optional<retry_result<attempt_result<int>>> out;
-            start(driver, ioc, vpipeline{}.with_retry(no_retry).with_hedging({.max_attempts = 2, .delay = 10ms}), a,
-                  never.slot(), out);
-            steadfast::run_virtual(ioc);
+            const auto out = run_through(
+                driver, vpipeline{}.with_retry(no_retry).with_hedging({.max_attempts = 2, .delay = 10ms}), a);
             BOOST_REQUIRE(out.has_value());
             BOOST_TEST(out->ok());
             BOOST_TEST(out->value().value() == (first_fails ? 2 : 1));
@@ -896,8 +907,6 @@ BOOST_AUTO_TEST_CASE(a_call_waiting_only_for_hedges_is_destroyed_with_its_io_con
     virtual_time vt;
     auto alive = std::make_shared<int>(0);
     for (int driver = 0; driver < 2; ++driver) {
-        asio::cancellation_signal never;  // (outlives the io_context and what it destroys)
-        asio::io_context ioc;
         auto a = [alive](const attempt_context& c) -> asio::awaitable<attempt_result<int>> {
             auto keep = alive;  // counted while this attempt's frame lives
             if (c.hedge == 0) co_return attempt_result<int>::retry(unavailable);
@@ -905,10 +914,9 @@ BOOST_AUTO_TEST_CASE(a_call_waiting_only_for_hedges_is_destroyed_with_its_io_con
             co_await t.async_wait(asio::use_awaitable);
             co_return 2;
         };
-        std::optional<retry_result<attempt_result<int>>> out;
-        start(driver, ioc, vpipeline{}.with_hedging({.max_attempts = 2, .delay = 10ms}), a, never.slot(), out);
-        steadfast::run_virtual(ioc, manual_clock::time_point(manual_clock::now() + 50ms));
-        BOOST_TEST(!out.has_value());
+        BOOST_TEST(!run_through(driver, vpipeline{}.with_hedging({.max_attempts = 2, .delay = 10ms}), a,
+                                manual_clock::time_point(manual_clock::now() + 50ms))
+                        .has_value());
     }
     BOOST_TEST(alive.use_count() == 1);  // every attempt's frame, and the calls holding copies, gone
 }
@@ -971,8 +979,6 @@ BOOST_AUTO_TEST_CASE(attempts_that_end_at_once_one_after_another_end_the_call_on
     // frames come from the heap.)
     virtual_time vt;
     for (int driver = 0; driver < 2; ++driver) {
-        asio::cancellation_signal never;  // (outlives the io_context and what it destroys)
-        asio::io_context ioc;
         auto a = [](const attempt_context& c) -> asio::awaitable<attempt_result<int>> {
             // An operation that calls its handler inside its initiation.
             co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>([](auto h) { std::move(h)(); },
@@ -980,10 +986,8 @@ BOOST_AUTO_TEST_CASE(attempts_that_end_at_once_one_after_another_end_the_call_on
             if (c.hedge < 2) co_return attempt_result<int>::retry(unavailable);
             co_return 3;
         };
-        std::optional<retry_result<attempt_result<int>>> out;
-        start(driver, ioc, vpipeline{}.with_retry(no_retry).with_hedging({.max_attempts = 3, .delay = 10ms}), a,
-              never.slot(), out);
-        steadfast::run_virtual(ioc);
+        const auto out =
+            run_through(driver, vpipeline{}.with_retry(no_retry).with_hedging({.max_attempts = 3, .delay = 10ms}), a);
         BOOST_REQUIRE(out.has_value());
         BOOST_TEST(out->ok());
         BOOST_TEST(out->value().value() == 3);

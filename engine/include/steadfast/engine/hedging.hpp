@@ -152,13 +152,12 @@ public:
             apply(fsm_.start(nanoseconds::zero()));  // attempt 1 recorded (t0_ was read just now)
             if (!slots_[0].running) throw std::logic_error("hedging: the first attempt did not start");
             caller_ = asio::get_associated_cancellation_slot(h);
-            if (caller_.is_connected()) caller_.assign([this](asio::cancellation_type) { caller_cancelled(); });
+            if (caller_.is_connected())
+                caller_.assign([this](asio::cancellation_type) { from_outside([this] { cancel_from_caller(); }); });
         } catch (...) {
             --depth_;
             not_started(std::current_exception());
-            finish();
-            asio::post(ex_, [h = std::move(h)]() mutable { std::move(h)(); });
-            return;
+            return resume_later(h);
         }
         try {
             // The first attempt's completion holds the handler (see above).
@@ -219,9 +218,7 @@ private:
                 c.fail(std::make_exception_ptr(std::logic_error("hedging: nothing in flight and no end")));
             }
             if (c.depth_ == 0) return c.resume(handler);
-            // Ended inside start(): the call ends after it, never inside.
-            c.finish();
-            boost::asio::post(c.ex_, [h = std::move(handler)]() mutable { std::move(h)(); });
+            c.resume_later(handler);  // ended inside start(): the call ends after it, never inside
         }
     };
 
@@ -241,15 +238,12 @@ private:
         }
         --depth_;
     }
-    // The entry points of the caller's cancellation and of a deadline.
-    // (Members, not the slot handlers' bodies: a step may clear the slot,
-    // destroying the handler that called this.)
-    void caller_cancelled() {
-        step([&] { cancel_from_caller(); });
-        if (std::shared_ptr<shared> sh = shared_.lock()) end_if_done(this, *sh);
-    }
-    void deadline_reached() {
-        step([&] { on_deadline(); });
+    // A step from outside the attempts (the caller's cancellation, a
+    // deadline), after which the call may end. (A member, not the slot
+    // handler's body: the step may clear the slot, destroying that handler.)
+    template <class F>
+    void from_outside(F&& f) {
+        step(std::forward<F>(f));
         if (std::shared_ptr<shared> sh = shared_.lock()) end_if_done(this, *sh);
     }
 
@@ -266,6 +260,11 @@ private:
         finish();
         handler_type local = std::move(h);
         std::move(local)();  // may destroy this call
+    }
+    // The same from the executor, after the current step.
+    void resume_later(handler_type& h) {
+        finish();
+        boost::asio::post(ex_, [h = std::move(h)]() mutable { std::move(h)(); });
     }
     void finish() noexcept {
         if (caller_.is_connected()) caller_.clear();
@@ -403,7 +402,8 @@ private:
         }
         if (!deadline_) {
             deadline_ = attempt_timeouts<Timer>::of(ex_).lease(ex_);
-            deadline_->signal.slot().assign([this](boost::asio::cancellation_type) { deadline_reached(); });
+            deadline_->signal.slot().assign(
+                [this](boost::asio::cancellation_type) { from_outside([this] { on_deadline(); }); });
         }
         deadline_->attempt = ++tag_;
         deadline_->service->add(*deadline_, wake, tag_);
