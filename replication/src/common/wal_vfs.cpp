@@ -1,14 +1,9 @@
 #include "wal_vfs.hpp"
 
-#include <fcntl.h>
 #include <sqlite3.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -16,31 +11,6 @@
 #include <string>
 
 namespace steadfast::app {
-
-// Takes a WAL file's sync for the deferral: false when it belongs to another
-// file or no descriptor can be kept (then the sync is done at once).
-struct wal_sync_access {
-    static bool take(wal_sync_deferral& d, int own_fd, std::uint64_t dev, std::uint64_t ino) {
-        if (d.fd_ >= 0 && (d.dev_ != dev || d.ino_ != ino)) return false;
-        if (d.fd_ < 0) {
-            d.fd_ = ::fcntl(own_fd, F_DUPFD_CLOEXEC, 0);
-            if (d.fd_ < 0) return false;
-            d.dev_ = dev;
-            d.ino_ = ino;
-        }
-        d.owed_ = true;
-        return true;
-    }
-    // Before anything reaches a database file (a checkpoint copying frames
-    // into it): the WAL's owed flush, for real. 0, or SQLite's error.
-    static int settle(const wal_sync_deferral* d) {
-        if (d == nullptr || !d->owed_ || d->fd_ < 0) return 0;
-        while (::fdatasync(d->fd_) != 0)
-            if (errno != EINTR) return SQLITE_IOERR_FSYNC;
-        return 0;
-    }
-};
-
 namespace {
 
 constexpr const char* vfs_name = "steadfast-wal";
@@ -57,18 +27,14 @@ constexpr int frame_header = 24;
 
 std::atomic<std::uint64_t> writes_asked{0}, writes_issued{0};
 sqlite3_vfs* base_vfs = nullptr;  // the platform's VFS, set once at registration
-thread_local wal_sync_deferral* deferral = nullptr;
 
 // The file SQLite holds: ours first, then the real VFS's file in the same block.
 struct file {
-    sqlite3_file base;       // base.pMethods: ours
-    sqlite3_file* real;      // the platform VFS's file, right after this struct
-    bool wal;                // gather writes (a WAL file) or pass through
-    std::string gathered;    // consecutive bytes not yet written ...
-    sqlite3_int64 at = 0;    // ... starting at this offset
-    int own_fd;              // a WAL's own descriptor for deferred flushes (-1: none)
-    std::uint64_t dev, ino;  // the file's identity (a deferral serves one file)
-    bool synced;             // a WAL synced once for real (its directory entry too)
+    sqlite3_file base;     // base.pMethods: ours
+    sqlite3_file* real;    // the platform VFS's file, right after this struct
+    bool wal;              // gather writes (a WAL file) or pass through
+    std::string gathered;  // consecutive bytes not yet written ...
+    sqlite3_int64 at = 0;  // ... starting at this offset
 };
 
 sqlite3_vfs* real_vfs() {
@@ -102,7 +68,6 @@ int flush(sqlite3_file* f) {
 
 int x_close(sqlite3_file* f) {
     const int frc = flush(f);
-    if (self(f)->own_fd >= 0) ::close(self(f)->own_fd);
     const int rc = rm(f)->xClose(real(f));
     self(f)->gathered.~basic_string();
     return frc != SQLITE_OK ? frc : rc;
@@ -122,12 +87,7 @@ int x_read(sqlite3_file* f, void* out, int n, sqlite3_int64 off) {
 }
 int x_write(sqlite3_file* f, const void* data, int n, sqlite3_int64 off) {
     file* p = self(f);
-    if (!p->wal) {
-        // Only a checkpoint writes a database file in WAL mode: the frames it
-        // copies must be on disk first, even when their sync was deferred.
-        if (const int rc = wal_sync_access::settle(deferral); rc != 0) return rc;
-        return rm(f)->xWrite(p->real, data, n, off);
-    }
+    if (!p->wal) return rm(f)->xWrite(p->real, data, n, off);
     writes_asked.fetch_add(1, std::memory_order_relaxed);
     const auto* bytes = static_cast<const char*>(data);
     const auto len = static_cast<std::size_t>(n);
@@ -153,21 +113,12 @@ int x_write(sqlite3_file* f, const void* data, int n, sqlite3_int64 off) {
     return p->gathered.size() >= max_gathered ? flush_mid(f) : SQLITE_OK;
 }
 int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
-    if (!self(f)->wal) {
-        if (const int rc = wal_sync_access::settle(deferral); rc != 0) return rc;
-    }
     if (const int rc = flush_mid(f); rc != SQLITE_OK) return rc;
     return rm(f)->xTruncate(real(f), size);
 }
 int x_sync(sqlite3_file* f, int flags) {
     if (const int rc = flush(f); rc != SQLITE_OK) return rc;
-    file* p = self(f);
-    if (p->wal && p->synced && p->own_fd >= 0 && deferral != nullptr &&
-        wal_sync_access::take(*deferral, p->own_fd, p->dev, p->ino))
-        return SQLITE_OK;  // written; the deferral's owner flushes it
-    const int rc = rm(f)->xSync(real(f), flags);
-    if (rc == SQLITE_OK) p->synced = true;
-    return rc;
+    return rm(f)->xSync(real(f), flags);
 }
 int x_file_size(sqlite3_file* f, sqlite3_int64* size) {
     if (const int rc = flush_mid(f); rc != SQLITE_OK) return rc;
@@ -227,29 +178,12 @@ int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* f, int flags, int*
     p->wal = (flags & SQLITE_OPEN_WAL) != 0;
     new (&p->gathered) std::string();
     p->at = 0;
-    p->own_fd = -1;
-    p->dev = p->ino = 0;
-    p->synced = false;
     const int rc = real_vfs()->xOpen(real_vfs(), name, p->real, flags, out_flags);
     if (rc != SQLITE_OK || p->real->pMethods == nullptr) {
         // A real file that failed may still need closing (SQLite's own rule).
         if (p->real->pMethods) p->real->pMethods->xClose(p->real);
         p->gathered.~basic_string();
         return rc != SQLITE_OK ? rc : SQLITE_CANTOPEN;
-    }
-    // A descriptor of our own for deferred flushes (fdatasync flushes the
-    // file, whichever descriptor wrote it). Without one, syncs are never
-    // deferred.
-    if (p->wal && name != nullptr) {
-        p->own_fd = ::open(name, O_RDWR | O_CLOEXEC);
-        struct stat st {};
-        if (p->own_fd >= 0 && ::fstat(p->own_fd, &st) == 0) {
-            p->dev = static_cast<std::uint64_t>(st.st_dev);
-            p->ino = static_cast<std::uint64_t>(st.st_ino);
-        } else if (p->own_fd >= 0) {
-            ::close(p->own_fd);
-            p->own_fd = -1;
-        }
     }
     p->base.pMethods = &methods;
     return SQLITE_OK;
@@ -298,16 +232,6 @@ int x_current_time64(sqlite3_vfs*, sqlite3_int64* out) {
 }
 
 }  // namespace
-
-wal_sync_deferral::~wal_sync_deferral() {
-    if (fd_ >= 0) ::close(fd_);
-}
-
-wal_sync_deferral* wal_sync_deferral::install(wal_sync_deferral* d) noexcept {
-    wal_sync_deferral* was = deferral;
-    deferral = d;
-    return was;
-}
 
 const char* coalescing_wal_vfs() {
     static std::once_flag once;

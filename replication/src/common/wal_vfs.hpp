@@ -25,19 +25,6 @@
 // written. It assumes one writing connection per database (the apps' data
 // directory lock makes sure): gathered frames are not visible to another.
 // Other files (the database, its shared-memory index) pass straight through.
-//
-// Deferred syncs (wal_sync_deferral, for db_worker): on a thread that has
-// installed one, a WAL sync (a commit's) writes the gathered frames as usual
-// but leaves the fdatasync to the deferral's owner, who flushes the file on
-// another thread while the next transaction runs, and answers nobody about
-// the commit before that flush returns. SQLite then publishes the commit to
-// readers before it is on disk; the process's own answers still wait for it.
-// Crash safety stays SQLite's own: before anything is written to a database
-// file on that thread (only a checkpoint does, copying WAL frames into it), an
-// owed flush is done there and then, so no frame reaches the database file
-// before it is on disk in the WAL. The first sync of each WAL file is never
-// deferred: the platform VFS also syncs the directory then, which makes the
-// file's name durable.
 #pragma once
 
 #include <cstdint>
@@ -55,38 +42,5 @@ struct wal_vfs_stats {
     std::uint64_t writes_issued = 0;
 };
 wal_vfs_stats coalescing_wal_vfs_stats();
-
-/// While installed on a thread, WAL syncs made on that thread (through this
-/// VFS) are written but not flushed: the deferral keeps a descriptor of the
-/// WAL file and `owed` says a flush is due. One WAL file per deferral: a sync
-/// of another file is done at once, as without one.
-class wal_sync_deferral {
-public:
-    wal_sync_deferral() = default;
-    ~wal_sync_deferral();  // closes the descriptor
-    wal_sync_deferral(const wal_sync_deferral&) = delete;
-    wal_sync_deferral& operator=(const wal_sync_deferral&) = delete;
-
-    /// Installs this deferral on the calling thread (nullptr: none), returning
-    /// the one it replaces.
-    static wal_sync_deferral* install(wal_sync_deferral* d) noexcept;
-    /// True when a sync was deferred since the last take_owed().
-    bool owed() const noexcept { return owed_; }
-    /// Clears owed() and answers whether it was set.
-    bool take_owed() noexcept {
-        const bool o = owed_;
-        owed_ = false;
-        return o;
-    }
-    /// The WAL file's descriptor to flush (fdatasync), -1 before the first
-    /// deferred sync. Any thread may flush it; the deferral keeps it open.
-    int fd() const noexcept { return fd_; }
-
-private:
-    friend struct wal_sync_access;
-    int fd_ = -1;
-    std::uint64_t dev_ = 0, ino_ = 0;  // the WAL file whose syncs it takes (set with fd_)
-    bool owed_ = false;
-};
 
 }  // namespace steadfast::app
