@@ -254,7 +254,8 @@ void node::read_stdin() {
     std::uint64_t group_first_line = 0;  // the input line of the group's first message
     // `last`: the flush after reading stopped, which stores what was read
     // even at shutdown (the lines are gone from the pipe); after a storage
-    // failure the job refuses it on the database thread (stdin_failed_).
+    // failure the job refuses it on the database thread (stdin_failed_, set
+    // there by the failed group's rolled_back before the next group runs).
     auto flush = [&](bool last = false) {
         if (group.empty() || (stdin_stop_ && !last)) return;
         auto items = std::make_shared<std::vector<std::pair<std::string, std::string>>>(std::move(group));
@@ -310,7 +311,11 @@ void node::read_stdin() {
                 std::lock_guard l(m);
                 --in_flight;
                 cv.notify_all();
-            });
+            },
+            // On the database thread, as soon as this group is known not to
+            // be stored (its answer may come later, behind a flush): the
+            // next group must not be stored either.
+            [this] { stdin_failed_ = true; });
     };
     std::uint64_t line_no = 0;
     std::string partial;

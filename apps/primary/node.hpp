@@ -104,7 +104,7 @@ private:
     std::atomic<bool> stdin_stop_{false};
     // A group of standard input was not stored: no later group may be (the
     // input's order would break), so they fail too (database thread only).
-    bool stdin_failed_ = false;
+    std::atomic<bool> stdin_failed_{false};
     bool stdin_failure_logged_ = false;  // (io thread)
     http::server* server_ = nullptr;
     int exit_code_ = exit_ok;

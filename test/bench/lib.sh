@@ -26,8 +26,10 @@ db_stats() {
   { curl -fs --max-time 2 "$1" 2>/dev/null || true; } | awk -v p="steadfast_$2_db_" '
     index($1, p) == 1 { v[substr($1, length(p) + 1)] = $2 }
     END { c = v["commits_total"] + 0; if (c == 0) { print "no commits"; exit }
-          printf "%d commits, %.1f jobs a commit, %.0f us a commit (%.0f us of jobs before it)\n",
-                 c, v["jobs_total"] / c, v["commit_seconds_total"] / c * 1e6, v["work_seconds_total"] / c * 1e6 }'
+          f = v["flushes_total"] + 0
+          printf "%d commits, %.1f jobs a commit, %.0f us a commit (%.0f us of jobs before it); %d flushes, %.1f commits a flush, %.0f us a flush\n",
+                 c, v["jobs_total"] / c, v["commit_seconds_total"] / c * 1e6, v["work_seconds_total"] / c * 1e6,
+                 f, (f > 0 ? c / f : 0), (f > 0 ? v["flush_seconds_total"] / f * 1e6 : 0) }'
 }
 # cpu_s PID: the CPU time (user + system, all threads) a running process has used, in seconds
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }

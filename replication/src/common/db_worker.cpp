@@ -2,9 +2,14 @@
 
 #include <common/thread_name.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <optional>
+#include <system_error>
 
 namespace steadfast::app {
 
@@ -24,7 +29,30 @@ void throw_exception_from_error(const db_failure& f, const boost::source_locatio
     throw db_error(f.what, f.code);
 }
 
-db_worker::db_worker(database& db) : db_(db), thread_([this] { loop(); }) {}
+namespace {
+int fdatasync_or_errno(int fd) {
+    while (::fdatasync(fd) != 0) {
+        if (errno != EINTR) return errno;
+    }
+    return 0;
+}
+}  // namespace
+
+db_worker::db_worker(database& db, flush_fn flush)
+    : db_(db), flush_(flush ? std::move(flush) : flush_fn(fdatasync_or_errno)) {
+    flusher_ = std::thread([this] { flusher_loop(); });
+    try {
+        thread_ = std::thread([this] { loop(); });
+    } catch (...) {
+        {
+            std::lock_guard l(fm_);
+            flusher_stopping_ = true;
+        }
+        fcv_.notify_one();
+        flusher_.join();
+        throw;
+    }
+}
 
 db_worker::~db_worker() {
     stop();
@@ -37,12 +65,24 @@ void db_worker::stop() {
     }
     cv_.notify_one();
     if (thread_.joinable()) thread_.join();
+    {
+        std::lock_guard l(fm_);
+        flusher_stopping_ = true;
+    }
+    fcv_.notify_one();
+    if (flusher_.joinable()) flusher_.join();
 }
 
 db_worker::stats db_worker::get_stats() const noexcept {
     auto get = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-    return {get(commits_), get(jobs_), static_cast<double>(get(work_ns_)) / 1e9,
-            static_cast<double>(get(commit_ns_)) / 1e9};
+    stats s;
+    s.commits = get(commits_);
+    s.jobs = get(jobs_);
+    s.flushes = get(flushes_);
+    s.work_seconds = static_cast<double>(get(work_ns_)) / 1e9;
+    s.commit_seconds = static_cast<double>(get(commit_ns_)) / 1e9;
+    s.flush_seconds = static_cast<double>(get(flush_ns_)) / 1e9;
+    return s;
 }
 
 std::size_t db_worker::queued() const {
@@ -75,18 +115,44 @@ bool db_worker::drop(std::uint64_t id) {
 
 void db_worker::loop() {
     name_this_thread("sf-database");
+    // Commits' syncs are the flusher's; a checkpoint still flushes the WAL
+    // before it writes the database file (wal_vfs.hpp).
+    wal_sync_deferral::install(&deferral_);
     for (;;) {
         std::deque<job> group;
         {
             std::unique_lock l(m_);
             cv_.wait(l, [&] { return stopping_ || !queue_.empty(); });
             if (queue_.empty()) {  // stopping, nothing left
-                exited_ = true;
-                return;
+                // Every answer out before a late job is answered shut_down
+                // (submit): they keep their order.
+                l.unlock();
+                {
+                    std::unique_lock fl(fm_);
+                    idle_cv_.wait(fl, [&] { return to_flush_.empty() && !flusher_busy_; });
+                }
+                l.lock();
+                if (queue_.empty()) {
+                    exited_ = true;
+                    break;
+                }
             }
             group.swap(queue_);
         }
         std::vector<std::optional<db_failure>> errors(group.size());
+        {
+            // After a failed flush nothing runs: what the log holds is unknown.
+            std::unique_lock l(fm_);
+            if (flush_failed_) {
+                const db_failure f = *flush_failed_;
+                l.unlock();
+                after_flush_failed();
+                for (auto& j : group)
+                    if (j.rolled_back) j.rolled_back();
+                release(committed{std::move(group), std::move(errors), f, false});
+                continue;
+            }
+        }
         std::optional<db_failure> commit_error;
         using clock = std::chrono::steady_clock;
         const auto started = clock::now();
@@ -134,11 +200,111 @@ void db_worker::loop() {
             work_ns_.fetch_add(ns(committing - started), std::memory_order_relaxed);
             commit_ns_.fetch_add(ns(ended - committing), std::memory_order_relaxed);
         }
-        for (std::size_t i = 0; i < group.size(); ++i) {
-            // A job's own error first (it failed whatever came after).
-            const std::optional<db_failure>& err = errors[i] ? errors[i] : commit_error;
-            group[i].done(err ? &*err : nullptr);
+        // A flush before a checkpoint's database write that failed (in this
+        // COMMIT, whose result SQLite's automatic checkpoint does not change):
+        // what was committed since the last good flush is unknown.
+        if (const int err = deferral_.failed_errno(); err != 0 && !commit_error) {
+            commit_error = flush_failure(err);
+            std::lock_guard l(fm_);
+            if (!flush_failed_) flush_failed_ = commit_error;
         }
+        if (deferral_.failed_errno() != 0) after_flush_failed();
+        // Told on this thread before the next group runs (the --stdin reader
+        // keeps what it stores a prefix of its input by it).
+        for (std::size_t i = 0; i < group.size(); ++i)
+            if ((errors[i] || commit_error) && group[i].rolled_back) group[i].rolled_back();
+        // A failed commit owes nothing (SQLite ignores its frames), but its
+        // answer still waits behind the groups before it.
+        const bool owes = deferral_.take_owed() && !commit_error;
+        release(committed{std::move(group), std::move(errors), std::move(commit_error), owes});
+    }
+    wal_sync_deferral::install(nullptr);
+    bool failed = false;
+    {
+        std::lock_guard l(fm_);
+        failed = flush_failed_.has_value();
+    }
+    if (failed) after_flush_failed();  // before the connection closes: no checkpoint then
+}
+
+void db_worker::answer(committed& c, const std::optional<db_failure>& flush_error) {
+    for (std::size_t i = 0; i < c.jobs.size(); ++i) {
+        // A job's own error first (it failed whatever came after), then the
+        // commit's, then the flush's.
+        const std::optional<db_failure>& err =
+            c.errors[i] ? c.errors[i] : (c.commit_error ? c.commit_error : flush_error);
+        c.jobs[i].done(err ? &*err : nullptr);
+    }
+}
+
+db_failure db_worker::flush_failure(int err) const {
+    return db_failure{make_db_error_code(SQLITE_IOERR_FSYNC),
+                      "cannot flush \"" + db_.path() + "-wal\" to disk: " + std::generic_category().message(err) +
+                          "; commits since the last flush may not be on disk, so every write fails until the "
+                          "process restarts and recovers from what the disk holds"};
+}
+
+void db_worker::after_flush_failed() {
+    if (checkpoints_off_) return;
+    checkpoints_off_ = true;
+    sqlite3_wal_autocheckpoint(db_.handle(), 0);
+    sqlite3_db_config(db_.handle(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+}
+
+void db_worker::release(committed c) {
+    {
+        std::lock_guard l(fm_);
+        // After a failed flush nothing is answered from here: a group that
+        // read what the lost flush covered fails with it (the flusher answers).
+        if (c.owes_flush || flusher_busy_ || !to_flush_.empty() || flush_failed_) {
+            to_flush_.push_back(std::move(c));
+            fcv_.notify_one();
+            return;
+        }
+    }
+    // Nothing to flush and nothing before it unanswered (sync_mode::off, a
+    // group that wrote nothing): answered from here, without a hand-off.
+    answer(c, std::nullopt);
+}
+
+void db_worker::flusher_loop() {
+    name_this_thread("sf-db-flush");
+    for (;;) {
+        std::deque<committed> batch;
+        std::optional<db_failure> failed;
+        {
+            std::unique_lock l(fm_);
+            fcv_.wait(l, [&] { return flusher_stopping_ || !to_flush_.empty(); });
+            if (to_flush_.empty()) return;  // stopping, all answered
+            batch.swap(to_flush_);
+            flusher_busy_ = true;
+            failed = flush_failed_;
+        }
+        const bool owed = std::any_of(batch.begin(), batch.end(), [](const committed& c) { return c.owes_flush; });
+        // After a failed flush, a later one proves nothing (the pages it
+        // dropped are not written again): those groups fail too.
+        if (owed && !failed) {
+            using clock = std::chrono::steady_clock;
+            const auto t0 = clock::now();
+            const int err = flush_(deferral_.fd());
+            flushes_.fetch_add(1, std::memory_order_relaxed);
+            flush_ns_.fetch_add(static_cast<std::uint64_t>(std::chrono::nanoseconds(clock::now() - t0).count()),
+                                std::memory_order_relaxed);
+            // A failure heard by the database thread's flush before a
+            // checkpoint counts too: this flush may have found nothing left
+            // to write after it.
+            const int any = err != 0 ? err : deferral_.failed_errno();
+            if (any != 0) {
+                failed = flush_failure(any);
+                std::lock_guard l(fm_);
+                if (!flush_failed_) flush_failed_ = failed;
+                failed = flush_failed_;
+            }
+        }
+        for (auto& c : batch) answer(c, failed);
+        std::lock_guard l(fm_);
+        flusher_busy_ = false;
+        if (to_flush_.empty()) idle_cv_.notify_all();
     }
 }
 

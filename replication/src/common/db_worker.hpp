@@ -2,10 +2,23 @@
 //
 // Group commit: every job queued while the previous group was committing runs
 // in one transaction (each in a savepoint of its own), so one fsync covers
-// them all; each caller is answered only after that commit.
+// them all; each caller is answered only after that commit is on disk.
+//
+// The fsync runs beside the next group, not before it (with sync_mode::full):
+// the database thread commits a group (its WAL frames written, wal_vfs.hpp's
+// deferred sync) and goes on to the next one, while a second thread, the
+// flusher, fdatasyncs the WAL and then answers every group committed before
+// that flush began, in commit order. Nothing a job computed (a read included)
+// leaves before the flush that covers it, so callers see what they saw when
+// the commit itself waited for the disk, at the cost of one thread hand-off;
+// the disk's flush no longer stops the database thread. A flush that fails
+// fails its groups and every later job: what the log holds past the last good
+// flush is unknown (Linux may drop the pages of a failed write-back), so the
+// process must restart and recover from what the disk holds.
 #pragma once
 
 #include "sqlite.hpp"
+#include "wal_vfs.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/append.hpp>
@@ -58,7 +71,10 @@ std::optional<std::string> failed(const db_result<R>& r) {
 
 class db_worker {
 public:
-    explicit db_worker(database& db);
+    /// Flushes a file to disk: 0, or the errno of the failure. The default
+    /// is fdatasync(2); tests give one that blocks or fails.
+    using flush_fn = std::function<int(int fd)>;
+    explicit db_worker(database& db, flush_fn flush = {});
     ~db_worker();  // stop()
     /// Finishes the queued jobs (their completions are posted as usual), then
     /// joins the thread. Idempotent. Call it before destroying what queued
@@ -163,22 +179,31 @@ public:
             token, std::move(ex), std::move(fn));
     }
 
-    /// From any thread: runs `work(db)` in the next group and then `done(error)`
-    /// on the database thread (error empty on success). For producers that are
-    /// not coroutines, such as the stdin reader.
-    void post(std::function<bool(database&)> work, std::function<void(const std::string&)> done) {
+    /// From any thread: runs `work(db)` in the next group and then, once its
+    /// commit is on disk, `done(error)` (error empty on success) on the
+    /// database thread or the flusher's, in submission order. For producers
+    /// that are not coroutines, such as the stdin reader. `rolled_back`, when
+    /// given, runs on the database thread as soon as the job's changes are
+    /// known not to commit (its own failure, or its group's failed COMMIT),
+    /// before the next group runs; `done` may come later, behind the flush
+    /// of the groups before.
+    void post(std::function<bool(database&)> work, std::function<void(const std::string&)> done,
+              std::function<void()> rolled_back = {}) {
         submit(job{0, std::move(work),
-                   [d = std::move(done)](const db_failure* err) { d(err ? err->what : std::string{}); }});
+                   [d = std::move(done)](const db_failure* err) { d(err ? err->what : std::string{}); },
+                   std::move(rolled_back)});
     }
 
     /// Jobs waiting (for metrics and back-pressure).
     std::size_t queued() const;
-    /// What the thread has done so far (for metrics and benchmarks): group
-    /// commits, the jobs they held, and the time spent running jobs and in
-    /// COMMIT (the WAL write and, with --sync full, the fsync).
+    /// What the threads have done so far (for metrics and benchmarks): group
+    /// commits, the jobs they held, the time spent running jobs and in COMMIT
+    /// (the WAL write; the fsync when it is not deferred), and the flusher's
+    /// fsyncs (each covers every group committed before it began) and their
+    /// time.
     struct stats {
-        std::uint64_t commits = 0, jobs = 0;
-        double work_seconds = 0, commit_seconds = 0;
+        std::uint64_t commits = 0, jobs = 0, flushes = 0;
+        double work_seconds = 0, commit_seconds = 0, flush_seconds = 0;
     };
     stats get_stats() const noexcept;
 
@@ -187,13 +212,32 @@ private:
         std::uint64_t id = 0;  // async_run's, for a cancellation to find it (0: none)
         std::function<bool(database&)> work;
         std::function<void(const db_failure*)> done;  // nullptr: it worked
+        std::function<void()> rolled_back;            // post()'s, may be empty
+    };
+    // A committed group on its way to its callers: answered after the flush
+    // that covers it (owes_flush), or at once when nothing before it waits.
+    struct committed {
+        std::deque<job> jobs;
+        std::vector<std::optional<db_failure>> errors;  // each job's own
+        std::optional<db_failure> commit_error;         // the whole group's
+        bool owes_flush = false;
     };
     void submit(job j);
     /// Removes job `id` if it is still queued (true: it will never run).
     bool drop(std::uint64_t id);
     void loop();
+    void flusher_loop();
+    /// Hands a committed group to its callers, in commit order.
+    void release(committed c);
+    static void answer(committed& c, const std::optional<db_failure>& flush_error);
+    /// The database thread's first sight of a failed flush: no checkpoint may
+    /// copy the log into the database file any more (not even at close).
+    void after_flush_failed();
+    db_failure flush_failure(int err) const;
 
     database& db_;
+    flush_fn flush_;
+    wal_sync_deferral deferral_;  // the database thread's; the flusher reads its fd
     mutable std::mutex m_;
     std::condition_variable cv_;
     std::deque<job> queue_;
@@ -201,8 +245,18 @@ private:
     std::shared_ptr<void> alive_ = std::make_shared<int>(0);  // weakly held by cancellation slots
     bool stopping_ = false;
     bool exited_ = false;  // the thread has left: a job submitted now is answered at once (shut_down)
-    std::atomic<std::uint64_t> commits_{0}, jobs_{0}, work_ns_{0}, commit_ns_{0};
-    std::thread thread_;
+    std::atomic<std::uint64_t> commits_{0}, jobs_{0}, work_ns_{0}, commit_ns_{0}, flushes_{0}, flush_ns_{0};
+    // The flusher's side: groups committed and not yet answered, in order.
+    std::mutex fm_;
+    std::condition_variable fcv_;
+    std::condition_variable idle_cv_;  // the flusher has answered all it was given
+    std::deque<committed> to_flush_;
+    bool flusher_busy_ = false;               // it holds groups it has not answered yet
+    bool flusher_stopping_ = false;           // the database thread has left: drain, then leave
+    std::optional<db_failure> flush_failed_;  // once set, every later job fails with it
+    bool checkpoints_off_ = false;            // after_flush_failed() done (database thread only)
+    std::thread flusher_;
+    std::thread thread_;  // last: started once everything above exists
 };
 
 }  // namespace steadfast::app

@@ -61,11 +61,12 @@ inline void sync_counter(prometheus::Counter& c, double total) {
     if (total > c.Value()) c.Increment(total - c.Value());
 }
 
-/// The database thread's group commits (db_worker::stats), the same four
+/// The database thread's group commits (db_worker::stats), the same six
 /// series on both apps: steadfast_<app>_db_commits_total, _db_jobs_total
-/// (jobs per commit: how well group commit gathers), _db_work_seconds_total
-/// and _db_commit_seconds_total (the WAL write and fsync: over commits, the
-/// mean commit time, which tells a slow disk).
+/// (jobs per commit: how well group commit gathers), _db_work_seconds_total,
+/// _db_commit_seconds_total (the WAL write), _db_flushes_total and
+/// _db_flush_seconds_total (the flusher's fsyncs, each covering the commits
+/// before it: over flushes, the mean flush time, which tells a slow disk).
 class db_metrics {
 public:
     db_metrics(prometheus::Registry& r, const std::string& app)
@@ -75,12 +76,17 @@ public:
                         "Jobs run in those transactions (a publish, a batch, a read, an acknowledgement mark, ...)")),
           work_(counter(r, app, "work_seconds_total", "Time the database thread spent running jobs")),
           commit_(counter(r, app, "commit_seconds_total",
-                          "Time the database thread spent committing (WAL write and fsync)")) {}
+                          "Time the database thread spent committing (the WAL write; the fsync is the flusher's)")),
+          flushes_(counter(r, app, "flushes_total",
+                           "WAL fsyncs by the flusher thread (each covers every commit before it began)")),
+          flush_(counter(r, app, "flush_seconds_total", "Time the flusher thread spent in fsync")) {}
     void sync(const db_worker::stats& s) {
         sync_counter(commits_, s.commits);
         sync_counter(jobs_, s.jobs);
         sync_counter(work_, s.work_seconds);
         sync_counter(commit_, s.commit_seconds);
+        sync_counter(flushes_, s.flushes);
+        sync_counter(flush_, s.flush_seconds);
     }
 
 private:
@@ -88,7 +94,7 @@ private:
                                         const std::string& help) {
         return app::counter(r, "steadfast_" + app + "_db_" + name, help);
     }
-    prometheus::Counter &commits_, &jobs_, &work_, &commit_;
+    prometheus::Counter &commits_, &jobs_, &work_, &commit_, &flushes_, &flush_;
 };
 
 /// Request latency buckets from 100 us to 10 s.

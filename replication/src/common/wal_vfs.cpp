@@ -1,9 +1,14 @@
 #include "wal_vfs.hpp"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -11,6 +16,66 @@
 #include <string>
 
 namespace steadfast::app {
+
+namespace {
+// The counts of wal_vfs_stats beyond writes.
+std::atomic<std::uint64_t> syncs_deferred{0}, syncs_done{0}, settles{0};
+}  // namespace
+
+// Takes a WAL file's sync for the deferral: false when it belongs to another
+// file or no descriptor can be had (then the sync is done at once).
+struct wal_sync_access {
+    static int open_same(const char* name, std::uint64_t dev, std::uint64_t ino) {
+        // A descriptor of its own (its own open file description): Linux
+        // reports a write-back error once to each description, so the
+        // flusher's and the settle's each hear of it.
+        const int fd = ::open(name, O_RDWR | O_CLOEXEC);
+        struct stat st {};
+        if (fd >= 0 && (::fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_dev) != dev ||
+                        static_cast<std::uint64_t>(st.st_ino) != ino)) {
+            ::close(fd);
+            return -1;
+        }
+        return fd;
+    }
+    static bool take(wal_sync_deferral& d, const char* name, std::uint64_t dev, std::uint64_t ino) {
+        if (d.fd_ >= 0 && (d.dev_ != dev || d.ino_ != ino)) return false;
+        if (d.fd_ < 0) {
+            const int a = open_same(name, dev, ino);
+            const int b = a < 0 ? -1 : open_same(name, dev, ino);
+            if (b < 0) {
+                if (a >= 0) ::close(a);
+                return false;
+            }
+            d.fd_ = a;
+            d.settle_fd_ = b;
+            d.dev_ = dev;
+            d.ino_ = ino;
+        }
+        d.owed_ = true;
+        d.unsettled_ = true;
+        syncs_deferred.fetch_add(1, std::memory_order_relaxed);
+        return true;
+    }
+    // Before anything reaches a database file (a checkpoint copying frames
+    // into it): the WAL's deferred syncs, done for real, once. 0, or SQLite's
+    // error; a failure stays (failed_errno()), since a later flush could
+    // succeed over the pages this one lost.
+    static int settle(wal_sync_deferral* d) {
+        if (d == nullptr) return 0;
+        if (d->failed_errno_.load(std::memory_order_relaxed) != 0) return SQLITE_IOERR_FSYNC;
+        if (!d->unsettled_ || d->settle_fd_ < 0) return 0;
+        settles.fetch_add(1, std::memory_order_relaxed);
+        while (::fdatasync(d->settle_fd_) != 0) {
+            if (errno == EINTR) continue;
+            d->failed_errno_.store(errno, std::memory_order_relaxed);
+            return SQLITE_IOERR_FSYNC;
+        }
+        d->unsettled_ = false;
+        return 0;
+    }
+};
+
 namespace {
 
 constexpr const char* vfs_name = "steadfast-wal";
@@ -27,14 +92,19 @@ constexpr int frame_header = 24;
 
 std::atomic<std::uint64_t> writes_asked{0}, writes_issued{0};
 sqlite3_vfs* base_vfs = nullptr;  // the platform's VFS, set once at registration
+thread_local wal_sync_deferral* deferral = nullptr;
 
 // The file SQLite holds: ours first, then the real VFS's file in the same block.
 struct file {
-    sqlite3_file base;     // base.pMethods: ours
-    sqlite3_file* real;    // the platform VFS's file, right after this struct
-    bool wal;              // gather writes (a WAL file) or pass through
-    std::string gathered;  // consecutive bytes not yet written ...
-    sqlite3_int64 at = 0;  // ... starting at this offset
+    sqlite3_file base;       // base.pMethods: ours
+    sqlite3_file* real;      // the platform VFS's file, right after this struct
+    bool wal;                // gather writes (a WAL file) or pass through
+    std::string gathered;    // consecutive bytes not yet written ...
+    sqlite3_int64 at = 0;    // ... starting at this offset
+    const char* name;        // a WAL's path (SQLite keeps it valid until xClose); nullptr: no deferral
+    std::uint64_t dev, ino;  // the file's identity (a deferral serves one file)
+    bool synced;             // a WAL synced once for real (its directory entry too)
+    bool header;             // its header was written since the last sync (a new or restarted log)
 };
 
 sqlite3_vfs* real_vfs() {
@@ -87,8 +157,14 @@ int x_read(sqlite3_file* f, void* out, int n, sqlite3_int64 off) {
 }
 int x_write(sqlite3_file* f, const void* data, int n, sqlite3_int64 off) {
     file* p = self(f);
-    if (!p->wal) return rm(f)->xWrite(p->real, data, n, off);
+    if (!p->wal) {
+        // Only a checkpoint writes a database file in WAL mode: the frames it
+        // copies must be on disk first, even when their sync was deferred.
+        if (const int rc = wal_sync_access::settle(deferral); rc != 0) return rc;
+        return rm(f)->xWrite(p->real, data, n, off);
+    }
     writes_asked.fetch_add(1, std::memory_order_relaxed);
+    if (off == 0) p->header = true;  // the log's header: a new or restarted WAL
     const auto* bytes = static_cast<const char*>(data);
     const auto len = static_cast<std::size_t>(n);
     const sqlite3_int64 end = p->at + static_cast<sqlite3_int64>(p->gathered.size());
@@ -113,12 +189,30 @@ int x_write(sqlite3_file* f, const void* data, int n, sqlite3_int64 off) {
     return p->gathered.size() >= max_gathered ? flush_mid(f) : SQLITE_OK;
 }
 int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
+    if (!self(f)->wal) {
+        if (const int rc = wal_sync_access::settle(deferral); rc != 0) return rc;
+    }
     if (const int rc = flush_mid(f); rc != SQLITE_OK) return rc;
     return rm(f)->xTruncate(real(f), size);
 }
 int x_sync(sqlite3_file* f, int flags) {
     if (const int rc = flush(f); rc != SQLITE_OK) return rc;
-    return rm(f)->xSync(real(f), flags);
+    file* p = self(f);
+    // Never deferred: the first sync of a WAL (the platform VFS then syncs
+    // the directory, which makes the file's name durable) and the sync of a
+    // header written anew (a restarted log: SQLite makes the new salts
+    // durable before new frames overwrite old ones, or recovery could replay
+    // old frames over newer pages of the database file).
+    if (p->wal && p->synced && !p->header && p->name != nullptr && deferral != nullptr &&
+        wal_sync_access::take(*deferral, p->name, p->dev, p->ino))
+        return SQLITE_OK;  // written; the deferral's owner flushes it
+    const int rc = rm(f)->xSync(real(f), flags);
+    if (rc == SQLITE_OK) {
+        p->synced = true;
+        p->header = false;
+        syncs_done.fetch_add(1, std::memory_order_relaxed);
+    }
+    return rc;
 }
 int x_file_size(sqlite3_file* f, sqlite3_int64* size) {
     if (const int rc = flush_mid(f); rc != SQLITE_OK) return rc;
@@ -178,12 +272,27 @@ int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* f, int flags, int*
     p->wal = (flags & SQLITE_OPEN_WAL) != 0;
     new (&p->gathered) std::string();
     p->at = 0;
+    p->name = nullptr;
+    p->dev = p->ino = 0;
+    p->synced = false;
+    p->header = false;
     const int rc = real_vfs()->xOpen(real_vfs(), name, p->real, flags, out_flags);
     if (rc != SQLITE_OK || p->real->pMethods == nullptr) {
         // A real file that failed may still need closing (SQLite's own rule).
         if (p->real->pMethods) p->real->pMethods->xClose(p->real);
         p->gathered.~basic_string();
         return rc != SQLITE_OK ? rc : SQLITE_CANTOPEN;
+    }
+    // A descriptor of our own for deferred flushes (fdatasync flushes the
+    // file, whichever descriptor wrote it). Without one, syncs are never
+    // deferred.
+    if (p->wal && name != nullptr) {
+        struct stat st {};
+        if (::stat(name, &st) == 0) {
+            p->name = name;
+            p->dev = static_cast<std::uint64_t>(st.st_dev);
+            p->ino = static_cast<std::uint64_t>(st.st_ino);
+        }
     }
     p->base.pMethods = &methods;
     return SQLITE_OK;
@@ -233,6 +342,17 @@ int x_current_time64(sqlite3_vfs*, sqlite3_int64* out) {
 
 }  // namespace
 
+wal_sync_deferral::~wal_sync_deferral() {
+    if (fd_ >= 0) ::close(fd_);
+    if (settle_fd_ >= 0) ::close(settle_fd_);
+}
+
+wal_sync_deferral* wal_sync_deferral::install(wal_sync_deferral* d) noexcept {
+    wal_sync_deferral* was = deferral;
+    deferral = d;
+    return was;
+}
+
 const char* coalescing_wal_vfs() {
     static std::once_flag once;
     std::call_once(once, [] {
@@ -265,7 +385,13 @@ const char* coalescing_wal_vfs() {
 }
 
 wal_vfs_stats coalescing_wal_vfs_stats() {
-    return {writes_asked.load(std::memory_order_relaxed), writes_issued.load(std::memory_order_relaxed)};
+    wal_vfs_stats s;
+    s.writes_asked = writes_asked.load(std::memory_order_relaxed);
+    s.writes_issued = writes_issued.load(std::memory_order_relaxed);
+    s.syncs_deferred = syncs_deferred.load(std::memory_order_relaxed);
+    s.syncs_done = syncs_done.load(std::memory_order_relaxed);
+    s.settles = settles.load(std::memory_order_relaxed);
+    return s;
 }
 
 }  // namespace steadfast::app

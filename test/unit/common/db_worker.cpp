@@ -6,6 +6,7 @@
 // statistics behind the steadfast_*_db_* metrics count what happened.
 #include <common/db_worker.hpp>
 #include <common/sqlite.hpp>
+#include <common/wal_vfs.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
@@ -17,12 +18,17 @@
 #include <boost/test/unit_test.hpp>
 
 #include <sys/resource.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <steadfast_test/scratch_dir.hpp>
@@ -86,7 +92,8 @@ BOOST_FIXTURE_TEST_CASE(jobs_queued_during_a_commit_share_the_next_and_fail_alon
     {
         app::db_worker w(*db);
         std::vector<std::future<void>> done;
-        std::vector<std::size_t> order;  // completions, in the order they came (the database thread's)
+        std::vector<std::size_t>
+            order;  // completions, in the order they came (in commit order, from the database thread or the flusher)
         auto post = [&](std::size_t i, std::function<bool(app::database&)> work) {
             auto p = std::make_shared<std::promise<void>>();
             done.push_back(p->get_future());
@@ -122,7 +129,8 @@ BOOST_FIXTURE_TEST_CASE(jobs_queued_during_a_commit_share_the_next_and_fail_alon
         BOOST_TEST(s.commits == 2u);  // the holding job's, then the five's together
         BOOST_TEST(s.jobs == 6u);
         BOOST_TEST(s.work_seconds > 0.0);
-        BOOST_TEST(s.commit_seconds > 0.0);  // fsync'd (sync_mode::full)
+        BOOST_TEST(s.commit_seconds > 0.0);  // the WAL written (sync_mode::full)
+        BOOST_TEST(s.flushes >= 1u);         // and flushed, beside
     }
     BOOST_TEST(results[0] == "");
     BOOST_TEST(results[1] == "");  // a rollback on request is no error
@@ -368,6 +376,18 @@ BOOST_FIXTURE_TEST_CASE(async_run_completes_on_the_handlers_executor_and_awaits,
 
 BOOST_FIXTURE_TEST_CASE(a_failed_commit_fails_its_whole_group_and_the_next_one_commits, fixture) {
     app::db_worker w(*db);
+    std::atomic<int> rolled_back{0};
+    std::thread::id worker_thread;
+    {
+        std::promise<std::thread::id> id;
+        w.post(
+            [&id](app::database&) {
+                id.set_value(std::this_thread::get_id());
+                return true;
+            },
+            [](const std::string&) {});
+        worker_thread = id.get_future().get();
+    }
     auto run = [&](std::vector<std::int64_t> ns, std::size_t bytes) {
         hold busy(w);  // all of them queue behind it: one group
         std::vector<std::future<std::string>> done;
@@ -381,7 +401,11 @@ BOOST_FIXTURE_TEST_CASE(a_failed_commit_fails_its_whole_group_and_the_next_one_c
                     s.step();
                     return true;
                 },
-                [p](const std::string& err) { p->set_value(err); });
+                [p](const std::string& err) { p->set_value(err); },
+                [&rolled_back, &worker_thread] {
+                    // On the database thread, before the next group runs.
+                    if (std::this_thread::get_id() == worker_thread) ++rolled_back;
+                });
         }
         busy.release();
         std::vector<std::string> out;
@@ -389,6 +413,7 @@ BOOST_FIXTURE_TEST_CASE(a_failed_commit_fails_its_whole_group_and_the_next_one_c
         return out;
     };
     BOOST_TEST((run({1}, 10) == std::vector<std::string>{""}));
+    BOOST_TEST(rolled_back.load() == 0);
     const auto before = w.get_stats();
     // The WAL may grow 64 KiB at most (a full disk): the group's 1 MiB fails
     // in the write its commit makes.
@@ -401,7 +426,8 @@ BOOST_FIXTURE_TEST_CASE(a_failed_commit_fails_its_whole_group_and_the_next_one_c
     const auto failed = run({2, 3}, 512 * 1024);
     BOOST_REQUIRE(setrlimit(RLIMIT_FSIZE, &old) == 0);
     BOOST_TEST(!failed[0].empty());
-    BOOST_TEST(failed[1] == failed[0]);  // the commit's error, for each job of the group
+    BOOST_TEST(failed[1] == failed[0]);   // the commit's error, for each job of the group
+    BOOST_TEST(rolled_back.load() == 2);  // each job of the failed group told so, on the database thread
     const auto after = w.get_stats();
     BOOST_TEST(after.commits == before.commits + 1);  // the holding job's; the failed one is not counted
     BOOST_TEST(after.jobs == before.jobs + 1);
@@ -466,6 +492,7 @@ BOOST_FIXTURE_TEST_CASE(a_job_whose_failure_rolls_the_transaction_back_fails_its
     done.clear();
     queue(20'000, 1, 10);
     BOOST_TEST(done[0].get().empty());
+    BOOST_TEST(w.get_stats().flushes == 0u);  // sync_mode::off: nothing to flush, answered at once
     w.stop();
     BOOST_TEST((rows() == std::vector<std::int64_t>{20'000}));
 }
@@ -488,6 +515,192 @@ BOOST_FIXTURE_TEST_CASE(stop_finishes_the_queued_jobs_first, fixture) {
     }
     BOOST_TEST((results == std::vector<std::string>{"", "", ""}));
     BOOST_TEST((rows() == std::vector<std::int64_t>{20, 21, 22}));
+}
+
+// Waits up to 20 s for `ready` (polled: the database thread's progress has
+// no signal of its own); false when it never came.
+bool eventually(const std::function<bool()>& ready) {
+    for (int i = 0; i < 20'000; ++i) {
+        if (ready()) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return ready();
+}
+
+// The fsync runs beside the next group: while the flusher is in its flush,
+// the database thread commits the next group, yet nobody is answered before
+// the flush that covers their commit has returned, and answers keep commit
+// order.
+BOOST_FIXTURE_TEST_CASE(answers_wait_for_the_flush_that_covers_them, fixture) {
+    std::promise<void> in_flush, gate;
+    std::shared_future<void> open = gate.get_future().share();
+    std::atomic<int> flushes{0};
+    std::atomic<int> fd_seen{-1};
+    std::vector<std::string> results(2, "not answered");
+    std::vector<std::size_t> order;
+    std::mutex m;
+    std::vector<std::future<void>> done;
+    {
+        app::db_worker w(*db, [&](int fd) {
+            fd_seen = fd;
+            if (flushes.fetch_add(1) == 0) {
+                in_flush.set_value();
+                open.wait();  // the first flush holds until the test opens the gate
+            }
+            return ::fdatasync(fd) == 0 ? 0 : errno;
+        });
+        auto post = [&](std::size_t i, std::int64_t n) {
+            auto p = std::make_shared<std::promise<void>>();
+            done.push_back(p->get_future());
+            w.post(
+                [n](app::database& d) {
+                    insert(d, n);
+                    return true;
+                },
+                [&, i, p](const std::string& err) {
+                    {
+                        std::lock_guard l(m);
+                        results[i] = err;
+                        order.push_back(i);
+                    }
+                    p->set_value();
+                });
+        };
+        post(0, 1);
+        in_flush.get_future().wait();  // its commit is written; its flush is held
+        post(1, 2);
+        // The second group commits while the first flush runs ...
+        BOOST_TEST(eventually([&] { return w.get_stats().commits == 2u; }));
+        // ... and neither is answered: the first waits for its flush, the
+        // second for the first.
+        BOOST_TEST((done[0].wait_for(std::chrono::milliseconds(50)) == std::future_status::timeout));
+        BOOST_TEST((done[1].wait_for(std::chrono::milliseconds(0)) == std::future_status::timeout));
+        BOOST_TEST(w.get_stats().flushes == 0u);  // counted when it returns
+        gate.set_value();
+        for (auto& f : done) f.wait();
+        BOOST_TEST(fd_seen.load() >= 0);
+        BOOST_TEST(w.get_stats().flushes >= 2u);  // the first, then one for the second group
+        BOOST_TEST(w.get_stats().flush_seconds > 0.0);
+    }
+    BOOST_TEST((results == std::vector<std::string>{"", ""}));
+    BOOST_TEST((order == std::vector<std::size_t>{0, 1}));
+    BOOST_TEST((rows() == std::vector<std::int64_t>{1, 2}));
+}
+
+// A flush that fails fails the groups it covered, with a message that names
+// the file and says what to do, and every later job fails without running:
+// past a failed write-back what the log holds is unknown.
+BOOST_FIXTURE_TEST_CASE(a_failed_flush_fails_its_groups_and_every_later_job, fixture) {
+    namespace asio = boost::asio;
+    asio::io_context ioc;
+    std::optional<app::db_result<int>> first, later;
+    std::atomic<bool> later_ran{false};
+    {
+        app::db_worker w(*db, [](int) { return EIO; });
+        asio::co_spawn(
+            ioc,
+            [&]() -> asio::awaitable<void> {
+                first = co_await w.run<int>(ioc.get_executor(), [](app::database& d, bool&) {
+                    insert(d, 1);
+                    return 1;
+                });
+                later = co_await w.run<int>(ioc.get_executor(), [&](app::database& d, bool&) {
+                    later_ran = true;
+                    insert(d, 2);
+                    return 2;
+                });
+            },
+            asio::detached);
+        ioc.run();
+        BOOST_TEST(w.get_stats().flushes == 1u);  // none after the failure
+    }
+    BOOST_REQUIRE(first && later);
+    BOOST_REQUIRE(first->has_error());
+    BOOST_TEST(first->error().code == app::make_db_error_code(SQLITE_IOERR_FSYNC));
+    BOOST_TEST(first->error().what.find("t.db-wal") != std::string::npos, first->error().what);
+    BOOST_TEST(first->error().what.find("restart") != std::string::npos, first->error().what);
+    BOOST_REQUIRE(later->has_error());
+    BOOST_TEST(later->error().what == first->error().what);
+    BOOST_TEST(!later_ran.load());
+}
+
+// A group that ran before a flush failed, and read what that flush was to
+// make durable, is not answered as a success: after a failed flush every
+// answer goes through the flusher, with the failure.
+BOOST_FIXTURE_TEST_CASE(a_group_finishing_after_a_failed_flush_fails_with_it, fixture) {
+    std::promise<void> in_flush, gate, a_answered;
+    std::shared_future<void> open = gate.get_future().share();
+    std::shared_future<void> a_done = a_answered.get_future().share();
+    std::string a_err = "not answered", b_err = "not answered";
+    std::promise<void> b_answered;
+    {
+        app::db_worker w(*db, [&](int) {
+            in_flush.set_value();
+            open.wait();
+            return EIO;
+        });
+        w.post(
+            [](app::database& d) {
+                insert(d, 1);
+                return true;
+            },
+            [&](const std::string& err) {
+                a_err = err;
+                a_answered.set_value();
+            });
+        in_flush.get_future().wait();
+        w.post(
+            [&](app::database& d) {
+                // Reads the row whose flush is failing, and finishes only
+                // once that failure was answered (and the flusher is idle).
+                auto q = d.prepare("SELECT count(*) FROM t");
+                q.step();
+                a_done.wait();
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                return q.column_int(0) == 1;
+            },
+            [&](const std::string& err) {
+                b_err = err;
+                b_answered.set_value();
+            });
+        gate.set_value();
+        b_answered.get_future().wait();
+    }
+    BOOST_TEST(a_err.find("cannot flush") != std::string::npos, a_err);
+    BOOST_TEST(b_err == a_err);
+}
+
+// SQLite's automatic checkpoints still run while commits' syncs are
+// deferred: a stream of commits keeps the WAL bounded and moves what it held
+// into the database file.
+BOOST_FIXTURE_TEST_CASE(checkpoints_keep_the_wal_bounded, fixture) {
+    namespace fs = std::filesystem;
+    app::db_worker w(*db);
+    const auto settles_before = app::coalescing_wal_vfs_stats().settles;
+    const std::string blob(16 * 1024, 'x');  // about five pages a commit
+    for (std::int64_t n = 1; n <= 600; ++n) {
+        std::promise<std::string> p;
+        auto f = p.get_future();
+        w.post(
+            [&, n](app::database& d) {
+                auto s = d.prepare("INSERT INTO t(n, v) VALUES(?, ?)");
+                s.bind(1, n).bind(2, blob);
+                s.step();
+                return true;
+            },
+            [&p](const std::string& err) { p.set_value(err); });
+        BOOST_REQUIRE(f.get().empty());
+    }
+    // 600 commits of about 5 pages: 3,000 frames without a checkpoint (12 MiB).
+    const auto vfs = app::coalescing_wal_vfs_stats();
+    BOOST_TEST(fs::file_size(dir / "t.db-wal") < std::uintmax_t{6} << 20);
+    // One flush before each checkpoint's database writes, not one a page.
+    BOOST_TEST(vfs.settles - settles_before >= 1u);
+    BOOST_TEST(vfs.settles - settles_before <= 10u);
+    BOOST_TEST(fs::file_size(dir / "t.db") > std::uintmax_t{4} << 20);  // checkpointed, while still open
+    BOOST_TEST(w.get_stats().flushes >= 1u);
+    w.stop();
+    BOOST_TEST(rows().size() == 600u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -10,6 +10,8 @@
 
 #include <sqlite3.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstddef>
@@ -182,6 +184,94 @@ BOOST_FIXTURE_TEST_CASE(frames_undone_by_rollback_to_never_reach_the_file, fixtu
     BOOST_REQUIRE(bytes.size() == static_cast<std::size_t>(32 + 2 * frame));
     BOOST_TEST(bytes.substr(32 + 24, 4096) == page);
     BOOST_TEST(bytes.substr(32 + frame + 24, 4096) == again);
+}
+
+// A deferral installed on the thread takes the WAL's syncs: the commit is
+// written (another connection reads it) and a flush is owed, with a
+// descriptor of the WAL file to flush from any thread. Without a deferral
+// syncs happen at once, as before, and a deferral serves one WAL file.
+BOOST_FIXTURE_TEST_CASE(a_deferral_takes_the_wal_syncs_and_owes_a_flush, fixture) {
+    db.reset();
+    app::wal_sync_deferral d;
+    app::wal_sync_deferral* was = app::wal_sync_deferral::install(&d);
+    BOOST_TEST(was == nullptr);
+    struct uninstall {
+        ~uninstall() { app::wal_sync_deferral::install(nullptr); }
+    } on_exit;
+    // A new WAL's first commit syncs for real; the next one is deferred.
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    const std::string path = (dir / "raw.db").string();
+    sqlite3* raw = nullptr;
+    BOOST_REQUIRE(sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                                  app::coalescing_wal_vfs()) == SQLITE_OK);
+    auto run = [](sqlite3* c, const char* sql) { return sqlite3_exec(c, sql, nullptr, nullptr, nullptr); };
+    BOOST_REQUIRE(run(raw, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL") == SQLITE_OK);
+    auto before = app::coalescing_wal_vfs_stats();
+    BOOST_REQUIRE(run(raw, "CREATE TABLE u(n INTEGER PRIMARY KEY, v BLOB)") == SQLITE_OK);
+    auto after = app::coalescing_wal_vfs_stats();
+    // The new log's header sync was done (the directory's too), its frames' deferred.
+    BOOST_TEST(after.syncs_done - before.syncs_done == 1u);
+    BOOST_TEST(after.syncs_deferred - before.syncs_deferred == 1u);
+    BOOST_REQUIRE(run(raw, "INSERT INTO u(n) VALUES(1)") == SQLITE_OK);
+    BOOST_TEST(d.owed());
+    BOOST_TEST(d.take_owed());
+    BOOST_TEST(!d.owed());
+    BOOST_REQUIRE(d.fd() >= 0);
+    // The descriptor is the WAL's: its size is the file's.
+    struct stat st {};
+    BOOST_REQUIRE(::fstat(d.fd(), &st) == 0);
+    BOOST_TEST(static_cast<std::uintmax_t>(st.st_size) == std::filesystem::file_size(path + "-wal"));
+    BOOST_TEST(::fdatasync(d.fd()) == 0);
+    {
+        // Written, so another connection reads it.
+        sqlite3* other = nullptr;
+        BOOST_REQUIRE(sqlite3_open_v2(path.c_str(), &other, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+        sqlite3_stmt* q = nullptr;
+        BOOST_REQUIRE(sqlite3_prepare_v2(other, "SELECT count(*) FROM u", -1, &q, nullptr) == SQLITE_OK);
+        BOOST_REQUIRE(sqlite3_step(q) == SQLITE_ROW);
+        BOOST_TEST(sqlite3_column_int(q, 0) == 1);
+        sqlite3_finalize(q);
+        sqlite3_close(other);
+    }
+    // A checkpoint writes the database file: the deferred syncs are done
+    // first, once however many pages it writes. Then the log restarts, and
+    // its new header is synced for real before its frames (whose sync is
+    // deferred again).
+    d.take_owed();
+    BOOST_REQUIRE(run(raw, "BEGIN") == SQLITE_OK);
+    for (int n = 2; n < 40; ++n) {
+        const std::string sql = "INSERT INTO u(n, v) VALUES(" + std::to_string(n) + ", zeroblob(8192))";
+        BOOST_REQUIRE(run(raw, sql.c_str()) == SQLITE_OK);
+    }
+    BOOST_REQUIRE(run(raw, "COMMIT") == SQLITE_OK);
+    before = app::coalescing_wal_vfs_stats();
+    BOOST_REQUIRE(run(raw, "PRAGMA wal_checkpoint(TRUNCATE)") == SQLITE_OK);
+    after = app::coalescing_wal_vfs_stats();
+    BOOST_TEST(after.settles - before.settles == 1u);  // about 80 pages written, one flush before them
+    BOOST_TEST(std::filesystem::file_size(path) > std::uintmax_t{300} * 1024);
+    before = app::coalescing_wal_vfs_stats();
+    BOOST_REQUIRE(run(raw, "INSERT INTO u(n) VALUES(100)") == SQLITE_OK);
+    after = app::coalescing_wal_vfs_stats();
+    BOOST_TEST(after.syncs_done - before.syncs_done == 1u);  // the restarted log's header
+    BOOST_TEST(after.syncs_deferred - before.syncs_deferred == 1u);
+    // Lifted: the next commit syncs at once and owes nothing.
+    BOOST_TEST(d.take_owed());
+    app::wal_sync_deferral::install(nullptr);
+    BOOST_REQUIRE(run(raw, "INSERT INTO u(n) VALUES(200)") == SQLITE_OK);
+    BOOST_TEST(!d.owed());
+    // Closing checkpoints the WAL into the database file: with the deferral
+    // installed, the owed flush is done before that (and still owed).
+    app::wal_sync_deferral::install(&d);
+    sqlite3_close(raw);
+    d.take_owed();
+    // Another database's WAL on the same thread, while the deferral serves
+    // the first one's (closed now): its syncs are done at once.
+    db.emplace(dir.string(), "t.db", "steadfast-test", app::sync_mode::full);
+    db->exec("CREATE TABLE IF NOT EXISTS u(n INTEGER PRIMARY KEY)");
+    db->exec("INSERT INTO u(n) VALUES(1)");
+    db->exec("INSERT INTO u(n) VALUES(2)");
+    BOOST_TEST(!d.owed());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
