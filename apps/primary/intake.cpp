@@ -293,13 +293,21 @@ void node::read_stdin() {
                     if (!err.empty()) {
                         if (stdin_failure_logged_) return;  // a later group: "nothing after it" said it
                         stdin_failure_logged_ = true;
-                        app::log(level::error, "storage_failed",
-                                 {{"input", "stdin"},
-                                  {"first_line_not_stored", first_line},
-                                  {"error", err},
-                                  {"hint",
-                                   "the input was stored up to the line before first_line_not_stored, and "
-                                   "nothing after it; reading stopped, exiting non-zero"}});
+                        // A failed flush (not a failed commit): lines committed
+                        // before it may still be in the log after a restart.
+                        const bool flush = err.find("cannot flush") != std::string::npos;
+                        app::log(
+                            level::error, "storage_failed",
+                            {{"input", "stdin"},
+                             {"first_line_not_stored", first_line},
+                             {"error", err},
+                             {"hint", flush ? "the input was stored up to the line before first_line_not_stored; "
+                                              "lines after it may be stored too (the disk failed to flush them, and "
+                                              "a restart recovers what it holds): after the restart, check the "
+                                              "streams' next seqs (status) before feeding the rest again; reading "
+                                              "stopped, exiting non-zero"
+                                            : "the input was stored up to the line before first_line_not_stored, and "
+                                              "nothing after it; reading stopped, exiting non-zero"}});
                         stop("storing standard input failed", exit_error);
                         return;
                     }

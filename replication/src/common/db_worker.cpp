@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <stdexcept>
 #include <system_error>
 
 namespace steadfast::app {
@@ -59,6 +60,10 @@ db_worker::~db_worker() {
 }
 
 void db_worker::stop() {
+    // From a job's answer on the flusher thread, stop() would wait for that
+    // very thread.
+    if (std::this_thread::get_id() == flusher_.get_id() || std::this_thread::get_id() == thread_.get_id())
+        throw std::logic_error("db_worker::stop() called from one of its own threads (a job or its answer)");
     {
         std::lock_guard l(m_);
         stopping_ = true;
@@ -203,12 +208,16 @@ void db_worker::loop() {
         // A flush before a checkpoint's database write that failed (in this
         // COMMIT, whose result SQLite's automatic checkpoint does not change):
         // what was committed since the last good flush is unknown.
-        if (const int err = deferral_.failed_errno(); err != 0 && !commit_error) {
-            commit_error = flush_failure(err);
-            std::lock_guard l(fm_);
-            if (!flush_failed_) flush_failed_ = commit_error;
+        if (const int err = deferral_.failed_errno(); err != 0) {
+            // Even when the group failed anyway (the failed flush made SQLite
+            // roll it back): no later group may run.
+            if (!commit_error) commit_error = flush_failure(err);
+            {
+                std::lock_guard l(fm_);
+                if (!flush_failed_) flush_failed_ = flush_failure(err);
+            }
+            after_flush_failed();
         }
-        if (deferral_.failed_errno() != 0) after_flush_failed();
         // Told on this thread before the next group runs (the --stdin reader
         // keeps what it stores a prefix of its input by it).
         for (std::size_t i = 0; i < group.size(); ++i)
@@ -295,6 +304,7 @@ void db_worker::flusher_loop() {
             // to write after it.
             const int any = err != 0 ? err : deferral_.failed_errno();
             if (any != 0) {
+                deferral_.fail(any);  // the database thread's flushes before checkpoints refuse too
                 failed = flush_failure(any);
                 std::lock_guard l(fm_);
                 if (!flush_failed_) flush_failed_ = failed;

@@ -77,8 +77,8 @@ public:
     explicit db_worker(database& db, flush_fn flush = {});
     ~db_worker();  // stop()
     /// Finishes the queued jobs (their completions are posted as usual), then
-    /// joins the thread. Idempotent. Call it before destroying what queued
-    /// jobs refer to.
+    /// joins the threads. Idempotent. Call it before destroying what queued
+    /// jobs refer to; never from a job or its answer (std::logic_error).
     void stop();
     db_worker(const db_worker&) = delete;
     db_worker& operator=(const db_worker&) = delete;

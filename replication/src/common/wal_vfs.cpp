@@ -29,7 +29,10 @@ struct wal_sync_access {
         // A descriptor of its own (its own open file description): Linux
         // reports a write-back error once to each description, so the
         // flusher's and the settle's each hear of it.
-        const int fd = ::open(name, O_RDWR | O_CLOEXEC);
+        // Read-only: fdatasync needs no more, and should it land on 0-2 (a
+        // process started without them), a stray write to stderr fails
+        // rather than overwrite the log.
+        const int fd = ::open(name, O_RDONLY | O_CLOEXEC);
         struct stat st {};
         if (fd >= 0 && (::fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_dev) != dev ||
                         static_cast<std::uint64_t>(st.st_ino) != ino)) {
@@ -105,6 +108,7 @@ struct file {
     std::uint64_t dev, ino;  // the file's identity (a deferral serves one file)
     bool synced;             // a WAL synced once for real (its directory entry too)
     bool header;             // its header was written since the last sync (a new or restarted log)
+    bool main_db;            // a main database file (what a checkpoint writes)
 };
 
 sqlite3_vfs* real_vfs() {
@@ -160,7 +164,10 @@ int x_write(sqlite3_file* f, const void* data, int n, sqlite3_int64 off) {
     if (!p->wal) {
         // Only a checkpoint writes a database file in WAL mode: the frames it
         // copies must be on disk first, even when their sync was deferred.
-        if (const int rc = wal_sync_access::settle(deferral); rc != 0) return rc;
+        // (Temporary files, a statement journal that spills, pass as is.)
+        if (p->main_db) {
+            if (const int rc = wal_sync_access::settle(deferral); rc != 0) return rc;
+        }
         return rm(f)->xWrite(p->real, data, n, off);
     }
     writes_asked.fetch_add(1, std::memory_order_relaxed);
@@ -189,7 +196,7 @@ int x_write(sqlite3_file* f, const void* data, int n, sqlite3_int64 off) {
     return p->gathered.size() >= max_gathered ? flush_mid(f) : SQLITE_OK;
 }
 int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
-    if (!self(f)->wal) {
+    if (self(f)->main_db) {
         if (const int rc = wal_sync_access::settle(deferral); rc != 0) return rc;
     }
     if (const int rc = flush_mid(f); rc != SQLITE_OK) return rc;
@@ -276,6 +283,7 @@ int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* f, int flags, int*
     p->dev = p->ino = 0;
     p->synced = false;
     p->header = false;
+    p->main_db = (flags & SQLITE_OPEN_MAIN_DB) != 0;
     const int rc = real_vfs()->xOpen(real_vfs(), name, p->real, flags, out_flags);
     if (rc != SQLITE_OK || p->real->pMethods == nullptr) {
         // A real file that failed may still need closing (SQLite's own rule).
@@ -345,6 +353,11 @@ int x_current_time64(sqlite3_vfs*, sqlite3_int64* out) {
 wal_sync_deferral::~wal_sync_deferral() {
     if (fd_ >= 0) ::close(fd_);
     if (settle_fd_ >= 0) ::close(settle_fd_);
+}
+
+void wal_sync_deferral::fail(int err) noexcept {
+    int none = 0;
+    failed_errno_.compare_exchange_strong(none, err, std::memory_order_relaxed);
 }
 
 wal_sync_deferral* wal_sync_deferral::install(wal_sync_deferral* d) noexcept {

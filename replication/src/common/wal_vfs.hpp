@@ -91,6 +91,9 @@ public:
     /// errno): from then on every such write fails, and the owner must treat
     /// what was committed since its last good flush as lost.
     int failed_errno() const noexcept { return failed_errno_.load(std::memory_order_relaxed); }
+    /// Records a failed flush of the owner's own (the first errno stays):
+    /// the flushes before database writes refuse from then on.
+    void fail(int err) noexcept;
 
 private:
     friend struct wal_sync_access;

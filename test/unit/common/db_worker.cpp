@@ -94,14 +94,18 @@ BOOST_FIXTURE_TEST_CASE(jobs_queued_during_a_commit_share_the_next_and_fail_alon
         std::vector<std::future<void>> done;
         std::vector<std::size_t>
             order;  // completions, in the order they came (in commit order, from the database thread or the flusher)
+        std::vector<std::size_t> rolled_back;  // told on the database thread, before the answers
         auto post = [&](std::size_t i, std::function<bool(app::database&)> work) {
             auto p = std::make_shared<std::promise<void>>();
             done.push_back(p->get_future());
-            w.post(std::move(work), [&results, &order, i, p](const std::string& err) {
-                results[i] = err;
-                order.push_back(i);
-                p->set_value();
-            });
+            w.post(
+                std::move(work),
+                [&results, &order, i, p](const std::string& err) {
+                    results[i] = err;
+                    order.push_back(i);
+                    p->set_value();
+                },
+                [&rolled_back, i] { rolled_back.push_back(i); });
         };
         hold busy(w);  // the five below queue while it runs: one group after it
         post(0, [](app::database& d) {
@@ -125,6 +129,9 @@ BOOST_FIXTURE_TEST_CASE(jobs_queued_during_a_commit_share_the_next_and_fail_alon
         busy.release();
         for (auto& f : done) f.wait();
         BOOST_TEST((order == std::vector<std::size_t>{0, 1, 2, 3, 4}));  // in queue order (--stdin relies on it)
+        // The jobs that failed on their own (not the one that asked for its
+        // rollback: no error).
+        BOOST_TEST((rolled_back == std::vector<std::size_t>{2, 4}));
         const auto s = w.get_stats();
         BOOST_TEST(s.commits == 2u);  // the holding job's, then the five's together
         BOOST_TEST(s.jobs == 6u);
@@ -569,12 +576,28 @@ BOOST_FIXTURE_TEST_CASE(answers_wait_for_the_flush_that_covers_them, fixture) {
         post(0, 1);
         in_flush.get_future().wait();  // its commit is written; its flush is held
         post(1, 2);
-        // The second group commits while the first flush runs ...
         BOOST_TEST(eventually([&] { return w.get_stats().commits == 2u; }));
+        {
+            // A group that writes nothing owes no flush, yet waits behind one.
+            auto p = std::make_shared<std::promise<void>>();
+            done.push_back(p->get_future());
+            w.post([](app::database&) { return true; },
+                   [&, p](const std::string& err) {
+                       {
+                           std::lock_guard l(m);
+                           results.push_back(err);
+                           order.push_back(2);
+                       }
+                       p->set_value();
+                   });
+        }
+        // The second group commits while the first flush runs ...
+        BOOST_TEST(eventually([&] { return w.get_stats().commits == 3u; }));
         // ... and neither is answered: the first waits for its flush, the
         // second for the first.
         BOOST_TEST((done[0].wait_for(std::chrono::milliseconds(50)) == std::future_status::timeout));
         BOOST_TEST((done[1].wait_for(std::chrono::milliseconds(0)) == std::future_status::timeout));
+        BOOST_TEST((done[2].wait_for(std::chrono::milliseconds(0)) == std::future_status::timeout));
         BOOST_TEST(w.get_stats().flushes == 0u);  // counted when it returns
         gate.set_value();
         for (auto& f : done) f.wait();
@@ -582,8 +605,8 @@ BOOST_FIXTURE_TEST_CASE(answers_wait_for_the_flush_that_covers_them, fixture) {
         BOOST_TEST(w.get_stats().flushes >= 2u);  // the first, then one for the second group
         BOOST_TEST(w.get_stats().flush_seconds > 0.0);
     }
-    BOOST_TEST((results == std::vector<std::string>{"", ""}));
-    BOOST_TEST((order == std::vector<std::size_t>{0, 1}));
+    BOOST_TEST((results == std::vector<std::string>{"", "", ""}));
+    BOOST_TEST((order == std::vector<std::size_t>{0, 1, 2}));
     BOOST_TEST((rows() == std::vector<std::int64_t>{1, 2}));
 }
 
@@ -622,6 +645,12 @@ BOOST_FIXTURE_TEST_CASE(a_failed_flush_fails_its_groups_and_every_later_job, fix
     BOOST_REQUIRE(later->has_error());
     BOOST_TEST(later->error().what == first->error().what);
     BOOST_TEST(!later_ran.load());
+    // No checkpoint after a failed flush, not even the one at close: the log
+    // stays, and the database file never receives its frames.
+    const auto db_size = std::filesystem::file_size(dir / "t.db");
+    db.reset();
+    BOOST_TEST(std::filesystem::exists(dir / "t.db-wal"));
+    BOOST_TEST(std::filesystem::file_size(dir / "t.db") == db_size);
 }
 
 // A group that ran before a flush failed, and read what that flush was to
