@@ -704,6 +704,21 @@ void apply_security(natsOptions* n, const options& o) {
         load(natsOptions_SetUserCredentialsFromFiles(n, s.creds_file.c_str(), nullptr),
              "the NATS credentials file \"" + s.creds_file + "\"");
 }
+// natsConnection_Connect, made again when a .creds client is refused: libnats
+// 3.4.1 (Debian 12's) sends a CONNECT without the nonce's signature when
+// that ed25519 signature begins with a zero byte (its base64 encoder takes
+// the bytes for a C string), so about one connect in 256 with a .creds file
+// is refused by chance (nats.c PR #705, fixed in 3.8); and after a refused
+// first connect it never tries again (fixed in 3.12). Each try has a new
+// nonce: four unlucky signatures in a row are one in 4 billion.
+natsStatus connect_past_dropped_signatures(natsConnection** nc, natsOptions* n, const options& o) {
+    natsStatus s = NATS_ERR;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+        s = natsConnection_Connect(nc, n);
+        if (s != NATS_CONNECTION_AUTH_FAILED || o.sec.creds_file.empty()) break;
+    }
+    return s;
+}
 std::string diagnose_refusal(const options& o) {
     natsOptions* n = nullptr;
     if (natsOptions_Create(&n) != NATS_OK) return {};
@@ -716,13 +731,7 @@ std::string diagnose_refusal(const options& o) {
         natsOptions_SetAllowReconnect(n, false);
         apply_security(n, o);
         natsConnection* nc = nullptr;
-        // Refused by chance (a signature libnats 3.4.1 drops, one connect in
-        // 256 with a .creds file: client::client says more) is not refused.
-        natsStatus s = NATS_ERR;
-        for (int attempt = 0; attempt < 4; ++attempt) {
-            s = natsConnection_Connect(&nc, n);
-            if (s != NATS_CONNECTION_AUTH_FAILED || o.sec.creds_file.empty()) break;
-        }
+        const natsStatus s = connect_past_dropped_signatures(&nc, n, o);
         if (s != NATS_OK) {
             why = natsStatus_GetText(s);
             if (const char* l = nats_GetLastError(nullptr); l && why != l) why += std::string(" (") + l + ")";
@@ -771,21 +780,13 @@ client::client(executor_type ex, options o) : impl_(std::make_shared<impl>()) {
     apply_security(i.nopts, i.opts);
     natsStatus s = NATS_NOT_YET_CONNECTED;
     if (!i.opts.sec.creds_file.empty()) {
-        // libnats 3.4.1 (Debian 12's) sends a CONNECT without the nonce's
-        // signature when that ed25519 signature begins with a zero byte
-        // (its base64 encoder takes the bytes for a C string): about one
-        // connect in 256 with a .creds file is refused (nats.c PR #705,
-        // fixed in 3.8); and after a refused first connect it never tries
-        // again (fixed in 3.12). So a refused first connect is made again,
-        // each time with a new nonce, before the connect that retries for
-        // ever: four unlucky signatures in a row are one in 4 billion. A
-        // failed connect of this kind calls no callback; a real refusal
-        // still ends as before (closed, diagnosed), a little later.
+        // A first connect that libnats 3.4.1 would never make again once
+        // refused (connect_past_dropped_signatures), then the one that
+        // retries for ever. A failed connect of this kind calls no callback;
+        // a real refusal still ends as before (closed, diagnosed), a little
+        // later.
         check(natsOptions_SetRetryOnFailedConnect(i.nopts, false, nullptr, nullptr), "retry on failed connect");
-        for (int attempt = 0; attempt < 4; ++attempt) {
-            s = natsConnection_Connect(&i.nc, i.nopts);
-            if (s != NATS_CONNECTION_AUTH_FAILED) break;
-        }
+        s = connect_past_dropped_signatures(&i.nc, i.nopts, i.opts);
         if (s != NATS_OK) i.nc = nullptr;
     }
     if (s != NATS_OK) {

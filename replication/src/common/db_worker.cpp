@@ -2,12 +2,8 @@
 
 #include <common/thread_name.hpp>
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <optional>
 #include <stdexcept>
 #include <system_error>
@@ -30,17 +26,8 @@ void throw_exception_from_error(const db_failure& f, const boost::source_locatio
     throw db_error(f.what, f.code);
 }
 
-namespace {
-int fdatasync_or_errno(int fd) {
-    while (::fdatasync(fd) != 0) {
-        if (errno != EINTR) return errno;
-    }
-    return 0;
-}
-}  // namespace
-
 db_worker::db_worker(database& db, flush_fn flush)
-    : db_(db), flush_(flush ? std::move(flush) : flush_fn(fdatasync_or_errno)) {
+    : db_(db), flush_(flush ? std::move(flush) : flush_fn(fdatasync_errno)) {
     flusher_ = std::thread([this] { flusher_loop(); });
     try {
         thread_ = std::thread([this] { loop(); });
@@ -211,10 +198,11 @@ void db_worker::loop() {
         if (const int err = deferral_.failed_errno(); err != 0) {
             // Even when the group failed anyway (the failed flush made SQLite
             // roll it back): no later group may run.
-            if (!commit_error) commit_error = flush_failure(err);
+            const db_failure f = flush_failure(err);
+            if (!commit_error) commit_error = f;
             {
                 std::lock_guard l(fm_);
-                if (!flush_failed_) flush_failed_ = flush_failure(err);
+                if (!flush_failed_) flush_failed_ = f;
             }
             after_flush_failed();
         }

@@ -69,9 +69,8 @@ struct wal_sync_access {
         if (d->failed_errno_.load(std::memory_order_relaxed) != 0) return SQLITE_IOERR_FSYNC;
         if (!d->unsettled_ || d->settle_fd_ < 0) return 0;
         settles.fetch_add(1, std::memory_order_relaxed);
-        while (::fdatasync(d->settle_fd_) != 0) {
-            if (errno == EINTR) continue;
-            d->failed_errno_.store(errno, std::memory_order_relaxed);
+        if (const int err = fdatasync_errno(d->settle_fd_); err != 0) {
+            d->failed_errno_.store(err, std::memory_order_relaxed);
             return SQLITE_IOERR_FSYNC;
         }
         d->unsettled_ = false;
@@ -291,9 +290,9 @@ int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* f, int flags, int*
         p->gathered.~basic_string();
         return rc != SQLITE_OK ? rc : SQLITE_CANTOPEN;
     }
-    // A descriptor of our own for deferred flushes (fdatasync flushes the
-    // file, whichever descriptor wrote it). Without one, syncs are never
-    // deferred.
+    // A WAL's path and identity, for the deferral to open descriptors of its
+    // own (fdatasync flushes the file, whichever descriptor wrote it).
+    // Without them, its syncs are never deferred.
     if (p->wal && name != nullptr) {
         struct stat st {};
         if (::stat(name, &st) == 0) {
@@ -349,6 +348,13 @@ int x_current_time64(sqlite3_vfs*, sqlite3_int64* out) {
 }
 
 }  // namespace
+
+int fdatasync_errno(int fd) noexcept {
+    while (::fdatasync(fd) != 0) {
+        if (errno != EINTR) return errno;
+    }
+    return 0;
+}
 
 wal_sync_deferral::~wal_sync_deferral() {
     if (fd_ >= 0) ::close(fd_);

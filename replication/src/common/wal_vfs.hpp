@@ -62,6 +62,9 @@ struct wal_vfs_stats {
 };
 wal_vfs_stats coalescing_wal_vfs_stats();
 
+/// fdatasync(2), again after EINTR: 0, or the errno of its failure.
+int fdatasync_errno(int fd) noexcept;
+
 /// While installed on a thread, WAL syncs made on that thread (through this
 /// VFS) are written but not flushed: the deferral keeps a descriptor of the
 /// WAL file and `owed` says a flush is due. One WAL file per deferral: a sync
