@@ -110,6 +110,18 @@ void db_worker::loop() {
     // Commits' syncs are the flusher's; a checkpoint still flushes the WAL
     // before it writes the database file (wal_vfs.hpp).
     wal_sync_deferral::install(&deferral_);
+    // The transaction's own statements, prepared once (on this thread, and
+    // finalized on it when the loop ends, before the database closes).
+    struct prepared_sql {
+        const char* sql;
+        std::optional<statement> s{};
+    };
+    prepared_sql begin_sql{"BEGIN IMMEDIATE"}, savepoint_sql{"SAVEPOINT job"}, release_sql{"RELEASE job"},
+        rollback_to_sql{"ROLLBACK TO job"}, commit_sql{"COMMIT"};
+    auto exec = [this](prepared_sql& p) {
+        if (!p.s) p.s.emplace(db_.handle(), p.sql);
+        db_.exec(*p.s, p.sql);
+    };
     for (;;) {
         std::deque<job> group;
         {
@@ -150,12 +162,12 @@ void db_worker::loop() {
         const auto started = clock::now();
         auto committing = started;
         try {
-            db_.exec("BEGIN IMMEDIATE");
+            exec(begin_sql);
             for (std::size_t i = 0; i < group.size(); ++i) {
-                db_.exec("SAVEPOINT job");
+                exec(savepoint_sql);
                 try {
                     const bool keep = group[i].work(db_);
-                    if (!keep) db_.exec("ROLLBACK TO job");
+                    if (!keep) exec(rollback_to_sql);
                 } catch (const std::exception& e) {
                     // A full disk or an I/O error can make SQLite roll the
                     // whole transaction back: every job of the group is
@@ -163,19 +175,19 @@ void db_worker::loop() {
                     // missing savepoint's).
                     errors[i] = failure_of(e);
                     if (sqlite3_get_autocommit(db_.handle())) throw db_error(e.what(), errors[i]->code);
-                    db_.exec("ROLLBACK TO job");
+                    exec(rollback_to_sql);
                 } catch (...) {
                     // Not a std::exception (an embedding program's throw 42):
                     // the job fails, the thread goes on.
                     errors[i] =
                         db_failure{make_db_error_code(db_job_threw), "the job threw something not a std::exception"};
                     if (sqlite3_get_autocommit(db_.handle())) throw db_error(errors[i]->what, errors[i]->code);
-                    db_.exec("ROLLBACK TO job");
+                    exec(rollback_to_sql);
                 }
-                db_.exec("RELEASE job");
+                exec(release_sql);
             }
             committing = clock::now();
-            db_.exec("COMMIT");
+            exec(commit_sql);
             commits_.fetch_add(1, std::memory_order_relaxed);
             jobs_.fetch_add(group.size(), std::memory_order_relaxed);
         } catch (const std::exception& e) {

@@ -68,6 +68,19 @@ void statement::reset() {
     sqlite3_reset(s_);
     sqlite3_clear_bindings(s_);
 }
+int statement::run(std::string& message) noexcept {
+    int rc = sqlite3_step(s_);
+    if (rc == SQLITE_ROW) rc = SQLITE_DONE;
+    if (rc != SQLITE_DONE) {
+        try {
+            message = sqlite3_errmsg(db_);
+        } catch (...) {  // no memory for the message: the code says enough
+        }
+        rc = sqlite3_extended_errcode(db_);
+    }
+    sqlite3_reset(s_);
+    return rc;
+}
 std::int64_t statement::column_int(int i) const {
     return sqlite3_column_int64(s_, i);
 }
@@ -306,6 +319,12 @@ void database::exec(std::string_view sql) {
         sqlite3_free(err);
         throw db_error("\"" + s + "\" failed on \"" + path_ + "\": " + msg, sqlite3_extended_errcode(db_));
     }
+}
+
+void database::exec(statement& s, std::string_view sql) {
+    std::string msg;
+    if (const int rc = s.run(msg); rc != SQLITE_DONE)
+        throw db_error("\"" + std::string(sql) + "\" failed on \"" + path_ + "\": " + msg, rc);
 }
 
 }  // namespace steadfast::app

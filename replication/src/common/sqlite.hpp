@@ -65,6 +65,10 @@ public:
     /// Steps once: true when a row is available.
     bool step();
     void reset();
+    /// Steps a statement that returns no row (BEGIN, SAVEPOINT, COMMIT) and
+    /// resets it: SQLite's result code (SQLITE_DONE when it worked); on an
+    /// error, `message` gets SQLite's message.
+    int run(std::string& message) noexcept;
     std::int64_t column_int(int i) const;
     std::string_view column_text(int i) const;
     bool column_null(int i) const;
@@ -103,6 +107,10 @@ public:
     database& operator=(const database&) = delete;
 
     void exec(std::string_view sql);
+    /// The same for `sql` prepared once as `s` (the database thread's
+    /// BEGIN, SAVEPOINT, RELEASE and COMMIT, about 0.7 us each saved against
+    /// parsing them every time); fails with exec's message.
+    void exec(statement& s, std::string_view sql);
     /// A small write (a row of `meta`), in the caller's transaction: whether
     /// the database can commit again after a failure (a full disk).
     void touch() { exec("INSERT OR REPLACE INTO meta(key, value) VALUES('health_probe', datetime('now'))"); }
