@@ -283,19 +283,19 @@ void node::read_stdin() {
                 }
                 return true;
             },
-            [this, items, result, first_line, &m, &cv, &in_flight](const std::string& err) {
-                if (!err.empty()) {
+            [this, items, result, first_line, &m, &cv, &in_flight](const app::db_failure* failure) {
+                if (failure) {
                     stdin_failed_ = true;  // a failed commit: later groups must not be stored either
                     stdin_stop_ = true;    // and reading stops
                 }
-                asio::post(ioc_, [this, result, err, first_line] {
+                // A failed flush (not a failed commit): lines committed before
+                // it may still be in the log after a restart.
+                const bool flush = failure && failure->code == app::make_db_error_code(SQLITE_IOERR_FSYNC);
+                asio::post(ioc_, [this, result, err = failure ? failure->what : std::string{}, flush, first_line] {
                     --publishing_;
                     if (!err.empty()) {
                         if (stdin_failure_logged_) return;  // a later group: "nothing after it" said it
                         stdin_failure_logged_ = true;
-                        // A failed flush (not a failed commit): lines committed
-                        // before it may still be in the log after a restart.
-                        const bool flush = err.find("cannot flush") != std::string::npos;
                         app::log(
                             level::error, "storage_failed",
                             {{"input", "stdin"},

@@ -180,18 +180,18 @@ public:
     }
 
     /// From any thread: runs `work(db)` in the next group and then, once its
-    /// commit is on disk, `done(error)` (error empty on success) on the
-    /// database thread or the flusher's, in submission order. For producers
+    /// commit is on disk, `done(failure)` (null on success; else why, as a
+    /// value: db_category()'s code, SQLITE_IOERR_FSYNC when the disk failed
+    /// to flush, and the message) on the database thread or the flusher's,
+    /// in submission order. For producers
     /// that are not coroutines, such as the stdin reader. `rolled_back`, when
     /// given, runs on the database thread as soon as the job's changes are
     /// known not to commit (its own failure, or its group's failed COMMIT),
     /// before the next group runs; `done` may come later, behind the flush
     /// of the groups before.
-    void post(std::function<bool(database&)> work, std::function<void(const std::string&)> done,
+    void post(std::function<bool(database&)> work, std::function<void(const db_failure*)> done,
               std::function<void()> rolled_back = {}) {
-        submit(job{0, std::move(work),
-                   [d = std::move(done)](const db_failure* err) { d(err ? err->what : std::string{}); },
-                   std::move(rolled_back)});
+        submit(job{0, std::move(work), std::move(done), std::move(rolled_back)});
     }
 
     /// Jobs waiting (for metrics and back-pressure).

@@ -22,7 +22,7 @@ asio::awaitable<std::string> recheck_storage(storage_health& storage, db_worker&
                 db.touch();  // the probe's bytes go again
                 return true;
             },
-            [](const std::string&) {});
+            [](const db_failure*) {});
         storage.commit_ok();
     } else {
         storage.commit_failed(err);

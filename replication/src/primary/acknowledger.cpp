@@ -48,8 +48,8 @@ void acknowledger::write(const std::string& stream, const std::shared_ptr<mark>&
                              now_ms());
             return true;
         },
-        [stream](const std::string& err) {
-            if (!err.empty()) app::log(level::error, "ack_failed", {{"stream", stream}, {"error", err}});
+        [stream](const app::db_failure* err) {
+            if (err) app::log(level::error, "ack_failed", {{"stream", stream}, {"error", err->what}});
         });
 }
 

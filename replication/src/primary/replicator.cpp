@@ -362,9 +362,8 @@ asio::awaitable<void> replicator::deliver(std::string stream) {
                         env_.out.clear_schedule(stream);
                         return true;
                     },
-                    [stream](const std::string& err) {
-                        if (!err.empty())
-                            app::log(level::error, "schedule_failed", {{"stream", stream}, {"error", err}});
+                    [stream](const app::db_failure* err) {
+                        if (err) app::log(level::error, "schedule_failed", {{"stream", stream}, {"error", err->what}});
                     });
                 break;
             case t::next_step:
@@ -412,8 +411,8 @@ void replicator::start_read_ahead(const std::string& stream, stream_state& st) {
             ra->rows = read_window(stream, ra->after);
             return true;
         },
-        [this, ra, done = st.read_done](const std::string& err) {
-            asio::post(env_.ex, [ra, done, failed = !err.empty()] {
+        [this, ra, done = st.read_done](const app::db_failure* err) {
+            asio::post(env_.ex, [ra, done, failed = err != nullptr] {
                 ra->failed = failed;
                 ra->running = false;
                 done->set();

@@ -31,8 +31,8 @@ void retention::purge() {
             out_.purge(cutoff);
             return true;
         },
-        [](const std::string& err) {
-            if (!err.empty()) app::log(app::level::error, "purge_failed", {{"error", err}});
+        [](const app::db_failure* err) {
+            if (err) app::log(app::level::error, "purge_failed", {{"error", err->what}});
         });
 }
 
