@@ -290,32 +290,34 @@ void node::read_stdin() {
                 }
                 // A failed flush (not a failed commit): lines committed before
                 // it may still be in the log after a restart.
-                const bool flush = failure && failure->code == app::make_db_error_code(SQLITE_IOERR_FSYNC);
-                asio::post(ioc_, [this, result, err = failure ? failure->what : std::string{}, flush, first_line] {
-                    --publishing_;
-                    if (!err.empty()) {
-                        if (stdin_failure_logged_) return;  // a later group: "nothing after it" said it
-                        stdin_failure_logged_ = true;
-                        app::log(
-                            level::error, "storage_failed",
-                            {{"input", "stdin"},
-                             {"first_line_not_stored", first_line},
-                             {"error", err},
-                             {"hint", flush ? "the input was stored up to the line before first_line_not_stored; "
-                                              "lines after it may be stored too (the disk failed to flush them, and "
-                                              "a restart recovers what it holds): after the restart, check the "
-                                              "streams' next seqs (status) before feeding the rest again; reading "
-                                              "stopped, exiting non-zero"
-                                            : "the input was stored up to the line before first_line_not_stored, and "
-                                              "nothing after it; reading stopped, exiting non-zero"}});
-                        stop("storing standard input failed", exit_error);
-                        return;
-                    }
-                    std::map<std::string, std::size_t> per;
-                    for (auto& p : *result) ++per[p.stream];
-                    for (auto& [s, k] : per) c_.rep.committed(s, k);
-                    check_drained();
-                });
+                const bool flush_failed = failure && failure->code == app::make_db_error_code(SQLITE_IOERR_FSYNC);
+                asio::post(
+                    ioc_, [this, result, err = failure ? failure->what : std::string{}, flush_failed, first_line] {
+                        --publishing_;
+                        if (!err.empty()) {
+                            if (stdin_failure_logged_) return;  // a later group: "nothing after it" said it
+                            stdin_failure_logged_ = true;
+                            app::log(
+                                level::error, "storage_failed",
+                                {{"input", "stdin"},
+                                 {"first_line_not_stored", first_line},
+                                 {"error", err},
+                                 {"hint", flush_failed
+                                              ? "the input was stored up to the line before first_line_not_stored; "
+                                                "lines after it may be stored too (the disk failed to flush them, and "
+                                                "a restart recovers what it holds): after the restart, check the "
+                                                "streams' next seqs (status) before feeding the rest again; reading "
+                                                "stopped, exiting non-zero"
+                                              : "the input was stored up to the line before first_line_not_stored, and "
+                                                "nothing after it; reading stopped, exiting non-zero"}});
+                            stop("storing standard input failed", exit_error);
+                            return;
+                        }
+                        std::map<std::string, std::size_t> per;
+                        for (auto& p : *result) ++per[p.stream];
+                        for (auto& [s, k] : per) c_.rep.committed(s, k);
+                        check_drained();
+                    });
                 std::lock_guard l(m);
                 --in_flight;
                 cv.notify_all();
