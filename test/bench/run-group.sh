@@ -10,6 +10,9 @@
 #        until the secondary has everything: delivered a second (from the
 #        start of publishing to the last delivery), the ratio to /health, the
 #        CPU a message (both apps and wrk), each side's group commits.
+#     4. the floor for this work: a fresh primary alone (its secondary a
+#        closed port), the same wrk on /publish: acknowledged a second, its
+#        ratio to /health, and the pair's delivered rate against it.
 #   PERF=1: also perf-records the primary while it takes publishes, and
 #   prints where its cycles go (self time by library and symbol).
 # Goals (issue 29): delivered / /health >= 0.28 with 16 publishers, >= 0.5 with 64.
@@ -46,10 +49,11 @@ run() {
   read -r published delivered t2 < <(wait_delivered "$P")
   [ -n "$perf_pid" ] && wait "$perf_pid" || true
   python3 - "$c" "$hrate" "$hcpu" "$pub" "$published" "$delivered" "$t0" "$t2" "$(cpu_s "$PP")" "$c0p" \
-    "$(cpu_s "$SP")" "$c0s" "$(cat "$WORK/wrkp$c.cpu")" <<'PY'
+    "$(cpu_s "$SP")" "$c0s" "$(cat "$WORK/wrkp$c.cpu")" "$WORK/delivered$c" <<'PY'
 import sys
-c, hrate, hcpu, pub, published, delivered, t0, t2, p1, p0, s1, s0, w = sys.argv[1:]
+c, hrate, hcpu, pub, published, delivered, t0, t2, p1, p0, s1, s0, w = sys.argv[1:14]
 delivered = int(delivered); rate = delivered / (float(t2) - float(t0))
+open(sys.argv[14], "w").write(f"{rate:.0f}\n")
 n = max(delivered, 1)
 p = (float(p1) - float(p0)) / n * 1e6; s = (float(s1) - float(s0)) / n * 1e6; wk = float(w) / n * 1e6
 goal = {"16": 0.28, "64": 0.5}.get(c)
@@ -69,6 +73,21 @@ PY
   fi
   kill "$PP" "$SP" 2>/dev/null || true
   wait "$PP" "$SP" 2>/dev/null || true
+  # 4. The floor for a durable publish on this machine in this run: the
+  #    primary alone (its secondary a closed port, so nothing is delivered
+  #    and delivery only backs off), fsync, the same load: what the pair's
+  #    delivered rate would be if delivery cost nothing.
+  local A AP arate
+  A=$(port)
+  "$BIN/steadfast-primary" --secondary "http://127.0.0.1:$(port)" --data "$WORK/a$c" --listen "127.0.0.1:$A" \
+    --sync "${PSYNC:-full}" 2>"$WORK/a$c.log" &
+  AP=$!; PIDS+=($AP); wait_up "http://127.0.0.1:$A/health"
+  wrk -t2 -c"$c" -d5s -s test/bench/publish16.lua "http://127.0.0.1:$A" >"$WORK/wrka$c"
+  arate=$(awk '/Requests\/sec/ {print int($2)}' "$WORK/wrka$c")
+  python3 -c "import sys; a, h, d = map(float, sys.argv[1:]); print(f'  the durable intake alone (no secondary): {a:.0f} publishes/s acknowledged, {a / max(h, 1):.3f} of /health; the pair delivered {d / max(a, 1):.2f} of it')" \
+    "$arate" "$hrate" "$(cat "$WORK/delivered$c")"
+  kill "$AP" 2>/dev/null || true
+  wait "$AP" 2>/dev/null || true
 }
 
 echo "== 16 streams, fsync on both sides, delivered end to end, against /health with the same connections"
