@@ -12,6 +12,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
@@ -379,6 +380,19 @@ struct server::impl : std::enable_shared_from_this<impl> {
             if (first && !conn.reserve) tcp_layer.expires_after(opts.read_timeout);
             first = false;
             if (!parser.is_done()) {
+                // A client that asked to be told to go on (Expect:
+                // 100-continue, HTTP/1.1) waits for it before it sends the
+                // body: curl for a second, others for as long as they like.
+                const auto& h = parser.get();
+                if (h.version() >= 11) {
+                    if (auto e = h.find(bhttp::field::expect);
+                        e != h.end() && beast::iequals(e->value(), "100-continue")) {
+                        static constexpr std::string_view go_on = "HTTP/1.1 100 Continue\r\n\r\n";
+                        auto [cec, cn] = co_await asio::async_write(stream, asio::buffer(go_on.data(), go_on.size()),
+                                                                    asio::as_tuple(asio::use_awaitable));
+                        if (cec) break;
+                    }
+                }
                 auto [ec, n] = co_await bhttp::async_read(stream, buf, parser, asio::as_tuple(asio::use_awaitable));
                 if (ec) {
                     auto err = read_error_answer(ec, opts);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # (v2) The servers' own limits: --max-streams on the primary (429 for a new stream while that many have pending
-# messages), --max-connections on both (connections past the limit are closed at once and counted).
+# messages), --max-connections on both (connections past the limit are closed at once and counted); and a
+# client that sends Expect: 100-continue is told to go on before it sends its body (curl waits a second for it).
 source "$(dirname "$0")/lib.sh"
 
 # 1. --max-streams 2, the secondary down: a and b pending, c refused, a still taken.
@@ -97,4 +98,43 @@ wait_drained 30
 for s in later1 later2 later3; do publish 1 "$s"; done
 wait_drained 30
 for s in later1 later2 later3; do verify "$s"; done
+
+# 3. Expect: 100-continue, on both daemons: the interim 100 comes after the header and before the body is sent
+#    (within a second), then the request's own answer; HTTP/1.0 (which has no interim answers) gets none.
+expect_continue() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import socket, sys
+port, path, want = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+body = b'{"expect":"continue"}'
+for version in ("1.1", "1.0"):
+    c = socket.create_connection(("127.0.0.1", port)); c.settimeout(1.0)
+    c.sendall(f"POST {path} HTTP/{version}\r\nHost: x\r\nContent-Type: application/json\r\n"
+              f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n".encode())
+    try:
+        got = c.recv(4096)
+    except socket.timeout:
+        got = b""
+    if version == "1.1":
+        assert got == b"HTTP/1.1 100 Continue\r\n\r\n", f"no 100 Continue within 1 s after the header: {got!r}"
+    else:
+        assert got == b"", f"an HTTP/1.0 request got an interim answer: {got!r}"
+    c.settimeout(10.0)
+    c.sendall(body)
+    final = b""
+    while b"\r\n" not in final:
+        more = c.recv(4096)
+        if not more:
+            break
+        final += more
+    status = final.split(b" ")[1].decode() if final.startswith(b"HTTP/1.") else "none"
+    assert status == want, f"HTTP/{version} with Expect: 100-continue: answered {final[:200]!r}, want {want}"
+    c.close()
+PY
+}
+expect_continue "$PPORT" "/publish?stream=expect" 202 || fail "Expect: 100-continue on the primary's /publish"
+# The secondary's own POST (an envelope it refuses: the answer is the point, after the 100).
+expect_continue "$SPORT" "/api/messages" 400 || fail "Expect: 100-continue on the secondary"
+wait_drained 30
+n=$(dump | grep -c '"stream":"expect".*"payload":{"expect":"continue"}}$') || true
+[ "$n" = 2 ] || fail "the two publishes after 100 Continue: $n delivered, want 2"
 echo "server limits: as documented"
