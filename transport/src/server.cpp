@@ -19,6 +19,7 @@
 #include <boost/system/system_error.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <set>
 #include <stdexcept>
@@ -156,8 +157,10 @@ struct server::impl : std::enable_shared_from_this<impl> {
         bool reserve = false;     // beyond max_connections: reserved paths only, one request
         bool heard = false;       // a byte arrived (the reserve evicts silent ones first)
         bool answering = false;   // its request was read: never evicted
-        bool evicted = false;     // closed to make room in the reserve
+        bool evicted = false;     // closed to make room (in the reserve, or for a request)
         std::uint64_t order = 0;  // accept order: the oldest idle one is evicted first
+        bool idle = false;        // between requests (keep-alive), waiting for the next one's first byte
+        std::chrono::steady_clock::time_point idle_since{};
     };
 
     impl(asio::any_io_executor e, router r, options o)
@@ -202,6 +205,34 @@ struct server::impl : std::enable_shared_from_this<impl> {
         ++st.connections_rejected;  // turned away by the limit, only later
         beast::error_code ignored;
         oldest->stream->socket().close(ignored);  // its session ends and frees the place
+        return true;
+    }
+
+    // A reserve connection whose request is not for a reserved path (or has
+    // a body) takes the place of the regular connection that has been idle
+    // the longest between requests, which is closed for it: connections that
+    // hold their places without using them (a client that sends a health
+    // check now and then on each) cannot lock out one that has a request to
+    // make, such as a primary's delivery. Only a whole request header gets
+    // this, so a flood of silent connections cannot take anyone's place (as
+    // nginx reuses idle keep-alive connections when it runs out). Closing a
+    // keep-alive connection between requests is HTTP's right; one whose next
+    // request has begun to arrive is not idle. False: none idle.
+    bool take_idle_place(connection& conn) {
+        connection* oldest = nullptr;
+        for (auto* c : connections) {
+            if (c->reserve || !c->idle || c->evicted) continue;
+            beast::error_code ec;
+            if (c->stream->socket().available(ec) > 0 || ec) continue;
+            if (!oldest || c->idle_since < oldest->idle_since) oldest = c;
+        }
+        if (!oldest) return false;
+        oldest->evicted = true;
+        ++st.connections_rejected;  // closed by the limit
+        beast::error_code ignored;
+        oldest->stream->socket().close(ignored);  // its session ends and frees its place
+        conn.reserve = false;
+        --reserve_active;
         return true;
     }
 
@@ -333,8 +364,13 @@ struct server::impl : std::enable_shared_from_this<impl> {
             conn.busy = false;
             if (stopping) break;
             if (buf.size() == 0) {
-                if (!first) tcp_layer.expires_after(opts.idle_timeout);  // between requests
+                if (!first) {  // between requests
+                    tcp_layer.expires_after(opts.idle_timeout);
+                    conn.idle = true;
+                    conn.idle_since = std::chrono::steady_clock::now();
+                }
                 auto [ec, n] = co_await stream.async_read_some(buf.prepare(4096), asio::as_tuple(asio::use_awaitable));
+                conn.idle = false;
                 if (ec) {
                     if (first && ec == beast::error::timeout) ++st.header_timeouts;
                     break;
@@ -364,7 +400,8 @@ struct server::impl : std::enable_shared_from_this<impl> {
                 const bool reserved = std::find(opts.reserved_paths.begin(), opts.reserved_paths.end(),
                                                 path_of(h.target())) != opts.reserved_paths.end();
                 const bool body = parser.chunked() || parser.content_length().value_or(0) > 0;
-                if (!reserved || body) {
+                if ((!reserved || body) && !take_idle_place(conn)) {
+                    ++st.connections_rejected;  // refused by the limit, at its header
                     conn.answering = true;
                     auto res = response::error(503, "the server is at its connection limit (" +
                                                         std::to_string(opts.max_connections) +

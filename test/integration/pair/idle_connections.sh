@@ -13,6 +13,8 @@
 #    the checks are TLS handshakes (a handshake counts as heard). Not defended: 40 connections that each send
 #    one byte and reconnect the moment they are evicted (ATTACKS=byte shows it): they are as new as any
 #    health check; that needs a connection-rate limit (a firewall's) or health checks on another address.
+# 5. connections held between requests (keep-alive, a health check now and then) cannot lock out the primary's
+#    delivery: a request beyond the cap takes the place of the one idle the longest.
 source "$(dirname "$0")/lib.sh"
 # hold PORT N SECONDS CHECKS...: opens N connections that send nothing, keeps them SECONDS, and meanwhile runs
 # each check "PATH STATUS" on a new connection, each within 1 s; prints how many of the N were closed by the
@@ -202,4 +204,46 @@ start_tls() {
 start_tls
 r=$(attack "$SPORT" flood 6 "$CERTS/ca.pem") || fail "TLS health checks during a flood of silent connections: $r answered within a second"
 echo "TLS flood: $r health checks answered within a second"
+stop "$SPID"
+
+# 5. Connections held between requests cannot lock out delivery: a client holds all 10 places of the secondary
+#    with connections that each made a health check and stay open (keep-alive); the primary's requests, which
+#    arrive beyond the cap, take the places of the connections idle the longest, and everything is delivered at
+#    once (before, each send was answered 503 and waited out the ladder). A flood of silent connections at the
+#    same time takes no one's place.
+start_secondary --max-connections 10 --header-timeout 1s
+python3 - "$SPORT" "$WORK/held" <<'PY' &
+import os, socket, sys, time
+port, out = int(sys.argv[1]), sys.argv[2]
+held = []
+for _ in range(10):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert s.recv(4096).startswith(b"HTTP/1.1 200"), "a health check on a held connection"
+    held.append(s)
+# A flood of silent connections: the reserve's, refused or evicted, never a held one's place.
+silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(30)]
+time.sleep(0.5)
+closed = 0
+for s in held:
+    s.setblocking(False)
+    try:
+        closed += s.recv(1) == b""
+    except BlockingIOError:
+        pass
+    except OSError:
+        closed += 1
+assert closed == 0, f"{closed} of the 10 held connections closed by a flood of silent ones"
+open(out + ".ready", "w").close()
+time.sleep(20)  # held until killed
+PY
+HOLDER=$!
+wait_for 10 "the held connections" test -e "$WORK/held.ready"
+start_primary
+publish 20 held
+wait_drained 10 || fail "delivery with the secondary's places held by idle keep-alive connections"
+verify held
+kill "$HOLDER" 2>/dev/null || true
+rejected=$(metric "$SPORT" steadfast_secondary_connections_rejected_total)
+[ "$rejected" -ge 1 ] || fail "steadfast_secondary_connections_rejected_total is $rejected after idle connections were closed for requests"
 echo "PASS"

@@ -80,9 +80,11 @@ public:
         std::size_t max_connections = 256;
         // Beyond max_connections, this many more connections are accepted for
         // reserved_paths only (health checks and scraping while publishers
-        // fill the cap): one request each, header within a second; any other
-        // path is answered 503. When the reserve is full too, a new
-        // connection replaces the reserve's oldest one that has sent nothing.
+        // fill the cap): one request each, header within a second. Any other
+        // request takes the place of the connection idle the longest between
+        // requests (closed for it), or is answered 503 when none is idle.
+        // When the reserve is full too, a new connection replaces the
+        // reserve's oldest one that has sent nothing.
         std::size_t reserved_connections = 8;
         std::vector<std::string> reserved_paths{"/health", "/ready", "/metrics"};
         // Set: every connection is TLS (HTTPS); the handshake must end within
@@ -95,7 +97,10 @@ public:
         std::uint64_t connections_accepted = 0;
         std::uint64_t requests = 0;
         std::uint64_t active_connections = 0;
-        std::uint64_t connections_rejected = 0;    // over max_connections and the reserve (or evicted from it)
+        // Turned away by max_connections: refused at accept (the reserve
+        // full), evicted from the reserve, refused at a reserve request's
+        // header, or closed idle to give a request its place.
+        std::uint64_t connections_rejected = 0;
         std::uint64_t reserved_connections = 0;    // accepted into the reserve
         std::uint64_t header_timeouts = 0;         // closed: no complete request header in time
         std::uint64_t tls_handshake_failures = 0;  // a wrong certificate, no client certificate, not TLS, ...
