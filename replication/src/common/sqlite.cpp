@@ -55,11 +55,28 @@ statement& statement::bind(int i, std::string_view v) {
         throw db_error(sqlite3_errmsg(db_), rc);
     return *this;
 }
+namespace {
+// SQLite's message for the connection's last error, with the system's own
+// words for an I/O failure ("disk I/O error (File too large)"): SQLite says
+// only that a read or write failed, and the cause (a file-size limit, a
+// quota, a dying disk) is what an operator needs.
+std::string error_text(sqlite3* db, const char* message) {
+    std::string out = message ? message : sqlite3_errmsg(db);
+    const int primary = sqlite3_extended_errcode(db) & 0xff;
+    const int noted = take_last_io_errno();  // this VFS's, read at the failure
+    if (primary == SQLITE_IOERR || primary == SQLITE_CANTOPEN) {
+        const int e = noted != 0 ? noted : sqlite3_system_errno(db);
+        if (e != 0) out += " (" + std::generic_category().message(e) + ")";
+    }
+    return out;
+}
+}  // namespace
+
 bool statement::step() {
     const int rc = sqlite3_step(s_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
-    const std::string msg = sqlite3_errmsg(db_);
+    const std::string msg = error_text(db_, nullptr);
     const int code = sqlite3_extended_errcode(db_);
     sqlite3_reset(s_);
     throw db_error(msg, code);
@@ -73,7 +90,7 @@ int statement::run(std::string& message) noexcept {
     if (rc == SQLITE_ROW) rc = SQLITE_DONE;
     if (rc != SQLITE_DONE) {
         try {
-            message = sqlite3_errmsg(db_);
+            message = error_text(db_, nullptr);
         } catch (...) {  // no memory for the message: the code says enough
         }
         rc = sqlite3_extended_errcode(db_);
@@ -315,7 +332,7 @@ void database::exec(std::string_view sql) {
     char* err = nullptr;
     const std::string s(sql);
     if (sqlite3_exec(db_, s.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
-        std::string msg = err ? err : sqlite3_errmsg(db_);
+        std::string msg = error_text(db_, err);
         sqlite3_free(err);
         throw db_error("\"" + s + "\" failed on \"" + path_ + "\": " + msg, sqlite3_extended_errcode(db_));
     }

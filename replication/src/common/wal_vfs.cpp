@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <mutex>
 #include <new>
 #include <stdexcept>
@@ -123,6 +124,15 @@ const sqlite3_io_methods* rm(sqlite3_file* f) {
     return real(f)->pMethods;
 }
 
+// The errno of this thread's last failed read, write, truncate or sync of
+// the platform's VFS, read right after it returned (SQLite's own
+// sqlite3_system_errno() is 0 for a write past a file-size limit).
+thread_local int last_io_errno = 0;
+int noted(int rc) {
+    if (rc != SQLITE_OK && errno != 0) last_io_errno = errno;
+    return rc;
+}
+
 // Writes what was gathered; whatever the outcome, forgets it (after a
 // failure SQLite rewrites its frames, at the same offsets).
 int flush(sqlite3_file* f) {
@@ -131,8 +141,8 @@ int flush(sqlite3_file* f) {
     for (std::size_t done = 0; done < p->gathered.size() && rc == SQLITE_OK; done += max_write) {
         const std::size_t n = std::min(max_write, p->gathered.size() - done);
         writes_issued.fetch_add(1, std::memory_order_relaxed);
-        rc = rm(f)->xWrite(p->real, p->gathered.data() + done, static_cast<int>(n),
-                           p->at + static_cast<sqlite3_int64>(done));
+        rc = noted(rm(f)->xWrite(p->real, p->gathered.data() + done, static_cast<int>(n),
+                                 p->at + static_cast<sqlite3_int64>(done)));
     }
     p->gathered.clear();
     if (p->gathered.capacity() > max_gathered) std::string().swap(p->gathered);
@@ -156,7 +166,8 @@ int flush_mid(sqlite3_file* f) {
 
 int x_read(sqlite3_file* f, void* out, int n, sqlite3_int64 off) {
     if (const int rc = flush_mid(f); rc != SQLITE_OK) return rc;
-    return rm(f)->xRead(real(f), out, n, off);
+    const int rc = rm(f)->xRead(real(f), out, n, off);
+    return rc == SQLITE_IOERR_SHORT_READ ? rc : noted(rc);  // a short read is no failure
 }
 int x_write(sqlite3_file* f, const void* data, int n, sqlite3_int64 off) {
     file* p = self(f);
@@ -167,7 +178,7 @@ int x_write(sqlite3_file* f, const void* data, int n, sqlite3_int64 off) {
         if (p->main_db) {
             if (const int rc = wal_sync_access::settle(deferral); rc != 0) return rc;
         }
-        return rm(f)->xWrite(p->real, data, n, off);
+        return noted(rm(f)->xWrite(p->real, data, n, off));
     }
     writes_asked.fetch_add(1, std::memory_order_relaxed);
     if (off == 0) p->header = true;  // the log's header: a new or restarted WAL
@@ -199,7 +210,7 @@ int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
         if (const int rc = wal_sync_access::settle(deferral); rc != 0) return rc;
     }
     if (const int rc = flush_mid(f); rc != SQLITE_OK) return rc;
-    return rm(f)->xTruncate(real(f), size);
+    return noted(rm(f)->xTruncate(real(f), size));
 }
 int x_sync(sqlite3_file* f, int flags) {
     if (const int rc = flush(f); rc != SQLITE_OK) return rc;
@@ -212,7 +223,7 @@ int x_sync(sqlite3_file* f, int flags) {
     if (p->wal && p->synced && !p->header && p->name != nullptr && deferral != nullptr &&
         wal_sync_access::take(*deferral, p->name, p->dev, p->ino))
         return SQLITE_OK;  // written; the deferral's owner flushes it
-    const int rc = rm(f)->xSync(real(f), flags);
+    const int rc = noted(rm(f)->xSync(real(f), flags));
     if (rc == SQLITE_OK) {
         p->synced = true;
         p->header = false;
@@ -348,6 +359,10 @@ int x_current_time64(sqlite3_vfs*, sqlite3_int64* out) {
 }
 
 }  // namespace
+
+int take_last_io_errno() noexcept {
+    return std::exchange(last_io_errno, 0);
+}
 
 int fdatasync_errno(int fd) noexcept {
     while (::fdatasync(fd) != 0) {

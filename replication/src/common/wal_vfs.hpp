@@ -62,6 +62,11 @@ struct wal_vfs_stats {
 };
 wal_vfs_stats coalescing_wal_vfs_stats();
 
+/// The errno of the last read, write, truncate or sync through this VFS that
+/// failed on this thread (0: none since the last call), and forgets it: the
+/// cause SQLite's "disk I/O error" does not name (a file-size limit, EIO).
+int take_last_io_errno() noexcept;
+
 /// fdatasync(2), again after EINTR: 0, or the errno of its failure.
 int fdatasync_errno(int fd) noexcept;
 

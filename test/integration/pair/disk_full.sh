@@ -73,7 +73,7 @@ wait_drained 60
 verify w
 [ "$(count_events "$WORK/secondary.log" storage_recovered)" = 1 ] || fail "storage_recovered logged $(count_events "$WORK/secondary.log" storage_recovered) times"
 
-# 3. A file-size limit: room for small writes, none for a large message.
+# 3. A file-size limit: room for small writes, none for a large message; the 503 names the cause (EFBIG).
 stop "$PPID_"
 PDATA="$WORK/pdata3"
 start_primary --min-free-space 0
@@ -83,10 +83,12 @@ prlimit --pid "$PPID_" --fsize=$((biggest + 300000)):unlimited || fail "prlimit"
 python3 -c 'print("{\"pad\":\"" + "x" * 200000 + "\"}")' >"$WORK/big.json"
 failed=0
 for i in $(seq 1 12); do
-  code=$(curl -s -m 10 -o /dev/null -w '%{http_code}' -X POST "${CT[@]}" --data-binary "@$WORK/big.json" "http://127.0.0.1:$PPORT/publish?stream=q")
+  code=$(curl -s -m 10 -o "$WORK/body" -w '%{http_code}' -X POST "${CT[@]}" --data-binary "@$WORK/big.json" "http://127.0.0.1:$PPORT/publish?stream=q")
   [ "$code" = 503 ] && { failed=1; break; }
 done
 [ "$failed" = 1 ] || fail "no publish failed under a file-size limit of $((biggest + 300000)) bytes"
+# The cause in the system's words, not only SQLite's "disk I/O error".
+grep -q "File too large" "$WORK/body" || fail "the 503 does not say the file is too large: $(cat "$WORK/body")"
 for i in 1 2 3; do
   r=$(ready_of "$PPORT")
   [ "${r##* }" = 503 ] || fail "/ready while a large message cannot be stored: $r (check $i)"
