@@ -10,11 +10,11 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <utility>
 #include <mutex>
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace steadfast::app {
 
