@@ -41,11 +41,16 @@ private:
     };
     void schedule(const std::string& stream, const std::shared_ptr<mark>& t);
     void write(const std::string& stream, const std::shared_ptr<mark>& t);
+    void failed(const std::string& stream, const std::string& error);
 
     boost::asio::any_io_executor ex_;
     outbox& out_;
     app::db_worker& worker_;
     std::map<std::string, std::shared_ptr<mark>> marks_;
+    // ack_failed lines: when the last was logged (steady clock, ns), and the
+    // failures not logged since (the database thread's and the flusher's).
+    std::atomic<std::int64_t> logged_at_{0};
+    std::atomic<std::uint64_t> unlogged_{0};
 };
 
 }  // namespace steadfast::primary
