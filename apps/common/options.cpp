@@ -166,15 +166,23 @@ level parse_level(const std::string& text) {
     throw std::invalid_argument("--log-level must be debug, info, warn or error, not \"" + text + "\"");
 }
 
+std::chrono::nanoseconds parse_duration_flag(const std::string& name, const std::string& text) {
+    try {
+        return parse_duration(text);
+    } catch (const std::exception& e) {
+        // The engine names itself for a library's caller; a daemon's user
+        // gave a flag.
+        std::string_view why = e.what();
+        constexpr std::string_view engine = "steadfast::backoff: ";
+        if (why.substr(0, engine.size()) == engine) why.remove_prefix(engine.size());
+        throw std::invalid_argument("--" + name + ": " + std::string(why));
+    }
+}
+
 std::chrono::milliseconds duration_option(const po::variables_map& vm, const std::string& name,
                                           std::chrono::milliseconds min, std::chrono::milliseconds max) {
     const std::string text = vm[name].as<std::string>();
-    std::chrono::milliseconds v{};
-    try {
-        v = std::chrono::duration_cast<std::chrono::milliseconds>(parse_duration(text));
-    } catch (const std::exception& e) {
-        throw std::invalid_argument("--" + name + ": " + e.what());
-    }
+    const auto v = std::chrono::duration_cast<std::chrono::milliseconds>(parse_duration_flag(name, text));
     auto show = [](std::chrono::milliseconds d) {
         return d.count() % 1000 == 0 ? std::to_string(d.count() / 1000) + "s" : std::to_string(d.count()) + "ms";
     };

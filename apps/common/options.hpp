@@ -55,6 +55,9 @@ std::optional<std::string> data_command(int argc, char** argv, const std::string
 /// The log level of --log-level (debug, info, warn, error).
 level parse_level(const std::string& text);
 
+/// TEXT (30s, 500ms, 2h) as the value of --NAME: std::invalid_argument
+/// naming the flag, in a user's words, when it is not a duration.
+std::chrono::nanoseconds parse_duration_flag(const std::string& name, const std::string& text);
 /// A duration flag ("250ms", "30s", "5m", "1h"), within [min, max], or
 /// invalid_argument naming the flag.
 std::chrono::milliseconds duration_option(const boost::program_options::variables_map& vm, const std::string& name,

@@ -124,11 +124,7 @@ std::optional<options> parse_flags(int argc, char** argv) {
     o.min_free_bytes = app::min_free_space_from(vm, envelope::limits{}.max_body_bytes);
     if (vm.count("listen")) o.listen = app::non_empty(vm, "listen");
     const auto log_level = app::parse_level(vm["log-level"].as<std::string>());
-    try {
-        o.retain = std::chrono::duration_cast<std::chrono::milliseconds>(parse_duration(retain));
-    } catch (const std::exception& e) {
-        throw std::invalid_argument(std::string("--retain: ") + e.what());
-    }
+    o.retain = std::chrono::duration_cast<std::chrono::milliseconds>(app::parse_duration_flag("retain", retain));
     if (vm.count("ladder"))
         if (auto why = ladder_problem(o.ladder)) throw std::invalid_argument("--ladder: " + *why);
     if (!envelope::valid_stream_name(o.stream))

@@ -33,7 +33,10 @@ std::optional<std::string> ladder_problem(const std::string& ladder) {
         }
         b = backoff::schedule(ladder);
     } catch (const std::exception& e) {
-        return std::string(e.what());
+        // What is wrong with the ladder, without the engine's own name.
+        std::string why = e.what();
+        if (why.rfind("steadfast::backoff: ", 0) == 0) why.erase(0, std::string_view("steadfast::backoff: ").size());
+        return why;
     }
     for (std::uint32_t i = 1; i <= b.steps(); ++i)
         if (b.base_delay(i, {}) < std::chrono::milliseconds(100))

@@ -100,7 +100,9 @@ refused "--listen is empty" "${P[@]}" --listen ''
 refused "--ladder: step 1 is shorter than 100ms" "${P[@]}" --ladder 0s   # a busy loop of attempts and log lines
 refused "--ladder: step 2 is shorter than 100ms" "${P[@]}" --ladder "1s,50ms"
 refused "has no steps" "${P[@]}" --ladder ''
-refused '--ladder: steadfast::backoff: duration "fast"' "${P[@]}" --ladder "1s fast"
+refused '--ladder: duration "fast"' "${P[@]}" --ladder "1s fast"
+refused '--header-timeout: duration "-1s" must start with a number' "${P[@]}" --header-timeout -1s
+refused '--retain: duration "1q" needs a unit' "${P[@]}" --retain 1q
 # A --token-file that cannot serve is a bad file (exit 2, so that a unit
 # that does not restart on 2 is not restarted every 2 s), for both daemons.
 printf '' >"$WORK/empty.token"
