@@ -32,6 +32,11 @@ std::vector<std::string> read_token_file(const std::string& path) {
                                             " cannot be part of a bearer token (printable ASCII only; is the file "
                                             "UTF-16 or does it hold control characters?)");
             }
+        // Nor inside one (RFC 6750's token has none): "a b" on a line is
+        // most likely two tokens meant for two lines.
+        if (line.find_first_of(" \t") != std::string::npos)
+            throw std::invalid_argument("--token-file \"" + path + "\" line " + std::to_string(n) +
+                                        ": a token cannot hold spaces (one token a line)");
         tokens.push_back(line);
     }
     if (f.bad()) throw std::runtime_error("cannot read --token-file \"" + path + "\": " + std::strerror(errno));

@@ -108,6 +108,7 @@ refused '--retain: duration "1q" needs a unit' "${P[@]}" --retain 1q
 printf '' >"$WORK/empty.token"
 printf '# only a comment\n\n' >"$WORK/comment.token"
 printf 'caf\xc3\xa9\n' >"$WORK/utf8.token"
+printf 'one two\n' >"$WORK/space.token"
 S=("$BIN/steadfast-secondary" --listen "127.0.0.1:$(free_port)" --data "$WORK/s-tok")
 for app in P S; do
   declare -n cmd=$app
@@ -115,6 +116,7 @@ for app in P S; do
   refused "holds no token" "${cmd[@]}" --token-file "$WORK/empty.token"
   refused "holds no token" "${cmd[@]}" --token-file "$WORK/comment.token"
   refused "line 1: byte 0xc3" "${cmd[@]}" --token-file "$WORK/utf8.token"
+  refused "line 1: a token cannot hold spaces" "${cmd[@]}" --token-file "$WORK/space.token"
 done
 unset -n cmd
 [ ! -e "$WORK/s-tok" ] || fail "a refused --token-file created the secondary's data directory"
