@@ -254,6 +254,14 @@ database::database(const std::string& dir, const std::string& name, const std::s
     lock_.acquire(dir);
     path_ = (fs::path(dir) / name).string();
     created_ = !fs::exists(path_, ec);
+    // The pair's two stores never share a directory (its lock is one
+    // process's): a node started on the other's directory (a copied unit or
+    // configuration) is refused rather than given a new, empty store there.
+    if (created_)
+        for (const char* other : {"primary.db", "secondary.db"})
+            if (name != other && fs::exists(fs::path(dir) / other, ec))
+                throw db_error("data directory \"" + dir + "\" holds " + other +
+                               ", another node's store; give each node a directory of its own");
     if (!created_) {
         std::ifstream probe(path_, std::ios::binary);
         if (!probe) throw db_error("cannot read \"" + path_ + "\": " + std::strerror(errno));

@@ -120,6 +120,13 @@ for app in P S; do
 done
 unset -n cmd
 [ ! -e "$WORK/s-tok" ] || fail "a refused --token-file created the secondary's data directory"
+# A node on the other node's (stopped) data directory is refused, naming it, and leaves nothing there.
+mkdir -p "$WORK/shared" && cp "$PDATA/primary.db" "$WORK/shared/" || fail "no primary.db to copy for the shared-directory check"
+rc=0
+"$BIN/steadfast-secondary" --listen "127.0.0.1:$(free_port)" --data "$WORK/shared" >"$WORK/out" 2>"$WORK/err" || rc=$?
+[ "$rc" != 0 ] && grep -q "holds primary.db, another node's store" "$WORK/err" ||
+  fail "a secondary on a primary's data directory: exit $rc, $(cat "$WORK/err")"
+[ ! -e "$WORK/shared/secondary.db" ] || fail "the refused secondary left secondary.db in the primary's directory"
 # A word that is no flag's value is refused, not dropped (a "requeue" that listed and exited 0).
 refused 'unexpected argument "stray"' "${P[@]}" stray
 refused 'unexpected argument "requeue"' "$BIN/steadfast-primary" dead-letters requeue --data "$WORK/p2"
