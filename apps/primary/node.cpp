@@ -5,6 +5,7 @@
 #include "../common/options.hpp"
 #include "../common/token_reload.hpp"
 #include <common/thread_name.hpp>
+#include <common/token.hpp>
 
 #include <steadfast/replication/envelope.hpp>
 
@@ -48,6 +49,11 @@ int node::run() {
         auto [host, port] = http::parse_listen_address(o_.listen);
         http::server::options so = o_.listener;
         so.tls = o_.listen_tls;
+        // Beyond the cap only a publisher with a token may push an idle
+        // client out (tokens reloaded in place, read on this executor).
+        so.may_take_place = [this](std::string_view auth) {
+            return c_.tokens.empty() || app::bearer_matches(auth, c_.tokens);
+        };
         server.emplace(ioc_.get_executor(), routes(), so);
         const auto ep = app::listen(*server, host, port);
         server->start();

@@ -217,8 +217,18 @@ struct server::impl : std::enable_shared_from_this<impl> {
     // this, so a flood of silent connections cannot take anyone's place (as
     // nginx reuses idle keep-alive connections when it runs out). Closing a
     // keep-alive connection between requests is HTTP's right; one whose next
-    // request has begun to arrive is not idle. False: none idle.
-    bool take_idle_place(connection& conn) {
+    // request has begun to arrive is not idle. A place free again (a regular
+    // connection ended since this one was accepted) is taken as it is. False:
+    // none idle, or this connection was itself evicted meanwhile.
+    // `may_evict`: options::may_take_place let this request close another.
+    bool take_idle_place(connection& conn, bool may_evict) {
+        if (conn.evicted) return false;
+        if (st.active_connections - reserve_active < opts.max_connections) {
+            conn.reserve = false;
+            --reserve_active;
+            return true;
+        }
+        if (!may_evict) return false;
         connection* oldest = nullptr;
         for (auto* c : connections) {
             if (c->reserve || !c->idle || c->evicted) continue;
@@ -392,6 +402,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
                 if (err && tcp_layer.socket().is_open()) co_await write(stream, *err, 11, false);
                 break;
             }
+            if (conn.evicted) break;  // closed for a newer one while its header arrived
             if (conn.reserve) {
                 // Beyond the cap: a reserved path, and no body (a health check
                 // or a scrape sends none), answered at once; anything else is
@@ -400,7 +411,11 @@ struct server::impl : std::enable_shared_from_this<impl> {
                 const bool reserved = std::find(opts.reserved_paths.begin(), opts.reserved_paths.end(),
                                                 path_of(h.target())) != opts.reserved_paths.end();
                 const bool body = parser.chunked() || parser.content_length().value_or(0) > 0;
-                if ((!reserved || body) && !take_idle_place(conn)) {
+                auto may_evict = [&] {
+                    return !opts.may_take_place ||
+                           opts.may_take_place(std::string_view(h[bhttp::field::authorization]));
+                };
+                if ((!reserved || body) && !take_idle_place(conn, may_evict())) {
                     ++st.connections_rejected;  // refused by the limit, at its header
                     conn.answering = true;
                     auto res = response::error(503, "the server is at its connection limit (" +

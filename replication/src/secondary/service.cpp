@@ -133,6 +133,8 @@ http::router service::routes() {
 void service::start_listener(http::router r) {
     http::server::options so = o_.listener;
     so.max_body_bytes = o_.max_body;
+    // Beyond the cap only the primary (its token) may push an idle client out.
+    so.may_take_place = [this](std::string_view auth) { return tokens_.empty() || app::bearer_matches(auth, tokens_); };
     so.tls = o_.tls;
     const auto [host, port] = http::parse_listen_address(o_.listen);
     server_.emplace(ex_, std::move(r), so);

@@ -208,42 +208,87 @@ stop "$SPID"
 
 # 5. Connections held between requests cannot lock out delivery: a client holds all 10 places of the secondary
 #    with connections that each made a health check and stay open (keep-alive); the primary's requests, which
-#    arrive beyond the cap, take the places of the connections idle the longest, and everything is delivered at
-#    once (before, each send was answered 503 and waited out the ladder). A flood of silent connections at the
-#    same time takes no one's place.
-start_secondary --max-connections 10 --header-timeout 1s
+#    arrive beyond the cap with its token, take the places of the connections idle the longest (at most as many
+#    as the primary opens), and everything is delivered at once (before, each send was answered 503 and waited
+#    out the ladder). Neither a flood of silent connections nor a request without the token (GET /nope) takes
+#    anyone's place; a held connection whose next request has begun is never taken. Afterwards the cap is still
+#    10: with 10 silent connections, a request without the token beyond it is 503.
+printf 'held-secret\n' >"$WORK/held.token"
+start_secondary --max-connections 10 --header-timeout 1s --token-file "$WORK/held.token"
 python3 - "$SPORT" "$WORK/held" <<'PY' &
 import os, socket, sys, time
 port, out = int(sys.argv[1]), sys.argv[2]
+def open_count(conns):
+    n = 0
+    for s in conns:
+        s.setblocking(False)
+        try:
+            n += s.recv(1) != b""
+        except BlockingIOError:
+            n += 1
+        except OSError:
+            pass
+        s.setblocking(True)
+    return n
 held = []
 for _ in range(10):
     s = socket.create_connection(("127.0.0.1", port))
     s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
     assert s.recv(4096).startswith(b"HTTP/1.1 200"), "a health check on a held connection"
     held.append(s)
+busy = held.pop(0)
+busy.sendall(b"GET /health HTTP/1.1\r\n")  # its next request has begun: never taken
+busy_since = time.monotonic()
 # A flood of silent connections: the reserve's, refused or evicted, never a held one's place.
 silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(30)]
 time.sleep(0.5)
-closed = 0
-for s in held:
-    s.setblocking(False)
-    try:
-        closed += s.recv(1) == b""
-    except BlockingIOError:
-        pass
-    except OSError:
-        closed += 1
-assert closed == 0, f"{closed} of the 10 held connections closed by a flood of silent ones"
+assert open_count(held + [busy]) == 10, "a flood of silent connections closed a held one"
+time.sleep(1.2)  # the silent ones' second in the reserve is over
+for s in silent: s.close()
+# A request without the token beyond the cap: 503, nobody's place taken.
+c = socket.create_connection(("127.0.0.1", port)); c.settimeout(5)
+c.sendall(b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n")
+got = c.recv(4096)
+assert got.startswith(b"HTTP/1.1 503") and b"connection limit" in got, f"a request without the token beyond the cap: {got[:200]!r}"
+assert open_count(held + [busy]) == 10, "a request without the token closed a held connection"
 open(out + ".ready", "w").close()
-time.sleep(20)  # held until killed
+# The request begun is finished within the server's 10 s for a request (or once delivery is done).
+while not os.path.exists(out + ".report") and time.monotonic() - busy_since < 6:
+    time.sleep(0.05)
+busy.sendall(b"Host: x\r\n\r\n")
+busy.settimeout(5)
+assert busy.recv(4096).startswith(b"HTTP/1.1 200"), "the held connection with a request begun was closed"
+while not os.path.exists(out + ".report"):
+    time.sleep(0.05)
+with open(out + ".closed", "w") as f:
+    f.write(f"{9 - open_count(held)}\n")
 PY
 HOLDER=$!
-wait_for 10 "the held connections" test -e "$WORK/held.ready"
-start_primary
-publish 20 held
+wait_for 15 "the held connections" test -e "$WORK/held.ready"
+rejected0=$(metric "$SPORT" steadfast_secondary_connections_rejected_total)
+PUBLISH_TOKEN=held-secret start_primary --token-file "$WORK/held.token" --connections 4
+PUBLISH_TOKEN=held-secret publish 20 held
 wait_drained 10 || fail "delivery with the secondary's places held by idle keep-alive connections"
-verify held
-kill "$HOLDER" 2>/dev/null || true
+PUBLISH_TOKEN=held-secret verify held
+touch "$WORK/held.report"
+wait "$HOLDER" || fail "the holder of the secondary's places (above)"
+closed=$(cat "$WORK/held.closed")
+[ "$closed" -ge 1 ] && [ "$closed" -le 4 ] ||
+  fail "$closed of 9 idle held connections closed for the primary's requests (want 1 to its --connections, 4)"
 rejected=$(metric "$SPORT" steadfast_secondary_connections_rejected_total)
-[ "$rejected" -ge 1 ] || fail "steadfast_secondary_connections_rejected_total is $rejected after idle connections were closed for requests"
+[ "$rejected" -ge $((rejected0 + closed)) ] ||
+  fail "steadfast_secondary_connections_rejected_total went from $rejected0 to $rejected with $closed closed for requests"
+stop "$PPID_"
+# The cap is still 10: 10 silent connections, then a request without the token is refused at the cap.
+python3 - "$SPORT" <<'PY' || fail "the secondary's cap after places were taken"
+import socket, sys, time
+port = int(sys.argv[1])
+time.sleep(1.5)  # the primary's connections closed
+silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(10)]
+time.sleep(0.2)
+c = socket.create_connection(("127.0.0.1", port)); c.settimeout(5)
+c.sendall(b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n")
+got = c.recv(4096)
+assert got.startswith(b"HTTP/1.1 503"), f"11th connection, 10 silent ones open: {got[:200]!r}"
+PY
 echo "PASS"

@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace steadfast::http {
@@ -87,6 +88,11 @@ public:
         // reserve's oldest one that has sent nothing.
         std::size_t reserved_connections = 8;
         std::vector<std::string> reserved_paths{"/health", "/ready", "/metrics"};
+        // Which requests beyond the cap may take an idle connection's place,
+        // given the request's Authorization header ("" when it has none):
+        // the daemons let only a request with a valid token push a client
+        // out. Unset: any request.
+        std::function<bool(std::string_view authorization)> may_take_place;
         // Set: every connection is TLS (HTTPS); the handshake must end within
         // read_timeout. The constructor throws std::invalid_argument for files
         // it cannot use.
