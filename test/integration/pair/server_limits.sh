@@ -132,9 +132,26 @@ for version in ("1.1", "1.0"):
 PY
 }
 expect_continue "$PPORT" "/publish?stream=expect" 202 || fail "Expect: 100-continue on the primary's /publish"
+# No 100 without the header, nor for a body the server refuses by its Content-Length (413 at once).
+python3 - "$PPORT" <<'PY' || fail "100 Continue sent where it must not be"
+import socket, sys
+port = int(sys.argv[1])
+body = b'{"no":"expect"}'
+c = socket.create_connection(("127.0.0.1", port)); c.settimeout(10)
+c.sendall(f"POST /publish?stream=expect HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+          f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+got = c.recv(4096)
+assert got.startswith(b"HTTP/1.1 202"), f"without Expect the first answer is not the final one: {got[:200]!r}"
+c = socket.create_connection(("127.0.0.1", port)); c.settimeout(10)
+c.sendall(b"POST /publish?stream=expect HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+          b"Content-Length: 50000000\r\nExpect: 100-continue\r\n\r\n")
+got = c.recv(4096)
+assert got.startswith(b"HTTP/1.1 413"), f"a body over the limit with Expect: {got[:200]!r}"
+PY
 # The secondary's own POST (an envelope it refuses: the answer is the point, after the 100).
 expect_continue "$SPORT" "/api/messages" 400 || fail "Expect: 100-continue on the secondary"
 wait_drained 30
 n=$(dump | grep -c '"stream":"expect".*"payload":{"expect":"continue"}}$') || true
 [ "$n" = 2 ] || fail "the two publishes after 100 Continue: $n delivered, want 2"
+[ "$(dump | grep -c '"stream":"expect"')" = 3 ] || fail "stream expect: not the three publishes accepted"
 echo "server limits: as documented"
