@@ -251,17 +251,18 @@ database::database(const std::string& dir, const std::string& name, const std::s
     } else if (!fs::is_directory(dir, ec)) {
         throw db_error("data directory \"" + dir + "\" is not a directory");
     }
-    lock_.acquire(dir);
     path_ = (fs::path(dir) / name).string();
     created_ = !fs::exists(path_, ec);
     // The pair's two stores never share a directory (its lock is one
     // process's): a node started on the other's directory (a copied unit or
-    // configuration) is refused rather than given a new, empty store there.
+    // configuration) is refused, before it takes the lock, rather than given
+    // a new, empty store there.
     if (created_)
         for (const char* other : {"primary.db", "secondary.db"})
             if (name != other && fs::exists(fs::path(dir) / other, ec))
                 throw db_error("data directory \"" + dir + "\" holds " + other +
                                ", another node's store; give each node a directory of its own");
+    lock_.acquire(dir);
     if (!created_) {
         std::ifstream probe(path_, std::ios::binary);
         if (!probe) throw db_error("cannot read \"" + path_ + "\": " + std::strerror(errno));

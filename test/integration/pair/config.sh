@@ -126,7 +126,8 @@ rc=0
 "$BIN/steadfast-secondary" --listen "127.0.0.1:$(free_port)" --data "$WORK/shared" >"$WORK/out" 2>"$WORK/err" || rc=$?
 [ "$rc" != 0 ] && grep -q "holds primary.db, another node's store" "$WORK/err" ||
   fail "a secondary on a primary's data directory: exit $rc, $(cat "$WORK/err")"
-[ ! -e "$WORK/shared/secondary.db" ] || fail "the refused secondary left secondary.db in the primary's directory"
+[ ! -e "$WORK/shared/secondary.db" ] && [ ! -e "$WORK/shared/LOCK" ] ||
+  fail "the refused secondary left $(ls "$WORK/shared" | tr '\n' ' ')in the primary's directory"
 # A word that is no flag's value is refused, not dropped (a "requeue" that listed and exited 0).
 refused 'unexpected argument "stray"' "${P[@]}" stray
 refused 'unexpected argument "requeue"' "$BIN/steadfast-primary" dead-letters requeue --data "$WORK/p2"
