@@ -143,6 +143,10 @@ BOOST_AUTO_TEST_CASE(invalid_values_are_refused) {
     check_throws_with([] { backoff::schedule(std::vector<nanoseconds>{}); }, "at least one step");
     check_throws_with([] { backoff::schedule("  "); }, "has no steps");
     check_throws_with([] { backoff::schedule("1s 5x"); }, "\"5x\" needs a unit");
+    // A fraction or two units: told what to write instead.
+    check_throws_with([] { backoff::schedule("1.5s"); },
+                      "\"1.5s\" needs a unit: ms, s, m, h or d, after a whole number");
+    check_throws_with([] { backoff::schedule("1h30m"); }, "(1500ms, not 1.5s; 90m, not 1h30m)");
     check_throws_with([] { backoff::schedule("1s soon"); }, "\"soon\" must start with a number");
     check_throws_with([] { backoff::custom(std::function<nanoseconds(std::uint32_t, nanoseconds)>{}); },
                       "needs a function");

@@ -199,7 +199,8 @@ nanoseconds parse_duration(std::string_view text) {
     else if (unit == "d")
         scale = 86'400'000'000'000ull;
     else
-        invalid("duration \"" + std::string(text) + "\" needs a unit: ms, s, m, h or d");
+        invalid("duration \"" + std::string(text) +
+                "\" needs a unit: ms, s, m, h or d, after a whole number (1500ms, not 1.5s; 90m, not 1h30m)");
     if (v > static_cast<std::uint64_t>(std::numeric_limits<nanoseconds::rep>::max()) / scale)
         invalid("duration \"" + std::string(text) + "\" is out of range");
     return nanoseconds(static_cast<nanoseconds::rep>(v * scale));
