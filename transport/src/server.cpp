@@ -439,6 +439,14 @@ struct server::impl : std::enable_shared_from_this<impl> {
                 if (h.version() >= 11) {
                     if (auto e = h.find(bhttp::field::expect);
                         e != h.end() && beast::iequals(e->value(), "100-continue")) {
+                        // No route for it (404, 405): the final answer at
+                        // once instead, and the body is never sent.
+                        response no_route;
+                        if (!routes.find(std::string(h.method_string()), h.target(), no_route)) {
+                            conn.answering = true;
+                            co_await write(stream, no_route, h.version(), false);
+                            break;
+                        }
                         static constexpr std::string_view go_on = "HTTP/1.1 100 Continue\r\n\r\n";
                         auto [cec, cn] = co_await asio::async_write(stream, asio::buffer(go_on.data(), go_on.size()),
                                                                     asio::as_tuple(asio::use_awaitable));

@@ -147,6 +147,13 @@ c.sendall(b"POST /publish?stream=expect HTTP/1.1\r\nHost: x\r\nContent-Type: app
           b"Content-Length: 50000000\r\nExpect: 100-continue\r\n\r\n")
 got = c.recv(4096)
 assert got.startswith(b"HTTP/1.1 413"), f"a body over the limit with Expect: {got[:200]!r}"
+# A path that does not exist, or a method it does not take: the final answer instead of a 100.
+for line, want in ((b"POST /nope", b"HTTP/1.1 404"), (b"PUT /publish", b"HTTP/1.1 405")):
+    c = socket.create_connection(("127.0.0.1", port)); c.settimeout(10)
+    c.sendall(line + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 15\r\n"
+              b"Expect: 100-continue\r\n\r\n")
+    got = c.recv(4096)
+    assert got.startswith(want), f"{line!r} with Expect: {got[:200]!r}"
 PY
 # The secondary's own POST (an envelope it refuses: the answer is the point, after the 100).
 expect_continue "$SPORT" "/api/messages" 400 || fail "Expect: 100-continue on the secondary"
