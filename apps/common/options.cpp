@@ -1,5 +1,7 @@
 #include "options.hpp"
 
+#include <common/engine_reason.hpp>
+
 #include <steadfast/engine/backoff.hpp>
 
 #include <algorithm>
@@ -170,12 +172,7 @@ std::chrono::nanoseconds parse_duration_flag(const std::string& name, const std:
     try {
         return parse_duration(text);
     } catch (const std::exception& e) {
-        // The engine names itself for a library's caller; a daemon's user
-        // gave a flag.
-        std::string_view why = e.what();
-        constexpr std::string_view engine = "steadfast::backoff: ";
-        if (why.substr(0, engine.size()) == engine) why.remove_prefix(engine.size());
-        throw std::invalid_argument("--" + name + ": " + std::string(why));
+        throw std::invalid_argument("--" + name + ": " + engine_reason(e));
     }
 }
 

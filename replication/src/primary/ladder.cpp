@@ -1,5 +1,7 @@
 #include "ladder.hpp"
 
+#include "../common/engine_reason.hpp"
+
 #include <algorithm>
 
 namespace steadfast::primary {
@@ -33,10 +35,7 @@ std::optional<std::string> ladder_problem(const std::string& ladder) {
         }
         b = backoff::schedule(ladder);
     } catch (const std::exception& e) {
-        // What is wrong with the ladder, without the engine's own name.
-        std::string why = e.what();
-        if (why.rfind("steadfast::backoff: ", 0) == 0) why.erase(0, std::string_view("steadfast::backoff: ").size());
-        return why;
+        return app::engine_reason(e);
     }
     for (std::uint32_t i = 1; i <= b.steps(); ++i)
         if (b.base_delay(i, {}) < std::chrono::milliseconds(100))
