@@ -3,6 +3,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <mutex>
 #include <string>
 
@@ -55,6 +56,17 @@ void log(level l, std::string_view event, nlohmann::json fields) {
             logger->error("{}", body);
             break;
     }
+}
+
+std::optional<std::uint64_t> log_limiter::allow() noexcept {
+    const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+    std::int64_t last = logged_at_ns_.load(std::memory_order_relaxed);
+    const bool due = last == 0 || now - last >= std::chrono::nanoseconds(std::chrono::seconds(1)).count();
+    if (!due || !logged_at_ns_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
+        held_.fetch_add(1, std::memory_order_relaxed);
+        return std::nullopt;
+    }
+    return held_.exchange(0, std::memory_order_relaxed);
 }
 
 }  // namespace steadfast::app

@@ -6,6 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
+#include <cstdint>
+#include <optional>
 #include <string_view>
 
 namespace steadfast::app {
@@ -16,5 +19,20 @@ enum class level { debug, info, warn, error };
 /// later, to change them).
 void init_log(std::string_view app, level min = level::info);
 void log(level l, std::string_view event, nlohmann::json fields = nlohmann::json::object());
+
+/// At most one line a second for an event that can come fast (a failing
+/// disk fails every write): allow() is the number of lines held back since
+/// the last one when a line may be logged now, else nullopt (and this one is
+/// counted). From any thread.
+class log_limiter {
+public:
+    std::optional<std::uint64_t> allow() noexcept;
+    /// Forgets the lines held back (told elsewhere, such as a recovery).
+    void reset() noexcept { held_.store(0, std::memory_order_relaxed); }
+
+private:
+    std::atomic<std::int64_t> logged_at_ns_{0};  // steady clock; 0: never
+    std::atomic<std::uint64_t> held_{0};
+};
 
 }  // namespace steadfast::app

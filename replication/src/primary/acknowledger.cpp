@@ -5,8 +5,6 @@
 
 #include <boost/asio/steady_timer.hpp>
 
-#include <chrono>
-
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using steadfast::app::level;
@@ -58,17 +56,12 @@ void acknowledger::write(const std::string& stream, const std::shared_ptr<mark>&
 // On the database thread or the flusher's: at most one line a second
 // however many streams' marks fail (a full disk fails them all, every 10 ms).
 void acknowledger::failed(const std::string& stream, const std::string& error) {
-    const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
-    std::int64_t last = logged_at_.load(std::memory_order_relaxed);
-    if (now - last < std::chrono::nanoseconds(std::chrono::seconds(1)).count() ||
-        !logged_at_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
-        unlogged_.fetch_add(1, std::memory_order_relaxed);
-        return;
-    }
+    const auto held = failures_logged_.allow();
+    if (!held) return;
     app::log(level::error, "ack_failed",
              {{"stream", stream},
               {"error", error},
-              {"also_failed_since_last_line", unlogged_.exchange(0, std::memory_order_relaxed)},
+              {"also_failed_since_last_line", *held},
               {"note",
                "the outbox did not record what the secondary acknowledged (after a restart those messages are "
                "sent again and answered duplicate); at most one such line a second"}});

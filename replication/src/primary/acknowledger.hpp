@@ -7,6 +7,7 @@
 #pragma once
 
 #include "../common/db_worker.hpp"
+#include "../common/log.hpp"
 #include "outbox.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -47,10 +48,7 @@ private:
     outbox& out_;
     app::db_worker& worker_;
     std::map<std::string, std::shared_ptr<mark>> marks_;
-    // ack_failed lines: when the last was logged (steady clock, ns), and the
-    // failures not logged since (the database thread's and the flusher's).
-    std::atomic<std::int64_t> logged_at_{0};
-    std::atomic<std::uint64_t> unlogged_{0};
+    app::log_limiter failures_logged_;  // ack_failed (the database thread's and the flusher's)
 };
 
 }  // namespace steadfast::primary

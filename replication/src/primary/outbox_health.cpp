@@ -16,19 +16,14 @@ outbox_health::outbox_health(boost::asio::any_io_executor ex, const std::string&
 
 void outbox_health::publish_failed(const std::string& stream, const std::string& error) {
     ++failed_;
-    storage_.commit_failed(error);  // checks the watermark again
-    const auto now = std::chrono::steady_clock::now();
-    if (now - logged_at_ < std::chrono::seconds(1)) {
-        ++unlogged_;  // counted in the next line (or in storage_recovered)
-        return;
-    }
+    storage_.commit_failed(error);               // checks the watermark again
+    const auto held = failures_logged_.allow();  // else counted in the next line (or in storage_recovered)
+    if (!held) return;
     app::log(level::error, "publish_failed",
              {{"stream", stream},
               {"error", error},
-              {"also_failed_since_last_line", unlogged_},
+              {"also_failed_since_last_line", *held},
               {"note", notes_.failed + "; at most one such line a second"}});
-    unlogged_ = 0;
-    logged_at_ = now;
 }
 
 void outbox_health::changed(bool ok, const std::string& why) {
@@ -44,7 +39,8 @@ void outbox_health::changed(bool ok, const std::string& why) {
         return;
     }
     app::log(level::info, "storage_recovered", {{"failed_publishes", failed_}});
-    failed_ = unlogged_ = 0;
+    failed_ = 0;
+    failures_logged_.reset();
 }
 
 }  // namespace steadfast::primary

@@ -6,6 +6,7 @@
 // the storage recovered. The daemon's intake and primary_node share it.
 #pragma once
 
+#include <common/log.hpp>
 #include <common/storage_health.hpp>
 #include <primary/metrics.hpp>
 
@@ -44,8 +45,8 @@ private:
     metrics& m_;
     notes notes_;
     app::storage_health storage_;
-    std::uint64_t failed_ = 0, unlogged_ = 0;  // since the last recovery; since the last line
-    std::chrono::steady_clock::time_point logged_at_{};
+    std::uint64_t failed_ = 0;          // since the last recovery
+    app::log_limiter failures_logged_;  // publish_failed lines
 };
 
 }  // namespace steadfast::primary
