@@ -113,6 +113,7 @@ http::router node::routes() {
         if (server_) {
             app::sync_counter(c_.m.refused, server_->get_stats().connections_rejected);
             app::sync_counter(c_.m.tls_failures, server_->get_stats().tls_handshake_failures);
+            app::sync_counter(c_.m.accept_failures, server_->get_stats().accept_failures);
         }
         c_.m.db.sync(c_.worker.get_stats());
         health_.storage().check_disk();

@@ -82,10 +82,15 @@ PY
   "$BIN/steadfast-primary" --secondary "http://127.0.0.1:$(port)" --data "$WORK/a$c" --listen "127.0.0.1:$A" \
     --sync "${PSYNC:-full}" 2>"$WORK/a$c.log" &
   AP=$!; PIDS+=($AP); wait_up "http://127.0.0.1:$A/health"
-  wrk -t2 -c"$c" -d5s -s test/bench/publish16.lua "http://127.0.0.1:$A" >"$WORK/wrka$c"
+  local ta0 acount
+  ta0=$(thread_cpu "$AP")
+  run_timed "$WORK/wrka$c.cpu" wrk -t2 -c"$c" -d5s -s test/bench/publish16.lua "http://127.0.0.1:$A" >"$WORK/wrka$c"
   arate=$(awk '/Requests\/sec/ {print int($2)}' "$WORK/wrka$c")
+  acount=$(awk '/requests in/ {print $1}' "$WORK/wrka$c")
   python3 -c "import sys; a, h, d = map(float, sys.argv[1:]); print(f'  the durable intake alone (no secondary): {a:.0f} publishes/s acknowledged, {a / max(h, 1):.3f} of /health; the pair delivered {d / max(a, 1):.2f} of it')" \
     "$arate" "$hrate" "$(cat "$WORK/delivered$c")"
+  # Beside the pair's lines above: what delivery and the secondary add to a message.
+  echo "  a publish's CPU by thread, the intake alone: $(thread_cpu_delta "$ta0" "$(thread_cpu "$AP")" "${acount:-0}"), wrk $(python3 -c "import sys; print(round(float(sys.argv[1]) / max(int(sys.argv[2]), 1) * 1e6))" "$(cat "$WORK/wrka$c.cpu")" "${acount:-0}") us"
   kill "$AP" 2>/dev/null || true
   wait "$AP" 2>/dev/null || true
 }

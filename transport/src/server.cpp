@@ -253,7 +253,13 @@ struct server::impl : std::enable_shared_from_this<impl> {
             auto [ec, sock] = co_await acceptor.async_accept(asio::as_tuple(asio::use_awaitable));
             if (ec) {
                 if (stopping || ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor) break;
-                // Out of descriptors and the like: breathe, then go on accepting.
+                // Out of descriptors and the like: say so, breathe, then go
+                // on accepting (the connection waits in the backlog).
+                ++st.accept_failures;
+                if (opts.accept_failed) try {
+                        opts.accept_failed(ec);
+                    } catch (...) {  // the caller's report failed (out of memory): accepting goes on
+                    }
                 backoff.expires_after(std::chrono::milliseconds(50));
                 co_await backoff.async_wait(asio::as_tuple(asio::use_awaitable));
                 continue;

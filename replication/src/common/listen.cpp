@@ -1,5 +1,12 @@
 #include "listen.hpp"
 
+#include "log.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <string>
+
 namespace steadfast::app {
 
 boost::asio::ip::tcp::endpoint listen(http::server& server, const std::string& host, std::uint16_t port) {
@@ -9,6 +16,25 @@ boost::asio::ip::tcp::endpoint listen(http::server& server, const std::string& h
         if (e.code() == boost::system::errc::address_not_available) throw;
         throw config_error(e.what());
     }
+}
+
+void report_accept_failures(http::server::options& so) {
+    so.accept_failed = [limiter = std::make_shared<log_limiter>()](const boost::system::error_code& ec) {
+        const auto held = limiter->allow();
+        if (!held) return;
+        // The system's errors by number, the category by its address: out
+        // of descriptors, UBSan cannot check an access to a polymorphic
+        // object it has not seen before (its check opens a pipe), and
+        // reports one.
+        const bool system = &ec.category() == &boost::system::system_category();
+        const bool descriptors = system && (ec.value() == EMFILE || ec.value() == ENFILE);
+        log(level::error, "accept_failed",
+            {{"error", system ? std::string(std::strerror(ec.value())) : ec.message()},
+             {"also_failed_since_last_line", *held},
+             {"hint", descriptors ? "out of file descriptors: raise the limit (LimitNOFILE in the unit, ulimit -n) or "
+                                    "lower --max-connections; new connections wait until one is free"
+                                  : "new connections wait in the backlog; accepting is tried again every 50 ms"}});
+    };
 }
 
 }  // namespace steadfast::app

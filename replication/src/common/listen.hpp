@@ -25,4 +25,10 @@ struct config_error : std::runtime_error {
 /// a system_error (exit 1: the unit tries again).
 boost::asio::ip::tcp::endpoint listen(http::server& server, const std::string& host, std::uint16_t port);
 
+/// Sets `so.accept_failed`: a failed accept (out of descriptors, ...) is
+/// logged as "accept_failed", at most once a second, naming the error and
+/// how many were held back (the server retries every 50 ms, and counts
+/// them in stats::accept_failures for the metric).
+void report_accept_failures(http::server::options& so);
+
 }  // namespace steadfast::app

@@ -43,6 +43,9 @@ struct metrics {
                      "Durable redeliveries scheduled (ladder steps) after the quick retries were used up");
     prometheus::Counter& blocks = app::counter(*registry, "steadfast_primary_blocks_total",
                                                "Times a stream was blocked (conflict, beyond retention, ...)");
+    prometheus::Counter& accept_failures =
+        app::counter(*registry, "steadfast_primary_accept_failures_total",
+                     "Failed accepts on --listen (out of file descriptors, ...); tried again every 50 ms");
     prometheus::Counter& tls_failures =
         app::counter(*registry, "steadfast_primary_tls_handshake_failures_total",
                      "TLS handshakes on --listen that failed: no or a wrong client certificate, not TLS, ...");

@@ -41,6 +41,9 @@ struct metrics {
                                                 "Connections closed at once: over --max-connections");
     prometheus::Counter& accepted = app::counter(*registry, "steadfast_secondary_connections_accepted_total",
                                                  "Connections accepted (keep-alive reuses them)");
+    prometheus::Counter& accept_failures =
+        app::counter(*registry, "steadfast_secondary_accept_failures_total",
+                     "Failed accepts on --listen (out of file descriptors, ...); tried again every 50 ms");
     prometheus::Counter& tls_failures =
         app::counter(*registry, "steadfast_secondary_tls_handshake_failures_total",
                      "TLS handshakes that failed: no or a wrong client certificate, not TLS, ...");

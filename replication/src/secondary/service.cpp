@@ -95,6 +95,7 @@ http::router service::routes() {
             const auto s = server_->get_stats();
             app::sync_counter(m_.refused, s.connections_rejected);
             app::sync_counter(m_.tls_failures, s.tls_handshake_failures);
+            app::sync_counter(m_.accept_failures, s.accept_failures);
             app::sync_counter(m_.accepted, s.connections_accepted);
         }
         if (source_) {
@@ -136,6 +137,7 @@ void service::start_listener(http::router r) {
     // Beyond the cap only the primary (its token) may push an idle client out.
     so.may_take_place = [this](std::string_view auth) { return tokens_.empty() || app::bearer_matches(auth, tokens_); };
     so.tls = o_.tls;
+    app::report_accept_failures(so);
     const auto [host, port] = http::parse_listen_address(o_.listen);
     server_.emplace(ex_, std::move(r), so);
     const auto ep = app::listen(*server_, host, port);

@@ -93,6 +93,11 @@ public:
         // the daemons let only a request with a valid token push a client
         // out. Unset: any request.
         std::function<bool(std::string_view authorization)> may_take_place;
+        // Called (on the server's executor) when accepting a connection fails
+        // (out of descriptors, out of memory, ...): the server pauses 50 ms
+        // and accepts again, and counts it in stats::accept_failures; the
+        // caller decides how loudly to say so.
+        std::function<void(const boost::system::error_code&)> accept_failed;
         // Set: every connection is TLS (HTTPS); the handshake must end within
         // read_timeout. The constructor throws std::invalid_argument for files
         // it cannot use.
@@ -110,6 +115,7 @@ public:
         std::uint64_t reserved_connections = 0;    // accepted into the reserve
         std::uint64_t header_timeouts = 0;         // closed: no complete request header in time
         std::uint64_t tls_handshake_failures = 0;  // a wrong certificate, no client certificate, not TLS, ...
+        std::uint64_t accept_failures = 0;         // accept() failed (out of descriptors, ...): retried 50 ms later
     };
 
     server(boost::asio::any_io_executor ex, router r, options o);
