@@ -97,7 +97,23 @@ int node::run() {
         stdin_stop_ = true;  // it notices within 100 ms
         reader.join();
     }
-    app::log(level::info, "stopped", {{"pending", c_.rep.streams().pending()}, {"exit_code", exit_code_}});
+    std::uint64_t pending = c_.rep.streams().pending();
+    if (o_.from_stdin) {
+        // The reader's last groups may have been committed after the event
+        // loop stopped: their completions never ran, and the streams' table
+        // misses them. Once the database thread has finished its jobs (the
+        // last acknowledgement marks too), the outbox has the count `status`
+        // gives.
+        c_.close();
+        try {
+            std::uint64_t stored = 0;
+            for (const auto& [name, s] : c_.out.status()) stored += s.pending;
+            pending = stored;
+        } catch (const std::exception& e) {
+            app::log(level::warn, "pending_unknown", {{"error", e.what()}, {"note", "the count below is the last known"}});
+        }
+    }
+    app::log(level::info, "stopped", {{"pending", pending}, {"exit_code", exit_code_}});
     return exit_code_;
 }
 

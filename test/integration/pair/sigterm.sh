@@ -50,5 +50,9 @@ n = read[0]["lines_read"]
 stored = [json.loads(p)["i"] for (p,) in sqlite3.connect(sys.argv[2]).execute("SELECT payload FROM outbox ORDER BY seq")]
 assert stored == list(range(1, n + 1)), f"{n} lines read, stored {len(stored)}: {stored[:2]}..{stored[-2:]}"
 assert 0 < n < 200000, f"lines_read {n}: the input should have been cut off mid-way"
+# Nothing was delivered (the secondary is a closed port): the last line's pending is everything stored, as
+# `status` says, including the groups committed after the event loop stopped.
+stopped = [json.loads(l) for l in open(sys.argv[1]) if '"event":"stopped"' in l]
+assert stopped and stopped[-1]["pending"] == len(stored), f"stopped says pending {stopped and stopped[-1]['pending']}, {len(stored)} stored"
 print(f"--stdin stopped by SIGTERM after {n} lines: all {n} stored, in order")
 PY
