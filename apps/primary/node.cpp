@@ -110,7 +110,8 @@ int node::run() {
             for (const auto& [name, s] : c_.out.status()) stored += s.pending;
             pending = stored;
         } catch (const std::exception& e) {
-            app::log(level::warn, "pending_unknown", {{"error", e.what()}, {"note", "the count below is the last known"}});
+            app::log(level::warn, "pending_unknown",
+                     {{"error", e.what()}, {"note", "the count below is the last known"}});
         }
     }
     app::log(level::info, "stopped", {{"pending", pending}, {"exit_code", exit_code_}});
