@@ -214,6 +214,33 @@ BOOST_AUTO_TEST_CASE(closed_turns_true_when_the_break_ends) {
     BOOST_TEST(seen.size() == 4u);
 }
 
+// Two readers of one condition (two retries gated on one breaker): the one
+// that read false and waits is told when the breaker closes, even when the
+// other read true before the condition's refresh ran (a busy executor).
+BOOST_AUTO_TEST_CASE(a_reader_that_saw_open_is_told_though_another_read_closed_first) {
+    virtual_time vt;
+    asio::io_context ioc;
+    auto b = breaker(1, 30s);
+    auto closed = b->closed<manual_timer>(ioc.get_executor());
+    b->try_acquire().failure();
+    ioc.poll();  // told: open
+    std::vector<bool> told_a;
+    BOOST_TEST(!closed->value());  // A reads open, then waits for closed
+    watchable::subscription a;
+    closed->subscribe(a, [&](bool v) { told_a.push_back(v); });
+    b->reset();
+    BOOST_TEST(closed->value());  // B reads closed before the refresh runs
+    ioc.poll();
+    BOOST_TEST(told_a == std::vector<bool>{true});
+    // And the other way: B read closed; the breaker opens and A's wait for
+    // "open" (a reader of false now) is told too.
+    b->try_acquire().failure();
+    BOOST_TEST(!closed->value());
+    ioc.restart();  // the last poll ran out of work
+    ioc.poll();
+    BOOST_TEST((told_a == std::vector<bool>{true, false}));
+}
+
 BOOST_AUTO_TEST_CASE(a_rejected_retry_makes_no_attempt) {
     virtual_time vt;
     asio::io_context ioc;

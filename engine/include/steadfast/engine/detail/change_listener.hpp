@@ -44,14 +44,13 @@ public:
         // Read without the lock: a listener added meanwhile reads the state
         // itself when it starts.
         if (!any_.load(std::memory_order_acquire)) return;
-        std::vector<std::function<void()>> live;
-        {
-            std::lock_guard lock(m_);
-            prune();
-            live.reserve(list_.size());
-            for (const auto& e : list_) live.push_back(e.tell);
-        }
-        for (const auto& f : live) f();
+        // Under the lock: a listener leaving (remove(), from its destructor)
+        // waits until its post is made, so that the executor it posts to
+        // (whose io_context its owner destroys after it) is never used once
+        // it has gone. A tell only posts: it cannot come back here.
+        std::lock_guard lock(m_);
+        prune();
+        for (const auto& e : list_) e.tell();
     }
 
 private:

@@ -44,11 +44,12 @@ public:
     /// Read now from the object itself (thread-safe: it takes the object's
     /// lock), so that an attempt gated on it never sees a stale value;
     /// subscribers are told on the executor of every change from what was
-    /// last read or told (a reader that saw false is told when it turns
-    /// true, even if no notification ever said false).
+    /// last told, and of a value other than what any reader read since (a
+    /// reader that saw false is told when it turns true, even if no
+    /// notification ever said false, and whatever other readers read).
     bool value() const override {
         const bool v = read_().value;
-        seen_.store(v, std::memory_order_relaxed);
+        (v ? read_true_ : read_false_).store(true, std::memory_order_relaxed);
         return v;
     }
 
@@ -56,7 +57,7 @@ public:
     /// timer if time alone will change the value). Called once, by the owner.
     /// (`keep` holds the owner, and so `owner`, alive as long as this.)
     void start(listener_list& owner) {
-        seen_.store(read_().value, std::memory_order_relaxed);
+        told_ = read_().value;
         auto poster = [ex = ex_, w = this->weak_from_this()] {
             boost::asio::post(ex, [w] {
                 if (auto self = w.lock()) self->refresh();
@@ -81,8 +82,13 @@ private:
         } else {
             timer_.cancel();
         }
-        if (r.value != seen_.load(std::memory_order_relaxed)) {
-            seen_.store(r.value, std::memory_order_relaxed);
+        // Told when it differs from what was told last, and also when some
+        // reader read the other value since (it may be waiting for this one,
+        // subscribed after its read): one reader's value() must not hide a
+        // change from another (two retries gated on one breaker).
+        const bool read_other = (r.value ? read_false_ : read_true_).exchange(false, std::memory_order_relaxed);
+        if (r.value != told_ || read_other) {
+            told_ = r.value;
             notify(r.value);
         }
     }
@@ -91,7 +97,9 @@ private:
     typename Timer::template rebind_executor<Executor>::other timer_;
     std::shared_ptr<const void> keep_;
     std::function<condition_reading()> read_;
-    mutable std::atomic<bool> seen_{false};  // the value last read (value()) or told (notify)
+    bool told_ = false;                            // the value last told (on the executor)
+    mutable std::atomic<bool> read_true_{false};   // value() read true since it was last told false
+    mutable std::atomic<bool> read_false_{false};  // value() read false since it was last told true
     listener_list* owner_ = nullptr;
     std::uint64_t entry_ = 0;
 };
