@@ -284,9 +284,15 @@ void primary_node::start_publish(std::string stream, std::string payload, transa
                 return {{}, aborted};  // dropped, nothing written
             }
             if (writes) {
+                auto ended = [&](const std::string& detail) {
+                    return app::db_error(std::string("the application's writes for stream ") + stream + " " +
+                                             app::transaction_ended_text + detail + "; nothing stored",
+                                         app::db_apply_failed);
+                };
                 try {
                     writes(db.handle());
                 } catch (const std::exception& e) {
+                    if (app::ended_by_program(db.handle())) throw ended(std::string(" (they threw: ") + e.what() + ")");
                     // The storage failed under the writes (a full disk; SQLite
                     // may have rolled the whole transaction back): the
                     // storage's failure, with SQLite's code.
@@ -307,6 +313,7 @@ void primary_node::start_publish(std::string stream, std::string payload, transa
                              {{"stream", stream}, {"error", "not a std::exception"}, {"note", "nothing stored"}});
                     return {{}, make_error_code(publish_error::writes_failed)};
                 }
+                if (app::ended_by_program(db.handle())) throw ended("");
             }
             std::vector<std::pair<std::string, std::string>> items{{stream, payload}};
             return {m.core.out.publish(items, at_ms).front(), {}};
@@ -314,7 +321,13 @@ void primary_node::start_publish(std::string stream, std::string payload, transa
         auto done = [&m, op, stream, payload = std::move(payload), at_ms](app::db_result<outcome> r) mutable {
             --m.in_flight;
             if (!r) {
-                m.health.publish_failed(stream, r.error().what);
+                // The application's code ended the transaction (its own or a
+                // publish's grouped with it): not the storage's failure.
+                if (r.error().code != app::make_db_error_code(app::db_apply_failed))
+                    m.health.publish_failed(stream, r.error().what);
+                else
+                    app::log(app::level::warn, "publish_writes_failed",
+                             {{"stream", stream}, {"error", r.error().what}, {"note", "nothing stored"}});
                 return op->complete(r.error().code, 0ull);
             }
             if (r->writes) return op->complete(r->writes, 0ull);
@@ -350,7 +363,8 @@ void primary_node::start_publish_batch(std::string stream, std::vector<std::stri
         auto done = [&m, op, stream, n = items->size()](app::db_result<std::uint64_t> r) {
             --m.in_flight;
             if (!r) {
-                m.health.publish_failed(stream, r.error().what);
+                if (r.error().code != app::make_db_error_code(app::db_apply_failed))  // as above
+                    m.health.publish_failed(stream, r.error().what);
                 return op->complete(r.error().code, 0ull);
             }
             if (*r == 0) return op->complete(aborted, 0ull);

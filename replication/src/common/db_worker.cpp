@@ -161,12 +161,26 @@ void db_worker::loop() {
         using clock = std::chrono::steady_clock;
         const auto started = clock::now();
         auto committing = started;
+        // While the group runs, no commit but its own COMMIT: a job whose
+        // statement ended the transaction (ROLLBACK, INSERT OR ROLLBACK, a
+        // COMMIT of its own) must not go on writing in autocommit mode, one
+        // statement at a time, behind the group's back.
+        bool committing_group = false;
+        sqlite3_commit_hook(
+            db_.handle(), [](void* ours) -> int { return *static_cast<bool*>(ours) ? 0 : 1; }, &committing_group);
         try {
             exec(begin_sql);
             for (std::size_t i = 0; i < group.size(); ++i) {
                 exec(savepoint_sql);
                 try {
                     const bool keep = group[i].work(db_);
+                    // The job ended the transaction and returned as if
+                    // nothing happened: the jobs before it went with it
+                    // (the catch below fails the group).
+                    if (sqlite3_get_autocommit(db_.handle()))
+                        throw db_error(std::string("a job of this group ") + transaction_ended_text +
+                                           "; nothing of the group is stored",
+                                       db_apply_failed);
                     if (!keep) exec(rollback_to_sql);
                 } catch (const std::exception& e) {
                     // A full disk or an I/O error can make SQLite roll the
@@ -187,7 +201,9 @@ void db_worker::loop() {
                 exec(release_sql);
             }
             committing = clock::now();
+            committing_group = true;
             exec(commit_sql);
+            committing_group = false;
             commits_.fetch_add(1, std::memory_order_relaxed);
             jobs_.fetch_add(group.size(), std::memory_order_relaxed);
         } catch (const std::exception& e) {
@@ -197,6 +213,7 @@ void db_worker::loop() {
             } catch (...) {
             }
         }
+        sqlite3_commit_hook(db_.handle(), nullptr, nullptr);
         {
             const auto ended = clock::now();
             auto ns = [](clock::duration d) { return static_cast<std::uint64_t>(std::chrono::nanoseconds(d).count()); };

@@ -26,7 +26,8 @@ public:
     const char* name() const noexcept override { return "sqlite"; }
     std::string message(int ev) const override {
         if (ev == db_job_threw) return "the job failed";
-        if (ev == db_apply_failed) return "the application's apply handler failed";
+        if (ev == db_apply_failed)
+            return "the application's code failed (its apply handler threw, or its code ended the transaction)";
         return sqlite3_errstr(ev);
     }
 };
@@ -321,9 +322,9 @@ void database::check_unchanged() const {
                        "incomplete; run the command again");
 }
 
-bool storage_failed_under(sqlite3* db) noexcept {
-    if (sqlite3_get_autocommit(db)) return true;
-    switch (sqlite3_errcode(db)) {
+namespace {
+bool storage_code(int code) noexcept {
+    switch (code & 0xff) {
         case SQLITE_FULL:
         case SQLITE_IOERR:
         case SQLITE_READONLY:
@@ -336,6 +337,20 @@ bool storage_failed_under(sqlite3* db) noexcept {
             return false;
     }
 }
+}  // namespace
+
+bool storage_failed_under(sqlite3* db) noexcept {
+    return storage_code(sqlite3_errcode(db)) || (sqlite3_get_autocommit(db) && !ended_by_program(db));
+}
+
+bool ended_by_program(sqlite3* db) noexcept {
+    return sqlite3_get_autocommit(db) && !storage_code(sqlite3_errcode(db));
+}
+
+const char* const transaction_ended_text =
+    "ended the transaction (its own ROLLBACK or COMMIT, or a statement that rolls the transaction back: INSERT OR "
+    "ROLLBACK, ON CONFLICT ROLLBACK, RAISE(ROLLBACK)); a program's code must leave the transaction to the node "
+    "(SAVEPOINT and RELEASE of its own are fine)";
 
 void database::exec(std::string_view sql) {
     char* err = nullptr;

@@ -20,8 +20,9 @@ namespace steadfast::app {
 /// Also db_job_threw: a job failed with an exception of its own.
 const boost::system::error_category& db_category() noexcept;
 inline constexpr int db_job_threw = 0x10000;  // outside SQLite's codes
-/// An application's apply handler failed (not the storage): the request is
-/// refused and sent again.
+/// An application's code failed, not the storage: its apply handler threw,
+/// or its code ended the transaction (then every job of the group fails
+/// with it). The request is refused and sent again; a publish fails.
 inline constexpr int db_apply_failed = 0x10001;
 inline boost::system::error_code make_db_error_code(int code) noexcept {
     return {code, db_category()};
@@ -45,6 +46,13 @@ private:
 /// connection's last error is a full disk, an I/O error, a read-only or
 /// corrupt file, no memory) rather than the program's own logic.
 bool storage_failed_under(sqlite3* db) noexcept;
+/// After an embedding program's code ran inside a transaction: it ended the
+/// transaction itself (SQLite is in autocommit mode again, and not for a
+/// storage failure). Nothing after it may be written (db_worker's commit
+/// hook refuses every commit but its own), and the job fails with
+/// transaction_ended_text.
+bool ended_by_program(sqlite3* db) noexcept;
+extern const char* const transaction_ended_text;
 
 enum class sync_mode { full, off };
 /// read_write: the server's own connection; it holds the data directory's lock

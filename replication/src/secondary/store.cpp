@@ -56,11 +56,19 @@ std::optional<envelope::rejection> store::apply_one(const envelope::message& m, 
         ins.bind(1, m.stream).bind(2, static_cast<std::int64_t>(m.seq)).bind(3, m.id).bind(4, m.payload);
         ins.step();
         if (apply_) {
+            auto ended = [&](const std::string& detail) {
+                return app::db_error("the application's apply handler on stream " + m.stream + " seq " +
+                                         std::to_string(m.seq) + " " + app::transaction_ended_text + detail +
+                                         "; nothing of the request is applied",
+                                     app::db_apply_failed);
+            };
             try {
                 apply_(db_.handle(), m);
-            } catch (const app::db_error&) {
+            } catch (const app::db_error& e) {
+                if (app::ended_by_program(db_.handle())) throw ended(std::string(" (it threw: ") + e.what() + ")");
                 throw;  // SQLite's own failure (a full disk): its code stays
             } catch (const std::exception& e) {
+                if (app::ended_by_program(db_.handle())) throw ended(std::string(" (it threw: ") + e.what() + ")");
                 // The storage under the handler (a full disk in its own
                 // INSERT) is the storage's failure, with SQLite's code.
                 const int code = app::storage_failed_under(db_.handle()) ? sqlite3_extended_errcode(db_.handle())
@@ -73,6 +81,9 @@ std::optional<envelope::rejection> store::apply_one(const envelope::message& m, 
                                         std::to_string(m.seq) + " (it threw something not a std::exception)",
                                     app::db_apply_failed);
             }
+            // Returned as if nothing happened, with the transaction gone:
+            // what this request applied before it went too.
+            if (app::ended_by_program(db_.handle())) throw ended("");
         }
         pos.last_seq = m.seq;
         pos.max_epoch = std::max(pos.max_epoch, m.epoch);

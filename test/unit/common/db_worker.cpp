@@ -520,6 +520,61 @@ BOOST_FIXTURE_TEST_CASE(a_job_whose_failure_rolls_the_transaction_back_fails_its
     BOOST_TEST((rows() == std::vector<std::int64_t>{20'000}));
 }
 
+// A job whose own statement ends the transaction and returns as if nothing
+// happened (an embedding program's ROLLBACK, INSERT OR ROLLBACK, a COMMIT of
+// its own): nothing it writes afterwards is committed one statement at a
+// time behind the group's back, its group fails with a message that says
+// so, and the next group commits.
+BOOST_FIXTURE_TEST_CASE(a_job_that_ends_the_transaction_itself_fails_its_group_and_writes_nothing, fixture) {
+    db->exec("CREATE TABLE u(k INTEGER PRIMARY KEY)");
+    db->exec("INSERT INTO u(k) VALUES(1)");
+    app::db_worker w(*db);
+    for (const char* ending : {"ROLLBACK", "INSERT OR ROLLBACK INTO u(k) VALUES(1)", "COMMIT"}) {
+        std::vector<std::future<std::string>> done;
+        auto queue = [&](auto work) {
+            auto p = std::make_shared<std::promise<std::string>>();
+            done.push_back(p->get_future());
+            post_text(w, std::move(work), [p](const std::string& err) { p->set_value(err); });
+        };
+        {
+            hold busy(w);
+            queue([](app::database& d) {
+                insert(d, 1);
+                return true;
+            });
+            queue([ending](app::database& d) {
+                insert(d, 2);
+                sqlite3_exec(d.handle(), ending, nullptr, nullptr, nullptr);  // its result ignored, as programs do
+                sqlite3_exec(d.handle(), "INSERT INTO t(n) VALUES(3)", nullptr, nullptr, nullptr);
+                return true;
+            });
+            queue([](app::database& d) {
+                insert(d, 4);
+                return true;
+            });
+            busy.release();
+        }
+        std::vector<std::string> errors;
+        for (auto& f : done) errors.push_back(f.get());
+        BOOST_TEST(errors[1].find("ended the transaction") != std::string::npos, ending << ": " << errors[1]);
+        BOOST_TEST(errors[0] == errors[1], ending);
+        BOOST_TEST(errors[2] == errors[1], ending);
+        BOOST_TEST(rows().empty(), ending);
+    }
+    // The next group commits (nothing of the veto is left behind).
+    auto p = std::make_shared<std::promise<std::string>>();
+    post_text(
+        w,
+        [](app::database& d) {
+            insert(d, 5);
+            return true;
+        },
+        [p](const std::string& err) { p->set_value(err); });
+    BOOST_TEST(p->get_future().get().empty());
+    w.stop();
+    BOOST_TEST((rows() == std::vector<std::int64_t>{5}));
+}
+
 BOOST_FIXTURE_TEST_CASE(stop_finishes_the_queued_jobs_first, fixture) {
     std::vector<std::string> results(3, "not run");
     {

@@ -218,11 +218,26 @@ BOOST_FIXTURE_TEST_CASE(transactional_writes_commit_with_the_message_or_not_at_a
                         make_error_code(boost::system::errc::resource_unavailable_try_again), "out of stock");
                 },
                 tok));
+            // Writes that end the node's transaction (their own ROLLBACK,
+            // results ignored) and go on writing: nothing of them is stored,
+            // not even what they wrote after it.
+            results.push_back(co_await primary.async_publish_with(
+                "orders", "{\"order\":9}",
+                [](sqlite3* db) {
+                    sqlite3_exec(db, "INSERT INTO orders VALUES(8,'pen')", nullptr, nullptr, nullptr);
+                    sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+                    sqlite3_exec(db, "INSERT INTO orders VALUES(9,'pen')", nullptr, nullptr, nullptr);
+                },
+                tok));
             results.push_back(co_await primary.async_publish_with("orders", "{\"order\":3}", writes_order(3), tok));
         },
         asio::detached);
     ioc.run();
-    BOOST_TEST_REQUIRE(results.size() == 4u);
+    BOOST_TEST_REQUIRE(results.size() == 5u);
+    BOOST_TEST(std::get<0>(results[3]));
+    BOOST_TEST(std::get<0>(results[3]).message().find("ended the transaction") != std::string::npos,
+               std::get<0>(results[3]).message());
+    results.erase(results.begin() + 3);
     BOOST_TEST(!std::get<0>(results[0]));
     BOOST_TEST(std::get<1>(results[0]) == 1u);
     // UNIQUE constraint: the test's exec throws a std::runtime_error.
