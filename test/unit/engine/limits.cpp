@@ -270,6 +270,37 @@ BOOST_AUTO_TEST_CASE(a_waiter_whose_io_context_ends_leaves_the_queue) {
     BOOST_TEST(!resumed);
 }
 
+BOOST_AUTO_TEST_CASE(rate_room_comes_back_after_its_last_waiter_left_with_its_io_context) {
+    // While callers wait, room() sets no timer of its own (letting them in
+    // tells it). The only waiter leaves because its io_context ends: room()
+    // must be told, or a gate on it waits for good.
+    virtual_time vt;
+    asio::io_context ioc;
+    auto rate = std::make_shared<basic_rate_limit<manual_timer>>(
+        ioc.get_executor(), basic_rate_limit<manual_timer>::options{.per_second = 4, .burst = 1, .queue = 1});
+    auto room = rate->room(ioc.get_executor());
+    std::vector<std::pair<bool, std::int64_t>> seen;
+    watchable::subscription sub;
+    room->subscribe(sub, [&](bool v) { seen.emplace_back(v, ms(virtual_time::now())); });
+    BOOST_TEST(rate->try_acquire());
+    {
+        asio::io_context other;
+        rate->async_acquire(other.get_executor(), [](error_code) { BOOST_ERROR("its handler ran"); });
+        ioc.poll();  // room() reads "no room, a caller waits": no timer
+        BOOST_TEST(rate->waiting() == 1u);
+    }
+    BOOST_TEST(rate->waiting() == 0u);
+    ioc.restart();
+    steadfast::run_virtual(ioc);
+    BOOST_TEST((seen == std::vector<std::pair<bool, std::int64_t>>{{false, 0}, {true, 250}}));
+}
+
+BOOST_AUTO_TEST_CASE(try_acquire_on_a_limit_not_owned_by_a_shared_ptr_throws_and_takes_nothing) {
+    concurrency_limit limit(concurrency_limit::options{.limit = 1});
+    BOOST_CHECK_THROW(limit.try_acquire(), std::bad_weak_ptr);
+    BOOST_TEST(limit.in_use() == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(waiters_of_a_rate_limit_that_ends_are_told) {
     // (A concurrency_limit cannot end with waiters: they wait for a permit,
     // and every permit keeps its limit alive.)

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -215,6 +216,70 @@ BOOST_AUTO_TEST_CASE(two_threads_share_a_rate_limit) {
     BOOST_TEST(in.load() == ops);  // the queue (1,000) never filled
     BOOST_TEST(refused.load() == 0);
     BOOST_TEST(rate->waiting() == 0u);
+}
+
+// An executor that dawdles in execute() (as a thread preempted there would):
+// it says when it has begun, then waits 20 ms before posting into its
+// io_context.
+struct dawdling_executor {
+    asio::io_context::executor_type inner;
+    std::atomic<bool>* begun;
+    asio::execution_context& query(asio::execution::context_t) const noexcept {
+        return asio::query(inner, asio::execution::context);
+    }
+    static constexpr asio::execution::blocking_t query(asio::execution::blocking_t) noexcept {
+        return asio::execution::blocking.never;
+    }
+    template <class F>
+    void execute(F f) const {
+        begun->store(true);
+        std::this_thread::sleep_for(20ms);
+        inner.execute(std::move(f));
+    }
+    friend bool operator==(const dawdling_executor& a, const dawdling_executor& b) noexcept {
+        return a.inner == b.inner;
+    }
+    friend bool operator!=(const dawdling_executor& a, const dawdling_executor& b) noexcept { return !(a == b); }
+};
+
+// A waiter's io_context destroyed on one thread while another thread lets
+// it in (a permit given back) or ends the rate limit it waits on, the
+// completion's post under way: the context must stand until the post is
+// done (then the completion goes with it). Were the post made outside the
+// limiter's lock, the context would be gone under it (ASan: a freed
+// scheduler).
+BOOST_AUTO_TEST_CASE(a_waiter_let_in_while_its_io_context_is_destroyed) {
+    {
+        auto limit = std::make_shared<concurrency_limit>(concurrency_limit::options{.limit = 1, .queue = 1});
+        auto held = limit->try_acquire();
+        auto other = std::make_unique<asio::io_context>();
+        std::atomic<bool> begun{false};
+        limit->async_acquire(
+            other->get_executor(),
+            asio::bind_executor(dawdling_executor{other->get_executor(), &begun},
+                                [](error_code, concurrency_limit::permit) { BOOST_ERROR("its handler ran"); }));
+        std::thread giver([&] { held.release(); });
+        while (!begun.load()) std::this_thread::yield();
+        other.reset();  // while the giver posts
+        giver.join();
+        BOOST_TEST(limit->waiting() == 0u);
+        BOOST_TEST(limit->in_use() == 0u);  // the waiter's permit went with its context
+    }
+    {
+        asio::io_context timers;
+        auto rate = std::make_shared<rate_limit>(timers.get_executor(),
+                                                 rate_limit::options{.per_second = 1, .burst = 1, .queue = 1});
+        BOOST_TEST(rate->try_acquire());
+        auto other = std::make_unique<asio::io_context>();
+        std::atomic<bool> begun{false};
+        rate->async_acquire(other->get_executor(),
+                            asio::bind_executor(dawdling_executor{other->get_executor(), &begun},
+                                                [](error_code) { BOOST_ERROR("its handler ran"); }));
+        std::thread ender([&] { rate.reset(); });  // its waiter told operation_aborted
+        while (!begun.load()) std::this_thread::yield();
+        other.reset();
+        ender.join();
+    }
 }
 
 // A whole pipeline shared by operations on two threads, each on its own

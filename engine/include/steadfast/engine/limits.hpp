@@ -62,21 +62,42 @@ namespace steadfast {
 namespace detail {
 
 // The waiters of a limiter: each one's completion, by id, until it is let in,
-// refused or cancelled. Completions are posted (never inline) to the
-// handler's executor, outside the limiter's lock.
+// refused or cancelled. A completion is posted (never inline) to the
+// handler's executor, and called under this table's lock: a context shutting
+// down takes its waiters out under the same lock (waiter_registry), so it
+// either finds a waiter still here and drops it uncalled, or waits for its
+// post to be done. Shared by the limiter and the registry's entries, which
+// can outlive it.
 class waiter_table {
 public:
     using finish = std::function<void(error_code)>;
     std::uint64_t next_id() noexcept { return last_.fetch_add(1, std::memory_order_relaxed) + 1; }
-    void add(std::uint64_t id, finish f) { table_.emplace(id, std::move(f)); }
-    /// Every waiter, as the limiter ends (they complete with operation_aborted).
-    std::vector<finish> take_all() {
-        std::vector<finish> all;
-        for (auto& [id, f] : table_) all.push_back(std::move(f));
-        table_.clear();
-        return all;
+    void add(std::uint64_t id, finish f) {
+        std::lock_guard l(m_);
+        table_.emplace(id, std::move(f));
     }
+    /// Completes the waiter `id` with `ec`; false if it has gone.
+    bool complete(std::uint64_t id, error_code ec) {
+        finish f;  // destroyed after the lock, with what it still holds
+        std::lock_guard l(m_);
+        auto it = table_.find(id);
+        if (it == table_.end()) return false;
+        f = std::move(it->second);
+        table_.erase(it);
+        f(ec);
+        return true;
+    }
+    /// Completes every waiter with `ec` (as the limiter ends).
+    void complete_all(error_code ec) {
+        std::unordered_map<std::uint64_t, finish> all;
+        std::lock_guard l(m_);
+        all.swap(table_);
+        for (auto& [id, f] : all) f(ec);
+    }
+    /// Takes the waiter `id` out uncalled (its context is shutting down): the
+    /// caller destroys it, and the handler it may hold, outside every lock.
     finish take(std::uint64_t id) {
+        std::lock_guard l(m_);
         auto it = table_.find(id);
         if (it == table_.end()) return {};
         finish f = std::move(it->second);
@@ -86,6 +107,7 @@ public:
 
 private:
     std::atomic<std::uint64_t> last_{0};
+    std::mutex m_;
     std::unordered_map<std::uint64_t, finish> table_;
 };
 
@@ -128,7 +150,8 @@ private:
     std::unordered_map<std::uint64_t, std::function<void()>> entries_;
 };
 
-// async_acquire for both limiters. `Limiter` gives: std::mutex m_, waiters_,
+// async_acquire for both limiters. `Limiter` gives: std::mutex m_, waiters_
+// (a shared_ptr<waiter_table>, whose completions it calls under m_),
 // admit(id) -> admission (under the lock), withdraw(id) -> bool (under the
 // lock, a waiter cancelled), after_change() (outside it), and make_result()
 // building what the handler receives when let in (called where it is let in,
@@ -161,15 +184,24 @@ void start_acquire(const std::shared_ptr<Limiter>& self, Handler handler, boost:
     };
     // Registered with the handler's context before it can queue (see
     // waiter_registry), and out again once it is told.
+    // The limiter may be ending (its destructor completing its waiters):
+    // then the table's lock alone orders the two.
     std::weak_ptr<Limiter> weak = self;
-    const std::uint64_t id = self->waiters_.next_id();
+    const std::uint64_t id = self->waiters_->next_id();
     auto& registry = asio::use_service<waiter_registry>(asio::query(work, asio::execution::context));
-    const std::uint64_t key = registry.add([weak, id] {
-        auto s = weak.lock();
-        if (!s) return;
-        waiter_table::finish f;  // destroyed uncalled, with its handler
-        std::lock_guard l(s->m_);
-        if (s->withdraw(id)) f = s->waiters_.take(id);
+    const std::uint64_t key = registry.add([weak, table = self->waiters_, id] {
+        waiter_table::finish gone;  // destroyed uncalled, after the locks
+        if (auto s = weak.lock()) {
+            bool left = false;
+            {
+                std::lock_guard l(s->m_);
+                left = s->withdraw(id);
+                gone = table->take(id);
+            }
+            if (left) s->after_change();
+        } else {
+            gone = table->take(id);
+        }
     });
     std::unique_lock lock(self->m_);
     const admission a = self->admit(id);
@@ -185,12 +217,13 @@ void start_acquire(const std::shared_ptr<Limiter>& self, Handler handler, boost:
         return;
     }
     // Let in later (its result made then) or refused by cancellation or by
-    // the limiter's end.
+    // the limiter's end. Out of the registry only once posted: a context
+    // shutting down meanwhile still finds it, and waits for the lock.
     try {
-        self->waiters_.add(id, [complete, weak, result, &registry, key](error_code ec) mutable {
-            registry.remove(key);
+        self->waiters_->add(id, [complete, weak, result, &registry, key](error_code ec) mutable {
             auto s = weak.lock();
             complete(ec, !ec && s ? result(s.get()) : payload{});
+            registry.remove(key);
         });
     } catch (...) {
         self->withdraw(id);  // (out of memory) not left queued without a way to tell it
@@ -203,15 +236,12 @@ void start_acquire(const std::shared_ptr<Limiter>& self, Handler handler, boost:
             if (type == asio::cancellation_type::none) return;
             auto s = weak.lock();
             if (!s) return;
-            waiter_table::finish f;
+            bool left = false;
             {
                 std::lock_guard l(s->m_);
-                if (s->withdraw(id)) f = s->waiters_.take(id);
+                left = s->withdraw(id) && s->waiters_->complete(id, asio::error::operation_aborted);
             }
-            if (f) {
-                f(asio::error::operation_aborted);
-                s->after_change();
-            }
+            if (left) s->after_change();
         });
     }
     lock.unlock();
@@ -260,13 +290,16 @@ public:
     };
 
     /// A permit now, or an empty one (no room, or others wait first). Never queues.
+    /// (The limit must be owned by a shared_ptr: std::bad_weak_ptr otherwise,
+    /// before anything is taken.)
     permit try_acquire() {
+        auto self = shared_from_this();
         {
             std::lock_guard l(m_);
             if (!core_.try_acquire()) return {};
         }
         after_change();
-        return permit(shared_from_this());
+        return permit(std::move(self));
     }
 
     /// Completion signature void(error_code, permit): a permit, or
@@ -310,18 +343,16 @@ private:
     permit make_result() { return permit(shared_from_this()); }
     void after_change() { listeners_.tell(); }
     void give_back() noexcept {
-        detail::waiter_table::finish next;
         {
             std::lock_guard l(m_);
-            if (auto id = core_.release()) next = waiters_.take(*id);
+            if (auto id = core_.release()) waiters_->complete(*id, error_code{});  // the place passes to it
         }
-        if (next) next(error_code{});  // the place passes to it
         after_change();
     }
 
     mutable std::mutex m_;
     detail::bulkhead_core core_;
-    detail::waiter_table waiters_;
+    std::shared_ptr<detail::waiter_table> waiters_ = std::make_shared<detail::waiter_table>();
     detail::listener_list listeners_;
 };
 
@@ -350,9 +381,7 @@ public:
     basic_rate_limit(const basic_rate_limit&) = delete;
     basic_rate_limit& operator=(const basic_rate_limit&) = delete;
     /// Waiters still queued complete with operation_aborted.
-    ~basic_rate_limit() {
-        for (auto& f : waiters_.take_all()) f(boost::asio::error::operation_aborted);
-    }
+    ~basic_rate_limit() { waiters_->complete_all(boost::asio::error::operation_aborted); }
 
     /// Takes a token now if there is one and nobody waits. Never queues.
     bool try_acquire() {
@@ -434,21 +463,18 @@ private:
         });
     }
     void let_in() {
-        std::vector<detail::waiter_table::finish> in;
         {
             std::lock_guard l(m_);
-            for (const std::uint64_t id : core_.due(now()))
-                if (auto f = waiters_.take(id)) in.push_back(std::move(f));
+            for (const std::uint64_t id : core_.due(now())) waiters_->complete(id, error_code{});
             arm();
         }
-        for (auto& f : in) f(error_code{});
         after_change();
     }
 
     mutable std::mutex m_;
     detail::token_bucket_core core_;
     Timer timer_;
-    detail::waiter_table waiters_;
+    std::shared_ptr<detail::waiter_table> waiters_ = std::make_shared<detail::waiter_table>();
     detail::listener_list listeners_;
 };
 
