@@ -30,6 +30,8 @@
 #include <sqlite3.h>
 
 #include <atomic>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -93,6 +95,24 @@ void check(primary_config& c) {
     }
 }
 
+// Where a cancelled operation completes: the node's loop, while it runs.
+// Shared with the operations' cancellation handlers, which may outlive the
+// node (a slot emitted after it is gone finds the gate closed).
+struct completion_gate {
+    explicit completion_gate(asio::io_context::executor_type e) : loop(std::move(e)) {}
+    std::mutex m;
+    std::optional<asio::io_context::executor_type> loop;  // reset as the node ends
+    template <class F>
+    void post(F f) {
+        std::lock_guard l(m);
+        if (loop) asio::post(*loop, std::move(f));
+    }
+    void close() {
+        std::lock_guard l(m);
+        loop.reset();
+    }
+};
+
 }  // namespace
 
 const boost::system::error_category& replication_category() noexcept {
@@ -145,6 +165,7 @@ struct primary_node::impl {
         // Queued database jobs finish (their completions reach the callers);
         // then what is left suspended is destroyed while it still exists.
         core.close();
+        gate->close();
         loop.shutdown();
     }
 
@@ -202,56 +223,117 @@ struct primary_node::impl {
     primary::outbox_health health;
     std::atomic<bool> stopped{false}, demoted{false};
     std::atomic<int> in_flight{0};  // operations on the database thread, not completed yet
+    std::shared_ptr<completion_gate> gate = std::make_shared<completion_gate>(loop.get_executor());
     std::thread thread;
 };
 
 namespace {
 
-// An operation's handler and its cancellation: the slot (the caller's) is
+// An operation's handler and its cancellation. The slot (the caller's) is
 // assigned on the initiating thread and cleared on the handler's executor
-// just before the handler runs; a cancellation sets `cancelled`, which the
-// job reads on the database thread before it writes anything.
+// just before the handler runs. The operation is `queued` until the
+// database thread takes it (`take()`, before it writes anything) or a
+// cancellation of any type withdraws it: then it completes at once with
+// operation_aborted (through the node's loop, never inline), and its job,
+// when reached, does nothing. One already taken completes as usual.
 template <class Signature>
-struct pending_op {
+struct pending_op;
+template <class... Args>
+struct pending_op<void(error_code, Args...)> {
+    using signature = void(error_code, Args...);
+    enum : int { queued, taken, cancelled };
     // Constructed, never assigned: Boost 1.81's move assignment of an
     // any_completion_handler wraps it in itself until the stack overflows.
-    explicit pending_op(asio::any_completion_handler<Signature> h) : handler(std::move(h)) {}
-    asio::any_completion_handler<Signature> handler;
+    explicit pending_op(asio::any_completion_handler<signature> h) : handler(std::move(h)) {}
+    asio::any_completion_handler<signature> handler;
     asio::cancellation_slot slot;
     // The handler's executor (else the node's `ex`), with outstanding work
     // until the handler has run: the program's loop does not run out of work
     // while a publish is under way.
     asio::any_completion_executor work;
-    std::atomic<bool> cancelled{false};
+    std::atomic<int> state{queued};
+
+    /// The operation is the caller's to complete (false: a cancellation
+    /// took it, and has completed it).
+    bool take() noexcept {
+        int q = queued;
+        return state.compare_exchange_strong(q, taken) || q == taken;
+    }
+    bool withdrawn() const noexcept { return state.load() == cancelled; }
 
     // Called on the node's own thread, never the caller's: not inline.
-    template <class... Args>
-    void complete(Args... args) {
+    void complete(error_code ec, Args... args) {
         auto w = std::move(work);
-        w.execute([h = std::move(handler), slot = slot, args...]() mutable {
+        w.execute([h = std::move(handler), slot = slot, ec, args...]() mutable {
             if (slot.is_connected()) slot.clear();
-            std::move(h)(std::move(args)...);
+            std::move(h)(ec, std::move(args)...);
         });
     }
 };
 
-template <class Signature>
-std::shared_ptr<pending_op<Signature>> make_op(asio::any_completion_handler<Signature> h,
-                                               const asio::any_io_executor& ex) {
+template <class... Args>
+std::shared_ptr<pending_op<void(error_code, Args...)>> make_op(
+    asio::any_completion_handler<void(error_code, Args...)> h, const asio::any_io_executor& ex,
+    const std::shared_ptr<completion_gate>& gate) {
+    using op_type = pending_op<void(error_code, Args...)>;
     auto slot = asio::get_associated_cancellation_slot(h);
     auto work = asio::prefer(asio::get_associated_executor(h, ex), asio::execution::outstanding_work.tracked);
-    auto op = std::make_shared<pending_op<Signature>>(std::move(h));
+    auto op = std::make_shared<op_type>(std::move(h));
     op->slot = slot;
     op->work = std::move(work);
     if (op->slot.is_connected())
-        op->slot.assign([w = std::weak_ptr<pending_op<Signature>>(op)](asio::cancellation_type t) {
+        op->slot.assign([w = std::weak_ptr<op_type>(op), gate](asio::cancellation_type t) {
             if (t == asio::cancellation_type::none) return;
-            if (auto o = w.lock()) o->cancelled = true;
+            auto o = w.lock();
+            if (!o) return;
+            int q = op_type::queued;
+            if (!o->state.compare_exchange_strong(q, op_type::cancelled)) return;  // taken, or already
+            gate->post([o] { o->complete(asio::error::operation_aborted, Args{}...); });
         });
     return op;
 }
 
 const error_code aborted = asio::error::operation_aborted;
+
+// Runs the application's code inside the node's transaction, on the database
+// thread. Its own failure (a throw, the storage sound) is returned as its
+// error code (a system_error's, else writes_failed) and logged as
+// `event` with its text, nothing of it kept. The storage failing under it
+// (SQLite's code), or code that ended the node's transaction
+// (db_apply_failed), is thrown: the group fails.
+error_code run_application(app::database& db, const primary_node::transaction_writes& fn, bool& keep,
+                           const std::string& whose, const char* event, nlohmann::json fields) {
+    auto ended = [&](const std::string& detail) {
+        return app::db_error(whose + " " + app::transaction_ended_text + detail + "; nothing stored",
+                             app::db_apply_failed);
+    };
+    auto failed = [&](const std::string& what, error_code code) {
+        keep = false;
+        fields["error"] = what;
+        fields["note"] = "nothing stored";
+        app::log(app::level::warn, event, std::move(fields));
+        return code;
+    };
+    try {
+        fn(db.handle());
+    } catch (const std::exception& e) {
+        if (app::ended_by_program(db.handle())) throw ended(std::string(" (it threw: ") + e.what() + ")");
+        // The storage failed under it (a full disk; SQLite may have rolled
+        // the whole transaction back): the storage's failure, with SQLite's
+        // code.
+        if (app::storage_failed_under(db.handle())) {
+            const int code = sqlite3_extended_errcode(db.handle());
+            throw app::db_error(e.what(), code == SQLITE_OK ? SQLITE_ABORT : code);
+        }
+        const auto* se = dynamic_cast<const boost::system::system_error*>(&e);
+        return failed(e.what(), se && se->code() ? se->code() : make_error_code(publish_error::writes_failed));
+    } catch (...) {
+        if (sqlite3_get_autocommit(db.handle())) throw;
+        return failed("not a std::exception", make_error_code(publish_error::writes_failed));
+    }
+    if (app::ended_by_program(db.handle())) throw ended("");
+    return {};
+}
 
 }  // namespace
 
@@ -267,10 +349,14 @@ asio::any_io_executor primary_node::get_executor() const {
 
 void primary_node::start_publish(std::string stream, std::string payload, transaction_writes writes,
                                  asio::any_completion_handler<void(error_code, std::uint64_t)> handler) {
-    auto op = make_op(std::move(handler), impl_->ex);
+    auto op = make_op(std::move(handler), impl_->ex, impl_->gate);
     asio::post(impl_->loop, [&m = *impl_, op, stream = std::move(stream), payload = std::move(payload),
                              writes = std::move(writes)]() mutable {
-        if (auto refused = m.refuse(stream, payload)) return op->complete(make_error_code(*refused), 0ull);
+        if (op->withdrawn()) return;
+        if (auto refused = m.refuse(stream, payload)) {
+            if (op->take()) op->complete(make_error_code(*refused), 0);
+            return;
+        }
         const std::int64_t at_ms = primary::now_ms();
         ++m.in_flight;
         struct outcome {
@@ -279,47 +365,21 @@ void primary_node::start_publish(std::string stream, std::string payload, transa
         };
         auto job = [&m, op, stream, payload, writes = std::move(writes), at_ms](app::database& db,
                                                                                 bool& keep) -> outcome {
-            if (op->cancelled) {
+            if (!op->take()) {
                 keep = false;
-                return {{}, aborted};  // dropped, nothing written
+                return {};  // cancelled (and completed): nothing written
             }
             if (writes) {
-                auto ended = [&](const std::string& detail) {
-                    return app::db_error(std::string("the application's writes for stream ") + stream + " " +
-                                             app::transaction_ended_text + detail + "; nothing stored",
-                                         app::db_apply_failed);
-                };
-                try {
-                    writes(db.handle());
-                } catch (const std::exception& e) {
-                    if (app::ended_by_program(db.handle())) throw ended(std::string(" (they threw: ") + e.what() + ")");
-                    // The storage failed under the writes (a full disk; SQLite
-                    // may have rolled the whole transaction back): the
-                    // storage's failure, with SQLite's code.
-                    if (app::storage_failed_under(db.handle())) {
-                        const int code = sqlite3_extended_errcode(db.handle());
-                        throw app::db_error(e.what(), code == SQLITE_OK ? SQLITE_ABORT : code);
-                    }
-                    // The application's own failure: not the storage's.
-                    keep = false;
-                    const auto* se = dynamic_cast<const boost::system::system_error*>(&e);
-                    app::log(app::level::warn, "publish_writes_failed",
-                             {{"stream", stream}, {"error", e.what()}, {"note", "nothing stored"}});
-                    return {{}, se && se->code() ? se->code() : make_error_code(publish_error::writes_failed)};
-                } catch (...) {
-                    if (sqlite3_get_autocommit(db.handle())) throw;
-                    keep = false;
-                    app::log(app::level::warn, "publish_writes_failed",
-                             {{"stream", stream}, {"error", "not a std::exception"}, {"note", "nothing stored"}});
-                    return {{}, make_error_code(publish_error::writes_failed)};
-                }
-                if (app::ended_by_program(db.handle())) throw ended("");
+                const auto ec = run_application(db, writes, keep, "the application's writes for stream " + stream,
+                                                "publish_writes_failed", {{"stream", stream}});
+                if (ec) return {{}, ec};
             }
             std::vector<std::pair<std::string, std::string>> items{{stream, payload}};
             return {m.core.out.publish(items, at_ms).front(), {}};
         };
         auto done = [&m, op, stream, payload = std::move(payload), at_ms](app::db_result<outcome> r) mutable {
             --m.in_flight;
+            if (op->withdrawn()) return;
             if (!r) {
                 // The application's code ended the transaction (its own or a
                 // publish's grouped with it): not the storage's failure.
@@ -328,13 +388,13 @@ void primary_node::start_publish(std::string stream, std::string payload, transa
                 else
                     app::log(app::level::warn, "publish_writes_failed",
                              {{"stream", stream}, {"error", r.error().what}, {"note", "nothing stored"}});
-                return op->complete(r.error().code, 0ull);
+                return op->complete(r.error().code, 0);
             }
-            if (r->writes) return op->complete(r->writes, 0ull);
+            if (r->writes) return op->complete(r->writes, 0);
             m.health.works();
             primary::pending_message msg{r->p.seq, r->p.id, std::move(payload), at_ms};
             m.core.rep.committed(r->p.stream, 1, &msg);
-            op->complete(error_code{}, static_cast<unsigned long long>(r->p.seq));
+            op->complete(error_code{}, r->p.seq);
         };
         m.core.worker.async_run<outcome>(m.loop.get_executor(), std::move(job), std::move(done));
     });
@@ -342,61 +402,68 @@ void primary_node::start_publish(std::string stream, std::string payload, transa
 
 void primary_node::start_publish_batch(std::string stream, std::vector<std::string> payloads,
                                        asio::any_completion_handler<void(error_code, std::uint64_t)> handler) {
-    auto op = make_op(std::move(handler), impl_->ex);
+    auto op = make_op(std::move(handler), impl_->ex, impl_->gate);
     asio::post(impl_->loop, [&m = *impl_, op, stream = std::move(stream), payloads = std::move(payloads)]() mutable {
-        if (payloads.empty()) return op->complete(make_error_code(publish_error::invalid_payload), 0ull);
+        if (op->withdrawn()) return;
+        auto refuse = [&](publish_error e) {
+            if (op->take()) op->complete(make_error_code(e), 0);
+        };
+        if (payloads.empty()) return refuse(publish_error::invalid_payload);
         auto items = std::make_shared<std::vector<std::pair<std::string, std::string>>>();
         items->reserve(payloads.size());
         for (auto& p : payloads) {
-            if (auto refused = m.refuse(stream, p)) return op->complete(make_error_code(*refused), 0ull);
+            if (auto refused = m.refuse(stream, p)) return refuse(*refused);
             items->emplace_back(stream, std::move(p));
         }
         const std::int64_t at_ms = primary::now_ms();
         ++m.in_flight;
         auto job = [&m, op, items, at_ms](app::database&, bool& keep) -> std::uint64_t {
-            if (op->cancelled) {
+            if (!op->take()) {
                 keep = false;
-                return 0;  // dropped, nothing written
+                return 0;  // cancelled (and completed): nothing written
             }
             return m.core.out.publish(*items, at_ms).back().seq;
         };
         auto done = [&m, op, stream, n = items->size()](app::db_result<std::uint64_t> r) {
             --m.in_flight;
+            if (op->withdrawn()) return;
             if (!r) {
                 if (r.error().code != app::make_db_error_code(app::db_apply_failed))  // as above
                     m.health.publish_failed(stream, r.error().what);
-                return op->complete(r.error().code, 0ull);
+                return op->complete(r.error().code, 0);
             }
-            if (*r == 0) return op->complete(aborted, 0ull);
             m.health.works();
             m.core.rep.committed(stream, n);
-            op->complete(error_code{}, static_cast<unsigned long long>(*r));
+            op->complete(error_code{}, *r);
         };
         m.core.worker.async_run<std::uint64_t>(m.loop.get_executor(), std::move(job), std::move(done));
     });
 }
 
 void primary_node::start_transaction(transaction_writes fn, asio::any_completion_handler<void(error_code)> handler) {
-    auto op = make_op(std::move(handler), impl_->ex);
+    auto op = make_op(std::move(handler), impl_->ex, impl_->gate);
     auto& m = *impl_;
-    auto job = [op, fn = std::move(fn)](app::database& db, bool& keep) {
-        if (op->cancelled) {
+    auto job = [op, fn = std::move(fn)](app::database& db, bool& keep) -> error_code {
+        if (!op->take()) {
             keep = false;
-            return false;
+            return {};  // cancelled (and completed): nothing run
         }
-        fn(db.handle());
-        return true;
+        return run_application(db, fn, keep, "the application's transaction", "transaction_failed", {});
     };
     ++m.in_flight;
-    auto done = [&m, op](app::db_result<bool> r) {
+    auto done = [&m, op](app::db_result<error_code> r) {
         --m.in_flight;
-        if (!r) return op->complete(r.error().code);
-        op->complete(*r ? error_code{} : aborted);
+        if (op->withdrawn()) return;
+        if (!r) {
+            app::log(app::level::warn, "transaction_failed", {{"error", r.error().what}, {"note", "nothing stored"}});
+            return op->complete(r.error().code);
+        }
+        op->complete(*r);
     };
     // Through the node's loop, as publishes go: one started after a publish
     // runs after it.
     asio::post(m.loop, [&m, job = std::move(job), done = std::move(done)]() mutable {
-        m.core.worker.async_run<bool>(m.loop.get_executor(), std::move(job), std::move(done));
+        m.core.worker.async_run<error_code>(m.loop.get_executor(), std::move(job), std::move(done));
     });
 }
 
@@ -421,10 +488,11 @@ bool primary_node::demoted() const {
 }
 
 void primary_node::start_status(asio::any_completion_handler<void(error_code, std::vector<stream_status>)> handler) {
-    auto op = make_op(std::move(handler), impl_->ex);
+    auto op = make_op(std::move(handler), impl_->ex, impl_->gate);
     auto& m = *impl_;
-    auto job = [&m](app::database&, bool&) {
+    auto job = [&m, op](app::database&, bool&) {
         std::vector<stream_status> v;
+        if (!op->take()) return v;  // cancelled (and completed)
         auto blocked = m.core.out.blocked();
         for (auto& [name, s] : m.core.out.status()) {
             stream_status st{name, s.next_seq - 1, s.acked_seq, s.pending, {}};
@@ -436,6 +504,7 @@ void primary_node::start_status(asio::any_completion_handler<void(error_code, st
     ++m.in_flight;
     auto done = [&m, op](app::db_result<std::vector<stream_status>> r) {
         --m.in_flight;
+        if (op->withdrawn()) return;
         if (!r) return op->complete(r.error().code, std::vector<stream_status>{});
         op->complete(error_code{}, std::move(*r));
     };

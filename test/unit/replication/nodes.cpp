@@ -27,6 +27,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <steadfast_test/scratch_dir.hpp>
 #include <string>
 #include <thread>
@@ -379,31 +380,81 @@ BOOST_FIXTURE_TEST_CASE(config_errors_are_named, pair_fixture) {
 BOOST_FIXTURE_TEST_CASE(a_cancelled_publish_not_yet_taken_stores_nothing, pair_fixture) {
     asio::io_context ioc;
     replication::primary_node primary(ioc.get_executor(), pc);
-    // The database thread is held by a transaction while the publish waits.
-    std::atomic<bool> release{false};
+    // The database thread is held by a transaction while three operations
+    // wait behind it, each cancelled with another type.
+    std::atomic<bool> release{false}, held{false};
     primary.async_transaction(
         [&](sqlite3*) {
+            held = true;
             while (!release) std::this_thread::sleep_for(1ms);
         },
         asio::detached);
-    asio::cancellation_signal cancel;
-    boost::system::error_code ec;
-    std::uint64_t seq = 99;
-    primary.async_publish("c", "{}", asio::bind_cancellation_slot(cancel.slot(), [&](auto e, std::uint64_t s) {
-                              ec = e;
+    asio::cancellation_signal one, batch, status;
+    std::optional<boost::system::error_code> one_ec, batch_ec, status_ec;
+    std::uint64_t seq = 99, batch_seq = 99;
+    primary.async_publish("c", "{}", asio::bind_cancellation_slot(one.slot(), [&](auto e, std::uint64_t s) {
+                              one_ec = e;
                               seq = s;
                           }));
-    cancel.emit(asio::cancellation_type::terminal);
+    primary.async_publish_batch("c", {"1", "2"},
+                                asio::bind_cancellation_slot(batch.slot(), [&](auto e, std::uint64_t s) {
+                                    batch_ec = e;
+                                    batch_seq = s;
+                                }));
+    primary.async_status(asio::bind_cancellation_slot(
+        status.slot(), [&](auto e, std::vector<replication::stream_status>) { status_ec = e; }));
+    BOOST_REQUIRE(eventually([&] { return held.load(); }));
+    one.emit(asio::cancellation_type::terminal);
+    batch.emit(asio::cancellation_type::partial);
+    status.emit(asio::cancellation_type::total);
+    // They complete while the transaction still holds the database thread:
+    // a cancelled caller does not wait for what is ahead of it.
+    for (int i = 0; i < 500 && !(one_ec && batch_ec && status_ec); ++i) ioc.run_for(10ms);
+    const bool completed_while_held = one_ec && batch_ec && status_ec;
     release = true;
-    ioc.run();
-    BOOST_TEST((ec == asio::error::operation_aborted), ec.message());
+    BOOST_REQUIRE(completed_while_held);
+    BOOST_TEST((*one_ec == asio::error::operation_aborted), one_ec->message());
+    BOOST_TEST((*batch_ec == asio::error::operation_aborted), batch_ec->message());
+    BOOST_TEST((*status_ec == asio::error::operation_aborted), status_ec->message());
     BOOST_TEST(seq == 0u);
+    BOOST_TEST(batch_seq == 0u);
+    ioc.restart();
+    ioc.run();  // the transaction ends; the cancelled jobs, reached, do nothing
     // The next publish of the stream is its first message.
     std::uint64_t next = 0;
     primary.async_publish("c", "{}", [&](auto, std::uint64_t s) { next = s; });
     ioc.restart();
     ioc.run();
     BOOST_TEST(next == 1u);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_transaction_that_throws_keeps_nothing_and_completes_with_its_code, pair_fixture) {
+    asio::io_context ioc;
+    replication::primary_node primary(ioc.get_executor(), pc);
+    std::vector<boost::system::error_code> got;
+    auto note = [&](boost::system::error_code e) { got.push_back(e); };
+    primary.async_transaction(
+        [](sqlite3* db) {
+            exec(db, "INSERT INTO orders(id, what) VALUES(1, 'kept?')");
+            throw std::runtime_error("no such customer");
+        },
+        note);
+    primary.async_transaction(
+        [](sqlite3* db) {
+            exec(db, "INSERT INTO orders(id, what) VALUES(2, 'kept?')");
+            throw boost::system::system_error(make_error_code(boost::system::errc::permission_denied));
+        },
+        note);
+    primary.async_transaction([](sqlite3* db) { exec(db, "INSERT INTO orders(id, what) VALUES(3, 'kept')"); }, note);
+    std::int64_t rows = -1;
+    primary.async_transaction([&](sqlite3* db) { rows = count_rows(db, "SELECT count(*) FROM orders"); }, note);
+    ioc.run();
+    BOOST_REQUIRE(got.size() == 4u);
+    BOOST_TEST((got[0] == replication::publish_error::writes_failed), got[0].message());
+    BOOST_TEST((got[1] == boost::system::errc::permission_denied), got[1].message());
+    BOOST_TEST(!got[2]);
+    BOOST_TEST(!got[3]);
+    BOOST_TEST(rows == 1);  // the third's row alone: the others' writes went with their throws
 }
 
 BOOST_FIXTURE_TEST_CASE(a_failing_handler_is_retried_never_skipped, pair_fixture) {

@@ -114,9 +114,11 @@ public:
     /// learnt of it), or with an error and nothing stored. Signature
     /// void(error_code, std::uint64_t); any completion token (default
     /// deferred: nothing happens until the result is awaited or invoked);
-    /// per-operation cancellation of every type: a publish the
-    /// database thread has not taken yet is dropped (operation_aborted), one
+    /// per-operation cancellation of every type: a publish the database
+    /// thread has not taken yet completes at once with operation_aborted (it
+    /// does not wait for what is ahead of it) and is never stored; one
     /// already in its commit completes as usual. Never completes inline.
+    /// The same holds for every operation below.
     template <class CompletionToken = boost::asio::deferred_t>
     auto async_publish(std::string stream, std::string payload, CompletionToken&& token = {}) {
         return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, std::uint64_t)>(
@@ -161,7 +163,12 @@ public:
 
     /// Runs `fn(db)` on the database thread in its own transaction (reads of
     /// the application's tables beside the outbox), after every publish
-    /// started before it; completes with void(error_code).
+    /// started before it; completes with void(error_code). A throw from `fn`
+    /// keeps none of its writes and completes with its error code (as
+    /// async_publish_with's writes; its text is logged as
+    /// `transaction_failed`). It runs after stop() and after a demotion too
+    /// (the database is open until the node is destroyed): a program that
+    /// must not write once demoted checks demoted() first.
     template <class CompletionToken = boost::asio::deferred_t>
     auto async_transaction(transaction_writes fn, CompletionToken&& token = {}) {
         return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
