@@ -59,6 +59,10 @@ struct category final : boost::system::error_category {
                 return "free space on the outbox's disk is under min_free_bytes: nothing stored";
             case publish_error::writes_failed:
                 return "the application's writes threw: nothing stored";
+            case publish_error::no_dead_letter:
+                return "no dead letter has that number";
+            case publish_error::already_requeued:
+                return "the dead letter was requeued already";
         }
         return "unknown replication error";
     }
@@ -510,6 +514,76 @@ void primary_node::start_status(asio::any_completion_handler<void(error_code, st
     };
     asio::post(m.loop, [&m, job = std::move(job), done = std::move(done)]() mutable {
         m.core.worker.async_run<std::vector<stream_status>>(m.loop.get_executor(), std::move(job), std::move(done));
+    });
+}
+
+void primary_node::start_dead_letters(
+    asio::any_completion_handler<void(error_code, std::vector<dead_letter>)> handler) {
+    auto op = make_op(std::move(handler), impl_->ex, impl_->gate);
+    auto& m = *impl_;
+    auto job = [&m, op](app::database&, bool&) {
+        std::vector<dead_letter> v;
+        if (!op->take()) return v;  // cancelled (and completed)
+        for (auto& d : m.core.out.dead_letters())
+            v.push_back({d.n, std::move(d.stream), std::move(d.id), std::move(d.payload), std::move(d.reason), d.seq,
+                         std::chrono::system_clock::time_point(std::chrono::milliseconds(d.at_ms)), d.requeued_seq});
+        return v;
+    };
+    ++m.in_flight;
+    auto done = [&m, op](app::db_result<std::vector<dead_letter>> r) {
+        --m.in_flight;
+        if (op->withdrawn()) return;
+        if (!r) return op->complete(r.error().code, std::vector<dead_letter>{});
+        op->complete(error_code{}, std::move(*r));
+    };
+    asio::post(m.loop, [&m, job = std::move(job), done = std::move(done)]() mutable {
+        m.core.worker.async_run<std::vector<dead_letter>>(m.loop.get_executor(), std::move(job), std::move(done));
+    });
+}
+
+void primary_node::start_requeue(std::int64_t n,
+                                 asio::any_completion_handler<void(error_code, std::uint64_t)> handler) {
+    auto op = make_op(std::move(handler), impl_->ex, impl_->gate);
+    asio::post(impl_->loop, [&m = *impl_, op, n]() mutable {
+        if (op->withdrawn()) return;
+        if (m.stopped || m.demoted) {
+            if (op->take()) op->complete(make_error_code(publish_error::stopped), 0);
+            return;
+        }
+        ++m.in_flight;
+        auto job = [&m, op, n](app::database&, bool& keep) -> primary::requeue_result {
+            if (!op->take()) {
+                keep = false;
+                return {};  // cancelled (and completed): nothing written
+            }
+            return m.core.out.requeue(n, primary::now_ms());
+        };
+        auto done = [&m, op, n](app::db_result<primary::requeue_result> r) {
+            --m.in_flight;
+            if (op->withdrawn()) return;
+            if (!r) {
+                // Its commit failed (a requeue is a publish): the storage's
+                // failure, unless code of the application's grouped with it
+                // ended the transaction.
+                if (r.error().code != app::make_db_error_code(app::db_apply_failed))
+                    m.health.publish_failed("(dead letter " + std::to_string(n) + ")", r.error().what);
+                return op->complete(r.error().code, 0);
+            }
+            switch (r->what) {
+                case primary::requeue_result::status::not_found:
+                    return op->complete(make_error_code(publish_error::no_dead_letter), 0);
+                case primary::requeue_result::status::already:
+                    return op->complete(make_error_code(publish_error::already_requeued), r->p.seq);
+                case primary::requeue_result::status::requeued:
+                    break;
+            }
+            m.health.works();
+            app::log(app::level::info, "requeued",
+                     {{"n", n}, {"stream", r->p.stream}, {"seq", r->p.seq}, {"id", r->p.id}});
+            m.core.rep.committed(r->p.stream, 1);
+            op->complete(error_code{}, r->p.seq);
+        };
+        m.core.worker.async_run<primary::requeue_result>(m.loop.get_executor(), std::move(job), std::move(done));
     });
 }
 

@@ -457,6 +457,86 @@ BOOST_FIXTURE_TEST_CASE(a_transaction_that_throws_keeps_nothing_and_completes_wi
     BOOST_TEST(rows == 1);  // the third's row alone: the others' writes went with their throws
 }
 
+BOOST_FIXTURE_TEST_CASE(dead_letters_are_listed_and_requeued_once, pair_fixture) {
+    // A replica whose max_body is under a message: 413, a dead letter, and a
+    // tombstone in its place; the stream goes on.
+    secondary.reset();
+    replication::secondary_config sc;
+    sc.data = (scratch.path / "small").string();
+    sc.fsync = false;
+    sc.max_body = 2048;
+    auto small = std::make_unique<replication::secondary_node>(sc);
+    const auto port = small->local_endpoint().port();
+    pc.secondary = "http://127.0.0.1:" + std::to_string(port);
+    asio::io_context ioc;
+    replication::primary_node primary(ioc.get_executor(), pc);
+    const std::string big = "\"" + std::string(3000, 'x') + "\"";
+    auto run = [&](auto op) {
+        auto f = asio::co_spawn(ioc, std::move(op), asio::use_future);
+        ioc.restart();
+        ioc.run();
+        return f.get();
+    };
+    auto acked = [&] {
+        return run([&]() -> asio::awaitable<std::uint64_t> {
+            auto all = co_await primary.async_status(asio::use_awaitable);
+            for (auto& st : all)
+                if (st.stream == "d") co_return st.acked_seq;
+            co_return 0;
+        });
+    };
+    auto requeue = [&](std::int64_t n) {
+        return run([&, n]() -> asio::awaitable<std::tuple<boost::system::error_code, std::uint64_t>> {
+            co_return co_await primary.async_requeue(n, asio::as_tuple(asio::use_awaitable));
+        });
+    };
+    auto dead = [&] {
+        return run([&]() -> asio::awaitable<std::vector<replication::dead_letter>> {
+            co_return co_await primary.async_dead_letters(asio::use_awaitable);
+        });
+    };
+    BOOST_TEST(run([&]() -> asio::awaitable<std::uint64_t> {
+                   co_return co_await primary.async_publish("d", big, asio::use_awaitable);
+               }) == 1u);
+    BOOST_TEST(run([&]() -> asio::awaitable<std::uint64_t> {
+                   co_return co_await primary.async_publish("d", "2", asio::use_awaitable);
+               }) == 2u);
+    BOOST_REQUIRE(eventually([&] { return acked() == 2u; }));
+    auto letters = dead();
+    BOOST_REQUIRE(letters.size() == 1u);
+    BOOST_TEST(letters[0].n == 1);
+    BOOST_TEST(letters[0].stream == "d");
+    BOOST_TEST(letters[0].seq == 1u);
+    BOOST_TEST(letters[0].payload == big);
+    BOOST_TEST(letters[0].reason.find("413") != std::string::npos, letters[0].reason);
+    BOOST_TEST(!letters[0].requeued_seq.has_value());
+    BOOST_TEST((letters[0].at > std::chrono::system_clock::now() - std::chrono::minutes(5)));
+
+    // The replica takes larger messages now (the same store, the same
+    // port): the requeue is the stream's next message, and is applied.
+    small.reset();
+    sc.max_body = 1 << 20;
+    sc.listen = "127.0.0.1:" + std::to_string(port);
+    small = std::make_unique<replication::secondary_node>(sc);
+    auto [ec, seq] = requeue(1);
+    BOOST_TEST(!ec, ec.message());
+    BOOST_TEST(seq == 3u);
+    BOOST_REQUIRE(eventually([&] { return acked() == 3u; }));
+    letters = dead();
+    BOOST_REQUIRE(letters.size() == 1u);  // not dead-lettered again
+    BOOST_TEST((letters[0].requeued_seq == std::optional<std::uint64_t>(3)));
+    // Once only; an unknown number; and not after stop().
+    auto [again, again_seq] = requeue(1);
+    BOOST_TEST((again == replication::publish_error::already_requeued), again.message());
+    BOOST_TEST(again_seq == 3u);
+    auto [unknown, unknown_seq] = requeue(99);
+    BOOST_TEST((unknown == replication::publish_error::no_dead_letter), unknown.message());
+    BOOST_TEST(unknown_seq == 0u);
+    primary.stop();
+    auto [stopped, stopped_seq] = requeue(1);
+    BOOST_TEST((stopped == replication::publish_error::stopped), stopped.message());
+}
+
 BOOST_FIXTURE_TEST_CASE(a_failing_handler_is_retried_never_skipped, pair_fixture) {
     // Seq 3 of a batch of five fails twice after its write: the request's
     // whole transaction goes (1 and 2 with it), the primary sends it again.

@@ -56,6 +56,8 @@ enum class publish_error {
     stopped,             // stop() was called, or the node was demoted
     disk_low,            // free space under min_free_bytes
     writes_failed,       // async_publish_with's writes threw (an exception without an error code)
+    no_dead_letter,      // async_requeue: no dead letter has that number
+    already_requeued,    // async_requeue: it was requeued before (the seq given is that message's)
 };
 const boost::system::error_category& replication_category() noexcept;
 boost::system::error_code make_error_code(publish_error e) noexcept;
@@ -91,6 +93,17 @@ struct stream_status {
     std::string stream;
     std::uint64_t last_seq = 0, acked_seq = 0, pending = 0;
     std::string blocked;  // why delivery stopped for it ("": it did not)
+};
+
+/// A message given up on: the secondary refused it for good (400, 413 or
+/// 422: its shape, its size, its content). It is kept here, and a tombstone
+/// took its seq in the stream so that the stream went on.
+struct dead_letter {
+    std::int64_t n = 0;  // its number, for async_requeue
+    std::string stream, id, payload, reason;
+    std::uint64_t seq = 0;
+    std::chrono::system_clock::time_point at;   // when it was given up on
+    std::optional<std::uint64_t> requeued_seq;  // requeued: the new message's seq
 };
 
 class primary_node {
@@ -196,6 +209,24 @@ public:
                                            void(boost::system::error_code, std::vector<stream_status>)>(
             [this](auto handler) { start_status(std::move(handler)); }, token);
     }
+    /// Every dead letter, oldest first (read on the database thread;
+    /// completes with void(error_code, std::vector<dead_letter>)).
+    template <class CompletionToken = boost::asio::deferred_t>
+    auto async_dead_letters(CompletionToken&& token = {}) {
+        return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, std::vector<dead_letter>)>(
+            [this](auto handler) { start_dead_letters(std::move(handler)); }, token);
+    }
+    /// Publishes dead letter `n`'s payload again, as the next message of its
+    /// stream (once: the dead letter records the new seq); completes with
+    /// void(error_code, seq) once durable, or with no_dead_letter,
+    /// already_requeued (and the seq it was requeued as), stopped, or the
+    /// database's error. The payload is sent as it was: requeue once the
+    /// secondary takes it (a larger max_body, a fixed application).
+    template <class CompletionToken = boost::asio::deferred_t>
+    auto async_requeue(std::int64_t n, CompletionToken&& token = {}) {
+        return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, std::uint64_t)>(
+            [this](auto handler, std::int64_t dead) { start_requeue(dead, std::move(handler)); }, token, n);
+    }
     /// The node's series (steadfast_primary_*), to expose with the
     /// program's own.
     prometheus::Registry& metrics();
@@ -211,6 +242,10 @@ private:
                            boost::asio::any_completion_handler<void(boost::system::error_code)> handler);
     void start_status(
         boost::asio::any_completion_handler<void(boost::system::error_code, std::vector<stream_status>)> handler);
+    void start_dead_letters(
+        boost::asio::any_completion_handler<void(boost::system::error_code, std::vector<dead_letter>)> handler);
+    void start_requeue(std::int64_t n,
+                       boost::asio::any_completion_handler<void(boost::system::error_code, std::uint64_t)> handler);
     std::unique_ptr<impl> impl_;
 };
 
