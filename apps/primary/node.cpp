@@ -54,6 +54,7 @@ int node::run() {
         so.may_take_place = [this](std::string_view auth) {
             return c_.tokens.empty() || app::bearer_matches(auth, c_.tokens);
         };
+        app::refuse_unauthorized_at_header(so, [this]() -> const std::vector<std::string>& { return c_.tokens; });
         app::report_accept_failures(so);
         server.emplace(ioc_.get_executor(), routes(), so);
         const auto ep = app::listen(*server, host, port);

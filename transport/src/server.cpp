@@ -453,6 +453,13 @@ struct server::impl : std::enable_shared_from_this<impl> {
                             co_await write(stream, no_route, h.version(), false);
                             break;
                         }
+                        if (opts.before_continue) {
+                            if (auto early = opts.before_continue(to_request(parser.get()))) {
+                                conn.answering = true;
+                                co_await write(stream, *early, h.version(), false);
+                                break;
+                            }
+                        }
                         static constexpr std::string_view go_on = "HTTP/1.1 100 Continue\r\n\r\n";
                         auto [cec, cn] = co_await asio::async_write(stream, asio::buffer(go_on.data(), go_on.size()),
                                                                     asio::as_tuple(asio::use_awaitable));

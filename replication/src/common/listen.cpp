@@ -1,7 +1,9 @@
 #include "listen.hpp"
 
 #include "log.hpp"
+#include "token.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -34,6 +36,16 @@ void report_accept_failures(http::server::options& so) {
              {"hint", descriptors ? "out of file descriptors: raise the limit (LimitNOFILE in the unit, ulimit -n) or "
                                     "lower --max-connections; new connections wait until one is free"
                                   : "new connections wait in the backlog; accepting is tried again every 50 ms"}});
+    };
+}
+
+void refuse_unauthorized_at_header(http::server::options& so, std::function<const std::vector<std::string>&()> tokens) {
+    so.before_continue = [tokens = std::move(tokens),
+                          open = so.reserved_paths](const http::request& header) -> std::optional<http::response> {
+        const std::string_view target = header.target;
+        const auto path = target.substr(0, target.find('?'));
+        if (std::find(open.begin(), open.end(), path) != open.end()) return std::nullopt;
+        return refuse_unauthorized(header, tokens());
     };
 }
 

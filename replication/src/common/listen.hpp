@@ -7,8 +7,10 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace steadfast::app {
 
@@ -30,5 +32,12 @@ boost::asio::ip::tcp::endpoint listen(http::server& server, const std::string& h
 /// how many were held back (the server retries every 50 ms, and counts
 /// them in stats::accept_failures for the metric).
 void report_accept_failures(http::server::options& so);
+
+/// Sets `so.before_continue`: a request that asks to be told to go on
+/// (Expect: 100-continue) for a path outside so.reserved_paths (health,
+/// readiness, metrics: open to all) without one of `tokens()` is answered
+/// 401 at its header, before its body is sent. `tokens` is read on the
+/// server's executor each time (tokens reloaded in place).
+void refuse_unauthorized_at_header(http::server::options& so, std::function<const std::vector<std::string>&()> tokens);
 
 }  // namespace steadfast::app

@@ -12,10 +12,36 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: applicat
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Authorization: Bearer wrong' -H 'Content-Type: application/json' \
   -d '{"id":"a","stream":"s","seq":1,"payload":1}' "http://127.0.0.1:$SPORT/api/messages")
 [ "$code" = 401 ] || fail "wrong token: expected 401, got $code"
+# A client that asks to be told to go on (Expect: 100-continue) without the
+# token is refused at its header: it never sends its body. With the token, or
+# for health, readiness and metrics (open to all), it is told to go on.
+first_answer() {  # PORT METHOD PATH TOKEN: the first line the server sends after the header
+  python3 - "$@" <<'PY'
+import socket, sys
+port, method, path, token = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+auth = f"Authorization: Bearer {token}\r\n" if token else ""
+c = socket.create_connection(("127.0.0.1", port)); c.settimeout(5)
+c.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: application/json\r\n"
+          f"Content-Length: 900000\r\nExpect: 100-continue\r\n\r\n".encode())
+print(c.recv(4096).split(b"\r\n")[0].decode())
+PY
+}
+[ "$(first_answer "$SPORT" POST /api/messages '')" = "HTTP/1.1 401 Unauthorized" ] \
+  || fail "Expect: 100-continue without a token: not refused at the header"
+[ "$(first_answer "$SPORT" POST /api/messages wrong)" = "HTTP/1.1 401 Unauthorized" ] \
+  || fail "Expect: 100-continue with a wrong token: not refused at the header"
+[ "$(first_answer "$SPORT" POST /api/messages right-token)" = "HTTP/1.1 100 Continue" ] \
+  || fail "Expect: 100-continue with the token: not told to go on"
+[ "$(first_answer "$SPORT" GET /health '')" = "HTTP/1.1 100 Continue" ] \
+  || fail "Expect: 100-continue to /health (open to all): not told to go on"
 # The ladder's second step is an hour: only "try again now" can deliver
 # within the test after the configuration is fixed.
 start_primary --token-file "$WORK/primary.token" --quick-retries 2 --ladder "1s 1h"
 PUBLISH_TOKEN=wrong-token  # (v2) /publish wants the primary's own token
+[ "$(first_answer "$PPORT" POST /publish?stream=s '')" = "HTTP/1.1 401 Unauthorized" ] \
+  || fail "the primary told a publisher without its token to go on"
+[ "$(first_answer "$PPORT" POST /publish?stream=s wrong-token)" = "HTTP/1.1 100 Continue" ] \
+  || fail "the primary did not tell a publisher with its token to go on"
 publish 10
 wait_for 20 "the ladder's second step (1 h)" log_has "$WORK/primary.log" link_error ladder_step=2
 grep -q 'check --token-file' "$WORK/primary.log" || fail "the report does not say what to check"

@@ -93,6 +93,13 @@ public:
         // the daemons let only a request with a valid token push a client
         // out. Unset: any request.
         std::function<bool(std::string_view authorization)> may_take_place;
+        // Called (on the server's executor) with a request's header, its body
+        // not read yet, when the client asked to be told to go on (Expect:
+        // 100-continue): an answer returned is sent instead of the 100, the
+        // body is never read, and the connection closes. The daemons refuse
+        // a missing or wrong token here, so that a client without one does
+        // not upload its body first. Unset: every such request goes on.
+        std::function<std::optional<response>(const request& header)> before_continue;
         // Called (on the server's executor) when accepting a connection fails
         // (out of descriptors, out of memory, ...): the server pauses 50 ms
         // and accepts again, and counts it in stats::accept_failures; the
