@@ -265,21 +265,87 @@ BOOST_AUTO_TEST_CASE(a_waiter_let_in_while_its_io_context_is_destroyed) {
         BOOST_TEST(limit->waiting() == 0u);
         BOOST_TEST(limit->in_use() == 0u);  // the waiter's permit went with its context
     }
-    {
-        asio::io_context timers;
+    for (const bool plain_first : {false, true}) {
+        // Two waiters as the rate limit ends: one on a plain (tracked)
+        // executor of `other`, one on a dawdling executor of `d`. While the
+        // second's post dawdles, `other` is destroyed: what the first's
+        // completion kept of `other` (its tracked executor) must be gone by
+        // then, whatever order the waiters are told in.
+        asio::io_context timers, d;
         auto rate = std::make_shared<rate_limit>(timers.get_executor(),
-                                                 rate_limit::options{.per_second = 1, .burst = 1, .queue = 1});
+                                                 rate_limit::options{.per_second = 1, .burst = 1, .queue = 2});
         BOOST_TEST(rate->try_acquire());
         auto other = std::make_unique<asio::io_context>();
         std::atomic<bool> begun{false};
-        rate->async_acquire(other->get_executor(),
-                            asio::bind_executor(dawdling_executor{other->get_executor(), &begun},
-                                                [](error_code) { BOOST_ERROR("its handler ran"); }));
-        std::thread ender([&] { rate.reset(); });  // its waiter told operation_aborted
+        auto dawdler = [&] {
+            rate->async_acquire(d.get_executor(),
+                                asio::bind_executor(dawdling_executor{d.get_executor(), &begun}, [](error_code) {}));
+        };
+        auto plain = [&] {
+            rate->async_acquire(other->get_executor(), [](error_code) { BOOST_ERROR("its handler ran"); });
+        };
+        if (plain_first) {
+            plain();
+            dawdler();
+        } else {
+            dawdler();
+            plain();
+        }
+        std::thread ender([&] { rate.reset(); });  // its waiters told operation_aborted
         while (!begun.load()) std::this_thread::yield();
         other.reset();
         ender.join();
     }
+}
+
+// An executor whose execute() posts, then takes 100 ms to return: the
+// handler can run (and be done) before the thread that let it in has left
+// the limiter's code.
+struct slow_return_executor {
+    asio::io_context::executor_type inner;
+    asio::execution_context& query(asio::execution::context_t) const noexcept {
+        return asio::query(inner, asio::execution::context);
+    }
+    static constexpr asio::execution::blocking_t query(asio::execution::blocking_t) noexcept {
+        return asio::execution::blocking.never;
+    }
+    template <class F>
+    void execute(F f) const {
+        inner.execute(std::move(f));
+        std::this_thread::sleep_for(100ms);
+    }
+    friend bool operator==(const slow_return_executor& a, const slow_return_executor& b) noexcept {
+        return a.inner == b.inner;
+    }
+    friend bool operator!=(const slow_return_executor& a, const slow_return_executor& b) noexcept { return !(a == b); }
+};
+
+// A handler that holds a permit of the limit it waits on, run and done on
+// its own thread while the thread that let it in is still in give_back():
+// it must be destroyed where it ran, not by the releasing thread under the
+// limit's lock (giving its permit back there would take that lock again).
+BOOST_AUTO_TEST_CASE(a_handler_holding_a_permit_is_not_destroyed_under_the_limits_lock) {
+    asio::io_context b;
+    auto guard = asio::make_work_guard(b);
+    std::thread runner([&] { b.run(); });
+    auto limit = std::make_shared<concurrency_limit>(concurrency_limit::options{.limit = 2, .queue = 1});
+    auto p0 = limit->try_acquire();
+    auto p1 = limit->try_acquire();
+    auto kept = std::make_shared<concurrency_limit::permit>();
+    std::atomic<bool> ran{false};
+    limit->async_acquire(b.get_executor(), asio::bind_executor(slow_return_executor{b.get_executor()},
+                                                               [p0 = std::move(p0), kept, &ran](
+                                                                   error_code, concurrency_limit::permit p) mutable {
+                                                                   *kept = std::move(p);
+                                                                   ran = true;
+                                                               }));
+    p1.release();  // lets the waiter in, on this thread
+    while (!ran) std::this_thread::yield();
+    guard.reset();
+    runner.join();
+    BOOST_TEST(limit->in_use() == 1u);  // the waiter's permit, kept; p0 went with the handler
+    kept->release();
+    BOOST_TEST(limit->in_use() == 0u);
 }
 
 // A whole pipeline shared by operations on two threads, each on its own

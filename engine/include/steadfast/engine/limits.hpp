@@ -164,15 +164,20 @@ void start_acquire(const std::shared_ptr<Limiter>& self, Handler handler, boost:
     using payload = std::conditional_t<bare, bool, Result>;
     auto slot = asio::get_associated_cancellation_slot(handler);
     auto work = asio::prefer(asio::get_associated_executor(handler, ex), asio::execution::outstanding_work.tracked);
-    auto h = std::make_shared<Handler>(std::move(handler));
+    auto h = std::make_shared<std::optional<Handler>>(std::move(handler));
     // Completes on the handler's executor: the slot is cleared there first.
+    // The handler leaves the shared state there: what else holds `h` (a
+    // waiter's finish, destroyed under the limiter's lock) never destroys
+    // it, nor what it holds (a permit of this limiter, say).
     auto complete = [h, work, slot](error_code ec, payload r) mutable {
         asio::post(work, [h, slot, ec, r = std::move(r)]() mutable {
             if (slot.is_connected()) slot.clear();
+            Handler handler = std::move(**h);
+            h->reset();
             if constexpr (bare)
-                std::move (*h)(ec);
+                std::move(handler)(ec);
             else
-                std::move (*h)(ec, std::move(r));
+                std::move(handler)(ec, std::move(r));
         });
     };
     auto result = [](Limiter* l) -> payload {
@@ -217,12 +222,17 @@ void start_acquire(const std::shared_ptr<Limiter>& self, Handler handler, boost:
         return;
     }
     // Let in later (its result made then) or refused by cancellation or by
-    // the limiter's end. Out of the registry only once posted: a context
-    // shutting down meanwhile still finds it, and waits for the lock.
+    // the limiter's end. Out of the registry only once posted and once what
+    // refers to the handler's context (its tracked executor, the handler)
+    // has left the finish: a context shutting down meanwhile still finds the
+    // entry, and waits for the lock.
     try {
         self->waiters_->add(id, [complete, weak, result, &registry, key](error_code ec) mutable {
-            auto s = weak.lock();
-            complete(ec, !ec && s ? result(s.get()) : payload{});
+            {
+                auto c = std::move(complete);
+                auto s = weak.lock();
+                c(ec, !ec && s ? result(s.get()) : payload{});
+            }
             registry.remove(key);
         });
     } catch (...) {
