@@ -257,8 +257,9 @@ struct pending_op<void(error_code, Args...)> {
     asio::any_completion_executor work;
     std::atomic<int> state{queued};
 
-    /// The operation is the caller's to complete (false: a cancellation
-    /// took it, and has completed it).
+    /// The operation is ours to complete, once (false: a cancellation took
+    /// it, and has completed it). Called by the job before it writes, and by
+    /// the completion (a job its failed group never ran is still queued).
     bool take() noexcept {
         int q = queued;
         return state.compare_exchange_strong(q, taken) || q == taken;
@@ -383,7 +384,7 @@ void primary_node::start_publish(std::string stream, std::string payload, transa
         };
         auto done = [&m, op, stream, payload = std::move(payload), at_ms](app::db_result<outcome> r) mutable {
             --m.in_flight;
-            if (op->withdrawn()) return;
+            if (!op->take()) return;  // cancelled (and completed); else ours to complete, once
             if (!r) {
                 // The application's code ended the transaction (its own or a
                 // publish's grouped with it): not the storage's failure.
@@ -430,7 +431,7 @@ void primary_node::start_publish_batch(std::string stream, std::vector<std::stri
         };
         auto done = [&m, op, stream, n = items->size()](app::db_result<std::uint64_t> r) {
             --m.in_flight;
-            if (op->withdrawn()) return;
+            if (!op->take()) return;  // cancelled (and completed); else ours to complete, once
             if (!r) {
                 if (r.error().code != app::make_db_error_code(app::db_apply_failed))  // as above
                     m.health.publish_failed(stream, r.error().what);
@@ -457,7 +458,7 @@ void primary_node::start_transaction(transaction_writes fn, asio::any_completion
     ++m.in_flight;
     auto done = [&m, op](app::db_result<error_code> r) {
         --m.in_flight;
-        if (op->withdrawn()) return;
+        if (!op->take()) return;  // cancelled (and completed); else ours to complete, once
         if (!r) {
             app::log(app::level::warn, "transaction_failed", {{"error", r.error().what}, {"note", "nothing stored"}});
             return op->complete(r.error().code);
@@ -508,7 +509,7 @@ void primary_node::start_status(asio::any_completion_handler<void(error_code, st
     ++m.in_flight;
     auto done = [&m, op](app::db_result<std::vector<stream_status>> r) {
         --m.in_flight;
-        if (op->withdrawn()) return;
+        if (!op->take()) return;  // cancelled (and completed); else ours to complete, once
         if (!r) return op->complete(r.error().code, std::vector<stream_status>{});
         op->complete(error_code{}, std::move(*r));
     };
@@ -532,7 +533,7 @@ void primary_node::start_dead_letters(
     ++m.in_flight;
     auto done = [&m, op](app::db_result<std::vector<dead_letter>> r) {
         --m.in_flight;
-        if (op->withdrawn()) return;
+        if (!op->take()) return;  // cancelled (and completed); else ours to complete, once
         if (!r) return op->complete(r.error().code, std::vector<dead_letter>{});
         op->complete(error_code{}, std::move(*r));
     };
@@ -560,7 +561,7 @@ void primary_node::start_requeue(std::int64_t n,
         };
         auto done = [&m, op, n](app::db_result<primary::requeue_result> r) {
             --m.in_flight;
-            if (op->withdrawn()) return;
+            if (!op->take()) return;  // cancelled (and completed); else ours to complete, once
             if (!r) {
                 // Its commit failed (a requeue is a publish): the storage's
                 // failure, unless code of the application's grouped with it

@@ -11,6 +11,7 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -20,11 +21,16 @@
 #include <boost/asio/use_future.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -426,6 +432,100 @@ BOOST_FIXTURE_TEST_CASE(a_cancelled_publish_not_yet_taken_stores_nothing, pair_f
     ioc.restart();
     ioc.run();
     BOOST_TEST(next == 1u);
+}
+
+// The caller's executor: says when it has been called, then waits (at most
+// 2 s) until the caller has emitted its cancellation before it posts (as a
+// thread preempted there would). Never inline.
+struct waiting_executor {
+    asio::io_context::executor_type inner;
+    std::atomic<bool>* called;
+    std::atomic<bool>* go;
+    asio::execution_context& query(asio::execution::context_t) const noexcept {
+        return asio::query(inner, asio::execution::context);
+    }
+    static constexpr asio::execution::blocking_t query(asio::execution::blocking_t) noexcept {
+        return asio::execution::blocking.never;
+    }
+    template <class F>
+    void execute(F f) const {
+        called->store(true);
+        for (int i = 0; i < 2000 && !go->load(); ++i) std::this_thread::sleep_for(1ms);
+        inner.execute(std::move(f));
+    }
+    friend bool operator==(const waiting_executor& a, const waiting_executor& b) noexcept { return a.inner == b.inner; }
+    friend bool operator!=(const waiting_executor& a, const waiting_executor& b) noexcept { return !(a == b); }
+};
+
+// What the process writes to stderr (the log) meanwhile.
+struct stderr_capture {
+    std::filesystem::path file;
+    int saved = -1;
+    explicit stderr_capture(std::filesystem::path f) : file(std::move(f)) {
+        std::fflush(stderr);
+        saved = ::dup(2);
+        const int fd = ::open(file.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
+        ::dup2(fd, 2);
+        ::close(fd);
+    }
+    std::string finish() {
+        std::fflush(stderr);
+        ::dup2(saved, 2);
+        ::close(saved);
+        std::ifstream in(file);
+        return {std::istreambuf_iterator<char>(in), {}};
+    }
+};
+
+BOOST_FIXTURE_TEST_CASE(a_cancellation_after_a_failed_group_completed_the_publish_changes_nothing, pair_fixture) {
+    // A publish whose job never ran (a transaction ahead of it in its group
+    // ended the node's transaction) completes with the group's error; a
+    // cancellation emitted before its handler ran must not complete it again.
+    stderr_capture log_of(scratch.path / "stderr.log");
+    asio::io_context ioc;
+    int calls = 0;
+    boost::system::error_code got;
+    std::atomic<bool> called{false}, emitted{false};
+    {
+        replication::primary_node primary(ioc.get_executor(), pc);
+        std::atomic<bool> held{false}, release{false};
+        primary.async_transaction(
+            [&](sqlite3*) {
+                held = true;
+                while (!release) std::this_thread::sleep_for(1ms);
+            },
+            asio::detached);
+        BOOST_REQUIRE(eventually([&] { return held.load(); }));
+        // These two wait together: the next group.
+        primary.async_transaction([](sqlite3* db) { sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr); },
+                                  asio::detached);
+        asio::cancellation_signal cancel;
+        primary.async_publish(
+            "s", "{}",
+            asio::bind_cancellation_slot(cancel.slot(),
+                                         asio::bind_executor(waiting_executor{ioc.get_executor(), &called, &emitted},
+                                                             [&](auto ec, std::uint64_t) {
+                                                                 ++calls;
+                                                                 got = ec;
+                                                             })));
+        std::this_thread::sleep_for(100ms);  // both queued behind the held transaction
+        release = true;
+        BOOST_REQUIRE(eventually([&] { return called.load(); }));  // the publish is being completed
+        cancel.emit(asio::cancellation_type::terminal);
+        emitted = true;
+        std::this_thread::sleep_for(200ms);  // time for a second completion, were there one
+        ioc.run();
+        // The node still works.
+        std::uint64_t next = 0;
+        primary.async_publish("s", "{}", [&](auto, std::uint64_t s) { next = s; });
+        ioc.restart();
+        ioc.run();
+        BOOST_TEST(next == 1u);
+    }
+    const std::string log = log_of.finish();
+    BOOST_TEST(calls == 1);
+    BOOST_TEST(got.message().find("the application's code failed") != std::string::npos, got.message());
+    BOOST_TEST(log.find("primary_node_failed") == std::string::npos, log);
 }
 
 BOOST_FIXTURE_TEST_CASE(a_transaction_that_throws_keeps_nothing_and_completes_with_its_code, pair_fixture) {
