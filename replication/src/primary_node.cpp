@@ -137,7 +137,9 @@ struct primary_node::impl {
         : ex(std::move(e)),
           cfg((check(c), std::move(c))),
           db(cfg.data, "primary.db", "steadfast-primary", cfg.fsync ? app::sync_mode::full : app::sync_mode::off),
-          schema_run((cfg.schema.empty() ? void() : db.exec(cfg.schema), true)),
+          schema_run(
+              (cfg.schema.empty() ? void() : db.exec_schema(cfg.schema, primary::own_tables, "primary_config::schema"),
+               true)),
           core(cfg, loop.get_executor(), db,
                {.progress = [] {},
                 .demoted =

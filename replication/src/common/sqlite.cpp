@@ -362,6 +362,70 @@ void database::exec(std::string_view sql) {
     }
 }
 
+void database::exec_schema(std::string_view sql, const std::vector<std::string_view>& reserved,
+                           std::string_view setting) {
+    struct guard {
+        const std::vector<std::string_view>& reserved;
+        std::string hit;
+        bool named(const char* name) {
+            if (!name) return false;
+            const std::string_view n(name);
+            for (const auto r : reserved)
+                if (n.size() == r.size() && sqlite3_strnicmp(name, r.data(), static_cast<int>(r.size())) == 0) {
+                    hit = n;
+                    return true;
+                }
+            return false;
+        }
+    } g{reserved, {}};
+    sqlite3_set_authorizer(
+        db_,
+        [](void* p, int action, const char* a3, const char* a4, const char*, const char*) -> int {
+            auto& g = *static_cast<guard*>(p);
+            switch (action) {
+                // a3: the object made or dropped, a4: its table (none for a table)
+                case SQLITE_CREATE_TABLE:
+                case SQLITE_CREATE_TEMP_TABLE:
+                case SQLITE_DROP_TABLE:
+                case SQLITE_DROP_TEMP_TABLE:
+                case SQLITE_CREATE_INDEX:
+                case SQLITE_CREATE_TEMP_INDEX:
+                case SQLITE_DROP_INDEX:
+                case SQLITE_DROP_TEMP_INDEX:
+                case SQLITE_CREATE_TRIGGER:
+                case SQLITE_CREATE_TEMP_TRIGGER:
+                case SQLITE_DROP_TRIGGER:
+                case SQLITE_DROP_TEMP_TRIGGER:
+                case SQLITE_CREATE_VIEW:
+                case SQLITE_CREATE_TEMP_VIEW:
+                case SQLITE_DROP_VIEW:
+                case SQLITE_DROP_TEMP_VIEW:
+                    return g.named(a3) || g.named(a4) ? SQLITE_DENY : SQLITE_OK;
+                case SQLITE_ALTER_TABLE:  // a3: the database, a4: the table
+                    return g.named(a4) ? SQLITE_DENY : SQLITE_OK;
+                case SQLITE_INSERT:
+                case SQLITE_UPDATE:
+                case SQLITE_DELETE:
+                    return g.named(a3) ? SQLITE_DENY : SQLITE_OK;
+                default:
+                    return SQLITE_OK;
+            }
+        },
+        &g);
+    try {
+        exec(sql);
+    } catch (const db_error&) {
+        sqlite3_set_authorizer(db_, nullptr, nullptr);
+        if (g.hit.empty()) throw;
+        std::string names;
+        for (const auto r : reserved) names += (names.empty() ? "" : ", ") + std::string(r);
+        throw std::invalid_argument(std::string(setting) + ": \"" + g.hit +
+                                    "\" is one of the node's own tables (reserved: " + names +
+                                    "); give the application's tables other names");
+    }
+    sqlite3_set_authorizer(db_, nullptr, nullptr);
+}
+
 void database::exec(statement& s, std::string_view sql) {
     std::string msg;
     if (const int rc = s.run(msg); rc != SQLITE_DONE)

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace steadfast::app {
 
@@ -115,6 +116,13 @@ public:
     database& operator=(const database&) = delete;
 
     void exec(std::string_view sql);
+    /// Runs the application's `sql` (the setting `setting`, e.g.
+    /// "primary_config::schema") with the node's own tables out of its
+    /// reach: a statement that creates, alters, drops, indexes or writes one
+    /// of `reserved` (any case), or names a table, index, view or trigger
+    /// after one, is refused with std::invalid_argument naming it. Otherwise
+    /// fails as exec() does.
+    void exec_schema(std::string_view sql, const std::vector<std::string_view>& reserved, std::string_view setting);
     /// The same for `sql` prepared once as `s` (the database thread's
     /// BEGIN, SAVEPOINT, RELEASE and COMMIT, about 0.7 us each saved against
     /// parsing them every time); fails with exec's message.

@@ -24,6 +24,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace steadfast::primary {
@@ -73,6 +74,11 @@ struct requeue_result {
 /// One dead letter as a JSON object (its payload as stored, byte for byte):
 /// the line of `dead-letters` and an item of GET /dead-letters.
 std::string to_json(const dead_letter_row& d);
+
+/// The outbox's own tables and indexes (beside `meta`, the database's):
+/// an application's schema in the same file may not touch them.
+inline const std::vector<std::string_view> own_tables{
+    "streams", "outbox", "acks", "schedule", "dead_letter", "blocked", "publish_keys", "publish_keys_at", "meta"};
 
 class outbox {
 public:

@@ -19,9 +19,14 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace steadfast::secondary {
+
+/// The store's own tables (beside `meta`, the database's): an
+/// application's schema in the same file may not touch them.
+inline const std::vector<std::string_view> own_tables{"streams", "applied", "meta"};
 
 class store {
 public:

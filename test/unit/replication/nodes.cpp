@@ -383,6 +383,41 @@ BOOST_FIXTURE_TEST_CASE(config_errors_are_named, pair_fixture) {
     }
 }
 
+BOOST_FIXTURE_TEST_CASE(a_schema_that_touches_the_nodes_own_tables_is_refused_by_name, pair_fixture) {
+    asio::io_context ioc;
+    auto refused = [](auto make, const std::string& name) {
+        try {
+            make();
+            BOOST_ERROR("a schema touching " + name + " was run");
+        } catch (const std::invalid_argument& e) {
+            const std::string what = e.what();
+            BOOST_TEST(what.find("\"" + name + "\" is one of the node's own tables") != std::string::npos, what);
+        }
+    };
+    for (const auto& [sql, name] : std::vector<std::pair<std::string, std::string>>{
+             {"CREATE TABLE IF NOT EXISTS streams(x)", "streams"},
+             {"CREATE TABLE orders2(id INTEGER); CREATE INDEX mine ON META(value)", "meta"},
+             {"CREATE TRIGGER t AFTER INSERT ON meta BEGIN SELECT 1; END", "meta"},
+             {"CREATE TABLE publish_keys_at(x)", "publish_keys_at"},
+             {"INSERT INTO meta(key, value) VALUES('x', 'y')", "meta"}}) {
+        auto c = pc;
+        c.schema = pc.schema + ";" + sql;
+        refused([&] { replication::primary_node p(ioc.get_executor(), c); }, name);
+    }
+    replication::secondary_config sc;
+    sc.data = (scratch.path / "schema-replica").string();
+    sc.fsync = false;
+    sc.schema = "CREATE TABLE mine(n INTEGER); DROP TABLE applied";
+    refused([&] { replication::secondary_node s(sc); }, "applied");
+    // Tables of other names, and reads of the node's own, are the
+    // application's business.
+    sc.schema = "CREATE TABLE IF NOT EXISTS mine(n INTEGER); CREATE VIEW IF NOT EXISTS seen AS SELECT * FROM applied";
+    replication::secondary_node fine(sc);
+    auto c = pc;
+    c.schema = pc.schema + "; CREATE TABLE IF NOT EXISTS streams_of_mine(x)";
+    replication::primary_node p(ioc.get_executor(), c);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_cancelled_publish_not_yet_taken_stores_nothing, pair_fixture) {
     asio::io_context ioc;
     replication::primary_node primary(ioc.get_executor(), pc);

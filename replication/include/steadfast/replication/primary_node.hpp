@@ -69,7 +69,11 @@ struct primary_config {
     std::string secondary;
     std::string data;  // the outbox's directory (primary.db in it); made if missing
     /// SQL run at open, before anything else (the application's own tables,
-    /// for the transactional form: CREATE TABLE IF NOT EXISTS ...).
+    /// for the transactional form: CREATE TABLE IF NOT EXISTS ...). The
+    /// outbox's tables are not the application's: a statement that makes,
+    /// alters, drops, indexes or writes streams, outbox, acks, schedule,
+    /// dead_letter, blocked, publish_keys(_at) or meta is refused
+    /// (std::invalid_argument naming it).
     std::string schema;
     std::uint64_t epoch = 0;          // this primary's term: a secondary that saw a newer one demotes it
     bool fsync = true;                // each commit is on disk before a publish completes

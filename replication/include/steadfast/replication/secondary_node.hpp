@@ -49,7 +49,10 @@ struct secondary_config {
     std::string listen = "127.0.0.1:0";  // HOST:PORT (port 0: one is picked; local_endpoint()); "": none
     std::string data;                    // the store's directory (secondary.db in it); made if missing
     /// SQL run at open, before anything else (the tables the apply handler
-    /// writes: CREATE TABLE IF NOT EXISTS ...).
+    /// writes: CREATE TABLE IF NOT EXISTS ...). The store's tables (streams,
+    /// applied, meta) are not the application's: a statement that makes,
+    /// alters, drops, indexes or writes one is refused
+    /// (std::invalid_argument naming it).
     std::string schema;
     bool fsync = true;                            // each commit is on disk before the primary is answered
     std::vector<std::string> tokens;              // a primary must send one of them (none: no check)
