@@ -30,19 +30,10 @@ for k in keep:
     k.close()
 PY
   prlimit --pid "$pid" --nofile="$limits" || fail "prlimit on the $name"
-  python3 - "$log" "$from" "$name" <<'PY' || fail "the $name out of descriptors: accept_failed not as documented"
+  python3 - "$name" "$(log_lines "$from" "$log" accept_failed)" <<'PY' || fail "the $name out of descriptors: accept_failed not as documented"
 import json, sys
-path, start, name = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-lines = []
-with open(path, "rb") as f:
-    f.seek(start)
-    for line in f:
-        try:
-            j = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(j, dict) and j.get("event") == "accept_failed":
-            lines.append(j)
+name = sys.argv[1]
+lines = [json.loads(l) for l in sys.argv[2].splitlines()]
 assert lines, f"{name}: no accept_failed line while out of descriptors"
 # 2.6 s of failures every 50 ms: at most one line a second (3, with the edges), the rest counted as held back.
 assert len(lines) <= 4, f"{name}: {len(lines)} accept_failed lines in 2.6 s, want at most one a second"

@@ -172,8 +172,8 @@ metric() {
 }
 # log_has FILE EVENT [KEY=VALUE...]: a JSON log line with this event (and these fields) exists, from byte LOG_FROM on
 LOG_FROM=0
-log_has() {
-  python3 - "$LOG_FROM" "$@" <<'PY'
+log_lines() {  # log_lines FROM FILE EVENT [KEY=VALUE...]: the log's JSON lines of EVENT from byte FROM on
+  python3 - "$@" <<'PY'
 import json, sys
 start, path, event, want = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4:]
 want = dict(w.split("=", 1) for w in want)
@@ -185,10 +185,10 @@ with open(path, "rb") as f:
         except ValueError:
             continue
         if isinstance(j, dict) and j.get("event") == event and all(str(j.get(k)) == v for k, v in want.items()):
-            sys.exit(0)
-sys.exit(1)
+            print(json.dumps(j))
 PY
 }
+log_has() { [ -n "$(log_lines "$LOG_FROM" "$@")" ]; }  # log_has FILE EVENT [KEY=VALUE...], from $LOG_FROM on
 log_size() { [ -f "$1" ] && wc -c <"$1" || echo 0; }
 wait_drained() {  # wait_drained [seconds]
   local deadline=$((SECONDS + ${1:-60}))
