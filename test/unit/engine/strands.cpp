@@ -298,6 +298,33 @@ BOOST_AUTO_TEST_CASE(a_waiter_let_in_while_its_io_context_is_destroyed) {
     }
 }
 
+// An io_context destroyed while its waiters wait: a strand made after the
+// limiter's registry was (shut down before it: what is posted to it then is
+// destroyed at once), one waiter's handler on that strand, another's holding
+// the limit's only place. Dropping the second gives the place back and lets
+// the first in, whose completion the strand destroys as it is posted (its
+// permit given back): no lock of the limit may be held meanwhile.
+BOOST_AUTO_TEST_CASE(waiters_of_an_io_context_with_a_strand_shut_down_first) {
+    auto first = std::make_shared<concurrency_limit>(concurrency_limit::options{.limit = 1});
+    auto limit = std::make_shared<concurrency_limit>(concurrency_limit::options{.limit = 1, .queue = 2});
+    bool ran = false;
+    {
+        asio::io_context x;
+        first->async_acquire(x.get_executor(), [](error_code, concurrency_limit::permit) {});  // the registry
+        auto held = limit->try_acquire();
+        limit->async_acquire(
+            x.get_executor(),
+            asio::bind_executor(asio::make_strand(x), [&](error_code, concurrency_limit::permit) { ran = true; }));
+        limit->async_acquire(x.get_executor(),
+                             [held = std::move(held), &ran](error_code, concurrency_limit::permit) { ran = true; });
+        BOOST_TEST(limit->waiting() == 2u);
+    }
+    BOOST_TEST(!ran);
+    BOOST_TEST(limit->in_use() == 0u);
+    BOOST_TEST(limit->waiting() == 0u);
+    BOOST_TEST(first->in_use() == 0u);
+}
+
 // An executor whose execute() posts, then takes 100 ms to return: the
 // handler can run (and be done) before the thread that let it in has left
 // the limiter's code.

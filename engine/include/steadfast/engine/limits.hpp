@@ -61,53 +61,30 @@ namespace steadfast {
 
 namespace detail {
 
-// The waiters of a limiter: each one's completion, by id, until it is let in,
-// refused or cancelled. A completion is posted (never inline) to the
-// handler's executor, and called under this table's lock: a context shutting
-// down takes its waiters out under the same lock (waiter_registry), so it
-// either finds a waiter still here and drops it uncalled, or waits for its
-// post to be done. Shared by the limiter and the registry's entries, which
-// can outlive it.
+// The waiters of a limiter, by id, until each is let in, refused or
+// cancelled: guarded by the limiter's lock, and called outside it (see
+// start_acquire).
 class waiter_table {
 public:
     using finish = std::function<void(error_code)>;
     std::uint64_t next_id() noexcept { return last_.fetch_add(1, std::memory_order_relaxed) + 1; }
-    void add(std::uint64_t id, finish f) {
-        std::lock_guard l(m_);
-        table_.emplace(id, std::move(f));
-    }
-    /// Completes the waiter `id` with `ec`; false if it has gone.
-    bool complete(std::uint64_t id, error_code ec) {
-        finish f;  // destroyed after the lock, with what it still holds
-        std::lock_guard l(m_);
-        auto it = table_.find(id);
-        if (it == table_.end()) return false;
-        f = std::move(it->second);
-        table_.erase(it);
-        f(ec);
-        return true;
-    }
-    /// Completes every waiter with `ec` (as the limiter ends).
-    void complete_all(error_code ec) {
-        std::unordered_map<std::uint64_t, finish> all;
-        std::lock_guard l(m_);
-        all.swap(table_);
-        for (auto& [id, f] : all) f(ec);
-    }
-    /// Takes the waiter `id` out uncalled (its context is shutting down): the
-    /// caller destroys it, and the handler it may hold, outside every lock.
+    void add(std::uint64_t id, finish f) { table_.emplace(id, std::move(f)); }
     finish take(std::uint64_t id) {
-        std::lock_guard l(m_);
         auto it = table_.find(id);
         if (it == table_.end()) return {};
         finish f = std::move(it->second);
         table_.erase(it);
         return f;
     }
+    std::vector<finish> take_all() {
+        std::vector<finish> all;
+        for (auto& [id, f] : table_) all.push_back(std::move(f));
+        table_.clear();
+        return all;
+    }
 
 private:
     std::atomic<std::uint64_t> last_{0};
-    std::mutex m_;
     std::unordered_map<std::uint64_t, finish> table_;
 };
 
@@ -151,12 +128,23 @@ private:
 };
 
 // async_acquire for both limiters. `Limiter` gives: std::mutex m_, waiters_
-// (a shared_ptr<waiter_table>, whose completions it calls under m_),
-// admit(id) -> admission (under the lock), withdraw(id) -> bool (under the
-// lock, a waiter cancelled), after_change() (outside it), and make_result()
-// building what the handler receives when let in (called where it is let in,
-// so that what it holds is given back if the handler never runs). Result
-// void: the handler takes the error code alone.
+// (a waiter_table), admit(id) -> admission (under the lock), withdraw(id) ->
+// bool (under the lock, a waiter cancelled), after_change() (outside it),
+// and make_result() building what the handler receives when let in (called
+// where it is let in, so that what it holds is given back if the handler
+// never runs). Result void: the handler takes the error code alone.
+//
+// A waiter's completion (its handler and the tracked executor of its
+// context) lives in a small shared part of its own, with a mutex. Whoever
+// completes it (the thread that lets it in, cancels it or ends the limiter)
+// does so outside the limiter's lock, under that mutex: it posts, lets go of
+// the completion, and leaves the context's registry, in that order. A
+// context shutting down takes the completion out under the same mutex (and
+// destroys it uncalled), so it either waits for a completion under way or
+// leaves nothing of itself to it. Nothing of the handler is destroyed under
+// the limiter's lock: a handler holding a permit of the same limiter gives
+// it back there, and a strand shutting down destroys what is posted to it
+// at once.
 template <class Limiter, class Result, class Handler>
 void start_acquire(const std::shared_ptr<Limiter>& self, Handler handler, boost::asio::any_io_executor ex) {
     namespace asio = boost::asio;
@@ -165,10 +153,9 @@ void start_acquire(const std::shared_ptr<Limiter>& self, Handler handler, boost:
     auto slot = asio::get_associated_cancellation_slot(handler);
     auto work = asio::prefer(asio::get_associated_executor(handler, ex), asio::execution::outstanding_work.tracked);
     auto h = std::make_shared<std::optional<Handler>>(std::move(handler));
-    // Completes on the handler's executor: the slot is cleared there first.
-    // The handler leaves the shared state there: what else holds `h` (a
-    // waiter's finish, destroyed under the limiter's lock) never destroys
-    // it, nor what it holds (a permit of this limiter, say).
+    // Completes on the handler's executor: the slot is cleared there first,
+    // and the handler leaves the shared state there (whoever else still
+    // holds `h` never destroys it).
     auto complete = [h, work, slot](error_code ec, payload r) mutable {
         asio::post(work, [h, slot, ec, r = std::move(r)]() mutable {
             if (slot.is_connected()) slot.clear();
@@ -187,54 +174,70 @@ void start_acquire(const std::shared_ptr<Limiter>& self, Handler handler, boost:
             return l->make_result();
         }
     };
-    // Registered with the handler's context before it can queue (see
-    // waiter_registry), and out again once it is told.
-    // The limiter may be ending (its destructor completing its waiters):
-    // then the table's lock alone orders the two.
-    std::weak_ptr<Limiter> weak = self;
-    const std::uint64_t id = self->waiters_->next_id();
     auto& registry = asio::use_service<waiter_registry>(asio::query(work, asio::execution::context));
-    const std::uint64_t key = registry.add([weak, table = self->waiters_, id] {
-        waiter_table::finish gone;  // destroyed uncalled, after the locks
+    struct waiter {
+        std::mutex m;
+        std::optional<decltype(complete)> complete;  // empty: completed, or its context ended
+    };
+    auto w = std::make_shared<waiter>();
+    w->complete.emplace(std::move(complete));
+    std::weak_ptr<Limiter> weak = self;
+    const std::uint64_t id = self->waiters_.next_id();
+    // Registered with the handler's context before it can queue.
+    const std::uint64_t key = registry.add([weak, w, id] {
+        std::optional<decltype(complete)> gone;
+        {
+            std::lock_guard l(w->m);
+            if (w->complete) {
+                gone.emplace(std::move(*w->complete));
+                w->complete.reset();
+            }
+        }
+        gone.reset();  // the handler destroyed uncalled, while its context stands
         if (auto s = weak.lock()) {
+            waiter_table::finish f;  // (holds nothing of the context any more)
             bool left = false;
             {
                 std::lock_guard l(s->m_);
                 left = s->withdraw(id);
-                gone = table->take(id);
+                if (left) f = s->waiters_.take(id);
             }
             if (left) s->after_change();
-        } else {
-            gone = table->take(id);
         }
     });
+    // Completes the waiter: let in (its result made here), refused or
+    // cancelled. Called outside the limiter's lock.
+    auto finish = [w, weak, result, &registry, key](error_code ec) {
+        auto s = weak.lock();
+        payload unused{};  // let in after its context ended: what it was given goes back
+        {
+            std::lock_guard l(w->m);
+            if (w->complete) {
+                {
+                    auto c = std::move(*w->complete);
+                    w->complete.reset();
+                    c(ec, !ec && s ? result(s.get()) : payload{});
+                }
+                registry.remove(key);
+            } else if (!ec && s) {
+                unused = result(s.get());
+            }
+        }
+    };
     std::unique_lock lock(self->m_);
     const admission a = self->admit(id);
     if (a != admission::queued) {
         lock.unlock();
-        registry.remove(key);
         if (a == admission::granted) {
-            complete(error_code{}, result(self.get()));
+            finish(error_code{});
             self->after_change();
         } else {
-            complete(make_error_code(error::queue_full), payload{});
+            finish(make_error_code(error::queue_full));
         }
         return;
     }
-    // Let in later (its result made then) or refused by cancellation or by
-    // the limiter's end. Out of the registry only once posted and once what
-    // refers to the handler's context (its tracked executor, the handler)
-    // has left the finish: a context shutting down meanwhile still finds the
-    // entry, and waits for the lock.
     try {
-        self->waiters_->add(id, [complete, weak, result, &registry, key](error_code ec) mutable {
-            {
-                auto c = std::move(complete);
-                auto s = weak.lock();
-                c(ec, !ec && s ? result(s.get()) : payload{});
-            }
-            registry.remove(key);
-        });
+        self->waiters_.add(id, std::move(finish));
     } catch (...) {
         self->withdraw(id);  // (out of memory) not left queued without a way to tell it
         lock.unlock();
@@ -246,12 +249,15 @@ void start_acquire(const std::shared_ptr<Limiter>& self, Handler handler, boost:
             if (type == asio::cancellation_type::none) return;
             auto s = weak.lock();
             if (!s) return;
-            bool left = false;
+            waiter_table::finish f;
             {
                 std::lock_guard l(s->m_);
-                left = s->withdraw(id) && s->waiters_->complete(id, asio::error::operation_aborted);
+                if (s->withdraw(id)) f = s->waiters_.take(id);
             }
-            if (left) s->after_change();
+            if (f) {
+                f(asio::error::operation_aborted);
+                s->after_change();
+            }
         });
     }
     lock.unlock();
@@ -353,16 +359,18 @@ private:
     permit make_result() { return permit(shared_from_this()); }
     void after_change() { listeners_.tell(); }
     void give_back() noexcept {
+        detail::waiter_table::finish next;
         {
             std::lock_guard l(m_);
-            if (auto id = core_.release()) waiters_->complete(*id, error_code{});  // the place passes to it
+            if (auto id = core_.release()) next = waiters_.take(*id);
         }
+        if (next) next(error_code{});  // the place passes to it
         after_change();
     }
 
     mutable std::mutex m_;
     detail::bulkhead_core core_;
-    std::shared_ptr<detail::waiter_table> waiters_ = std::make_shared<detail::waiter_table>();
+    detail::waiter_table waiters_;
     detail::listener_list listeners_;
 };
 
@@ -391,7 +399,9 @@ public:
     basic_rate_limit(const basic_rate_limit&) = delete;
     basic_rate_limit& operator=(const basic_rate_limit&) = delete;
     /// Waiters still queued complete with operation_aborted.
-    ~basic_rate_limit() { waiters_->complete_all(boost::asio::error::operation_aborted); }
+    ~basic_rate_limit() {
+        for (auto& f : waiters_.take_all()) f(boost::asio::error::operation_aborted);
+    }
 
     /// Takes a token now if there is one and nobody waits. Never queues.
     bool try_acquire() {
@@ -473,18 +483,21 @@ private:
         });
     }
     void let_in() {
+        std::vector<detail::waiter_table::finish> in;
         {
             std::lock_guard l(m_);
-            for (const std::uint64_t id : core_.due(now())) waiters_->complete(id, error_code{});
+            for (const std::uint64_t id : core_.due(now()))
+                if (auto f = waiters_.take(id)) in.push_back(std::move(f));
             arm();
         }
+        for (auto& f : in) f(error_code{});
         after_change();
     }
 
     mutable std::mutex m_;
     detail::token_bucket_core core_;
     Timer timer_;
-    std::shared_ptr<detail::waiter_table> waiters_ = std::make_shared<detail::waiter_table>();
+    detail::waiter_table waiters_;
     detail::listener_list listeners_;
 };
 
