@@ -102,14 +102,29 @@ void check(primary_config& c) {
 // Where a cancelled operation completes: the node's loop, while it runs.
 // Shared with the operations' cancellation handlers, which may outlive the
 // node (a slot emitted after it is gone finds the gate closed).
-struct completion_gate {
+struct completion_gate : std::enable_shared_from_this<completion_gate> {
     explicit completion_gate(asio::io_context::executor_type e) : loop(std::move(e)) {}
     std::mutex m;
     std::optional<asio::io_context::executor_type> loop;  // reset as the node ends
+    std::atomic<int> held{0};                             // completions promised: the loop waits for them
+    /// Promises a completion (false: the node is ending). The node's loop
+    /// does not end before it is posted and run (impl::leave).
+    bool hold() {
+        std::lock_guard l(m);
+        if (!loop) return false;
+        ++held;
+        return true;
+    }
+    void release() { --held; }
+    /// Posts the completion promised by hold().
     template <class F>
     void post(F f) {
         std::lock_guard l(m);
-        if (loop) asio::post(*loop, std::move(f));
+        if (!loop) return release();  // (cannot happen while held: the loop waits)
+        asio::post(*loop, [g = shared_from_this(), f = std::move(f)]() mutable {
+            f();
+            g->release();
+        });
     }
     void close() {
         std::lock_guard l(m);
@@ -194,7 +209,7 @@ struct primary_node::impl {
     void leave() {
         exit_timer.expires_after(std::chrono::milliseconds(50));
         exit_timer.async_wait([this](const error_code&) {
-            if (in_flight > 0) return leave();
+            if (in_flight > 0 || gate->held > 0) return leave();
             work.reset();
             loop.stop();
         });
@@ -293,8 +308,11 @@ std::shared_ptr<pending_op<void(error_code, Args...)>> make_op(
             if (t == asio::cancellation_type::none) return;
             auto o = w.lock();
             if (!o) return;
+            // Promised before it is withdrawn: the node's loop cannot end
+            // between the two (its job, reached, no longer counts).
+            if (!gate->hold()) return;  // the node is ending
             int q = op_type::queued;
-            if (!o->state.compare_exchange_strong(q, op_type::cancelled)) return;  // taken, or already
+            if (!o->state.compare_exchange_strong(q, op_type::cancelled)) return gate->release();  // taken
             gate->post([o] { o->complete(asio::error::operation_aborted, Args{}...); });
         });
     return op;
