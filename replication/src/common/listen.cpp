@@ -39,13 +39,16 @@ void report_accept_failures(http::server::options& so) {
     };
 }
 
-void refuse_unauthorized_at_header(http::server::options& so, std::function<const std::vector<std::string>&()> tokens) {
-    so.before_continue = [tokens = std::move(tokens),
+void refuse_unauthorized_at_header(http::server::options& so, std::function<const std::vector<std::string>&()> tokens,
+                                   std::function<void()> refused) {
+    so.before_continue = [tokens = std::move(tokens), refused = std::move(refused),
                           open = so.reserved_paths](const http::request& header) -> std::optional<http::response> {
         const std::string_view target = header.target;
         const auto path = target.substr(0, target.find('?'));
         if (std::find(open.begin(), open.end(), path) != open.end()) return std::nullopt;
-        return refuse_unauthorized(header, tokens());
+        auto denied = refuse_unauthorized(header, tokens());
+        if (denied && refused) refused();
+        return denied;
     };
 }
 

@@ -36,8 +36,10 @@ void report_accept_failures(http::server::options& so);
 /// Sets `so.before_continue`: a request that asks to be told to go on
 /// (Expect: 100-continue) for a path outside so.reserved_paths (health,
 /// readiness, metrics: open to all) without one of `tokens()` is answered
-/// 401 at its header, before its body is sent. `tokens` is read on the
+/// 401 at its header, before its body is sent, and counted by `refused`
+/// (when given) as the route would have counted it. `tokens` is read on the
 /// server's executor each time (tokens reloaded in place).
-void refuse_unauthorized_at_header(http::server::options& so, std::function<const std::vector<std::string>&()> tokens);
+void refuse_unauthorized_at_header(http::server::options& so, std::function<const std::vector<std::string>&()> tokens,
+                                   std::function<void()> refused = {});
 
 }  // namespace steadfast::app

@@ -137,7 +137,8 @@ void service::start_listener(http::router r) {
     // Beyond the cap only the primary (its token) may push an idle client out.
     so.may_take_place = [this](std::string_view auth) { return tokens_.empty() || app::bearer_matches(auth, tokens_); };
     so.tls = o_.tls;
-    app::refuse_unauthorized_at_header(so, [this]() -> const std::vector<std::string>& { return tokens_; });
+    app::refuse_unauthorized_at_header(
+        so, [this]() -> const std::vector<std::string>& { return tokens_; }, [this] { m_.reject("unauthorized"); });
     app::report_accept_failures(so);
     const auto [host, port] = http::parse_listen_address(o_.listen);
     server_.emplace(ex_, std::move(r), so);

@@ -26,10 +26,13 @@ c.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: applicati
 print(c.recv(4096).split(b"\r\n")[0].decode())
 PY
 }
+refused_before=$(metric "$SPORT" 'steadfast_secondary_rejected_total{reason="unauthorized"}')
 [ "$(first_answer "$SPORT" POST /api/messages '')" = "HTTP/1.1 401 Unauthorized" ] \
   || fail "Expect: 100-continue without a token: not refused at the header"
 [ "$(first_answer "$SPORT" POST /api/messages wrong)" = "HTTP/1.1 401 Unauthorized" ] \
   || fail "Expect: 100-continue with a wrong token: not refused at the header"
+[ "$(metric "$SPORT" 'steadfast_secondary_rejected_total{reason="unauthorized"}')" = $((${refused_before:-0} + 2)) ] \
+  || fail "the requests refused at their header are not counted as unauthorized"
 [ "$(first_answer "$SPORT" POST /api/messages right-token)" = "HTTP/1.1 100 Continue" ] \
   || fail "Expect: 100-continue with the token: not told to go on"
 [ "$(first_answer "$SPORT" GET /health '')" = "HTTP/1.1 100 Continue" ] \
