@@ -362,28 +362,88 @@ void database::exec(std::string_view sql) {
     }
 }
 
+namespace {
+
+bool same_name(std::string_view a, std::string_view b) noexcept {
+    return a.size() == b.size() && sqlite3_strnicmp(a.data(), b.data(), static_cast<int>(a.size())) == 0;
+}
+
+// Every schema object named after one of `reserved`, or on one (an index, a
+// trigger), one a line: what the application's schema may not change.
+std::string reserved_objects(sqlite3* db, const std::vector<std::string_view>& reserved) {
+    struct ctx {
+        const std::vector<std::string_view>& reserved;
+        std::string out;
+    } c{reserved, {}};
+    auto row = [](void* p, int n, char** v, char**) -> int {
+        auto& c = *static_cast<ctx*>(p);
+        if (n < 4) return 0;
+        for (const auto r : c.reserved)
+            if ((v[1] && same_name(v[1], r)) || (v[2] && same_name(v[2], r))) {
+                for (int i = 0; i < 4; ++i) (c.out += v[i] ? v[i] : "") += '\t';
+                c.out += '\n';
+                break;
+            }
+        return 0;
+    };
+    char* err = nullptr;
+    if (sqlite3_exec(db, "SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY type, name", row, &c, &err) !=
+        SQLITE_OK) {
+        std::string msg = err ? err : "?";
+        sqlite3_free(err);
+        throw db_error("reading the schema failed: " + msg, sqlite3_extended_errcode(db));
+    }
+    return c.out;
+}
+
+}  // namespace
+
 void database::exec_schema(std::string_view sql, const std::vector<std::string_view>& reserved,
                            std::string_view setting) {
     struct guard {
         const std::vector<std::string_view>& reserved;
-        std::string hit;
-        bool named(const char* name) {
+        std::string why;  // what was refused
+        bool named(const char* name) noexcept {
             if (!name) return false;
-            const std::string_view n(name);
             for (const auto r : reserved)
-                if (n.size() == r.size() && sqlite3_strnicmp(name, r.data(), static_cast<int>(r.size())) == 0) {
-                    hit = n;
+                if (same_name(name, r)) {
+                    try {
+                        why = "\"" + std::string(name) + "\" is one of the node's own tables";
+                    } catch (...) {
+                    }
                     return true;
                 }
             return false;
         }
     } g{reserved, {}};
+    auto refused = [&](const std::string& why) {
+        std::string names;
+        for (const auto r : reserved) names += (names.empty() ? "" : ", ") + std::string(r);
+        return std::invalid_argument(std::string(setting) + ": " + why + " (reserved: " + names +
+                                     "); give the application's tables other names");
+    };
+    // All of it or none: it runs in a savepoint (so no BEGIN or COMMIT of
+    // its own), under an authorizer that refuses what names a reserved
+    // table, and what it changed among them is compared after (a rename to
+    // one, a virtual table of that name).
+    const std::string before = reserved_objects(db_, reserved);
+    exec("SAVEPOINT steadfast_schema");
+    struct undo {
+        database& d;
+        bool done = false;
+        ~undo() {
+            sqlite3_set_authorizer(d.handle(), nullptr, nullptr);
+            if (done) return;
+            sqlite3_exec(d.handle(), "ROLLBACK TO steadfast_schema", nullptr, nullptr, nullptr);
+            sqlite3_exec(d.handle(), "RELEASE steadfast_schema", nullptr, nullptr, nullptr);
+        }
+    } u{*this};
     sqlite3_set_authorizer(
         db_,
         [](void* p, int action, const char* a3, const char* a4, const char*, const char*) -> int {
             auto& g = *static_cast<guard*>(p);
             switch (action) {
-                // a3: the object made or dropped, a4: its table (none for a table)
+                // a3: the object made or dropped, a4: its table (or module)
                 case SQLITE_CREATE_TABLE:
                 case SQLITE_CREATE_TEMP_TABLE:
                 case SQLITE_DROP_TABLE:
@@ -400,6 +460,8 @@ void database::exec_schema(std::string_view sql, const std::vector<std::string_v
                 case SQLITE_CREATE_TEMP_VIEW:
                 case SQLITE_DROP_VIEW:
                 case SQLITE_DROP_TEMP_VIEW:
+                case SQLITE_CREATE_VTABLE:
+                case SQLITE_DROP_VTABLE:
                     return g.named(a3) || g.named(a4) ? SQLITE_DENY : SQLITE_OK;
                 case SQLITE_ALTER_TABLE:  // a3: the database, a4: the table
                     return g.named(a4) ? SQLITE_DENY : SQLITE_OK;
@@ -407,6 +469,12 @@ void database::exec_schema(std::string_view sql, const std::vector<std::string_v
                 case SQLITE_UPDATE:
                 case SQLITE_DELETE:
                     return g.named(a3) ? SQLITE_DENY : SQLITE_OK;
+                case SQLITE_PRAGMA:
+                    if (a3 && same_name(a3, "writable_schema")) {
+                        g.why = "PRAGMA writable_schema is refused";
+                        return SQLITE_DENY;
+                    }
+                    return SQLITE_OK;
                 default:
                     return SQLITE_OK;
             }
@@ -415,15 +483,29 @@ void database::exec_schema(std::string_view sql, const std::vector<std::string_v
     try {
         exec(sql);
     } catch (const db_error&) {
-        sqlite3_set_authorizer(db_, nullptr, nullptr);
-        if (g.hit.empty()) throw;
-        std::string names;
-        for (const auto r : reserved) names += (names.empty() ? "" : ", ") + std::string(r);
-        throw std::invalid_argument(std::string(setting) + ": \"" + g.hit +
-                                    "\" is one of the node's own tables (reserved: " + names +
-                                    "); give the application's tables other names");
+        if (g.why.empty()) throw;
+        throw refused(g.why);
     }
     sqlite3_set_authorizer(db_, nullptr, nullptr);
+    if (const std::string after = reserved_objects(db_, reserved); after != before) {
+        // Name what appeared or changed (else what went).
+        std::string line;
+        for (std::size_t at = 0; at < after.size();) {
+            const auto end = after.find('\n', at);
+            std::string l = after.substr(at, end - at + 1);
+            if (before.find(l) == std::string::npos) {
+                line = l;
+                break;
+            }
+            at = end + 1;
+        }
+        if (line.empty()) line = before.substr(0, before.find('\n'));
+        const auto name_at = line.find('\t') + 1;
+        throw refused("\"" + line.substr(name_at, line.find('\t', name_at) - name_at) +
+                      "\" is one of the node's own tables (the schema made or changed it)");
+    }
+    exec("RELEASE steadfast_schema");
+    u.done = true;
 }
 
 void database::exec(statement& s, std::string_view sql) {

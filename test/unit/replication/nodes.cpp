@@ -399,10 +399,30 @@ BOOST_FIXTURE_TEST_CASE(a_schema_that_touches_the_nodes_own_tables_is_refused_by
              {"CREATE TABLE orders2(id INTEGER); CREATE INDEX mine ON META(value)", "meta"},
              {"CREATE TRIGGER t AFTER INSERT ON meta BEGIN SELECT 1; END", "meta"},
              {"CREATE TABLE publish_keys_at(x)", "publish_keys_at"},
-             {"INSERT INTO meta(key, value) VALUES('x', 'y')", "meta"}}) {
+             {"INSERT INTO meta(key, value) VALUES('x', 'y')", "meta"},
+             // What the authorizer is not told of: compared after.
+             {"CREATE TABLE mine(x); ALTER TABLE mine RENAME TO streams", "streams"},
+             {"CREATE VIRTUAL TABLE outbox USING rtree(id, a, b)", "outbox"}}) {
         auto c = pc;
         c.schema = pc.schema + ";" + sql;
         refused([&] { replication::primary_node p(ioc.get_executor(), c); }, name);
+    }
+    {
+        auto c = pc;
+        c.schema = "PRAGMA writable_schema=ON";
+        try {
+            replication::primary_node p(ioc.get_executor(), c);
+            BOOST_ERROR("PRAGMA writable_schema was run");
+        } catch (const std::invalid_argument& e) {
+            BOOST_TEST(std::string(e.what()).find("writable_schema is refused") != std::string::npos, e.what());
+        }
+    }
+    // A refused schema leaves nothing of itself (it ran in a savepoint).
+    {
+        sqlite3* db = nullptr;
+        BOOST_REQUIRE(sqlite3_open((std::filesystem::path(pc.data) / "primary.db").c_str(), &db) == SQLITE_OK);
+        BOOST_TEST(count_rows(db, "SELECT count(*) FROM sqlite_schema WHERE name IN ('orders2', 'mine')") == 0);
+        sqlite3_close(db);
     }
     replication::secondary_config sc;
     sc.data = (scratch.path / "schema-replica").string();

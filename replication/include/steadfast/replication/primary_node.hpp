@@ -73,7 +73,8 @@ struct primary_config {
     /// outbox's tables are not the application's: a statement that makes,
     /// alters, drops, indexes or writes streams, outbox, acks, schedule,
     /// dead_letter, blocked, publish_keys(_at) or meta is refused
-    /// (std::invalid_argument naming it).
+    /// (std::invalid_argument naming it), and none of the schema is kept.
+    /// It runs in a savepoint: no BEGIN or COMMIT of its own.
     std::string schema;
     std::uint64_t epoch = 0;          // this primary's term: a secondary that saw a newer one demotes it
     bool fsync = true;                // each commit is on disk before a publish completes

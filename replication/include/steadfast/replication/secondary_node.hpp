@@ -52,7 +52,8 @@ struct secondary_config {
     /// writes: CREATE TABLE IF NOT EXISTS ...). The store's tables (streams,
     /// applied, meta) are not the application's: a statement that makes,
     /// alters, drops, indexes or writes one is refused
-    /// (std::invalid_argument naming it).
+    /// (std::invalid_argument naming it), and none of the schema is kept.
+    /// It runs in a savepoint: no BEGIN or COMMIT of its own.
     std::string schema;
     bool fsync = true;                            // each commit is on disk before the primary is answered
     std::vector<std::string> tokens;              // a primary must send one of them (none: no check)
