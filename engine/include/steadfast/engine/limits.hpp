@@ -175,22 +175,23 @@ void start_acquire(const std::shared_ptr<Limiter>& self, Handler handler, boost:
         }
     };
     auto& registry = asio::use_service<waiter_registry>(asio::query(work, asio::execution::context));
+    using completion = decltype(complete);
     struct waiter {
         std::mutex m;
-        std::optional<decltype(complete)> complete;  // empty: completed, or its context ended
+        std::optional<completion> pending;  // empty: completed, or its context ended
     };
     auto w = std::make_shared<waiter>();
-    w->complete.emplace(std::move(complete));
+    w->pending.emplace(std::move(complete));
     std::weak_ptr<Limiter> weak = self;
     const std::uint64_t id = self->waiters_.next_id();
     // Registered with the handler's context before it can queue.
     const std::uint64_t key = registry.add([weak, w, id] {
-        std::optional<decltype(complete)> gone;
+        std::optional<completion> gone;
         {
             std::lock_guard l(w->m);
-            if (w->complete) {
-                gone.emplace(std::move(*w->complete));
-                w->complete.reset();
+            if (w->pending) {
+                gone.emplace(std::move(*w->pending));
+                w->pending.reset();
             }
         }
         gone.reset();  // the handler destroyed uncalled, while its context stands
@@ -212,10 +213,10 @@ void start_acquire(const std::shared_ptr<Limiter>& self, Handler handler, boost:
         payload unused{};  // let in after its context ended: what it was given goes back
         {
             std::lock_guard l(w->m);
-            if (w->complete) {
+            if (w->pending) {
                 {
-                    auto c = std::move(*w->complete);
-                    w->complete.reset();
+                    auto c = std::move(*w->pending);
+                    w->pending.reset();
                     c(ec, !ec && s ? result(s.get()) : payload{});
                 }
                 registry.remove(key);
