@@ -376,12 +376,12 @@ std::string reserved_objects(sqlite3* db, const std::vector<std::string_view>& r
         std::string out;
     } c{reserved, {}};
     auto row = [](void* p, int n, char** v, char**) -> int {
-        auto& c = *static_cast<ctx*>(p);
+        auto& into = *static_cast<ctx*>(p);
         if (n < 4) return 0;
-        for (const auto r : c.reserved)
+        for (const auto r : into.reserved)
             if ((v[1] && same_name(v[1], r)) || (v[2] && same_name(v[2], r))) {
-                for (int i = 0; i < 4; ++i) (c.out += v[i] ? v[i] : "") += '\t';
-                c.out += '\n';
+                for (int i = 0; i < 4; ++i) (into.out += v[i] ? v[i] : "") += '\t';
+                into.out += '\n';
                 break;
             }
         return 0;
@@ -441,7 +441,7 @@ void database::exec_schema(std::string_view sql, const std::vector<std::string_v
     sqlite3_set_authorizer(
         db_,
         [](void* p, int action, const char* a3, const char* a4, const char*, const char*) -> int {
-            auto& g = *static_cast<guard*>(p);
+            auto& watch = *static_cast<guard*>(p);
             switch (action) {
                 // a3: the object made or dropped, a4: its table (or module)
                 case SQLITE_CREATE_TABLE:
@@ -462,16 +462,16 @@ void database::exec_schema(std::string_view sql, const std::vector<std::string_v
                 case SQLITE_DROP_TEMP_VIEW:
                 case SQLITE_CREATE_VTABLE:
                 case SQLITE_DROP_VTABLE:
-                    return g.named(a3) || g.named(a4) ? SQLITE_DENY : SQLITE_OK;
+                    return watch.named(a3) || watch.named(a4) ? SQLITE_DENY : SQLITE_OK;
                 case SQLITE_ALTER_TABLE:  // a3: the database, a4: the table
-                    return g.named(a4) ? SQLITE_DENY : SQLITE_OK;
+                    return watch.named(a4) ? SQLITE_DENY : SQLITE_OK;
                 case SQLITE_INSERT:
                 case SQLITE_UPDATE:
                 case SQLITE_DELETE:
-                    return g.named(a3) ? SQLITE_DENY : SQLITE_OK;
+                    return watch.named(a3) ? SQLITE_DENY : SQLITE_OK;
                 case SQLITE_PRAGMA:
                     if (a3 && same_name(a3, "writable_schema")) {
-                        g.why = "PRAGMA writable_schema is refused";
+                        watch.why = "PRAGMA writable_schema is refused";
                         return SQLITE_DENY;
                     }
                     return SQLITE_OK;
