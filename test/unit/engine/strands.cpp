@@ -245,9 +245,9 @@ struct dawdling_executor {
 // A waiter's io_context destroyed on one thread while another thread lets
 // it in (a permit given back) or ends the rate limit it waits on, the
 // completion's post under way: the context must stand until the post is
-// done (then the completion goes with it). Were the post made outside the
-// limiter's lock, the context would be gone under it (ASan: a freed
-// scheduler).
+// done (then the completion goes with it). Were the post not ordered with
+// the context's shutdown (the waiter's own lock), the context would be gone
+// under it (ASan: a freed scheduler).
 BOOST_AUTO_TEST_CASE(a_waiter_let_in_while_its_io_context_is_destroyed) {
     {
         auto limit = std::make_shared<concurrency_limit>(concurrency_limit::options{.limit = 1, .queue = 1});
@@ -323,6 +323,40 @@ BOOST_AUTO_TEST_CASE(waiters_of_an_io_context_with_a_strand_shut_down_first) {
     BOOST_TEST(limit->in_use() == 0u);
     BOOST_TEST(limit->waiting() == 0u);
     BOOST_TEST(first->in_use() == 0u);
+}
+
+// An acquire started while its io_context is being destroyed (by the
+// destructor of a handler the context destroys): nothing is queued, the
+// handler is destroyed uncalled, and the place given back later never
+// reaches the gone context (ASan).
+BOOST_AUTO_TEST_CASE(an_acquire_started_as_its_io_context_ends_is_dropped) {
+    auto limit = std::make_shared<concurrency_limit>(concurrency_limit::options{.limit = 1, .queue = 2});
+    auto held = limit->try_acquire();
+    bool ran = false;
+    {
+        auto x = std::make_unique<asio::io_context>();
+        limit->async_acquire(x->get_executor(), [](error_code, concurrency_limit::permit) {});  // the registry
+        struct late {
+            std::shared_ptr<concurrency_limit> limit;
+            asio::io_context* x;
+            bool* ran;
+            late(std::shared_ptr<concurrency_limit> l, asio::io_context* c, bool* r)
+                : limit(std::move(l)), x(c), ran(r) {}
+            late(late&& o) noexcept : limit(std::move(o.limit)), x(o.x), ran(o.ran) {}
+            ~late() {
+                if (limit)  // destroyed uncalled by the ending context: acquires on it
+                    limit->async_acquire(x->get_executor(),
+                                         [r = ran](error_code, concurrency_limit::permit) { *r = true; });
+            }
+            void operator()() {}
+        };
+        asio::post(*x, late{limit, x.get(), &ran});
+        x.reset();
+    }
+    BOOST_TEST(limit->waiting() == 0u);
+    held.release();  // (before: let in a waiter of the gone context, and posted there)
+    BOOST_TEST(limit->in_use() == 0u);
+    BOOST_TEST(!ran);
 }
 
 // An executor whose execute() posts, then takes 100 ms to return: the

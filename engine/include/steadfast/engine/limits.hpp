@@ -15,9 +15,19 @@
 // inline; per-operation cancellation of every type (terminal, partial, total)
 // takes a waiting caller out of the queue and completes it with
 // operation_aborted (a caller already let in is not undone). Waiters are let
-// in first come, first served; a caller that finds others waiting queues
-// behind them. room(ex) is a condition: true while a caller would be let in
-// at once (for with_attempt_when, a gate, all_of).
+// in first come, first served (the order in which places or tokens are
+// given); a caller that finds others waiting queues behind them. Two waiters
+// let in at once by two threads may have their handlers posted, and run, in
+// the other order. room(ex) is a condition: true while a caller would be let
+// in at once (for with_attempt_when, a gate, all_of).
+//
+// One limit may serve several execution contexts; a context destroyed while
+// its callers wait drops them (their handlers destroyed uncalled) and is
+// never posted into afterwards. One known gap, in Asio's strands: a waiter
+// whose handler is bound to a strand made after the context's first
+// async_acquire, let in by another thread while that context is being
+// destroyed, can race with the strand service's shutdown (which runs first).
+// Make such strands before acquiring, or end the waiters first.
 //
 // The decisions are detail::bulkhead_core's and token_bucket_core's
 // (detail/limit_core.hpp), tested on made-up times.
@@ -47,6 +57,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -98,9 +109,13 @@ public:
     static inline boost::asio::execution_context::id id;
     explicit waiter_registry(boost::asio::execution_context& ctx) : service(ctx) {}
 
-    /// `drop` takes the waiter out of its limiter (if still queued).
+    /// `drop` takes the waiter out of its limiter (if still queued). 0: the
+    /// context is shutting down or gone (an acquire started by a destructor
+    /// it runs): the caller destroys the handler uncalled, as Asio does with
+    /// work posted to it then.
     std::uint64_t add(std::function<void()> drop) {
         std::lock_guard l(m_);
+        if (shut_) return 0;
         entries_.emplace(++last_, std::move(drop));
         return last_;
     }
@@ -118,11 +133,13 @@ private:
         std::unordered_map<std::uint64_t, std::function<void()>> all;
         {
             std::lock_guard l(m_);
+            shut_ = true;
             all.swap(entries_);
         }
         for (auto& [entry, drop] : all) drop();
     }
     std::mutex m_;
+    bool shut_ = false;
     std::uint64_t last_ = 0;
     std::unordered_map<std::uint64_t, std::function<void()>> entries_;
 };
@@ -206,6 +223,7 @@ void start_acquire(const std::shared_ptr<Limiter>& self, Handler handler, boost:
             if (left) s->after_change();
         }
     });
+    if (key == 0) return;  // its context is ending: nothing queued, the handler destroyed uncalled
     // Completes the waiter: let in (its result made here), refused or
     // cancelled. Called outside the limiter's lock.
     auto finish = [w, weak, result, &registry, key](error_code ec) {
@@ -214,12 +232,14 @@ void start_acquire(const std::shared_ptr<Limiter>& self, Handler handler, boost:
         {
             std::lock_guard l(w->m);
             if (w->pending) {
-                {
-                    auto c = std::move(*w->pending);
-                    w->pending.reset();
-                    c(ec, !ec && s ? result(s.get()) : payload{});
-                }
-                registry.remove(key);
+                struct leave {  // the registry, whatever the post does
+                    waiter_registry& r;
+                    std::uint64_t key;
+                    ~leave() { r.remove(key); }
+                } out{registry, key};
+                auto c = std::move(*w->pending);
+                w->pending.reset();
+                c(ec, !ec && s ? result(s.get()) : payload{});
             } else if (!ec && s) {
                 unused = result(s.get());
             }
@@ -491,8 +511,15 @@ private:
                 if (auto f = waiters_.take(id)) in.push_back(std::move(f));
             arm();
         }
-        for (auto& f : in) f(error_code{});
+        // Every one told, even if a post throws (the first throw is passed on).
+        std::exception_ptr failed;
+        for (auto& f : in) try {
+                f(error_code{});
+            } catch (...) {
+                if (!failed) failed = std::current_exception();
+            }
         after_change();
+        if (failed) std::rethrow_exception(failed);
     }
 
     mutable std::mutex m_;
