@@ -176,12 +176,12 @@ void start_acquire(const std::shared_ptr<Limiter>& self, Handler handler, boost:
     auto complete = [h, work, slot](error_code ec, payload r) mutable {
         asio::post(work, [h, slot, ec, r = std::move(r)]() mutable {
             if (slot.is_connected()) slot.clear();
-            Handler handler = std::move(**h);
+            Handler run = std::move(**h);
             h->reset();
             if constexpr (bare)
-                std::move(handler)(ec);
+                std::move(run)(ec);
             else
-                std::move(handler)(ec, std::move(r));
+                std::move(run)(ec, std::move(r));
         });
     };
     auto result = [](Limiter* l) -> payload {
@@ -228,7 +228,7 @@ void start_acquire(const std::shared_ptr<Limiter>& self, Handler handler, boost:
     // cancelled. Called outside the limiter's lock.
     auto finish = [w, weak, result, &registry, key](error_code ec) {
         auto s = weak.lock();
-        payload unused{};  // let in after its context ended: what it was given goes back
+        [[maybe_unused]] payload unused{};  // let in after its context ended: what it was given goes back
         {
             std::lock_guard l(w->m);
             if (w->pending) {
