@@ -29,6 +29,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <optional>
@@ -59,6 +60,10 @@ struct category final : boost::system::error_category {
                 return "free space on the outbox's disk is under min_free_bytes: nothing stored";
             case publish_error::writes_failed:
                 return "the application's writes threw: nothing stored";
+            case publish_error::invalid_key:
+                return "the idempotency key is not 1 to 255 visible ASCII characters";
+            case publish_error::key_conflict:
+                return "the idempotency key was first used for another stream or payload: nothing stored";
             case publish_error::no_dead_letter:
                 return "no dead letter has that number";
             case publish_error::already_requeued:
@@ -422,6 +427,55 @@ void primary_node::start_publish(std::string stream, std::string payload, transa
             op->complete(error_code{}, r->p.seq);
         };
         m.core.worker.async_run<outcome>(m.loop.get_executor(), std::move(job), std::move(done));
+    });
+}
+
+void primary_node::start_publish_once(std::string stream, std::string payload, std::string key,
+                                      asio::any_completion_handler<void(error_code, published_once)> handler) {
+    auto op = make_op(std::move(handler), impl_->ex, impl_->gate);
+    asio::post(impl_->loop, [&m = *impl_, op, stream = std::move(stream), payload = std::move(payload),
+                             key = std::move(key)]() mutable {
+        if (op->withdrawn()) return;
+        auto refuse = [&](publish_error e) {
+            if (op->take()) op->complete(make_error_code(e), published_once{});
+        };
+        // The daemon's Idempotency-Key rule.
+        if (key.empty() || key.size() > 255 ||
+            std::any_of(key.begin(), key.end(), [](char c) { return c < 0x21 || c > 0x7e; }))
+            return refuse(publish_error::invalid_key);
+        if (auto refused = m.refuse(stream, payload)) return refuse(*refused);
+        const std::int64_t at_ms = primary::now_ms();
+        ++m.in_flight;
+        auto job = [&m, op, stream, payload, key, at_ms](app::database&, bool& keep) -> primary::keyed_publish {
+            if (!op->take()) {
+                keep = false;
+                return {};  // cancelled (and completed): nothing written
+            }
+            return m.core.out.publish_once(key, stream, payload, at_ms);
+        };
+        auto done = [&m, op, stream, payload = std::move(payload),
+                     at_ms](app::db_result<primary::keyed_publish> r) mutable {
+            --m.in_flight;
+            if (!op->take()) return;  // cancelled (and completed); else ours to complete, once
+            if (!r) {
+                if (r.error().code != app::make_db_error_code(app::db_apply_failed))  // as async_publish
+                    m.health.publish_failed(stream, r.error().what);
+                return op->complete(r.error().code, published_once{});
+            }
+            m.health.works();
+            switch (r->what) {
+                case primary::keyed_publish::status::stored: {
+                    primary::pending_message msg{r->p.seq, r->p.id, std::move(payload), at_ms};
+                    m.core.rep.committed(r->p.stream, 1, &msg);
+                    return op->complete(error_code{}, published_once{r->p.seq, false});
+                }
+                case primary::keyed_publish::status::replayed:
+                    return op->complete(error_code{}, published_once{r->p.seq, true});
+                case primary::keyed_publish::status::conflict:
+                    return op->complete(make_error_code(publish_error::key_conflict), published_once{r->p.seq, false});
+            }
+        };
+        m.core.worker.async_run<primary::keyed_publish>(m.loop.get_executor(), std::move(job), std::move(done));
     });
 }
 

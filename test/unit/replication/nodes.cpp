@@ -612,6 +612,51 @@ BOOST_FIXTURE_TEST_CASE(a_transaction_that_throws_keeps_nothing_and_completes_wi
     BOOST_TEST(rows == 1);  // the third's row alone: the others' writes went with their throws
 }
 
+BOOST_FIXTURE_TEST_CASE(a_publish_under_a_key_is_stored_once, pair_fixture) {
+    asio::io_context ioc;
+    std::vector<std::tuple<boost::system::error_code, replication::published_once>> got;
+    {
+        replication::primary_node primary(ioc.get_executor(), pc);
+        asio::co_spawn(
+            ioc,
+            [&]() -> asio::awaitable<void> {
+                auto once = [&](std::string stream, std::string payload, std::string key) {
+                    return primary.async_publish_once(std::move(stream), std::move(payload), std::move(key),
+                                                      asio::as_tuple(asio::use_awaitable));
+                };
+                got.push_back(co_await once("k", R"({"n":1})", "order-1"));
+                got.push_back(co_await once("k", R"({"n":1})", "order-1"));  // a publisher that lost the answer
+                got.push_back(co_await once("k", R"({"n":2})", "order-1"));  // the key, another payload
+                got.push_back(co_await once("k", R"({"n":2})", ""));
+                got.push_back(co_await once("k", R"({"n":2})", "has space"));
+                got.push_back(co_await once("k", R"({"n":2})", "order-2"));
+            },
+            asio::detached);
+        ioc.run();
+        BOOST_REQUIRE(eventually([&] {
+            std::lock_guard l(log.m);
+            return log.seqs["k"].size() >= 2;
+        }));
+    }
+    BOOST_REQUIRE(got.size() == 6u);
+    auto is = [&](std::size_t i, boost::system::error_code ec, std::uint64_t seq, bool replayed) {
+        const auto& [e, p] = got[i];
+        BOOST_TEST((e == ec), i << ": " << e.message());
+        BOOST_TEST(p.seq == seq, i);
+        BOOST_TEST(p.replayed == replayed, i);
+    };
+    is(0, {}, 1, false);
+    is(1, {}, 1, true);
+    is(2, replication::publish_error::key_conflict, 1, false);
+    is(3, replication::publish_error::invalid_key, 0, false);
+    is(4, replication::publish_error::invalid_key, 0, false);
+    is(5, {}, 2, false);
+    std::lock_guard l(log.m);
+    BOOST_TEST(log.seqs["k"] == (std::vector<std::uint64_t>{1, 2}), boost::test_tools::per_element());
+    BOOST_TEST(log.payloads["k"] == (std::vector<std::string>{R"({"n":1})", R"({"n":2})"}),
+               boost::test_tools::per_element());
+}
+
 BOOST_FIXTURE_TEST_CASE(dead_letters_are_listed_and_requeued_once, pair_fixture) {
     // A replica whose max_body is under a message: 413, a dead letter, and a
     // tombstone in its place; the stream goes on.

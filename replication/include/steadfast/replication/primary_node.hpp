@@ -56,6 +56,8 @@ enum class publish_error {
     stopped,             // stop() was called, or the node was demoted
     disk_low,            // free space under min_free_bytes
     writes_failed,       // async_publish_with's writes threw (an exception without an error code)
+    invalid_key,         // async_publish_once: the key is not 1 to 255 visible ASCII characters
+    key_conflict,        // async_publish_once: the key was first used for another stream or payload
     no_dead_letter,      // async_requeue: no dead letter has that number
     already_requeued,    // async_requeue: it was requeued before (the seq given is that message's)
 };
@@ -111,6 +113,12 @@ struct dead_letter {
     std::optional<std::uint64_t> requeued_seq;  // requeued: the new message's seq
 };
 
+/// What async_publish_once stored, or found.
+struct published_once {
+    std::uint64_t seq = 0;  // the message's (key_conflict: the key's first message's)
+    bool replayed = false;  // the key was seen before: nothing stored now, the first message's seq
+};
+
 class primary_node {
 public:
     /// Opens (or creates) the outbox and starts delivering what it holds.
@@ -144,6 +152,23 @@ public:
                 start_publish(std::move(s), std::move(p), {}, std::move(handler));
             },
             token, std::move(stream), std::move(payload));
+    }
+
+    /// async_publish under an idempotency key (1 to 255 visible ASCII
+    /// characters): the same key, stream and payload again stores nothing and
+    /// completes with the first message's seq and `replayed`; the same key
+    /// with another stream or payload completes with key_conflict. A caller
+    /// that lost a completion (cancelled after its commit, a restart) may
+    /// publish again safely. Keys are kept as long as their message
+    /// (primary_config::retain after its acknowledgement), as the daemon's
+    /// Idempotency-Key. Signature void(error_code, published_once).
+    template <class CompletionToken = boost::asio::deferred_t>
+    auto async_publish_once(std::string stream, std::string payload, std::string key, CompletionToken&& token = {}) {
+        return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, published_once)>(
+            [this](auto handler, std::string s, std::string p, std::string k) {
+                start_publish_once(std::move(s), std::move(p), std::move(k), std::move(handler));
+            },
+            token, std::move(stream), std::move(payload), std::move(key));
     }
 
     /// Stores `payloads` as the next messages of `stream`, in order, in one
@@ -240,6 +265,9 @@ private:
     struct impl;
     void start_publish(std::string stream, std::string payload, transaction_writes writes,
                        boost::asio::any_completion_handler<void(boost::system::error_code, std::uint64_t)> handler);
+    void start_publish_once(
+        std::string stream, std::string payload, std::string key,
+        boost::asio::any_completion_handler<void(boost::system::error_code, published_once)> handler);
     void start_publish_batch(
         std::string stream, std::vector<std::string> payloads,
         boost::asio::any_completion_handler<void(boost::system::error_code, std::uint64_t)> handler);
