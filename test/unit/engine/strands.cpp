@@ -18,6 +18,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <steadfast_test/hooked_executor.hpp>
 #include <thread>
 #include <vector>
 
@@ -221,26 +222,14 @@ BOOST_AUTO_TEST_CASE(two_threads_share_a_rate_limit) {
 // An executor that dawdles in execute() (as a thread preempted there would):
 // it says when it has begun, then waits 20 ms before posting into its
 // io_context.
-struct dawdling_executor {
-    asio::io_context::executor_type inner;
-    std::atomic<bool>* begun;
-    asio::execution_context& query(asio::execution::context_t) const noexcept {
-        return asio::query(inner, asio::execution::context);
-    }
-    static constexpr asio::execution::blocking_t query(asio::execution::blocking_t) noexcept {
-        return asio::execution::blocking.never;
-    }
-    template <class F>
-    void execute(F f) const {
-        begun->store(true);
-        std::this_thread::sleep_for(20ms);
-        inner.execute(std::move(f));
-    }
-    friend bool operator==(const dawdling_executor& a, const dawdling_executor& b) noexcept {
-        return a.inner == b.inner;
-    }
-    friend bool operator!=(const dawdling_executor& a, const dawdling_executor& b) noexcept { return !(a == b); }
-};
+static test::hooked_executor dawdling_executor(asio::io_context& ctx, std::atomic<bool>* begun) {
+    return {ctx.get_executor(),
+            [begun] {
+                begun->store(true);
+                std::this_thread::sleep_for(20ms);
+            },
+            {}};
+}
 
 // A waiter's io_context destroyed on one thread while another thread lets
 // it in (a permit given back) or ends the rate limit it waits on, the
@@ -254,10 +243,10 @@ BOOST_AUTO_TEST_CASE(a_waiter_let_in_while_its_io_context_is_destroyed) {
         auto held = limit->try_acquire();
         auto other = std::make_unique<asio::io_context>();
         std::atomic<bool> begun{false};
-        limit->async_acquire(
-            other->get_executor(),
-            asio::bind_executor(dawdling_executor{other->get_executor(), &begun},
-                                [](error_code, concurrency_limit::permit) { BOOST_ERROR("its handler ran"); }));
+        limit->async_acquire(other->get_executor(), asio::bind_executor(dawdling_executor(*other, &begun),
+                                                                        [](error_code, concurrency_limit::permit) {
+                                                                            BOOST_ERROR("its handler ran");
+                                                                        }));
         std::thread giver([&] { held.release(); });
         while (!begun.load()) std::this_thread::yield();
         other.reset();  // while the giver posts
@@ -278,8 +267,7 @@ BOOST_AUTO_TEST_CASE(a_waiter_let_in_while_its_io_context_is_destroyed) {
         auto other = std::make_unique<asio::io_context>();
         std::atomic<bool> begun{false};
         auto dawdler = [&] {
-            rate->async_acquire(d.get_executor(),
-                                asio::bind_executor(dawdling_executor{d.get_executor(), &begun}, [](error_code) {}));
+            rate->async_acquire(d.get_executor(), asio::bind_executor(dawdling_executor(d, &begun), [](error_code) {}));
         };
         auto plain = [&] {
             rate->async_acquire(other->get_executor(), [](error_code) { BOOST_ERROR("its handler ran"); });
@@ -362,24 +350,9 @@ BOOST_AUTO_TEST_CASE(an_acquire_started_as_its_io_context_ends_is_dropped) {
 // An executor whose execute() posts, then takes 100 ms to return: the
 // handler can run (and be done) before the thread that let it in has left
 // the limiter's code.
-struct slow_return_executor {
-    asio::io_context::executor_type inner;
-    asio::execution_context& query(asio::execution::context_t) const noexcept {
-        return asio::query(inner, asio::execution::context);
-    }
-    static constexpr asio::execution::blocking_t query(asio::execution::blocking_t) noexcept {
-        return asio::execution::blocking.never;
-    }
-    template <class F>
-    void execute(F f) const {
-        inner.execute(std::move(f));
-        std::this_thread::sleep_for(100ms);
-    }
-    friend bool operator==(const slow_return_executor& a, const slow_return_executor& b) noexcept {
-        return a.inner == b.inner;
-    }
-    friend bool operator!=(const slow_return_executor& a, const slow_return_executor& b) noexcept { return !(a == b); }
-};
+static test::hooked_executor slow_return_executor(asio::io_context& ctx) {
+    return {ctx.get_executor(), {}, [] { std::this_thread::sleep_for(100ms); }};
+}
 
 // A handler that holds a permit of the limit it waits on, run and done on
 // its own thread while the thread that let it in is still in give_back():
@@ -394,7 +367,7 @@ BOOST_AUTO_TEST_CASE(a_handler_holding_a_permit_is_not_destroyed_under_the_limit
     auto p1 = limit->try_acquire();
     auto kept = std::make_shared<concurrency_limit::permit>();
     std::atomic<bool> ran{false};
-    limit->async_acquire(b.get_executor(), asio::bind_executor(slow_return_executor{b.get_executor()},
+    limit->async_acquire(b.get_executor(), asio::bind_executor(slow_return_executor(b),
                                                                [p0 = std::move(p0), kept, &ran](
                                                                    error_code, concurrency_limit::permit p) mutable {
                                                                    *kept = std::move(p);

@@ -34,6 +34,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <steadfast_test/hooked_executor.hpp>
 #include <steadfast_test/scratch_dir.hpp>
 #include <string>
 #include <thread>
@@ -492,25 +493,14 @@ BOOST_FIXTURE_TEST_CASE(a_cancelled_publish_not_yet_taken_stores_nothing, pair_f
 // The caller's executor: says when it has been called, then waits (at most
 // 2 s) until the caller has emitted its cancellation before it posts (as a
 // thread preempted there would). Never inline.
-struct waiting_executor {
-    asio::io_context::executor_type inner;
-    std::atomic<bool>* called;
-    std::atomic<bool>* go;
-    asio::execution_context& query(asio::execution::context_t) const noexcept {
-        return asio::query(inner, asio::execution::context);
-    }
-    static constexpr asio::execution::blocking_t query(asio::execution::blocking_t) noexcept {
-        return asio::execution::blocking.never;
-    }
-    template <class F>
-    void execute(F f) const {
-        called->store(true);
-        for (int i = 0; i < 2000 && !go->load(); ++i) std::this_thread::sleep_for(1ms);
-        inner.execute(std::move(f));
-    }
-    friend bool operator==(const waiting_executor& a, const waiting_executor& b) noexcept { return a.inner == b.inner; }
-    friend bool operator!=(const waiting_executor& a, const waiting_executor& b) noexcept { return !(a == b); }
-};
+static test::hooked_executor waiting_executor(asio::io_context& ctx, std::atomic<bool>* called, std::atomic<bool>* go) {
+    return {ctx.get_executor(),
+            [called, go] {
+                called->store(true);
+                for (int i = 0; i < 2000 && !go->load(); ++i) std::this_thread::sleep_for(1ms);
+            },
+            {}};
+}
 
 // What the process writes to stderr (the log) meanwhile.
 struct stderr_capture {
@@ -557,12 +547,11 @@ BOOST_FIXTURE_TEST_CASE(a_cancellation_after_a_failed_group_completed_the_publis
         asio::cancellation_signal cancel;
         primary.async_publish(
             "s", "{}",
-            asio::bind_cancellation_slot(cancel.slot(),
-                                         asio::bind_executor(waiting_executor{ioc.get_executor(), &called, &emitted},
-                                                             [&](auto ec, std::uint64_t) {
-                                                                 ++calls;
-                                                                 got = ec;
-                                                             })));
+            asio::bind_cancellation_slot(cancel.slot(), asio::bind_executor(waiting_executor(ioc, &called, &emitted),
+                                                                            [&](auto ec, std::uint64_t) {
+                                                                                ++calls;
+                                                                                got = ec;
+                                                                            })));
         std::this_thread::sleep_for(100ms);  // both queued behind the held transaction
         release = true;
         BOOST_REQUIRE(eventually([&] { return called.load(); }));  // the publish is being completed
