@@ -152,6 +152,11 @@ bool primary_config::jetstream() const {
     return jetstream::is_nats_url(secondary);
 }
 
+namespace {
+template <class Signature>
+struct pending_op;
+}  // namespace
+
 struct primary_node::impl {
     impl(asio::any_io_executor e, primary_config c)
         : ex(std::move(e)),
@@ -220,6 +225,12 @@ struct primary_node::impl {
         });
     }
 
+    // A read of the database for `op` (status, dead letters): on the
+    // database thread after what was started before it, completed once with
+    // `read()`'s value or the database's error.
+    template <class R, class Read>
+    void read_for(std::shared_ptr<pending_op<void(error_code, R)>> op, Read read);
+
     // On the node's thread: why `payload` may not be stored in `stream`;
     // else `payload` becomes what is stored (without surrounding blanks, as
     // the daemon stores it).
@@ -262,8 +273,6 @@ namespace {
 // cancellation of any type withdraws it: then it completes at once with
 // operation_aborted (through the node's loop, never inline), and its job,
 // when reached, does nothing. One already taken completes as usual.
-template <class Signature>
-struct pending_op;
 template <class... Args>
 struct pending_op<void(error_code, Args...)> {
     using signature = void(error_code, Args...);
@@ -322,6 +331,28 @@ std::shared_ptr<pending_op<void(error_code, Args...)>> make_op(
         });
     return op;
 }
+
+}  // namespace
+
+template <class R, class Read>
+void primary_node::impl::read_for(std::shared_ptr<pending_op<void(error_code, R)>> op, Read read) {
+    auto job = [op, read = std::move(read)](app::database&, bool&) -> R {
+        if (!op->take()) return R{};  // cancelled (and completed)
+        return read();
+    };
+    ++in_flight;
+    auto done = [this, op](app::db_result<R> r) {
+        --in_flight;
+        if (!op->take()) return;  // cancelled (and completed); else ours to complete, once
+        if (!r) return op->complete(r.error().code, R{});
+        op->complete(error_code{}, std::move(*r));
+    };
+    asio::post(loop, [this, job = std::move(job), done = std::move(done)]() mutable {
+        core.worker.async_run<R>(loop.get_executor(), std::move(job), std::move(done));
+    });
+}
+
+namespace {
 
 const error_code aborted = asio::error::operation_aborted;
 
@@ -567,11 +598,9 @@ bool primary_node::demoted() const {
 }
 
 void primary_node::start_status(asio::any_completion_handler<void(error_code, std::vector<stream_status>)> handler) {
-    auto op = make_op(std::move(handler), impl_->ex, impl_->gate);
     auto& m = *impl_;
-    auto job = [&m, op](app::database&, bool&) {
+    m.read_for(make_op(std::move(handler), m.ex, m.gate), [&m] {
         std::vector<stream_status> v;
-        if (!op->take()) return v;  // cancelled (and completed)
         auto blocked = m.core.out.blocked();
         for (auto& [name, s] : m.core.out.status()) {
             stream_status st{name, s.next_seq - 1, s.acked_seq, s.pending, {}};
@@ -579,40 +608,18 @@ void primary_node::start_status(asio::any_completion_handler<void(error_code, st
             v.push_back(std::move(st));
         }
         return v;
-    };
-    ++m.in_flight;
-    auto done = [&m, op](app::db_result<std::vector<stream_status>> r) {
-        --m.in_flight;
-        if (!op->take()) return;  // cancelled (and completed); else ours to complete, once
-        if (!r) return op->complete(r.error().code, std::vector<stream_status>{});
-        op->complete(error_code{}, std::move(*r));
-    };
-    asio::post(m.loop, [&m, job = std::move(job), done = std::move(done)]() mutable {
-        m.core.worker.async_run<std::vector<stream_status>>(m.loop.get_executor(), std::move(job), std::move(done));
     });
 }
 
 void primary_node::start_dead_letters(
     asio::any_completion_handler<void(error_code, std::vector<dead_letter>)> handler) {
-    auto op = make_op(std::move(handler), impl_->ex, impl_->gate);
     auto& m = *impl_;
-    auto job = [&m, op](app::database&, bool&) {
+    m.read_for(make_op(std::move(handler), m.ex, m.gate), [&m] {
         std::vector<dead_letter> v;
-        if (!op->take()) return v;  // cancelled (and completed)
         for (auto& d : m.core.out.dead_letters())
             v.push_back({d.n, std::move(d.stream), std::move(d.id), std::move(d.payload), std::move(d.reason), d.seq,
                          std::chrono::system_clock::time_point(std::chrono::milliseconds(d.at_ms)), d.requeued_seq});
         return v;
-    };
-    ++m.in_flight;
-    auto done = [&m, op](app::db_result<std::vector<dead_letter>> r) {
-        --m.in_flight;
-        if (!op->take()) return;  // cancelled (and completed); else ours to complete, once
-        if (!r) return op->complete(r.error().code, std::vector<dead_letter>{});
-        op->complete(error_code{}, std::move(*r));
-    };
-    asio::post(m.loop, [&m, job = std::move(job), done = std::move(done)]() mutable {
-        m.core.worker.async_run<std::vector<dead_letter>>(m.loop.get_executor(), std::move(job), std::move(done));
     });
 }
 
