@@ -89,6 +89,34 @@ bool eventually(Pred pred) {
     return pred();
 }
 
+// Holds the primary's database thread with a transaction until release()
+// (or the hold's end): what is started meanwhile waits behind it.
+class database_hold {
+public:
+    explicit database_hold(replication::primary_node& primary) {
+        primary.async_transaction(
+            [f = flags_](sqlite3*) {
+                f->held = true;
+                while (!f->released) std::this_thread::sleep_for(1ms);
+            },
+            asio::detached);
+    }
+    ~database_hold() { release(); }
+    database_hold(const database_hold&) = delete;
+    database_hold& operator=(const database_hold&) = delete;
+    /// Whether the transaction came to hold the thread (within 20 s).
+    bool holding() {
+        return eventually([this] { return flags_->held.load(); });
+    }
+    void release() { flags_->released = true; }
+
+private:
+    struct flags {
+        std::atomic<bool> held{false}, released{false};
+    };
+    std::shared_ptr<flags> flags_ = std::make_shared<flags>();
+};
+
 // The replica's table, in the order the rows were written: "stream:seq".
 std::vector<std::string> mirror_rows(const std::filesystem::path& db_file) {
     sqlite3* db = nullptr;
@@ -444,13 +472,7 @@ BOOST_FIXTURE_TEST_CASE(a_cancelled_publish_not_yet_taken_stores_nothing, pair_f
     replication::primary_node primary(ioc.get_executor(), pc);
     // The database thread is held by a transaction while three operations
     // wait behind it, each cancelled with another type.
-    std::atomic<bool> release{false}, held{false};
-    primary.async_transaction(
-        [&](sqlite3*) {
-            held = true;
-            while (!release) std::this_thread::sleep_for(1ms);
-        },
-        asio::detached);
+    database_hold hold(primary);
     asio::cancellation_signal one, batch, status;
     std::optional<boost::system::error_code> one_ec, batch_ec, status_ec;
     std::uint64_t seq = 99, batch_seq = 99;
@@ -465,7 +487,7 @@ BOOST_FIXTURE_TEST_CASE(a_cancelled_publish_not_yet_taken_stores_nothing, pair_f
                                 }));
     primary.async_status(asio::bind_cancellation_slot(
         status.slot(), [&](auto e, std::vector<replication::stream_status>) { status_ec = e; }));
-    BOOST_REQUIRE(eventually([&] { return held.load(); }));
+    BOOST_REQUIRE(hold.holding());
     one.emit(asio::cancellation_type::terminal);
     batch.emit(asio::cancellation_type::partial);
     status.emit(asio::cancellation_type::total);
@@ -473,7 +495,7 @@ BOOST_FIXTURE_TEST_CASE(a_cancelled_publish_not_yet_taken_stores_nothing, pair_f
     // a cancelled caller does not wait for what is ahead of it.
     for (int i = 0; i < 500 && !(one_ec && batch_ec && status_ec); ++i) ioc.run_for(10ms);
     const bool completed_while_held = one_ec && batch_ec && status_ec;
-    release = true;
+    hold.release();
     BOOST_REQUIRE(completed_while_held);
     BOOST_TEST((*one_ec == asio::error::operation_aborted), one_ec->message());
     BOOST_TEST((*batch_ec == asio::error::operation_aborted), batch_ec->message());
@@ -533,14 +555,8 @@ BOOST_FIXTURE_TEST_CASE(a_cancellation_after_a_failed_group_completed_the_publis
     std::atomic<bool> called{false}, emitted{false};
     {
         replication::primary_node primary(ioc.get_executor(), pc);
-        std::atomic<bool> held{false}, release{false};
-        primary.async_transaction(
-            [&](sqlite3*) {
-                held = true;
-                while (!release) std::this_thread::sleep_for(1ms);
-            },
-            asio::detached);
-        BOOST_REQUIRE(eventually([&] { return held.load(); }));
+        database_hold hold(primary);
+        BOOST_REQUIRE(hold.holding());
         // These two wait together: the next group.
         primary.async_transaction([](sqlite3* db) { sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr); },
                                   asio::detached);
@@ -553,7 +569,7 @@ BOOST_FIXTURE_TEST_CASE(a_cancellation_after_a_failed_group_completed_the_publis
                                                                                 got = ec;
                                                                             })));
         std::this_thread::sleep_for(100ms);  // both queued behind the held transaction
-        release = true;
+        hold.release();
         BOOST_REQUIRE(eventually([&] { return called.load(); }));  // the publish is being completed
         cancel.emit(asio::cancellation_type::terminal);
         emitted = true;
