@@ -231,6 +231,15 @@ struct primary_node::impl {
     template <class R, class Read>
     void read_for(std::shared_ptr<pending_op<void(error_code, R)>> op, Read read);
 
+    // A publish's commit failed (`subject`: its stream): the storage's
+    // failure, counted and logged, unless the application's code in its
+    // group ended the transaction (then false: the caller says so).
+    bool commit_failed(const std::string& subject, const app::db_failure& f) {
+        if (f.code == app::make_db_error_code(app::db_apply_failed)) return false;
+        health.publish_failed(subject, f.what);
+        return true;
+    }
+
     // On the node's thread: why `payload` may not be stored in `stream`;
     // else `payload` becomes what is stored (without surrounding blanks, as
     // the daemon stores it).
@@ -444,9 +453,7 @@ void primary_node::start_publish(std::string stream, std::string payload, transa
             if (!r) {
                 // The application's code ended the transaction (its own or a
                 // publish's grouped with it): not the storage's failure.
-                if (r.error().code != app::make_db_error_code(app::db_apply_failed))
-                    m.health.publish_failed(stream, r.error().what);
-                else
+                if (!m.commit_failed(stream, r.error()))
                     app::log(app::level::warn, "publish_writes_failed",
                              {{"stream", stream}, {"error", r.error().what}, {"note", "nothing stored"}});
                 return op->complete(r.error().code, 0);
@@ -489,8 +496,7 @@ void primary_node::start_publish_once(std::string stream, std::string payload, s
             --m.in_flight;
             if (!op->take()) return;  // cancelled (and completed); else ours to complete, once
             if (!r) {
-                if (r.error().code != app::make_db_error_code(app::db_apply_failed))  // as async_publish
-                    m.health.publish_failed(stream, r.error().what);
+                m.commit_failed(stream, r.error());
                 return op->complete(r.error().code, published_once{});
             }
             m.health.works();
@@ -538,8 +544,7 @@ void primary_node::start_publish_batch(std::string stream, std::vector<std::stri
             --m.in_flight;
             if (!op->take()) return;  // cancelled (and completed); else ours to complete, once
             if (!r) {
-                if (r.error().code != app::make_db_error_code(app::db_apply_failed))  // as above
-                    m.health.publish_failed(stream, r.error().what);
+                m.commit_failed(stream, r.error());
                 return op->complete(r.error().code, 0);
             }
             m.health.works();
@@ -644,11 +649,7 @@ void primary_node::start_requeue(std::int64_t n,
             --m.in_flight;
             if (!op->take()) return;  // cancelled (and completed); else ours to complete, once
             if (!r) {
-                // Its commit failed (a requeue is a publish): the storage's
-                // failure, unless code of the application's grouped with it
-                // ended the transaction.
-                if (r.error().code != app::make_db_error_code(app::db_apply_failed))
-                    m.health.publish_failed("(dead letter " + std::to_string(n) + ")", r.error().what);
+                m.commit_failed("(dead letter " + std::to_string(n) + ")", r.error());  // a requeue is a publish
                 return op->complete(r.error().code, 0);
             }
             switch (r->what) {
