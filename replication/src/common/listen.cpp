@@ -43,9 +43,7 @@ void refuse_unauthorized_at_header(http::server::options& so, std::function<cons
                                    std::function<void()> refused) {
     so.before_continue = [tokens = std::move(tokens), refused = std::move(refused),
                           open = so.reserved_paths](const http::request& header) -> std::optional<http::response> {
-        const std::string_view target = header.target;
-        const auto path = target.substr(0, target.find('?'));
-        if (std::find(open.begin(), open.end(), path) != open.end()) return std::nullopt;
+        if (std::find(open.begin(), open.end(), http::path_of(header.target)) != open.end()) return std::nullopt;
         auto denied = refuse_unauthorized(header, tokens());
         if (denied && refused) refused();
         return denied;
