@@ -129,6 +129,11 @@ public:
 
 private:
     nanoseconds now() const { return now_ ? now_() : std::chrono::steady_clock::now().time_since_epoch(); }
+    // acquire(), also telling when (for the permit's slow-call measure).
+    bool acquire(std::uint32_t& generation, nanoseconds& at);
+    // record(), with how long the call took from the time read under the lock.
+    template <class Took>
+    void record_timed(std::uint32_t generation, bool failure, Took took_at);
     // After a transition, under the lock: a new generation, the counters.
     void count(breaker_transition& t);
     // Outside the lock: the hook and the listeners.

@@ -42,11 +42,20 @@ void circuit_breaker::announce(const breaker_transition& t) {
 }
 
 bool circuit_breaker::acquire(std::uint32_t& generation) {
+    nanoseconds at;
+    return acquire(generation, at);
+}
+
+// One read of the clock a call's start and one its end (a read costs as much
+// as the rest of a closed breaker's bookkeeping), under the lock: the machine
+// sees time move forward.
+bool circuit_breaker::acquire(std::uint32_t& generation, nanoseconds& at) {
     std::optional<breaker_transition> moved;
     bool ok;
     {
         std::lock_guard l(m_);
-        ok = fsm_.try_acquire(now(), &moved);
+        at = now();
+        ok = fsm_.try_acquire(at, &moved);
         if (moved) count(*moved);
         ++(ok ? stats_.permitted : stats_.rejected);
         generation = generation_;
@@ -56,6 +65,11 @@ bool circuit_breaker::acquire(std::uint32_t& generation) {
 }
 
 void circuit_breaker::record(std::uint32_t generation, bool failure, nanoseconds took) {
+    record_timed(generation, failure, [took](nanoseconds) { return took; });
+}
+
+template <class Took>
+void circuit_breaker::record_timed(std::uint32_t generation, bool failure, Took took_at) {
     std::optional<breaker_transition> moved;
     {
         std::lock_guard l(m_);
@@ -63,7 +77,8 @@ void circuit_breaker::record(std::uint32_t generation, bool failure, nanoseconds
             ++stats_.stale;
             return;
         }
-        moved = fsm_.record(now(), failure, took);
+        const nanoseconds t = now(), took = took_at(t);
+        moved = fsm_.record(t, failure, took);
         ++(failure ? stats_.failures : stats_.successes);
         if (took >= fsm_.settings().slow_call) ++stats_.slow;
         if (moved) count(*moved);
@@ -134,10 +149,11 @@ circuit_breaker::permit circuit_breaker::try_acquire() {
     permit p;
     auto self = shared_from_this();  // before the permit is taken: bad_weak_ptr costs nothing
     std::uint32_t g = 0;
-    if (!acquire(g)) return p;
+    nanoseconds at;
+    if (!acquire(g, at)) return p;
     p.b_ = std::move(self);
     p.generation_ = g;
-    p.at_ = now();
+    p.at_ = at;
     return p;
 }
 
@@ -154,7 +170,7 @@ circuit_breaker::permit& circuit_breaker::permit::operator=(permit&& o) noexcept
 void circuit_breaker::permit::record(bool failure) {
     if (!b_) return;
     auto b = std::move(b_);
-    b->record(generation_, failure, b->now() - at_);
+    b->record_timed(generation_, failure, [at = at_](nanoseconds now) { return now - at; });
 }
 
 void circuit_breaker::permit::record(const classification& c) {
