@@ -8,6 +8,7 @@
 #include <steadfast/engine/manual_clock.hpp>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_allocator.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -20,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <steadfast_test/counting_allocator.hpp>
 #include <steadfast_test/virtual_time.hpp>
 #include <string>
 #include <vector>
@@ -30,6 +32,8 @@ namespace asio = boost::asio;
 using steadfast::detail::admission;
 using steadfast::detail::bulkhead_core;
 using steadfast::detail::token_bucket_core;
+using steadfast_test::alloc_stats;
+using steadfast_test::counting_allocator;
 using steadfast_test::virtual_time;
 
 namespace {
@@ -198,6 +202,52 @@ BOOST_AUTO_TEST_CASE(cancelling_a_waiter_of_every_type_frees_its_place_in_the_qu
         BOOST_TEST(limit->in_use() == 1u);  // the holder still holds
         held.release();
         BOOST_TEST(limit->in_use() == 0u);  // and nobody took the cancelled waiter's turn
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_waiter_keeps_its_handler_in_the_handlers_allocator_and_frees_it_before_running) {
+    // Let in, cancelled, refused, and a rate limit's waiter: the handler is
+    // kept in memory from its associated allocator, given back before it runs.
+    for (int way = 0; way < 4; ++way) {
+        BOOST_TEST_CONTEXT("way " << way) {
+            asio::io_context ioc;
+            auto limit = std::make_shared<concurrency_limit>(concurrency_limit::options{.limit = 1, .queue = 1});
+            auto rate = std::make_shared<rate_limit>(ioc.get_executor(),
+                                                     rate_limit::options{.per_second = 1000, .burst = 1, .queue = 1});
+            auto held = limit->try_acquire();
+            BOOST_REQUIRE(held);
+            BOOST_REQUIRE(rate->try_acquire());
+            if (way == 2)  // the queue's one place taken: the next is refused
+                limit->async_acquire(ioc.get_executor(), [](error_code, concurrency_limit::permit) {});
+            alloc_stats stats;
+            asio::cancellation_signal cancel;
+            bool ran = false;
+            auto check = [&](error_code ec) {
+                BOOST_TEST(stats.live == 0);  // given back before the handler runs
+                BOOST_TEST(((way == 0 || way == 3) ? !ec : !!ec));
+                ran = true;
+            };
+            if (way == 3) {
+                rate->async_acquire(ioc.get_executor(), asio::bind_allocator(counting_allocator<void>(&stats),
+                                                                             [&](error_code ec) { check(ec); }));
+            } else {
+                limit->async_acquire(
+                    ioc.get_executor(),
+                    asio::bind_cancellation_slot(
+                        cancel.slot(),
+                        asio::bind_allocator(counting_allocator<void>(&stats),
+                                             [&](error_code ec, concurrency_limit::permit) { check(ec); })));
+            }
+            ioc.poll();
+            BOOST_TEST(stats.allocations >= 1);
+            BOOST_TEST(stats.live == (way == 2 ? 0 : 1));  // kept while it waits
+            if (way == 0) held.release();
+            if (way == 1) cancel.emit(asio::cancellation_type::terminal);
+            ioc.restart();
+            ioc.run_for(std::chrono::seconds(1));
+            BOOST_TEST(ran);
+            BOOST_TEST(stats.live == 0);
+        }
     }
 }
 

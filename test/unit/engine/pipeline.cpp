@@ -1034,6 +1034,28 @@ BOOST_AUTO_TEST_CASE(async_execute_takes_its_state_from_the_handlers_allocator) 
     BOOST_TEST(done);
     BOOST_TEST(stats.allocations >= 1);  // the retry's state
     BOOST_TEST(stats.live == 0);
+
+    // The same when the call waits in a limit's queue first: kept there from
+    // the handler's allocator too, and given back before the handler runs.
+    auto bulkhead = std::make_shared<concurrency_limit>(concurrency_limit::options{.limit = 1, .queue = 1});
+    auto held = bulkhead->try_acquire();
+    alloc_stats queued;
+    done = false;
+    async_execute<manual_timer>(ioc, vpipeline{}.with_concurrency_limit(bulkhead), a,
+                                asio::bind_allocator(counting_allocator<void>(&queued), [&](retry_result<int> r) {
+                                    BOOST_TEST(r.ok());
+                                    BOOST_TEST(queued.live == 0);
+                                    done = true;
+                                }));
+    ioc.restart();
+    ioc.poll();
+    BOOST_TEST(bulkhead->waiting() == 1u);
+    BOOST_TEST(queued.live >= 1);  // the waiting call
+    held.release();
+    steadfast::run_virtual(ioc);
+    BOOST_TEST(done);
+    BOOST_TEST(queued.allocations >= 2);  // the wait, then the retry's state
+    BOOST_TEST(queued.live == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

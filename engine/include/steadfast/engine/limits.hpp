@@ -12,7 +12,9 @@
 //
 // async_acquire keeps Asio's rules: any completion token (default
 // `deferred`), the handler's associated executor (else `ex`) and never
-// inline; per-operation cancellation of every type (terminal, partial, total)
+// inline; a waiting handler is kept in memory from its associated allocator
+// and given back before it runs (the queue's own bookkeeping, a few small
+// blocks a waiter, comes from the heap); per-operation cancellation of every type (terminal, partial, total)
 // takes a waiting caller out of the queue and completes it with
 // operation_aborted (a caller already let in is not undone). Waiters are let
 // in first come, first served (the order in which places or tokens are
@@ -40,6 +42,7 @@
 #include <steadfast/engine/watchable.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_allocator.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
@@ -169,15 +172,21 @@ void start_acquire(const std::shared_ptr<Limiter>& self, Handler handler, boost:
     using payload = std::conditional_t<bare, bool, Result>;
     auto slot = asio::get_associated_cancellation_slot(handler);
     auto work = asio::prefer(asio::get_associated_executor(handler, ex), asio::execution::outstanding_work.tracked);
-    auto h = std::make_shared<std::optional<Handler>>(std::move(handler));
+    // The handler is kept in memory from its associated allocator (Asio's
+    // rule for an operation's state), given back before it runs.
+    using handler_allocator = typename std::allocator_traits<
+        asio::associated_allocator_t<Handler>>::template rebind_alloc<std::optional<Handler>>;
+    auto h = std::allocate_shared<std::optional<Handler>>(handler_allocator(asio::get_associated_allocator(handler)),
+                                                          std::move(handler));
     // Completes on the handler's executor: the slot is cleared there first,
-    // and the handler leaves the shared state there (whoever else still
-    // holds `h` never destroys it).
-    auto complete = [h, work, slot](error_code ec, payload r) mutable {
-        asio::post(work, [h, slot, ec, r = std::move(r)]() mutable {
+    // and the handler's memory is given back there before it runs (the
+    // completion is made once, and hands `h` to what it posts: nothing else
+    // holds it then).
+    auto complete = [h = std::move(h), work, slot](error_code ec, payload r) mutable {
+        asio::post(work, [h = std::move(h), slot, ec, r = std::move(r)]() mutable {
             if (slot.is_connected()) slot.clear();
             Handler run = std::move(**h);
-            h->reset();
+            h.reset();
             if constexpr (bare)
                 std::move(run)(ec);
             else
