@@ -231,6 +231,15 @@ struct primary_node::impl {
     template <class R, class Read>
     void read_for(std::shared_ptr<pending_op<void(error_code, R)>> op, Read read);
 
+    // A publish's write for `op`, on the node's loop once refuse() let it
+    // through: `write(db, keep) -> R` on the database thread (nothing, if a
+    // cancellation withdrew `op` first), then `stored(R)` once committed,
+    // which completes `op`. A failed commit completes it with the
+    // database's code: the storage's failure, counted against `stream`, or
+    // the application's code in its group ended the transaction (logged).
+    template <class R, class Signature, class Write, class Stored>
+    void write_for(std::shared_ptr<pending_op<Signature>> op, const std::string& stream, Write write, Stored stored);
+
     // A publish's commit failed (`subject`: its stream): the storage's
     // failure, counted and logged, unless the application's code in its
     // group ended the transaction (then false: the caller says so).
@@ -306,6 +315,9 @@ struct pending_op<void(error_code, Args...)> {
     }
     bool withdrawn() const noexcept { return state.load() == cancelled; }
 
+    // Completes with `ec` and value-initialised results.
+    void fail(error_code ec) { complete(ec, Args{}...); }
+
     // Called on the node's own thread, never the caller's: not inline.
     void complete(error_code ec, Args... args) {
         auto w = std::move(work);
@@ -359,6 +371,32 @@ void primary_node::impl::read_for(std::shared_ptr<pending_op<void(error_code, R)
     asio::post(loop, [this, job = std::move(job), done = std::move(done)]() mutable {
         core.worker.async_run<R>(loop.get_executor(), std::move(job), std::move(done));
     });
+}
+
+template <class R, class Signature, class Write, class Stored>
+void primary_node::impl::write_for(std::shared_ptr<pending_op<Signature>> op, const std::string& stream, Write write,
+                                   Stored stored) {
+    ++in_flight;
+    auto job = [op, write = std::move(write)](app::database& d, bool& keep) -> R {
+        if (!op->take()) {
+            keep = false;
+            return R{};  // cancelled (and completed): nothing written
+        }
+        return write(d, keep);
+    };
+    auto done = [this, op, stream, stored = std::move(stored)](app::db_result<R> r) mutable {
+        --in_flight;
+        if (!op->take()) return;  // cancelled (and completed); else ours to complete, once
+        if (!r) {
+            if (!commit_failed(stream, r.error()))
+                app::log(app::level::warn, "publish_writes_failed",
+                         {{"stream", stream}, {"error", r.error().what}, {"note", "nothing stored"}});
+            return op->fail(r.error().code);
+        }
+        health.works();
+        stored(std::move(*r));
+    };
+    core.worker.async_run<R>(loop.get_executor(), std::move(job), std::move(done));
 }
 
 namespace {
@@ -424,21 +462,16 @@ void primary_node::start_publish(std::string stream, std::string payload, transa
                              writes = std::move(writes)]() mutable {
         if (op->withdrawn()) return;
         if (auto refused = m.refuse(stream, payload)) {
-            if (op->take()) op->complete(make_error_code(*refused), 0);
+            if (op->take()) op->fail(make_error_code(*refused));
             return;
         }
         const std::int64_t at_ms = primary::now_ms();
-        ++m.in_flight;
         struct outcome {
             primary::published p;  // seq 0: nothing stored
             error_code writes;     // the application's writes threw (nothing stored)
         };
-        auto job = [&m, op, stream, payload, writes = std::move(writes), at_ms](app::database& db,
-                                                                                bool& keep) -> outcome {
-            if (!op->take()) {
-                keep = false;
-                return {};  // cancelled (and completed): nothing written
-            }
+        auto write = [&m, stream, payload, writes = std::move(writes), at_ms](app::database& db,
+                                                                              bool& keep) -> outcome {
             if (writes) {
                 const auto ec = run_application(db, writes, keep, "the application's writes for stream " + stream,
                                                 "publish_writes_failed", {{"stream", stream}});
@@ -447,24 +480,13 @@ void primary_node::start_publish(std::string stream, std::string payload, transa
             std::vector<std::pair<std::string, std::string>> items{{stream, payload}};
             return {m.core.out.publish(items, at_ms).front(), {}};
         };
-        auto done = [&m, op, stream, payload = std::move(payload), at_ms](app::db_result<outcome> r) mutable {
-            --m.in_flight;
-            if (!op->take()) return;  // cancelled (and completed); else ours to complete, once
-            if (!r) {
-                // The application's code ended the transaction (its own or a
-                // publish's grouped with it): not the storage's failure.
-                if (!m.commit_failed(stream, r.error()))
-                    app::log(app::level::warn, "publish_writes_failed",
-                             {{"stream", stream}, {"error", r.error().what}, {"note", "nothing stored"}});
-                return op->complete(r.error().code, 0);
-            }
-            if (r->writes) return op->complete(r->writes, 0);
-            m.health.works();
-            primary::pending_message msg{r->p.seq, r->p.id, std::move(payload), at_ms};
-            m.core.rep.committed(r->p.stream, 1, &msg);
-            op->complete(error_code{}, r->p.seq);
+        auto stored = [&m, op, payload = std::move(payload), at_ms](outcome r) mutable {
+            if (r.writes) return op->fail(r.writes);
+            primary::pending_message msg{r.p.seq, r.p.id, std::move(payload), at_ms};
+            m.core.rep.committed(r.p.stream, 1, &msg);
+            op->complete(error_code{}, r.p.seq);
         };
-        m.core.worker.async_run<outcome>(m.loop.get_executor(), std::move(job), std::move(done));
+        m.write_for<outcome>(op, stream, std::move(write), std::move(stored));
     });
 }
 
@@ -475,7 +497,7 @@ void primary_node::start_publish_once(std::string stream, std::string payload, s
                              key = std::move(key)]() mutable {
         if (op->withdrawn()) return;
         auto refuse = [&](publish_error e) {
-            if (op->take()) op->complete(make_error_code(e), published_once{});
+            if (op->take()) op->fail(make_error_code(e));
         };
         // The daemon's Idempotency-Key rule.
         if (key.empty() || key.size() > 255 ||
@@ -483,36 +505,23 @@ void primary_node::start_publish_once(std::string stream, std::string payload, s
             return refuse(publish_error::invalid_key);
         if (auto refused = m.refuse(stream, payload)) return refuse(*refused);
         const std::int64_t at_ms = primary::now_ms();
-        ++m.in_flight;
-        auto job = [&m, op, stream, payload, key, at_ms](app::database&, bool& keep) -> primary::keyed_publish {
-            if (!op->take()) {
-                keep = false;
-                return {};  // cancelled (and completed): nothing written
-            }
+        auto write = [&m, stream, payload, key, at_ms](app::database&, bool&) {
             return m.core.out.publish_once(key, stream, payload, at_ms);
         };
-        auto done = [&m, op, stream, payload = std::move(payload),
-                     at_ms](app::db_result<primary::keyed_publish> r) mutable {
-            --m.in_flight;
-            if (!op->take()) return;  // cancelled (and completed); else ours to complete, once
-            if (!r) {
-                m.commit_failed(stream, r.error());
-                return op->complete(r.error().code, published_once{});
-            }
-            m.health.works();
-            switch (r->what) {
+        auto stored = [&m, op, payload = std::move(payload), at_ms](primary::keyed_publish r) mutable {
+            switch (r.what) {
                 case primary::keyed_publish::status::stored: {
-                    primary::pending_message msg{r->p.seq, r->p.id, std::move(payload), at_ms};
-                    m.core.rep.committed(r->p.stream, 1, &msg);
-                    return op->complete(error_code{}, published_once{r->p.seq, false});
+                    primary::pending_message msg{r.p.seq, r.p.id, std::move(payload), at_ms};
+                    m.core.rep.committed(r.p.stream, 1, &msg);
+                    return op->complete(error_code{}, published_once{r.p.seq, false});
                 }
                 case primary::keyed_publish::status::replayed:
-                    return op->complete(error_code{}, published_once{r->p.seq, true});
+                    return op->complete(error_code{}, published_once{r.p.seq, true});
                 case primary::keyed_publish::status::conflict:
-                    return op->complete(make_error_code(publish_error::key_conflict), published_once{r->p.seq, false});
+                    return op->complete(make_error_code(publish_error::key_conflict), published_once{r.p.seq, false});
             }
         };
-        m.core.worker.async_run<primary::keyed_publish>(m.loop.get_executor(), std::move(job), std::move(done));
+        m.write_for<primary::keyed_publish>(op, stream, std::move(write), std::move(stored));
     });
 }
 
@@ -522,7 +531,7 @@ void primary_node::start_publish_batch(std::string stream, std::vector<std::stri
     asio::post(impl_->loop, [&m = *impl_, op, stream = std::move(stream), payloads = std::move(payloads)]() mutable {
         if (op->withdrawn()) return;
         auto refuse = [&](publish_error e) {
-            if (op->take()) op->complete(make_error_code(e), 0);
+            if (op->take()) op->fail(make_error_code(e));
         };
         if (payloads.empty()) return refuse(publish_error::invalid_payload);
         auto items = std::make_shared<std::vector<std::pair<std::string, std::string>>>();
@@ -532,26 +541,12 @@ void primary_node::start_publish_batch(std::string stream, std::vector<std::stri
             items->emplace_back(stream, std::move(p));
         }
         const std::int64_t at_ms = primary::now_ms();
-        ++m.in_flight;
-        auto job = [&m, op, items, at_ms](app::database&, bool& keep) -> std::uint64_t {
-            if (!op->take()) {
-                keep = false;
-                return 0;  // cancelled (and completed): nothing written
-            }
-            return m.core.out.publish(*items, at_ms).back().seq;
-        };
-        auto done = [&m, op, stream, n = items->size()](app::db_result<std::uint64_t> r) {
-            --m.in_flight;
-            if (!op->take()) return;  // cancelled (and completed); else ours to complete, once
-            if (!r) {
-                m.commit_failed(stream, r.error());
-                return op->complete(r.error().code, 0);
-            }
-            m.health.works();
+        auto write = [&m, items, at_ms](app::database&, bool&) { return m.core.out.publish(*items, at_ms).back().seq; };
+        auto stored = [&m, op, stream, n = items->size()](std::uint64_t last) {
             m.core.rep.committed(stream, n);
-            op->complete(error_code{}, *r);
+            op->complete(error_code{}, last);
         };
-        m.core.worker.async_run<std::uint64_t>(m.loop.get_executor(), std::move(job), std::move(done));
+        m.write_for<std::uint64_t>(op, stream, std::move(write), std::move(stored));
     });
 }
 
