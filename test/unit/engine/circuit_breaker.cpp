@@ -174,6 +174,31 @@ BOOST_AUTO_TEST_CASE(slow_calls_are_timed_on_the_breakers_clock) {
     BOOST_TEST(b->get_stats().slow == 2u);
 }
 
+BOOST_AUTO_TEST_CASE(a_trial_is_timed_from_after_the_transition_hook) {
+    // The hook that tells of the move to half-open runs inside try_acquire()
+    // and takes 5 s: the trial that follows at once is not slow.
+    virtual_time vt;
+    breaker_options o;
+    o.consecutive_failures = 1;
+    o.break_duration = [](std::uint32_t) { return nanoseconds(1s); };
+    o.half_open_calls = 1;
+    o.slow_call = 2s;
+    o.slow_rate = 1.0;
+    o.minimum_calls = 1;
+    o.on_transition = [](const breaker_transition& t) {
+        if (t.to == breaker_state::half_open) manual_clock::advance(5s);
+    };
+    auto b = std::make_shared<circuit_breaker>(o, virtual_time::now);
+    b->try_acquire().failure();
+    BOOST_TEST((b->state() == breaker_state::open));
+    manual_clock::advance(1s);
+    auto trial = b->try_acquire();
+    BOOST_REQUIRE(trial);
+    trial.success();
+    BOOST_TEST((b->state() == breaker_state::closed));
+    BOOST_TEST(b->get_stats().slow == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(bad_options_are_refused_by_name) {
     breaker_options o;
     o.failure_rate = 0;

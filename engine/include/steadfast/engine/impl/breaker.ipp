@@ -60,7 +60,10 @@ bool circuit_breaker::acquire(std::uint32_t& generation, nanoseconds& at) {
         ++(ok ? stats_.permitted : stats_.rejected);
         generation = generation_;
     }
-    if (moved) announce(*moved);
+    if (moved) {
+        announce(*moved);
+        at = now();  // the hook's time is not the call's
+    }
     return ok;
 }
 
