@@ -234,11 +234,15 @@ struct primary_node::impl {
     // A publish's write for `op`, on the node's loop once refuse() let it
     // through: `write(db, keep) -> R` on the database thread (nothing, if a
     // cancellation withdrew `op` first), then `stored(R)` once committed,
-    // which completes `op`. A failed commit completes it with the
-    // database's code: the storage's failure, counted against `stream`, or
-    // the application's code in its group ended the transaction (logged).
-    template <class R, class Signature, class Write, class Stored>
-    void write_for(std::shared_ptr<pending_op<Signature>> op, const std::string& stream, Write write, Stored stored);
+    // which completes `op`; before it, when `wrote(R)` says the outbox was
+    // written, the storage is marked working (a commit that wrote nothing,
+    // such as writes that threw or a replayed key, proves nothing of the
+    // disk). A failed commit completes it with the database's code: the
+    // storage's failure, counted against `stream`, or the application's
+    // code in its group ended the transaction (logged).
+    template <class R, class Signature, class Write, class Wrote, class Stored>
+    void write_for(std::shared_ptr<pending_op<Signature>> op, const std::string& stream, Write write, Wrote wrote,
+                   Stored stored);
 
     // A publish's commit failed (`subject`: its stream): the storage's
     // failure, counted and logged, unless the application's code in its
@@ -373,9 +377,9 @@ void primary_node::impl::read_for(std::shared_ptr<pending_op<void(error_code, R)
     });
 }
 
-template <class R, class Signature, class Write, class Stored>
+template <class R, class Signature, class Write, class Wrote, class Stored>
 void primary_node::impl::write_for(std::shared_ptr<pending_op<Signature>> op, const std::string& stream, Write write,
-                                   Stored stored) {
+                                   Wrote wrote, Stored stored) {
     ++in_flight;
     auto job = [op, write = std::move(write)](app::database& d, bool& keep) -> R {
         if (!op->take()) {
@@ -384,7 +388,7 @@ void primary_node::impl::write_for(std::shared_ptr<pending_op<Signature>> op, co
         }
         return write(d, keep);
     };
-    auto done = [this, op, stream, stored = std::move(stored)](app::db_result<R> r) mutable {
+    auto done = [this, op, stream, wrote = std::move(wrote), stored = std::move(stored)](app::db_result<R> r) mutable {
         --in_flight;
         if (!op->take()) return;  // cancelled (and completed); else ours to complete, once
         if (!r) {
@@ -393,7 +397,7 @@ void primary_node::impl::write_for(std::shared_ptr<pending_op<Signature>> op, co
                          {{"stream", stream}, {"error", r.error().what}, {"note", "nothing stored"}});
             return op->fail(r.error().code);
         }
-        health.works();
+        if (wrote(*r)) health.works();
         stored(std::move(*r));
     };
     core.worker.async_run<R>(loop.get_executor(), std::move(job), std::move(done));
@@ -486,7 +490,8 @@ void primary_node::start_publish(std::string stream, std::string payload, transa
             m.core.rep.committed(r.p.stream, 1, &msg);
             op->complete(error_code{}, r.p.seq);
         };
-        m.write_for<outcome>(op, stream, std::move(write), std::move(stored));
+        auto wrote = [](const outcome& r) { return !r.writes; };
+        m.write_for<outcome>(op, stream, std::move(write), wrote, std::move(stored));
     });
 }
 
@@ -521,7 +526,8 @@ void primary_node::start_publish_once(std::string stream, std::string payload, s
                     return op->complete(make_error_code(publish_error::key_conflict), published_once{r.p.seq, false});
             }
         };
-        m.write_for<primary::keyed_publish>(op, stream, std::move(write), std::move(stored));
+        auto wrote = [](const primary::keyed_publish& r) { return r.what == primary::keyed_publish::status::stored; };
+        m.write_for<primary::keyed_publish>(op, stream, std::move(write), wrote, std::move(stored));
     });
 }
 
@@ -546,7 +552,8 @@ void primary_node::start_publish_batch(std::string stream, std::vector<std::stri
             m.core.rep.committed(stream, n);
             op->complete(error_code{}, last);
         };
-        m.write_for<std::uint64_t>(op, stream, std::move(write), std::move(stored));
+        auto wrote = [](std::uint64_t) { return true; };
+        m.write_for<std::uint64_t>(op, stream, std::move(write), wrote, std::move(stored));
     });
 }
 

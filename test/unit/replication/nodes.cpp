@@ -617,6 +617,69 @@ BOOST_FIXTURE_TEST_CASE(a_transaction_that_throws_keeps_nothing_and_completes_wi
     BOOST_TEST(rows == 1);  // the third's row alone: the others' writes went with their throws
 }
 
+BOOST_FIXTURE_TEST_CASE(a_commit_that_stored_nothing_does_not_mark_failing_storage_recovered, pair_fixture) {
+    // The outbox fails (SQLite's page limit: a full disk, for the node);
+    // then a publish whose writes throw commits a transaction that wrote
+    // nothing, and a key replayed reads only: neither shows the storage works
+    // again. A publish that is stored does.
+    stderr_capture log_of(scratch.path / "stderr.log");
+    asio::io_context ioc;
+    std::vector<boost::system::error_code> got;
+    std::size_t recovered_early = 0;
+    auto count = [&](const char* event) {
+        std::ifstream in(log_of.file);
+        const std::string text{std::istreambuf_iterator<char>(in), {}};
+        std::size_t n = 0;
+        for (auto at = text.find(event); at != std::string::npos; at = text.find(event, at + 1)) ++n;
+        return n;
+    };
+    {
+        replication::primary_node primary(ioc.get_executor(), pc);
+        asio::co_spawn(
+            ioc,
+            [&]() -> asio::awaitable<void> {
+                auto tok = asio::as_tuple(asio::use_awaitable);
+                auto [e0, s0] = co_await primary.async_publish_once("orders", "{\"n\":0}", "key-0", tok);
+                got.push_back(e0);
+                got.push_back(std::get<0>(co_await primary.async_transaction(
+                    [](sqlite3* db) {
+                        const auto pages = count_rows(db, "PRAGMA page_count");
+                        exec(db, "PRAGMA max_page_count=" + std::to_string(pages));
+                    },
+                    tok)));
+                const std::string big = "\"" + std::string(200'000, 'x') + "\"";
+                got.push_back(std::get<0>(co_await primary.async_publish("orders", big, tok)));  // full
+                got.push_back(std::get<0>(co_await primary.async_publish_with(
+                    "orders", "{\"n\":1}",
+                    [](sqlite3*) {
+                        throw boost::system::system_error(
+                            make_error_code(boost::system::errc::resource_unavailable_try_again), "out of stock");
+                    },
+                    tok)));
+                got.push_back(std::get<0>(co_await primary.async_publish_once("orders", "{\"n\":0}", "key-0", tok)));
+                std::fflush(stderr);
+                recovered_early = count("storage_recovered");
+                got.push_back(std::get<0>(co_await primary.async_transaction(
+                    [](sqlite3* db) { exec(db, "PRAGMA max_page_count=1073741823"); }, tok)));
+                got.push_back(std::get<0>(co_await primary.async_publish("orders", "{\"n\":2}", tok)));
+            },
+            asio::detached);
+        ioc.run();
+    }
+    const std::string text = log_of.finish();
+    BOOST_REQUIRE(got.size() == 7u);
+    BOOST_TEST(!got[0]);
+    BOOST_TEST(!got[1]);
+    BOOST_TEST(got[2], "the publish over the page limit was stored");
+    BOOST_TEST((got[3] == boost::system::errc::resource_unavailable_try_again), got[3].message());
+    BOOST_TEST(!got[4], got[4].message());  // replayed
+    BOOST_TEST(!got[5]);
+    BOOST_TEST(!got[6], got[6].message());
+    BOOST_TEST(text.find("storage_failed") != std::string::npos, text);
+    BOOST_TEST(recovered_early == 0u, text);
+    BOOST_TEST(count("storage_recovered") == 1u, text);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_publish_under_a_key_is_stored_once, pair_fixture) {
     asio::io_context ioc;
     std::vector<std::tuple<boost::system::error_code, replication::published_once>> got;
