@@ -172,8 +172,8 @@ http::router node::routes() {
             // every stored message.
             pending_message m{p.seq, p.id, std::move(items->front().second), at_ms};  // as stored
             c_.rep.committed(p.stream, 1, &m);
+            health_.works();  // only a commit that wrote shows the store works again (not a replay's read)
         }
-        health_.works();
         if (what == keyed_publish::status::conflict)
             co_return http::response::error(422, "Idempotency-Key was first used for another payload or stream (seq " +
                                                      std::to_string(p.seq) + " of stream " + p.stream + ")");

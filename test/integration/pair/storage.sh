@@ -23,10 +23,16 @@ publish_code() {  # publish_code STREAM BODY: prints the HTTP status of one publ
 }
 acked_seqs() { python3 -c 'import json,sys; print(" ".join(str(json.loads(l.split("\t")[0])["seq"]) for l in open(sys.argv[1])))' "$WORK/acks.$1"; }
 
+keyed_code() {  # keyed_code: the HTTP status of a publish under Idempotency-Key k1 on stream k (same body)
+  curl -sS -m 30 -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
+    -H 'Idempotency-Key: k1' --data-binary '{"keyed":1}' "http://127.0.0.1:$PPORT/publish?stream=k" 2>&1
+}
+
 start_secondary
 start_primary
 # 1. The primary's store fails.
 publish 10 s
+[ "$(keyed_code)" = 202 ] || fail "a publish under a key was not acknowledged"
 break_storage "$PPID_"
 for i in 1 2 3 4 5; do
   code=$(publish_code s "{\"during\":$i}")
@@ -34,6 +40,10 @@ for i in 1 2 3 4 5; do
 done
 ready=$(curl -s -m 5 -w ' %{http_code}' "http://127.0.0.1:$PPORT/ready")
 [ "$ready" = '{"status":"storage_failed"} 503' ] || fail "the primary's /ready while its outbox fails: $ready"
+# A replayed key reads and writes nothing: its answer does not show the outbox works again.
+[ "$(keyed_code)" = 202 ] || fail "a replayed key while the outbox fails must be answered from the record"
+ready=$(curl -s -m 5 -w ' %{http_code}' "http://127.0.0.1:$PPORT/ready")
+[ "$ready" = '{"status":"storage_failed"} 503' ] || fail "/ready after a replayed key while the outbox fails: $ready"
 sleep 0.5
 mend_storage "$PPID_"
 ready=$(curl -s -m 5 -w ' %{http_code}' "http://127.0.0.1:$PPORT/ready")  # comes back without a publish
