@@ -212,6 +212,7 @@ http::router node::routes() {
         auto job = [this, n](app::database&, bool&) { return c_.out.requeue(n, now_ms()); };
         auto result = co_await c_.worker.run<requeue_result>(ioc_.get_executor(), std::move(job));
         if (auto e = app::failed(result)) {
+            health_.publish_failed("(dead letter " + std::to_string(n) + ")", *e);  // a requeue is a publish
             auto res = http::response::error(503, "storage failure, nothing requeued: " + *e);
             res.set("Retry-After", "1");
             co_return res;
@@ -227,6 +228,7 @@ http::router node::routes() {
             case requeue_result::status::requeued:
                 break;
         }
+        health_.works();
         app::log(level::info, "requeued", {{"n", n}, {"stream", rq.p.stream}, {"seq", rq.p.seq}, {"id", rq.p.id}});
         c_.rep.committed(rq.p.stream, 1);
         co_return http::response::json(202, envelope::encode_requeued(n, rq.p.id, rq.p.stream, rq.p.seq));

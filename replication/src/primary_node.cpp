@@ -639,36 +639,26 @@ void primary_node::start_requeue(std::int64_t n,
             if (op->take()) op->complete(make_error_code(publish_error::stopped), 0);
             return;
         }
-        ++m.in_flight;
-        auto job = [&m, op, n](app::database&, bool& keep) -> primary::requeue_result {
-            if (!op->take()) {
-                keep = false;
-                return {};  // cancelled (and completed): nothing written
-            }
-            return m.core.out.requeue(n, primary::now_ms());
-        };
-        auto done = [&m, op, n](app::db_result<primary::requeue_result> r) {
-            --m.in_flight;
-            if (!op->take()) return;  // cancelled (and completed); else ours to complete, once
-            if (!r) {
-                m.commit_failed("(dead letter " + std::to_string(n) + ")", r.error());  // a requeue is a publish
-                return op->complete(r.error().code, 0);
-            }
-            switch (r->what) {
-                case primary::requeue_result::status::not_found:
-                    return op->complete(make_error_code(publish_error::no_dead_letter), 0);
-                case primary::requeue_result::status::already:
-                    return op->complete(make_error_code(publish_error::already_requeued), r->p.seq);
-                case primary::requeue_result::status::requeued:
+        using requeued = primary::requeue_result::status;
+        auto write = [&m, n](app::database&, bool&) { return m.core.out.requeue(n, primary::now_ms()); };
+        auto wrote = [](const primary::requeue_result& r) { return r.what == requeued::requeued; };
+        auto stored = [&m, op, n](primary::requeue_result r) {
+            switch (r.what) {
+                case requeued::not_found:
+                    return op->fail(make_error_code(publish_error::no_dead_letter));
+                case requeued::already:
+                    return op->complete(make_error_code(publish_error::already_requeued), r.p.seq);
+                case requeued::requeued:
                     break;
             }
-            m.health.works();
             app::log(app::level::info, "requeued",
-                     {{"n", n}, {"stream", r->p.stream}, {"seq", r->p.seq}, {"id", r->p.id}});
-            m.core.rep.committed(r->p.stream, 1);
-            op->complete(error_code{}, r->p.seq);
+                     {{"n", n}, {"stream", r.p.stream}, {"seq", r.p.seq}, {"id", r.p.id}});
+            m.core.rep.committed(r.p.stream, 1);
+            op->complete(error_code{}, r.p.seq);
         };
-        m.core.worker.async_run<primary::requeue_result>(m.loop.get_executor(), std::move(job), std::move(done));
+        // A requeue is a publish: its failed commit counts as one.
+        m.write_for<primary::requeue_result>(op, "(dead letter " + std::to_string(n) + ")", std::move(write), wrote,
+                                             std::move(stored));
     });
 }
 

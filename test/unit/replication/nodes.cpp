@@ -620,8 +620,8 @@ BOOST_FIXTURE_TEST_CASE(a_transaction_that_throws_keeps_nothing_and_completes_wi
 BOOST_FIXTURE_TEST_CASE(a_commit_that_stored_nothing_does_not_mark_failing_storage_recovered, pair_fixture) {
     // The outbox fails (SQLite's page limit: a full disk, for the node);
     // then a publish whose writes throw commits a transaction that wrote
-    // nothing, and a key replayed reads only: neither shows the storage works
-    // again. A publish that is stored does.
+    // nothing, and a key replayed and a requeue of no dead letter read only:
+    // none shows the storage works again. A publish that is stored does.
     stderr_capture log_of(scratch.path / "stderr.log");
     asio::io_context ioc;
     std::vector<boost::system::error_code> got;
@@ -657,6 +657,7 @@ BOOST_FIXTURE_TEST_CASE(a_commit_that_stored_nothing_does_not_mark_failing_stora
                     },
                     tok)));
                 got.push_back(std::get<0>(co_await primary.async_publish_once("orders", "{\"n\":0}", "key-0", tok)));
+                got.push_back(std::get<0>(co_await primary.async_requeue(999, tok)));  // no such dead letter: a read
                 std::fflush(stderr);
                 recovered_early = count("storage_recovered");
                 got.push_back(std::get<0>(co_await primary.async_transaction(
@@ -667,14 +668,15 @@ BOOST_FIXTURE_TEST_CASE(a_commit_that_stored_nothing_does_not_mark_failing_stora
         ioc.run();
     }
     const std::string text = log_of.finish();
-    BOOST_REQUIRE(got.size() == 7u);
+    BOOST_REQUIRE(got.size() == 8u);
     BOOST_TEST(!got[0]);
     BOOST_TEST(!got[1]);
     BOOST_TEST(got[2], "the publish over the page limit was stored");
     BOOST_TEST((got[3] == boost::system::errc::resource_unavailable_try_again), got[3].message());
     BOOST_TEST(!got[4], got[4].message());  // replayed
-    BOOST_TEST(!got[5]);
-    BOOST_TEST(!got[6], got[6].message());
+    BOOST_TEST((got[5] == replication::publish_error::no_dead_letter), got[5].message());
+    BOOST_TEST(!got[6]);
+    BOOST_TEST(!got[7], got[7].message());
     BOOST_TEST(text.find("storage_failed") != std::string::npos, text);
     BOOST_TEST(recovered_early == 0u, text);
     BOOST_TEST(count("storage_recovered") == 1u, text);
