@@ -75,6 +75,9 @@ struct secondary_node::impl {
         });
     }
     ~impl() {
+        // A batch a slow handler is working through is given up at its next
+        // message (nothing of it stays; the primary sends it again).
+        svc.abandon();
         asio::post(loop, [this] {
             leaving = true;
             svc.stop();

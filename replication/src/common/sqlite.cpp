@@ -28,6 +28,7 @@ public:
         if (ev == db_job_threw) return "the job failed";
         if (ev == db_apply_failed)
             return "the application's code failed (its apply handler threw, or its code ended the transaction)";
+        if (ev == db_abandoned) return "the node is stopping: the request was given up";
         return sqlite3_errstr(ev);
     }
 };

@@ -25,6 +25,9 @@ inline constexpr int db_job_threw = 0x10000;  // outside SQLite's codes
 /// or its code ended the transaction (then every job of the group fails
 /// with it). The request is refused and sent again; a publish fails.
 inline constexpr int db_apply_failed = 0x10001;
+/// The node is being destroyed: a request being applied was given up
+/// between two messages (nothing of it stays; the primary sends it again).
+inline constexpr int db_abandoned = 0x10002;
 inline boost::system::error_code make_db_error_code(int code) noexcept {
     return {code, db_category()};
 }

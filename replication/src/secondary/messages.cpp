@@ -42,8 +42,10 @@ std::variant<envelope::decoded, http::response> decode_messages(std::string_view
 
 http::response answer_of(app::db_result<store::answer>&& result) {
     if (auto e = app::failed(result)) {
-        const bool app_failed = result.error().code == app::make_db_error_code(app::db_apply_failed);
-        auto r = http::response::error(503, app_failed ? *e + "; nothing applied" : "storage failure: " + *e);
+        const auto code = result.error().code;
+        const bool not_storage =
+            code == app::make_db_error_code(app::db_apply_failed) || code == app::make_db_error_code(app::db_abandoned);
+        auto r = http::response::error(503, not_storage ? *e + "; nothing applied" : "storage failure: " + *e);
         r.set("Retry-After", "1");
         return r;
     }
@@ -85,7 +87,9 @@ http::router::handler message_routes::messages() const {
         auto job = [&st = r.st, d](app::database&, bool& keep) { return st.apply(*d, keep); };
         auto result = co_await r.worker.run<store::answer>(r.ex, std::move(job));
         if (auto e = app::failed(result)) {
-            if (result.error().code == app::make_db_error_code(app::db_apply_failed)) {
+            if (result.error().code == app::make_db_error_code(app::db_abandoned)) {
+                r.m.reject("stopping");  // the node is being destroyed: sent again
+            } else if (result.error().code == app::make_db_error_code(app::db_apply_failed)) {
                 r.m.reject("apply_failed");  // the application's, not the storage's: sent again
             } else {
                 r.health.commit_failed(*e);

@@ -62,6 +62,9 @@ public:
     /// Drains: /ready says 503, the listener and the source end, then
     /// hooks.ended. Idempotent.
     void stop();
+    /// From any thread: a request being applied is given up before its next
+    /// message, and so is any applied after this (store::abandon).
+    void abandon() noexcept { st_.abandon(); }
     /// Before the event loop's pending handlers are destroyed: queued
     /// database jobs finish.
     void close() { worker_.stop(); }

@@ -39,6 +39,10 @@ store::position& store::position_of(positions& ps, std::string_view stream) {
 std::optional<envelope::rejection> store::apply_one(const envelope::message& m, std::uint64_t& fence,
                                                     envelope::apply_status& status, positions& ps) {
     using kind = envelope::rejection::kind;
+    if (abandoned_.load(std::memory_order_relaxed))
+        throw app::db_error("the secondary is stopping: the request was given up at stream " + m.stream + " seq " +
+                                std::to_string(m.seq),
+                            app::db_abandoned);
     if (m.epoch < fence) return envelope::rejection{kind::stale_epoch, {}, fence, 0, 0};
 
     position& pos = position_of(ps, m.stream);

@@ -14,6 +14,7 @@
 
 #include <steadfast/replication/envelope.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -45,6 +46,12 @@ public:
     /// request (nothing of it stays; the primary sends it again).
     using apply_handler = std::function<void(sqlite3* db, const envelope::message& m)>;
     void set_apply_handler(apply_handler h) { apply_ = std::move(h); }
+
+    /// From any thread: a request being applied, or applied from now on, is
+    /// given up before its next message (db_error with db_abandoned; the
+    /// caller's transaction keeps nothing of it). For a node being destroyed
+    /// while a slow handler works through a batch.
+    void abandon() noexcept { abandoned_.store(true, std::memory_order_relaxed); }
 
     /// Applies one envelope or a batch inside the caller's transaction.
     /// `keep` is set to false when nothing of it may stay (a 409).
@@ -87,6 +94,7 @@ private:
 
     app::database& db_;
     apply_handler apply_;
+    std::atomic<bool> abandoned_{false};
     std::uint64_t max_epoch_step_ = 0;
     std::optional<app::statement> sel_page_, sel_stream_, sel_id_, ins_, up_stream_, get_fence_, put_fence_;
 };

@@ -835,6 +835,56 @@ BOOST_FIXTURE_TEST_CASE(a_failing_handler_is_retried_never_skipped, pair_fixture
     BOOST_TEST(log.seqs["f"].size() > 5u);
 }
 
+BOOST_FIXTURE_TEST_CASE(a_secondary_destroyed_mid_batch_gives_it_up_and_gets_it_again, pair_fixture) {
+    // A handler of 50 ms a message works through a batch of 40 when the node
+    // is destroyed: it gives the batch up at the next message (nothing of it
+    // stays) instead of finishing it, and a node on the same store gets the
+    // whole batch again, once.
+    replication::secondary_config sc;
+    sc.data = (scratch.path / "slow").string();
+    sc.fsync = false;
+    sc.schema = "CREATE TABLE IF NOT EXISTS mirror(n INTEGER PRIMARY KEY, stream TEXT, seq INTEGER, payload TEXT)";
+    std::atomic<int> calls{0};
+    std::atomic<bool> slow{true};
+    auto handler = [&](sqlite3* db, const envelope::message& m) {
+        exec(db, "INSERT INTO mirror(stream, seq, payload) VALUES('" + m.stream + "'," + std::to_string(m.seq) + ",'" +
+                     m.payload + "')");
+        ++calls;
+        if (slow) std::this_thread::sleep_for(50ms);
+    };
+    auto replica = std::make_unique<replication::secondary_node>(sc, handler);
+    const auto port = replica->local_endpoint().port();
+    sc.listen = "127.0.0.1:" + std::to_string(port);  // the same address for the next one
+    auto to_slow = pc;
+    to_slow.secondary = "http://127.0.0.1:" + std::to_string(port);
+    asio::io_context ioc;
+    auto primary = std::make_unique<replication::primary_node>(ioc.get_executor(), to_slow);
+    std::vector<std::string> payloads;
+    for (int i = 1; i <= 40; ++i) payloads.push_back(std::to_string(i));
+    std::uint64_t last = 0;
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+            last = co_await primary->async_publish_batch("b", payloads, asio::use_awaitable);
+        },
+        asio::detached);
+    ioc.run();
+    BOOST_TEST_REQUIRE(last == 40u);
+    BOOST_TEST_REQUIRE(eventually([&] { return calls >= 2; }));
+    replica.reset();
+    const int seen = calls;
+    BOOST_TEST(seen < 40, seen << " messages handled: the batch was finished, not given up");
+    const auto db_file = scratch.path / "slow" / "secondary.db";
+    BOOST_TEST(mirror_rows(db_file).empty());  // nothing of it committed
+    slow = false;
+    replica = std::make_unique<replication::secondary_node>(sc, handler);
+    std::vector<std::string> want;
+    for (int i = 1; i <= 40; ++i) want.push_back("b:" + std::to_string(i));
+    BOOST_TEST_REQUIRE(eventually([&] { return mirror_rows(db_file).size() >= 40; }));
+    BOOST_TEST_REQUIRE(eventually([&] { return primary->pending() == 0; }));
+    BOOST_TEST(mirror_rows(db_file) == want, boost::test_tools::per_element());
+}
+
 BOOST_FIXTURE_TEST_CASE(a_restarted_primary_delivers_what_its_outbox_holds, pair_fixture) {
     auto offline = pc;
     offline.secondary = "http://127.0.0.1:1";  // nothing there: messages stay in the outbox

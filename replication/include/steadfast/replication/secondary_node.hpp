@@ -79,7 +79,10 @@ public:
     /// (std::runtime_error) for an address in use, and std::runtime_error
     /// when the store cannot be opened, naming the problem.
     explicit secondary_node(secondary_config cfg, apply_handler apply = {});
-    /// Drains (the listener and the source end), then stops its threads.
+    /// Drains (the listener and the source end), then stops its threads. A
+    /// request being applied is given up before its next message (nothing
+    /// of it stays: the primary sends it again), so that a slow handler
+    /// holds the destructor up for one message at most.
     ~secondary_node();
     secondary_node(const secondary_node&) = delete;
     secondary_node& operator=(const secondary_node&) = delete;
