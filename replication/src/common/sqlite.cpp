@@ -409,7 +409,14 @@ void database::exec_schema(std::string_view sql, const std::vector<std::string_v
             for (const auto r : reserved)
                 if (same_name(name, r)) {
                     try {
-                        why = "\"" + std::string(name) + "\" is one of the node's own tables";
+                        // (built from a string_view: g++ 12 at -O3 warns falsely of an
+                        // overlap when a const char* is copied into a std::string here)
+                        const std::string_view n(name);
+                        std::string text;
+                        text.reserve(n.size() + 40);
+                        text.push_back('"');
+                        text.append(n).append("\" is one of the node's own tables");
+                        why = std::move(text);
                     } catch (...) {
                     }
                     return true;
