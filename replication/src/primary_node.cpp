@@ -6,6 +6,7 @@
 #include <common/names.hpp>
 #include <common/sqlite.hpp>
 #include <common/thread_name.hpp>
+#include <common/token.hpp>
 #include <primary/core.hpp>
 #include <primary/ladder.hpp>
 #include <primary/outbox_health.hpp>
@@ -34,6 +35,7 @@
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 
 namespace asio = boost::asio;
@@ -51,9 +53,11 @@ struct category final : boost::system::error_category {
                 return "the stream's name is not 1 to 128 characters of A-Z a-z 0-9 . _ - (or, over JetStream, "
                        "begins or ends with a dot, or holds two in a row)";
             case publish_error::invalid_payload:
-                return "the payload is not one JSON value";
+                return "the payload is not one JSON value (or is empty, or nests deeper than the envelope allows: "
+                       "63 levels in the payload)";
             case publish_error::too_large:
-                return "the message is larger than the secondary takes";
+                return "the message is larger than an envelope may be (1 MiB with the envelope), or than the "
+                       "secondary's max_body";
             case publish_error::stopped:
                 return "the primary node is stopped (or was demoted): nothing stored";
             case publish_error::disk_low:
@@ -85,6 +89,7 @@ void check(primary_config& c) {
     if (c.connections == 0 || c.connections > 1024) bad("connections must be 1 to 1024");
     if (c.attempt_timeout < std::chrono::milliseconds(10)) bad("attempt_timeout must be at least 10ms");
     if (c.max_backoff < std::chrono::milliseconds(100)) bad("max_backoff must be at least 100ms");
+    app::check_tokens(c.tokens, "primary_config: tokens");
     if (!c.ladder.empty())
         if (auto why = primary::ladder_problem(c.ladder)) bad("ladder: " + *why);
     if (c.jetstream()) {
@@ -162,9 +167,10 @@ struct primary_node::impl {
         : ex(std::move(e)),
           cfg((check(c), std::move(c))),
           db(cfg.data, "primary.db", "steadfast-primary", cfg.fsync ? app::sync_mode::full : app::sync_mode::off),
-          schema_run(
-              (cfg.schema.empty() ? void() : db.exec_schema(cfg.schema, primary::own_tables, "primary_config::schema"),
-               true)),
+          schema_run((cfg.schema.empty() ? void()
+                                         : (primary::outbox::prepare_tables(db),
+                                            db.exec_schema(cfg.schema, primary::own_tables, "primary_config::schema")),
+                      true)),
           core(cfg, loop.get_executor(), db,
                {.progress = [] {},
                 .demoted =
@@ -437,8 +443,20 @@ error_code run_application(app::database& db, const primary_node::transaction_wr
             const int code = sqlite3_extended_errcode(db.handle());
             throw app::db_error(e.what(), code == SQLITE_OK ? SQLITE_ABORT : code);
         }
-        const auto* se = dynamic_cast<const boost::system::system_error*>(&e);
-        return failed(e.what(), se && se->code() ? se->code() : make_error_code(publish_error::writes_failed));
+        // Its code, as thrown: a boost::system or a std::system_error's.
+        if (const auto* se = dynamic_cast<const boost::system::system_error*>(&e); se && se->code())
+            return failed(e.what(), se->code());
+        if (const auto* se = dynamic_cast<const std::system_error*>(&e); se && se->code()) {
+            // errno values keep their own category (comparable with errc);
+            // any other category is carried as it is.
+            const std::error_code& c = se->code();
+            if (c.category() == std::generic_category())
+                return failed(e.what(), error_code(c.value(), boost::system::generic_category()));
+            if (c.category() == std::system_category())
+                return failed(e.what(), error_code(c.value(), boost::system::system_category()));
+            return failed(e.what(), error_code(c));
+        }
+        return failed(e.what(), make_error_code(publish_error::writes_failed));
     } catch (...) {
         if (sqlite3_get_autocommit(db.handle())) throw;
         return failed("not a std::exception", make_error_code(publish_error::writes_failed));

@@ -4,6 +4,7 @@
 #include <common/log.hpp>
 #include <common/names.hpp>
 #include <common/thread_name.hpp>
+#include <common/token.hpp>
 #include <secondary/service.hpp>
 
 #include <steadfast/replication/secondary_node.hpp>
@@ -30,6 +31,7 @@ secondary::service_options options_of(const secondary_config& c) {
     if (c.listen.empty() && c.source.empty()) bad("neither listen nor source is set: nothing would arrive");
     if (c.max_body < 1024) bad("max_body must be at least 1024");
     if (c.max_epoch_step == 0) bad("max_epoch_step must be at least 1");
+    app::check_tokens(c.tokens, "secondary_config: tokens");
     secondary::service_options o;
     o.listen = c.listen;
     if (!o.listen.empty()) (void)http::parse_listen_address(o.listen);

@@ -26,8 +26,7 @@ public:
     const char* name() const noexcept override { return "sqlite"; }
     std::string message(int ev) const override {
         if (ev == db_job_threw) return "the job failed";
-        if (ev == db_apply_failed)
-            return "the application's code failed (its apply handler threw, or its code ended the transaction)";
+        if (ev == db_apply_failed) return "the application's code failed (it threw, or it ended the transaction)";
         if (ev == db_abandoned) return "the node is stopping: the request was given up";
         return sqlite3_errstr(ev);
     }
@@ -490,9 +489,12 @@ void database::exec_schema(std::string_view sql, const std::vector<std::string_v
         &g);
     try {
         exec(sql);
-    } catch (const db_error&) {
-        if (g.why.empty()) throw;
-        throw refused(g.why);
+    } catch (const db_error& e) {
+        if (!g.why.empty()) throw refused(g.why);
+        // The storage failing under it stays the storage's failure; the
+        // SQL's own (a syntax error, a name taken) is a bad setting.
+        if (storage_code(e.code().value())) throw;
+        throw std::invalid_argument(std::string(setting) + ": " + e.what());
     }
     sqlite3_set_authorizer(db_, nullptr, nullptr);
     if (const std::string after = reserved_objects(db_, reserved); after != before) {

@@ -44,6 +44,21 @@ std::vector<std::string> read_token_file(const std::string& path) {
     return tokens;
 }
 
+void check_tokens(const std::vector<std::string>& tokens, std::string_view setting) {
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+        const std::string where = std::string(setting) + "[" + std::to_string(i) + "]";
+        if (tokens[i].empty()) throw std::invalid_argument(where + " is empty: a bearer token has at least one byte");
+        for (unsigned char c : tokens[i])
+            if (c <= 0x20 || c > 0x7e) {
+                char hex[8];
+                std::snprintf(hex, sizeof hex, "0x%02x", c);
+                throw std::invalid_argument(where + ": byte " + hex +
+                                            " cannot be part of a bearer token (printable ASCII without spaces: it "
+                                            "travels in an HTTP header; a line read with its newline?)");
+            }
+    }
+}
+
 bool constant_time_equal(std::string_view a, std::string_view b) noexcept {
     // Length differences are not secret enough to hide here, but the loop
     // still runs over the expected token's length.

@@ -20,6 +20,12 @@ namespace steadfast::app {
 /// midway (an I/O error, perhaps passing).
 std::vector<std::string> read_token_file(const std::string& path);
 
+/// Refuses (std::invalid_argument naming `setting`[i]) a token that is empty
+/// or holds a byte a bearer token cannot (anything but printable ASCII, a
+/// space included): it travels in an HTTP header, where a CR or LF would end
+/// the header or a request.
+void check_tokens(const std::vector<std::string>& tokens, std::string_view setting);
+
 /// Compares without an early exit, so the time does not tell how much matched.
 bool constant_time_equal(std::string_view a, std::string_view b) noexcept;
 

@@ -19,14 +19,8 @@ bool has_column(app::database& db, std::string_view table, std::string_view colu
 }
 }  // namespace
 
-outbox::outbox(app::database& db) : db_(db) {
-    if (db.read_only()) {
-        // status and dead-letters beside a running primary: read what is there.
-        auto get = db.prepare("SELECT value FROM meta WHERE key='instance'");
-        if (get.step()) instance_ = std::string(get.column_text(0));
-        requeue_columns_ = has_column(db, "dead_letter", "requeued_seq");
-        return;
-    }
+// The outbox's tables, made or brought up to date (idempotent).
+void outbox::prepare_tables(app::database& db) {
     db.exec(
         "CREATE TABLE IF NOT EXISTS streams(stream TEXT PRIMARY KEY, next_seq INTEGER NOT NULL, "
         "acked_seq INTEGER NOT NULL)");
@@ -77,7 +71,6 @@ outbox::outbox(app::database& db) : db_(db) {
             db.exec("ALTER TABLE dead_letter ADD COLUMN requeued_seq INTEGER");
             db.exec("ALTER TABLE dead_letter ADD COLUMN requeued_ms INTEGER");
         }
-        requeue_columns_ = true;
     }
     db.exec(
         "CREATE TABLE IF NOT EXISTS blocked(stream TEXT PRIMARY KEY, reason TEXT NOT NULL, at_ms INTEGER NOT NULL)");
@@ -87,6 +80,18 @@ outbox::outbox(app::database& db) : db_(db) {
         "CREATE TABLE IF NOT EXISTS publish_keys(key TEXT PRIMARY KEY, stream TEXT NOT NULL, seq INTEGER NOT NULL, "
         "id TEXT NOT NULL, digest INTEGER NOT NULL, at_ms INTEGER NOT NULL) WITHOUT ROWID");
     db.exec("CREATE INDEX IF NOT EXISTS publish_keys_at ON publish_keys(at_ms)");
+}
+
+outbox::outbox(app::database& db) : db_(db) {
+    if (db.read_only()) {
+        // status and dead-letters beside a running primary: read what is there.
+        auto get = db.prepare("SELECT value FROM meta WHERE key='instance'");
+        if (get.step()) instance_ = std::string(get.column_text(0));
+        requeue_columns_ = has_column(db, "dead_letter", "requeued_seq");
+        return;
+    }
+    prepare_tables(db);
+    requeue_columns_ = true;
     auto get = db.prepare("SELECT value FROM meta WHERE key='instance'");
     if (get.step()) {
         instance_ = std::string(get.column_text(0));

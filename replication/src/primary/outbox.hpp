@@ -83,6 +83,10 @@ inline const std::vector<std::string_view> own_tables{
 class outbox {
 public:
     explicit outbox(app::database& db);
+    /// Makes the outbox's tables, or brings an older layout up to date
+    /// (idempotent): before an application's schema runs beside them, so
+    /// that it is checked against them on a fresh store as on an old one.
+    static void prepare_tables(app::database& db);
 
     /// A message id: unique across data directories (the instance), streams and seqs.
     static std::string make_id(std::string_view instance, std::string_view stream, std::uint64_t seq);

@@ -37,6 +37,7 @@
 #include <steadfast_test/hooked_executor.hpp>
 #include <steadfast_test/scratch_dir.hpp>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -402,6 +403,28 @@ BOOST_FIXTURE_TEST_CASE(config_errors_are_named, pair_fixture) {
         sc.nats.user = "u";  // without a source, and without a password
         BOOST_CHECK_THROW(replication::secondary_node{sc}, std::invalid_argument);
     }
+    // A token travels in an HTTP header: a newline (a line read with its
+    // end), a space or nothing at all is refused by name, on both sides.
+    for (const std::string bad :
+         {std::string("good\n"), std::string("good\r\nX-Injected: 1"), std::string("a b"), std::string()}) {
+        c = pc;
+        c.tokens = {"fine", bad};
+        try {
+            replication::primary_node p(ioc.get_executor(), c);
+            BOOST_FAIL("the token \"" << bad << "\" was accepted");
+        } catch (const std::invalid_argument& e) {
+            BOOST_TEST(std::string(e.what()).find("tokens[1]") != std::string::npos, e.what());
+        }
+        replication::secondary_config sc;
+        sc.data = (scratch.path / "bad-replica").string();
+        sc.tokens = {bad};
+        try {
+            replication::secondary_node n{sc};
+            BOOST_FAIL("the secondary took the token \"" << bad << "\"");
+        } catch (const std::invalid_argument& e) {
+            BOOST_TEST(std::string(e.what()).find("secondary_config: tokens[0]") != std::string::npos, e.what());
+        }
+    }
     // Two nodes on one outbox: the second is refused, naming the directory.
     replication::primary_node first(ioc.get_executor(), pc);
     try {
@@ -428,12 +451,46 @@ BOOST_FIXTURE_TEST_CASE(a_schema_that_touches_the_nodes_own_tables_is_refused_by
              {"CREATE TABLE orders2(id INTEGER); CREATE INDEX mine ON META(value)", "meta"},
              {"CREATE TRIGGER t AFTER INSERT ON meta BEGIN SELECT 1; END", "meta"},
              {"CREATE TABLE publish_keys_at(x)", "publish_keys_at"},
-             {"INSERT INTO meta(key, value) VALUES('x', 'y')", "meta"},
-             // What the authorizer is not told of: compared after.
-             {"CREATE TABLE mine(x); ALTER TABLE mine RENAME TO streams", "streams"},
-             {"CREATE VIRTUAL TABLE outbox USING rtree(id, a, b)", "outbox"}}) {
+             {"INSERT INTO meta(key, value) VALUES('x', 'y')", "meta"}}) {
         auto c = pc;
         c.schema = pc.schema + ";" + sql;
+        refused([&] { replication::primary_node p(ioc.get_executor(), c); }, name);
+    }
+    // A rename to one of them, a virtual table of that name (the node's
+    // tables exist when the schema runs): SQLite's own refusal, as a bad
+    // setting naming the table.
+    for (const auto& [sql, name] : std::vector<std::pair<std::string, std::string>>{
+             {"CREATE TABLE mine(x); ALTER TABLE mine RENAME TO streams", "streams"},
+             {"CREATE VIRTUAL TABLE outbox USING rtree(id, a, b)", "outbox"}}) {
+        try {
+            auto c = pc;
+            c.schema = sql;
+            replication::primary_node p(ioc.get_executor(), c);
+            BOOST_ERROR("a schema making " + name + " was run");
+        } catch (const std::invalid_argument& e) {
+            BOOST_TEST(std::string(e.what()).find("primary_config::schema") != std::string::npos, e.what());
+            BOOST_TEST(std::string(e.what()).find(name) != std::string::npos, e.what());
+        }
+    }
+    // So is SQL that does not parse.
+    {
+        auto c = pc;
+        c.schema = "CREATE TABLE kv3(k";
+        BOOST_CHECK_THROW(replication::primary_node(ioc.get_executor(), c), std::invalid_argument);
+    }
+    // The same on a store's first start (each on a directory of its own),
+    // where the node's tables did not exist yet when the schema ran: then
+    // accepted, or failing with SQLite's "no such table", and refused at the
+    // next start.
+    int fresh = 0;
+    for (const auto& [sql, name] : std::vector<std::pair<std::string, std::string>>{
+             {"DROP TABLE IF EXISTS dead_letter", "dead_letter"},
+             {"DELETE FROM streams", "streams"},
+             {"CREATE INDEX mine ON outbox(at_ms)", "outbox"},
+             {"CREATE TRIGGER t AFTER INSERT ON acks BEGIN SELECT 1; END", "acks"}}) {
+        auto c = pc;
+        c.data = (scratch.path / ("fresh-" + std::to_string(++fresh))).string();
+        c.schema = sql;
         refused([&] { replication::primary_node p(ioc.get_executor(), c); }, name);
     }
     {
@@ -606,14 +663,18 @@ BOOST_FIXTURE_TEST_CASE(a_transaction_that_throws_keeps_nothing_and_completes_wi
         },
         note);
     primary.async_transaction([](sqlite3* db) { exec(db, "INSERT INTO orders(id, what) VALUES(3, 'kept')"); }, note);
+    primary.async_transaction(
+        [](sqlite3*) { throw std::system_error(std::make_error_code(std::errc::no_space_on_device), "std's own"); },
+        note);
     std::int64_t rows = -1;
     primary.async_transaction([&](sqlite3* db) { rows = count_rows(db, "SELECT count(*) FROM orders"); }, note);
     ioc.run();
-    BOOST_REQUIRE(got.size() == 4u);
+    BOOST_REQUIRE(got.size() == 5u);
     BOOST_TEST((got[0] == replication::publish_error::writes_failed), got[0].message());
     BOOST_TEST((got[1] == boost::system::errc::permission_denied), got[1].message());
     BOOST_TEST(!got[2]);
-    BOOST_TEST(!got[3]);
+    BOOST_TEST((got[3] == boost::system::errc::no_space_on_device), got[3].message());  // a std::system_error's
+    BOOST_TEST(!got[4]);
     BOOST_TEST(rows == 1);  // the third's row alone: the others' writes went with their throws
 }
 

@@ -128,7 +128,10 @@ public:
     primary_node(boost::asio::any_io_executor ex, primary_config cfg);
     /// Stops delivery, then its thread and the database thread (what is
     /// queued is committed first, and outstanding publishes complete); blocks
-    /// for that long (tens of milliseconds).
+    /// for that long (tens of milliseconds). Destroy the node before the
+    /// execution context its operations complete on (the io_context of `ex`
+    /// or of a handler's executor), as with any Asio I/O object: a
+    /// completion posted into a context already destroyed is undefined.
     ~primary_node();
     primary_node(const primary_node&) = delete;
     primary_node& operator=(const primary_node&) = delete;
