@@ -186,6 +186,9 @@ int lock_directory(const std::string& dir) {
         ::close(fd);
         std::string holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string{};
         while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+        if (err == EWOULDBLOCK && holder == std::to_string(::getpid()))
+            throw db_error("data directory \"" + dir +
+                           "\" is in use by another node of this process; one node per directory");
         if (err == EWOULDBLOCK)
             throw db_error("data directory \"" + dir + "\" is in use by another process" +
                            (holder.empty() ? std::string{} : " (pid " + holder + ")") + "; one process per directory");

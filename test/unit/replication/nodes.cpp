@@ -383,6 +383,9 @@ BOOST_FIXTURE_TEST_CASE(config_errors_are_named, pair_fixture) {
     c = pc;
     c.data.clear();
     BOOST_CHECK_THROW(replication::primary_node(ioc.get_executor(), c), std::invalid_argument);
+    c = pc;
+    c.retain = std::chrono::milliseconds(-1);
+    BOOST_CHECK_THROW(replication::primary_node(ioc.get_executor(), c), std::invalid_argument);
     // NATS settings with an HTTP secondary, or ones that cannot work.
     c = pc;
     c.nats.token = "t";
@@ -431,7 +434,7 @@ BOOST_FIXTURE_TEST_CASE(config_errors_are_named, pair_fixture) {
         replication::primary_node second(ioc.get_executor(), pc);
         BOOST_FAIL("a second primary_node opened the same outbox");
     } catch (const std::runtime_error& e) {
-        BOOST_TEST(std::string(e.what()).find("in use") != std::string::npos, e.what());
+        BOOST_TEST(std::string(e.what()).find("in use by another node of this process") != std::string::npos, e.what());
     }
 }
 
