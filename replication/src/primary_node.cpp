@@ -449,7 +449,7 @@ error_code run_application(app::database& db, const primary_node::transaction_wr
             return failed(e.what(), se->code());
         if (const auto* se = dynamic_cast<const std::system_error*>(&e); se && se->code()) {
             // errno values keep their own category (comparable with errc);
-            // any other category is carried as it is.
+            // any other category is wrapped (== still compares it).
             const std::error_code& c = se->code();
             if (c.category() == std::generic_category())
                 return failed(e.what(), error_code(c.value(), boost::system::generic_category()));

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -11,6 +12,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <utility>
 
 namespace steadfast::app {
 
@@ -117,8 +122,27 @@ namespace {
 int lock_directory(const std::string& dir);
 }  // namespace
 
+namespace {
+// The LOCK files this process holds (device, inode): a second node of the
+// same process on a directory is told so, whatever pid the file holds (two
+// processes in two pid namespaces may both be pid 1).
+std::mutex held_mutex;
+std::set<std::pair<dev_t, ino_t>>& held_locks() {
+    static std::set<std::pair<dev_t, ino_t>> s;
+    return s;
+}
+std::optional<std::pair<dev_t, ino_t>> file_id(int fd) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return std::nullopt;
+    return std::pair{st.st_dev, st.st_ino};
+}
+}  // namespace
+
 dir_lock::~dir_lock() {
-    if (fd_ >= 0) ::close(fd_);
+    if (fd_ < 0) return;
+    std::lock_guard l(held_mutex);  // (the set and the lock change together)
+    if (auto id = file_id(fd_)) held_locks().erase(*id);
+    ::close(fd_);
 }
 void dir_lock::acquire(const std::string& dir) {
     fd_ = lock_directory(dir);
@@ -179,14 +203,17 @@ int lock_directory(const std::string& dir) {
     const std::string path = (std::filesystem::path(dir) / "LOCK").string();
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) throw db_error("cannot open \"" + path + "\": " + std::strerror(errno));
+    const auto id = file_id(fd);
+    std::lock_guard held(held_mutex);
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
         const int err = errno;
+        const bool ours = id && held_locks().count(*id) != 0;
         char buf[32] = {};
         const auto n = ::pread(fd, buf, sizeof buf - 1, 0);
         ::close(fd);
         std::string holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string{};
         while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
-        if (err == EWOULDBLOCK && holder == std::to_string(::getpid()))
+        if (err == EWOULDBLOCK && ours)
             throw db_error("data directory \"" + dir +
                            "\" is in use by another node of this process; one node per directory");
         if (err == EWOULDBLOCK)
@@ -198,6 +225,7 @@ int lock_directory(const std::string& dir) {
     if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
         // The lock holds without the pid; only the message gets poorer.
     }
+    if (id) held_locks().insert(*id);
     return fd;
 }
 }  // namespace
@@ -494,10 +522,21 @@ void database::exec_schema(std::string_view sql, const std::vector<std::string_v
         exec(sql);
     } catch (const db_error& e) {
         if (!g.why.empty()) throw refused(g.why);
-        // The storage failing under it stays the storage's failure; the
-        // SQL's own (a syntax error, a name taken) is a bad setting.
-        if (storage_code(e.code().value())) throw;
-        throw std::invalid_argument(std::string(setting) + ": " + e.what());
+        // The SQL's own failure (a syntax error, a name taken, a constraint)
+        // is a bad setting; anything else (the storage, a lock held too
+        // long, an interrupt) stays the database's error.
+        switch (e.code().value() & 0xff) {
+            case SQLITE_ERROR:
+            case SQLITE_CONSTRAINT:
+            case SQLITE_MISMATCH:
+            case SQLITE_RANGE:
+            case SQLITE_TOOBIG:
+            case SQLITE_AUTH:
+            case SQLITE_ABORT:
+                throw std::invalid_argument(std::string(setting) + ": " + e.what());
+            default:
+                throw;
+        }
     }
     sqlite3_set_authorizer(db_, nullptr, nullptr);
     if (const std::string after = reserved_objects(db_, reserved); after != before) {

@@ -41,7 +41,9 @@ void outbox::prepare_tables(app::database& db) {
         // stream keeps them for --retain from the latest of those times.
         bool old_layout = false;
         {
-            auto idx = db.prepare("SELECT count(*) FROM sqlite_master WHERE type='index' AND name='outbox_acked'");
+            auto idx = db.prepare(
+                "SELECT count(*) FROM sqlite_master WHERE type='index' AND name='outbox_acked' AND "
+                "tbl_name='outbox'");
             old_layout = idx.step() && idx.column_int(0) != 0;
         }  // finalized: a statement still open would lock the schema against DROP INDEX
         if (old_layout) {

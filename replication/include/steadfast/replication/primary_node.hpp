@@ -70,7 +70,8 @@ struct primary_config {
     /// nats://HOST:PORT[,nats://...] (JetStream).
     std::string secondary;
     std::string data;  // the outbox's directory (primary.db in it); made if missing
-    /// SQL run at open, before anything else (the application's own tables,
+    /// SQL run at open, once the outbox's own tables exist and before
+    /// anything else (the application's own tables,
     /// for the transactional form: CREATE TABLE IF NOT EXISTS ...). The
     /// outbox's tables are not the application's: a statement that makes,
     /// alters, drops, indexes or writes streams, outbox, acks, schedule,
@@ -192,7 +193,9 @@ public:
     /// inside the transaction that stores the message, on the outbox's own
     /// connection (the application's tables live in the same file). Both
     /// commit, or neither: a throw from `writes` stores nothing and completes
-    /// with its error code (a boost::system::system_error's, else
+    /// with its error code (a boost::system::system_error's, or a
+    /// std::system_error's: errno values in Boost's generic or system
+    /// category, any other category wrapped, to compare with ==; else
     /// publish_error::writes_failed); a failed commit completes with the
     /// database's. The message's seq is not known
     /// to `writes`.

@@ -48,7 +48,8 @@ namespace steadfast::replication {
 struct secondary_config {
     std::string listen = "127.0.0.1:0";  // HOST:PORT (port 0: one is picked; local_endpoint()); "": none
     std::string data;                    // the store's directory (secondary.db in it); made if missing
-    /// SQL run at open, before anything else (the tables the apply handler
+    /// SQL run at open, once the store's own tables exist and before
+    /// anything else (the tables the apply handler
     /// writes: CREATE TABLE IF NOT EXISTS ...). The store's tables (streams,
     /// applied, meta) are not the application's: a statement that makes,
     /// alters, drops, indexes or writes one is refused
