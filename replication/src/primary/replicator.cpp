@@ -447,8 +447,8 @@ asio::awaitable<bool> replicator::next_step(const std::string& stream, std::uint
     if (plan.retry_after_bounded)
         app::log(level::warn, "retry_after_bounded",
                  {{"stream", stream},
-                  {"retry_after_s", std::chrono::duration_cast<std::chrono::seconds>(server_wait).count()},
-                  {"waiting_s", plan.delay.count() / 1000},
+                  {"retry_after_ms", std::chrono::duration_cast<std::chrono::milliseconds>(server_wait).count()},
+                  {"waiting_ms", plan.delay.count()},
                   {"note", "the secondary asked for more than the ladder's last step"}});
     const schedule s = plan.next;
     const auto delay = plan.delay;
