@@ -328,6 +328,11 @@ struct pending_op<void(error_code, Args...)> {
 
     // Completes with `ec` and value-initialised results.
     void fail(error_code ec) { complete(ec, Args{}...); }
+    // Refused before it was queued for the database: completed with `e`,
+    // unless a cancellation took it first.
+    void refuse(publish_error e) {
+        if (take()) fail(make_error_code(e));
+    }
 
     // Called on the node's own thread, never the caller's: not inline.
     void complete(error_code ec, Args... args) {
@@ -484,10 +489,7 @@ void primary_node::start_publish(std::string stream, std::string payload, transa
     asio::post(impl_->loop, [&m = *impl_, op, stream = std::move(stream), payload = std::move(payload),
                              writes = std::move(writes)]() mutable {
         if (op->withdrawn()) return;
-        if (auto refused = m.refuse(stream, payload)) {
-            if (op->take()) op->fail(make_error_code(*refused));
-            return;
-        }
+        if (auto refused = m.refuse(stream, payload)) return op->refuse(*refused);
         const std::int64_t at_ms = primary::now_ms();
         struct outcome {
             primary::published p;  // seq 0: nothing stored
@@ -520,14 +522,11 @@ void primary_node::start_publish_once(std::string stream, std::string payload, s
     asio::post(impl_->loop, [&m = *impl_, op, stream = std::move(stream), payload = std::move(payload),
                              key = std::move(key)]() mutable {
         if (op->withdrawn()) return;
-        auto refuse = [&](publish_error e) {
-            if (op->take()) op->fail(make_error_code(e));
-        };
         // The daemon's Idempotency-Key rule.
         if (key.empty() || key.size() > 255 ||
             std::any_of(key.begin(), key.end(), [](char c) { return c < 0x21 || c > 0x7e; }))
-            return refuse(publish_error::invalid_key);
-        if (auto refused = m.refuse(stream, payload)) return refuse(*refused);
+            return op->refuse(publish_error::invalid_key);
+        if (auto refused = m.refuse(stream, payload)) return op->refuse(*refused);
         const std::int64_t at_ms = primary::now_ms();
         auto write = [&m, stream, payload, key, at_ms](app::database&, bool&) {
             return m.core.out.publish_once(key, stream, payload, at_ms);
@@ -555,14 +554,11 @@ void primary_node::start_publish_batch(std::string stream, std::vector<std::stri
     auto op = make_op(std::move(handler), impl_->ex, impl_->gate);
     asio::post(impl_->loop, [&m = *impl_, op, stream = std::move(stream), payloads = std::move(payloads)]() mutable {
         if (op->withdrawn()) return;
-        auto refuse = [&](publish_error e) {
-            if (op->take()) op->fail(make_error_code(e));
-        };
-        if (payloads.empty()) return refuse(publish_error::invalid_payload);
+        if (payloads.empty()) return op->refuse(publish_error::invalid_payload);
         auto items = std::make_shared<std::vector<std::pair<std::string, std::string>>>();
         items->reserve(payloads.size());
         for (auto& p : payloads) {
-            if (auto refused = m.refuse(stream, p)) return refuse(*refused);
+            if (auto refused = m.refuse(stream, p)) return op->refuse(*refused);
             items->emplace_back(stream, std::move(p));
         }
         const std::int64_t at_ms = primary::now_ms();
@@ -654,10 +650,7 @@ void primary_node::start_requeue(std::int64_t n,
     auto op = make_op(std::move(handler), impl_->ex, impl_->gate);
     asio::post(impl_->loop, [&m = *impl_, op, n]() mutable {
         if (op->withdrawn()) return;
-        if (m.stopped || m.demoted) {
-            if (op->take()) op->complete(make_error_code(publish_error::stopped), 0);
-            return;
-        }
+        if (m.stopped || m.demoted) return op->refuse(publish_error::stopped);
         using requeued = primary::requeue_result::status;
         auto write = [&m, n](app::database&, bool&) { return m.core.out.requeue(n, primary::now_ms()); };
         auto wrote = [](const primary::requeue_result& r) { return r.what == requeued::requeued; };
