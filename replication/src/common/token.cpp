@@ -4,9 +4,24 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 
 namespace steadfast::app {
+
+namespace {
+// The first byte of `t` outside printable ASCII (a space is printable here),
+// as "0xNN"; nullopt when there is none.
+std::optional<std::string> unprintable_byte(std::string_view t) {
+    for (unsigned char c : t)
+        if (c < 0x20 || c > 0x7e) {
+            char hex[8];
+            std::snprintf(hex, sizeof hex, "0x%02x", c);
+            return std::string(hex);
+        }
+    return std::nullopt;
+}
+}  // namespace
 
 std::vector<std::string> read_token_file(const std::string& path) {
     std::ifstream f(path);
@@ -23,15 +38,10 @@ std::vector<std::string> read_token_file(const std::string& path) {
         // A token travels in an HTTP header: printable ASCII only. (A file
         // saved as UTF-16, or with stray control characters, is refused here
         // rather than sent as a header the other side cannot parse.)
-        for (unsigned char c : line)
-            if (c < 0x20 || c > 0x7e) {
-                char hex[8];
-                std::snprintf(hex, sizeof hex, "0x%02x", c);
-                throw std::invalid_argument("--token-file \"" + path + "\" line " + std::to_string(n) + ": byte " +
-                                            hex +
-                                            " cannot be part of a bearer token (printable ASCII only; is the file "
-                                            "UTF-16 or does it hold control characters?)");
-            }
+        if (auto bad = unprintable_byte(line))
+            throw std::invalid_argument("--token-file \"" + path + "\" line " + std::to_string(n) + ": byte " + *bad +
+                                        " cannot be part of a bearer token (printable ASCII only; is the file "
+                                        "UTF-16 or does it hold control characters?)");
         // Nor inside one (RFC 6750's token has none): "a b" on a line is
         // most likely two tokens meant for two lines.
         if (line.find_first_of(" \t") != std::string::npos)
@@ -48,14 +58,12 @@ void check_tokens(const std::vector<std::string>& tokens, std::string_view setti
     for (std::size_t i = 0; i < tokens.size(); ++i) {
         const std::string where = std::string(setting) + "[" + std::to_string(i) + "]";
         if (tokens[i].empty()) throw std::invalid_argument(where + " is empty: a bearer token has at least one byte");
-        for (unsigned char c : tokens[i])
-            if (c <= 0x20 || c > 0x7e) {
-                char hex[8];
-                std::snprintf(hex, sizeof hex, "0x%02x", c);
-                throw std::invalid_argument(where + ": byte " + hex +
-                                            " cannot be part of a bearer token (printable ASCII without spaces: it "
-                                            "travels in an HTTP header; a line read with its newline?)");
-            }
+        auto bad = unprintable_byte(tokens[i]);
+        if (!bad && tokens[i].find(' ') != std::string::npos) bad = "0x20";
+        if (bad)
+            throw std::invalid_argument(where + ": byte " + *bad +
+                                        " cannot be part of a bearer token (printable ASCII without spaces: it "
+                                        "travels in an HTTP header; a line read with its newline?)");
     }
 }
 
