@@ -30,6 +30,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <initializer_list>
 #include <iterator>
 #include <map>
 #include <mutex>
@@ -88,6 +90,18 @@ bool eventually(Pred pred) {
         std::this_thread::sleep_for(10ms);
     }
     return pred();
+}
+
+// `make` must throw std::invalid_argument whose text holds every one of
+// `parts`; `accepted` says what went wrong if it does not throw.
+void refused_naming(const std::function<void()>& make, std::initializer_list<std::string> parts,
+                    const std::string& accepted) {
+    try {
+        make();
+        BOOST_ERROR(accepted);
+    } catch (const std::invalid_argument& e) {
+        for (const auto& part : parts) BOOST_TEST(std::string(e.what()).find(part) != std::string::npos, e.what());
+    }
 }
 
 // Holds the primary's database thread with a transaction until release()
@@ -374,12 +388,8 @@ BOOST_FIXTURE_TEST_CASE(config_errors_are_named, pair_fixture) {
     BOOST_CHECK_THROW(replication::primary_node(ioc.get_executor(), c), std::invalid_argument);
     c = pc;
     c.ladder = "10ms";
-    try {
-        replication::primary_node p(ioc.get_executor(), c);
-        BOOST_FAIL("a 10ms ladder step was accepted");
-    } catch (const std::invalid_argument& e) {
-        BOOST_TEST(std::string(e.what()).find("ladder") != std::string::npos, e.what());
-    }
+    refused_naming([&] { replication::primary_node p(ioc.get_executor(), c); }, {"ladder"},
+                   "a 10ms ladder step was accepted");
     c = pc;
     c.data.clear();
     BOOST_CHECK_THROW(replication::primary_node(ioc.get_executor(), c), std::invalid_argument);
@@ -393,12 +403,8 @@ BOOST_FIXTURE_TEST_CASE(config_errors_are_named, pair_fixture) {
     c = pc;
     c.secondary = "tls://127.0.0.1:1";
     c.nats.ca_file = "/nonexistent/ca.pem";
-    try {
-        replication::primary_node p(ioc.get_executor(), c);
-        BOOST_FAIL("an unreadable NATS CA file was accepted");
-    } catch (const std::invalid_argument& e) {
-        BOOST_TEST(std::string(e.what()).find("/nonexistent/ca.pem") != std::string::npos, e.what());
-    }
+    refused_naming([&] { replication::primary_node p(ioc.get_executor(), c); }, {"/nonexistent/ca.pem"},
+                   "an unreadable NATS CA file was accepted");
     {
         replication::secondary_config sc;
         sc.data = (scratch.path / "bad-replica").string();
@@ -412,21 +418,13 @@ BOOST_FIXTURE_TEST_CASE(config_errors_are_named, pair_fixture) {
          {std::string("good\n"), std::string("good\r\nX-Injected: 1"), std::string("a b"), std::string()}) {
         c = pc;
         c.tokens = {"fine", bad};
-        try {
-            replication::primary_node p(ioc.get_executor(), c);
-            BOOST_FAIL("the token \"" << bad << "\" was accepted");
-        } catch (const std::invalid_argument& e) {
-            BOOST_TEST(std::string(e.what()).find("tokens[1]") != std::string::npos, e.what());
-        }
+        refused_naming([&] { replication::primary_node p(ioc.get_executor(), c); }, {"tokens[1]"},
+                       "the token \"" + bad + "\" was accepted");
         replication::secondary_config sc;
         sc.data = (scratch.path / "bad-replica").string();
         sc.tokens = {bad};
-        try {
-            replication::secondary_node n{sc};
-            BOOST_FAIL("the secondary took the token \"" << bad << "\"");
-        } catch (const std::invalid_argument& e) {
-            BOOST_TEST(std::string(e.what()).find("secondary_config: tokens[0]") != std::string::npos, e.what());
-        }
+        refused_naming([&] { replication::secondary_node n{sc}; }, {"secondary_config: tokens[0]"},
+                       "the secondary took the token \"" + bad + "\"");
     }
     // Two nodes on one outbox: the second is refused, naming the directory.
     replication::primary_node first(ioc.get_executor(), pc);
@@ -440,14 +438,9 @@ BOOST_FIXTURE_TEST_CASE(config_errors_are_named, pair_fixture) {
 
 BOOST_FIXTURE_TEST_CASE(a_schema_that_touches_the_nodes_own_tables_is_refused_by_name, pair_fixture) {
     asio::io_context ioc;
-    auto refused = [](auto make, const std::string& name) {
-        try {
-            make();
-            BOOST_ERROR("a schema touching " + name + " was run");
-        } catch (const std::invalid_argument& e) {
-            const std::string what = e.what();
-            BOOST_TEST(what.find("\"" + name + "\" is one of the node's own tables") != std::string::npos, what);
-        }
+    auto refused = [](const std::function<void()>& make, const std::string& name) {
+        refused_naming(make, {"\"" + name + "\" is one of the node's own tables"},
+                       "a schema touching " + name + " was run");
     };
     for (const auto& [sql, name] : std::vector<std::pair<std::string, std::string>>{
              {"CREATE TABLE IF NOT EXISTS streams(x)", "streams"},
@@ -465,15 +458,10 @@ BOOST_FIXTURE_TEST_CASE(a_schema_that_touches_the_nodes_own_tables_is_refused_by
     for (const auto& [sql, name] : std::vector<std::pair<std::string, std::string>>{
              {"CREATE TABLE mine(x); ALTER TABLE mine RENAME TO streams", "streams"},
              {"CREATE VIRTUAL TABLE outbox USING rtree(id, a, b)", "outbox"}}) {
-        try {
-            auto c = pc;
-            c.schema = sql;
-            replication::primary_node p(ioc.get_executor(), c);
-            BOOST_ERROR("a schema making " + name + " was run");
-        } catch (const std::invalid_argument& e) {
-            BOOST_TEST(std::string(e.what()).find("primary_config::schema") != std::string::npos, e.what());
-            BOOST_TEST(std::string(e.what()).find(name) != std::string::npos, e.what());
-        }
+        auto c = pc;
+        c.schema = sql;
+        refused_naming([&] { replication::primary_node p(ioc.get_executor(), c); }, {"primary_config::schema", name},
+                       "a schema making " + name + " was run");
     }
     // So is SQL that does not parse.
     {
@@ -499,12 +487,8 @@ BOOST_FIXTURE_TEST_CASE(a_schema_that_touches_the_nodes_own_tables_is_refused_by
     {
         auto c = pc;
         c.schema = "PRAGMA writable_schema=ON";
-        try {
-            replication::primary_node p(ioc.get_executor(), c);
-            BOOST_ERROR("PRAGMA writable_schema was run");
-        } catch (const std::invalid_argument& e) {
-            BOOST_TEST(std::string(e.what()).find("writable_schema is refused") != std::string::npos, e.what());
-        }
+        refused_naming([&] { replication::primary_node p(ioc.get_executor(), c); }, {"writable_schema is refused"},
+                       "PRAGMA writable_schema was run");
     }
     // A refused schema leaves nothing of itself (it ran in a savepoint).
     {
