@@ -90,8 +90,8 @@ sixteen 3 full
 echo "== 3b. the same with --sync off on both sides: the pipeline without any flush, on this machine"
 sixteen 3b off
 
-echo "== 4. recovery with a 30 s backoff cap"
-for round in 1 2 3; do
+echo "== 4. recovery with a 30 s backoff cap (5 rounds; goal: under 100 ms in every round)"
+for round in 1 2 3 4 5; do
   S4=$(port); P4=$(port)
   "$BIN/steadfast-primary" --secondary "http://127.0.0.1:$S4" --data "$WORK/p4-$round" --listen "127.0.0.1:$P4" \
     --max-backoff 30s 2>"$WORK/p4.log" &
@@ -110,7 +110,7 @@ while True:
 while True:
     m = urllib.request.urlopen(base + "/metrics", timeout=0.5).read().decode()
     if any(l.startswith("steadfast_secondary_applied_total ") and float(l.split()[1]) >= 1 for l in m.splitlines()):
-        print(f"recovery: {round((time.time() - t0) * 1000, 1)} ms from /health answering to the first message applied (goal < 300 ms)")
+        print(f"recovery: {round((time.time() - t0) * 1000, 1)} ms from /health answering to the first message applied (goal < 100 ms)")
         break
     time.sleep(0.002)
 PY

@@ -47,6 +47,8 @@ public:
     // Nothing is sent before the stream is known to exist with the replicas asked for.
     bool initially_online() const noexcept override { return false; }
     asio::awaitable<bool> probe() override;
+    // probe_backoff(): the default (50 to 200 ms): each check is a request to
+    // a cluster that may be electing a leader.
     // A JetStream request has no timeout of its own (an HTTP attempt has the
     // client's): the engine's attempt timeout bounds it.
     retry_policy quick(retry_policy p) const override {

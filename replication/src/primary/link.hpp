@@ -73,6 +73,12 @@ public:
     virtual bool initially_online() const noexcept = 0;
     /// One check of the secondary (make_secondary_online's).
     virtual boost::asio::awaitable<bool> probe() = 0;
+    /// The wait between failing checks: how long a secondary that is back
+    /// waits to be seen, against what a failing check costs the other side.
+    virtual backoff probe_backoff() const {
+        using namespace std::chrono_literals;
+        return backoff::exponential(50ms, 1.5, 200ms);
+    }
     /// The secondary is online after being offline (or for the first time).
     virtual void came_online() {}
     /// Why the last check failed, for the secondary_offline line ("": unknown).

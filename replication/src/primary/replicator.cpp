@@ -67,7 +67,7 @@ replicator::replicator(const replicator_env& env, replicator_hooks hooks)
     delivery_.reads_log = link_->reads_log();
     probe_options po;
     po.interval = 1s;
-    po.failing_backoff = backoff::exponential(50ms, 1.5, 200ms);
+    po.failing_backoff = link_->probe_backoff();
     po.check_timeout = 1s;
     po.failures_to_offline = 2;
     po.initially_online = link_->initially_online();
