@@ -1,9 +1,8 @@
 #include "retention.hpp"
 
 #include <common/log.hpp>
+#include <common/release_memory.hpp>
 #include <primary/config.hpp>
-
-#include <malloc.h>
 
 #include <algorithm>
 
@@ -23,7 +22,7 @@ void retention::start() {
 void retention::purge() {
     if (retired_ >= 100) {
         retired_ = 0;
-        ::malloc_trim(0);
+        app::release_free_memory();
     }
     const std::int64_t cutoff = now_ms() - retain_.count();
     worker_.post(
