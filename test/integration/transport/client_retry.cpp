@@ -8,12 +8,14 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
 #include <steadfast_test/fault_server.hpp>
+#include <string>
 #include <thread>
 
 using namespace std::chrono_literals;
@@ -223,6 +225,58 @@ BOOST_AUTO_TEST_CASE(thousand_requests_with_503_retries_use_one_connection) {
     BOOST_TEST(attempts == 1100u);
     BOOST_TEST(s.requests() == 1100u);
     BOOST_TEST(s.connections() == 1u);  // counted at the server
+}
+
+
+// The bytes requests put on the wire, read by a bare socket: the request
+// line, the caller's fields in their order, Host and User-Agent, the body's
+// length (none for a GET without a body), a blank line, the body; two
+// requests on one connection, back to back.
+BOOST_AUTO_TEST_CASE(the_requests_on_the_wire) {
+    asio::io_context server_ctx;
+    asio::ip::tcp::acceptor acceptor(server_ctx, {asio::ip::make_address("127.0.0.1"), 0});
+    const auto port = std::to_string(acceptor.local_endpoint().port());
+    std::string received;
+    std::thread server([&] {
+        asio::ip::tcp::socket sock(server_ctx);
+        acceptor.accept(sock);
+        char buf[4096];
+        boost::system::error_code ec;
+        // Answers each request once its header and its body (by its length) are in.
+        for (std::size_t start = 0, answered = 0; answered < 2;) {
+            const std::size_t n = sock.read_some(asio::buffer(buf), ec);
+            if (ec) return;
+            received.append(buf, n);
+            for (;;) {
+                const auto end = received.find("\r\n\r\n", start);
+                if (end == std::string::npos) break;
+                std::size_t length = 0;
+                if (const auto at = received.find("Content-Length: ", start); at != std::string::npos && at < end)
+                    length = std::stoul(received.substr(at + 16));
+                if (received.size() < end + 4 + length) break;
+                start = end + 4 + length;
+                asio::write(sock, asio::buffer(std::string("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")), ec);
+                ++answered;
+            }
+        }
+    });
+    http::client::options o;
+    o.port = port;
+    o.user_agent = "probe/1";
+    asio::io_context ioc;
+    http::client c(ioc.get_executor(), o);
+    http::request p{"POST", "/x?y=1", {{"Content-Type", "application/json"}}, R"({"a":"b"})"};
+    p.set("Idempotency-Key", "m-1");
+    const bool first = send(ioc, c, p, 1).r.ok();
+    const bool second = send(ioc, c, get(), 1).r.ok();
+    server.join();
+    BOOST_TEST(first);
+    BOOST_TEST(second);
+    BOOST_TEST(c.connections_opened() == 1u);
+    BOOST_TEST(received ==
+               "POST /x?y=1 HTTP/1.1\r\nContent-Type: application/json\r\nIdempotency-Key: m-1\r\nHost: 127.0.0.1:" +
+                   port + "\r\nUser-Agent: probe/1\r\nContent-Length: 9\r\n\r\n{\"a\":\"b\"}" +
+                   "GET /x HTTP/1.1\r\nHost: 127.0.0.1:" + port + "\r\nUser-Agent: probe/1\r\n\r\n");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
