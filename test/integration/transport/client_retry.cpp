@@ -227,7 +227,6 @@ BOOST_AUTO_TEST_CASE(thousand_requests_with_503_retries_use_one_connection) {
     BOOST_TEST(s.connections() == 1u);  // counted at the server
 }
 
-
 // The bytes requests put on the wire, read by a bare socket: the request
 // line, the caller's fields in their order, Host and User-Agent, the body's
 // length (none for a GET without a body), a blank line, the body; two
