@@ -276,6 +276,7 @@ asio::awaitable<health_report> health_check_report(client& c, std::string target
     } else {
         const auto& e = o.error();
         r.tls_failure = is_tls_error(e.ec);
+        r.refused = e.phase == phase::connect && e.ec == asio::error::connection_refused;
         r.why = std::string(to_string(e.phase)) + ": " + e.ec.message();
         if (!e.detail.empty()) r.why += " (" + e.detail + ")";
     }

@@ -2,12 +2,17 @@
 #include <steadfast/conditions.hpp>
 #include <steadfast/transport/health.hpp>
 
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
 #include <steadfast_test/fault_server.hpp>
+#include <string>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -57,6 +62,41 @@ BOOST_AUTO_TEST_CASE(probe_follows_the_peer) {
     // ok, ok, 503, then drop + 500 in one check (the dropped keep-alive
     // connection is reopened inside the client for an idempotent GET), ok.
     BOOST_TEST(online->checks() == 5u);
+}
+
+// What a failed check says of its cause: a refused connection (nothing
+// listens: a peer restarting) apart from an answer that is not 200.
+BOOST_AUTO_TEST_CASE(a_refused_connection_is_told_apart) {
+    asio::io_context ioc;
+    std::string closed_port;
+    {
+        asio::ip::tcp::acceptor a(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+        closed_port = std::to_string(a.local_endpoint().port());
+    }  // closed: connections to it are refused
+    fault_server s;
+    s.script({step::answer(503)});
+    std::vector<http::health_report> seen;
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+            for (const auto& port : {closed_port, s.port(), s.port()}) {
+                http::client::options co;
+                co.port = port;
+                http::client c(co_await asio::this_coro::executor, co);
+                seen.push_back(co_await http::health_check_report(c, "/x"));
+            }
+        },
+        asio::detached);
+    ioc.run();
+    BOOST_TEST_REQUIRE(seen.size() == 3u);
+    BOOST_TEST(!seen[0].healthy);
+    BOOST_TEST(seen[0].refused);
+    BOOST_TEST(seen[0].why.find("connect") == 0u, seen[0].why);
+    BOOST_TEST(!seen[1].healthy);
+    BOOST_TEST(!seen[1].refused);
+    BOOST_TEST(seen[1].why == "HTTP 503");
+    BOOST_TEST(seen[2].healthy);
+    BOOST_TEST(!seen[2].refused);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -24,6 +24,11 @@ boost::asio::awaitable<bool> health_check(client& c, std::string target = "/heal
 struct health_report {
     bool healthy = false;
     bool tls_failure = false;
+    // The peer's host refused the connection: nothing listens at the address
+    // (a peer restarting, or not started). A check that fails this way costs
+    // the other side nothing; any other failure (a timeout, an answer that is
+    // not 200, TLS, a name that does not resolve) may cost it work.
+    bool refused = false;
     std::string why;
     // The peer's X-Steadfast-Instance header (a steadfast-secondary's id for
     // this run of the process; empty when absent): a new value means that it
