@@ -1,15 +1,13 @@
-// Gives the allocator's freed memory back to the system, whichever allocator
-// the program runs on: jemalloc (the daemons link it) keeps freed pages until
-// its decay runs, and decay runs only as the program allocates, so an idle
-// process kept them for good; glibc's malloc keeps its heap's top until
-// malloc_trim.
+// Gives the allocator's freed memory back to the system after a burst of
+// frees (streams retiring), whichever allocator the program runs on.
 #pragma once
 
 namespace steadfast::app {
 
-/// Returns freed memory to the system (jemalloc: every arena purged; glibc:
-/// malloc_trim). Costs about a millisecond: call it after a burst of frees,
-/// not on a hot path.
+/// glibc's malloc: malloc_trim (it keeps freed memory in its heaps until
+/// asked). jemalloc: nothing: it returns freed pages by its own decay, which
+/// an idle program runs only with its background thread (the daemons turn it
+/// on: apps/common/allocator.cpp).
 void release_free_memory() noexcept;
 
 }  // namespace steadfast::app
