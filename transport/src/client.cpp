@@ -20,10 +20,10 @@
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
 
-#include <array>
 #include <limits>
 #include <optional>
 #include <stdexcept>
+#include <vector>
 
 namespace steadfast::http {
 
@@ -71,8 +71,13 @@ std::string header_text(const span_request& req) {
 template <class Stream>
 asio::awaitable<std::tuple<beast::error_code, std::size_t>> write_request(Stream& s, const std::string& header,
                                                                           const span_request& req) {
-    const std::array<asio::const_buffer, 2> wire{asio::buffer(header),
-                                                 asio::buffer(req.body().data(), req.body().size())};
+    // A vector, not a std::array of two: asio's write of such an array
+    // passes the written header on as an empty first buffer, and Beast's
+    // ssl_stream (its flat_stream) then writes that empty buffer alone for a
+    // body of 16 KiB or more: zero bytes, which ends the write with the body
+    // unsent. A vector's written buffers are dropped.
+    const std::vector<asio::const_buffer> wire{asio::buffer(header),
+                                               asio::buffer(req.body().data(), req.body().size())};
     // Everything the socket takes at each write (asio's transfer_all hands
     // it 64 KiB at a time: a 4 MB batch would be 64 system calls).
     auto all_at_once = [](const beast::error_code& ec, std::size_t) -> std::size_t {

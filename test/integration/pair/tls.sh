@@ -63,12 +63,18 @@ start_tls_secondary
 start_primary --tls-ca "$CERTS/ca.pem" --batch-max 1 --connections 2
 publish 20 a
 publish 20 b
+# A request body above a TLS record (16 KiB) and one far above it.
+python3 -c 'import json; print(json.dumps({"big": "y" * 20000}))' >"$WORK/big1.json"
+python3 -c 'import json; print(json.dumps({"big": "z" * 300000}))' >"$WORK/big2.json"
+publish_file big "$WORK/big1.json"
+publish_file big "$WORK/big2.json"
 wait_drained 60
 verify a
 verify b
+verify big
 accepted=$(smetric steadfast_secondary_connections_accepted_total)
 [ -n "$accepted" ] && [ "$accepted" -le 8 ] \
-  || fail "40 requests over TLS took $accepted connections: keep-alive should reuse them (2 for delivery, 1 probe, the test's scrapes)"
+  || fail "42 requests over TLS took $accepted connections: keep-alive should reuse them (2 for delivery, 1 probe, the test's scrapes)"
 stop "$PPID_"
 
 # 2. A wrong CA, then a wrong name: the primary accepts, keeps and reports; nothing is dead-lettered.

@@ -15,9 +15,12 @@
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <list>
+#include <string>
 #include <thread>
+#include <vector>
 
 using namespace std::chrono_literals;
 using namespace steadfast;
@@ -31,7 +34,13 @@ std::string cert(const char* name) {
     return std::string(dir) + "/" + name;
 }
 
-// An HTTPS server with GET /hello on its own thread.
+std::uint64_t digest(const std::string& s) {
+    std::uint64_t h = 1469598103934665603ull;  // FNV-1a
+    for (const unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    return h;
+}
+
+// An HTTPS server with GET /hello and POST /echo on its own thread.
 struct tls_server {
     asio::io_context ioc;
     std::optional<http::server> srv;
@@ -41,6 +50,11 @@ struct tls_server {
         http::router r;
         r.add("GET", "/hello", [](http::request&) -> asio::awaitable<http::response> {
             co_return http::response::json(200, "{\"hello\":true}");
+        });
+        // The body's length and a digest of its bytes.
+        r.add("POST", "/echo", [](http::request& req) -> asio::awaitable<http::response> {
+            co_return http::response::json(200, "{\"bytes\":" + std::to_string(req.body.size()) +
+                                                    ",\"digest\":" + std::to_string(digest(req.body)) + "}");
         });
         http::server::options o;
         o.tls = http::tls_server_options{cert("server.pem"), cert("server.key"), std::move(client_ca)};
@@ -217,6 +231,42 @@ BOOST_AUTO_TEST_CASE(files_that_cannot_be_used_are_named) {
     BOOST_TEST(o.port == "443");
     BOOST_TEST(o.tls.has_value());
     BOOST_TEST(!http::client::from_url("http://example.org").tls.has_value());
+}
+
+// Request bodies around and above a TLS record (16 KiB) arrive whole, one
+// request after another on one connection.
+BOOST_AUTO_TEST_CASE(bodies_around_and_above_a_record_arrive_whole) {
+    tls_server s;
+    asio::io_context ioc;
+    auto o = https(s.port, {cert("ca.pem"), {}, {}, {}});
+    o.write_timeout = o.read_timeout = 5s;
+    http::client c(ioc.get_executor(), o);
+    const std::vector<std::size_t> sizes{0, 1, 16000, 16383, 16384, 16385, 70000, 300000};
+    std::vector<std::string> answers;
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+            for (const std::size_t n : sizes) {
+                std::string body(n, 'x');
+                for (std::size_t i = 0; i < n; i += 7) body[i] = static_cast<char>('a' + i % 26);
+                const http::request req{"POST", "/echo", {{"Content-Type", "application/octet-stream"}}, body};
+                auto out = co_await c.send(req);
+                answers.push_back(out.has_response() ? std::to_string(out.res().status) + " " + out.res().body
+                                                     : "error " + out.error().ec.message());
+            }
+        },
+        [](std::exception_ptr e) {
+            if (e) std::rethrow_exception(e);
+        });
+    ioc.run();
+    BOOST_TEST_REQUIRE(answers.size() == sizes.size());
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+        std::string body(sizes[k], 'x');
+        for (std::size_t i = 0; i < sizes[k]; i += 7) body[i] = static_cast<char>('a' + i % 26);
+        BOOST_TEST(answers[k] ==
+                   "200 {\"bytes\":" + std::to_string(sizes[k]) + ",\"digest\":" + std::to_string(digest(body)) + "}");
+    }
+    BOOST_TEST(c.connections_opened() == 1u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
