@@ -133,8 +133,13 @@ asio::awaitable<bool> http_link::probe() {
             // First seen (it may have been restored while this primary was
             // down), or restarted, perhaps on a restored data directory,
             // perhaps too briefly for the probe to see it down.
-            if (!secondary_instance_.empty())
+            if (!secondary_instance_.empty()) {
                 app::log(level::info, "secondary_restarted", {{"secondary", env_.o.secondary}});
+                // Back from a restart the probe may not have seen (down for
+                // less than its second between checks while online): streams
+                // whose quick retries ran out on it wait for no ladder step.
+                host_.retry_now("secondary_restarted");
+            }
             secondary_instance_ = r.instance;
             recheck_streams();
         }
