@@ -261,6 +261,39 @@ BOOST_AUTO_TEST_CASE(slow_and_throwing_checks_are_failures) {
     steadfast::run_virtual(ioc);
 }
 
+BOOST_AUTO_TEST_CASE(check_soon_cuts_one_wait_short) {
+    virtual_time vt;
+    asio::io_context ioc;
+    bool up = true;
+    std::vector<std::int64_t> at;  // each check's time, ms
+    auto check = [&]() -> asio::awaitable<bool> {
+        at.push_back(std::chrono::duration_cast<std::chrono::milliseconds>(vt.now()).count());
+        co_return up;
+    };
+    probe_options o;
+    o.interval = 1s;
+    o.failing_backoff = backoff::fixed(50ms);
+    o.failures_to_offline = 2;
+    o.initially_online = true;
+    auto p = make_probe<manual_timer>(ioc.get_executor(), "peer", check, o);
+    steadfast::run_virtual(ioc, manual_clock::time_point(300ms));
+    BOOST_TEST(at == (std::vector<std::int64_t>{0}), boost::test_tools::per_element());
+    // The peer fails and the owner saw it: one check at once (twice asked,
+    // once done), then the failing backoff's, offline on the second failure.
+    up = false;
+    p->check_soon();
+    p->check_soon();
+    steadfast::run_virtual(ioc, manual_clock::time_point(360ms));
+    BOOST_TEST(at == (std::vector<std::int64_t>{0, 300, 350}), boost::test_tools::per_element());
+    BOOST_TEST(!p->value());
+    // Stopped: nothing more, asked or not.
+    p->stop();
+    steadfast::run_virtual(ioc, manual_clock::time_point(370ms));
+    p->check_soon();
+    steadfast::run_virtual(ioc);
+    BOOST_TEST(at.size() == 3u);
+}
+
 BOOST_AUTO_TEST_CASE(invalid_options_are_refused) {
     asio::io_context ioc;
     auto ok = []() -> asio::awaitable<bool> { co_return true; };

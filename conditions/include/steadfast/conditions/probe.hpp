@@ -25,8 +25,10 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <random>
 #include <stdexcept>
+#include <utility>
 
 namespace steadfast {
 
@@ -80,6 +82,17 @@ public:
         boost::asio::post(get_executor(), [s] { s->emit(boost::asio::cancellation_type::terminal); });
     }
 
+    /// Checks at once when it is waiting between checks (its owner saw the
+    /// peer fail meanwhile, say): that wait is cut short, once; a check in
+    /// flight is not repeated, and nothing happens while stopped. Call on the
+    /// executor.
+    void check_soon() {
+        if (waiting_ && !soon_) {
+            soon_ = true;
+            waiting_->cancel();
+        }
+    }
+
     std::uint64_t checks() const noexcept { return checks_; }
     std::uint32_t consecutive_failures() const noexcept { return failures_; }
 
@@ -125,10 +138,20 @@ private:
                 previous = delay;
             }
             timer.expires_after(std::chrono::duration_cast<typename Timer::duration>(delay));
+            self->waiting_ = &timer;
             self.reset();  // the last owner may let go while this waits: ~probe_condition stops the wait
             if (weak.expired()) co_return;
-            auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
-            if (ec) break;
+            boost::system::error_code ec;
+            bool soon = false;
+            {
+                // The probe forgets this wait however it ends (the frame may
+                // be destroyed with its context, the probe living on).
+                const forget_wait forget{weak};
+                auto [e] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+                ec = e;
+                if (auto s = weak.lock()) soon = std::exchange(s->soon_, false);
+            }
+            if (ec && !(soon && !stopped())) break;  // stopped; a wait cut short by check_soon() goes on
         }
         // Ended by itself (not by stop()), and not replaced by a newer loop: no longer running.
         if (auto self = weak.lock(); self && self->stop_ == own) {
@@ -137,11 +160,20 @@ private:
         }
     }
 
+    struct forget_wait {
+        std::weak_ptr<probe_condition> probe;
+        ~forget_wait() {
+            if (auto p = probe.lock()) p->waiting_ = nullptr;
+        }
+    };
+
     check_fn check_;
     probe_options opts_;
     std::shared_ptr<boost::asio::cancellation_signal> stop_;
     std::atomic<bool> running_{false};
     std::uint64_t checks_ = 0;
+    Timer* waiting_ = nullptr;  // the wait between checks, while it runs (the loop's; on the executor)
+    bool soon_ = false;         // check_soon() cut the wait short
     std::uint32_t failures_ = 0;
     std::mt19937_64 random_{std::random_device{}()};  // for a jittered failing backoff
 };
