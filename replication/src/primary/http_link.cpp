@@ -18,6 +18,7 @@
 #include <steadfast/transport/pool.hpp>
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/error.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 namespace asio = boost::asio;
@@ -93,6 +94,8 @@ public:
 
 private:
     http::request make_request(std::string body, std::string key) const;
+    asio::awaitable<http::outcome> send_once(const std::string& stream, const std::string& list, std::size_t count,
+                                             const std::string& key);
     // The secondary is back after being unreachable: streams with nothing to
     // send resend their last acknowledged message, to find out whether it was
     // restored from an older copy.
@@ -157,6 +160,18 @@ asio::awaitable<bool> http_link::probe() {
     co_return false;
 }
 
+// One attempt of a send. A refused connection (nothing listens: the
+// secondary restarting?) has the probe check at once, so that the attempts
+// after it wait for the secondary's return (the probe's gate) instead of
+// running out within the probe's second between checks.
+asio::awaitable<http::outcome> http_link::send_once(const std::string& stream, const std::string& list,
+                                                    std::size_t count, const std::string& key) {
+    auto o = co_await combined_.send(stream, list, count, key);
+    if (!o.has_response() && o.error().phase == http::phase::connect && o.error().ec == asio::error::connection_refused)
+        host_.check_secondary_soon();
+    co_return o;
+}
+
 http::request http_link::make_request(std::string body, std::string key) const {
     http::request req{"POST", "/api/messages", {{"Content-Type", "application/json"}}, std::move(body)};
     req.set("Idempotency-Key", std::move(key));
@@ -174,8 +189,8 @@ asio::awaitable<decision> http_link::send(const std::string& stream, const std::
     http::request shape{"POST", "/api/messages", {}, {}};
     shape.set("Idempotency-Key", key);
     // Named first: g++ 12 mishandles non-trivial temporaries inside a co_await expression.
-    auto attempt = classified([this, &stream, &list, &key, n = batch.size()](
-                                  const attempt_context&) { return combined_.send(stream, list, n, key); },
+    auto attempt = classified([this, &stream, &list, &key,
+                               n = batch.size()](const attempt_context&) { return send_once(stream, list, n, key); },
                               http::make_classifier(shape));
     auto r = co_await steadfast::retry(quick, std::move(attempt));
 

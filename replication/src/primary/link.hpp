@@ -58,6 +58,9 @@ public:
     virtual bool resend_last(const std::string& stream, std::uint64_t upto) = 0;
     /// Every stream waiting for a ladder step tries at once (`why`: logged).
     virtual void retry_now(const char* why) = 0;
+    /// A send saw the secondary fail in a way its probe should see at once
+    /// (its connection refused: restarting?), not at the probe's next check.
+    virtual void check_secondary_soon() = 0;
 
 protected:
     ~link_host() = default;

@@ -76,6 +76,7 @@ public:
     void committed(const std::string& stream, std::size_t n, pending_message* one = nullptr);
     /// Every stream waiting for a ladder step tries again now (SIGHUP).
     void retry_now(const char* why) override;
+    void check_secondary_soon() override { online_->check_soon(); }
 
     /// Where the streams stand (stream_table.hpp): pending, blocked, busy.
     const stream_table& streams() const noexcept { return table_; }
