@@ -163,7 +163,10 @@ private:
     struct forget_wait {
         std::weak_ptr<probe_condition> probe;
         ~forget_wait() {
-            if (auto p = probe.lock()) p->waiting_ = nullptr;
+            if (auto p = probe.lock()) {
+                p->waiting_ = nullptr;
+                p->soon_ = false;
+            }
         }
     };
 
