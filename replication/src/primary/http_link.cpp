@@ -117,6 +117,7 @@ private:
     http::client recheck_client_;       // GET /api/streams, one request at a time
     std::string probe_error_;           // why the last health check failed ("" when it passed)
     bool last_check_refused_ = false;   // the last health check's connection was refused
+    bool refused_since_pass_ = false;   // a send's connection was refused since the last check that passed
     std::string secondary_instance_;    // the secondary's X-Steadfast-Instance, as last probed
     bool rechecking_ = false;           // a recheck is under way
     bool recheck_again_ = false;        // it could not finish: another in the next slot
@@ -131,6 +132,7 @@ asio::awaitable<bool> http_link::probe() {
     const auto r = co_await http::health_check_report(probe_client_);
     last_check_refused_ = r.refused;
     if (r.healthy) {
+        const bool refused_send = std::exchange(refused_since_pass_, false);
         probe_error_.clear();
         if (!r.instance.empty() && r.instance != secondary_instance_) {
             // First seen (it may have been restored while this primary was
@@ -140,8 +142,11 @@ asio::awaitable<bool> http_link::probe() {
                 app::log(level::info, "secondary_restarted", {{"secondary", env_.o.secondary}});
                 // Back from a restart the probe may not have seen (down for
                 // less than its second between checks while online): streams
-                // whose quick retries ran out on it wait for no ladder step.
-                host_.retry_now("secondary_restarted");
+                // whose quick retries ran out on its refused connections wait
+                // for no ladder step. Only then: several secondaries behind a
+                // balancer show a new instance at every check, and would
+                // otherwise cancel every ladder step.
+                if (refused_send) host_.retry_now("secondary_restarted");
             }
             secondary_instance_ = r.instance;
             recheck_streams();
@@ -167,8 +172,11 @@ asio::awaitable<bool> http_link::probe() {
 asio::awaitable<http::outcome> http_link::send_once(const std::string& stream, const std::string& list,
                                                     std::size_t count, const std::string& key) {
     auto o = co_await combined_.send(stream, list, count, key);
-    if (!o.has_response() && o.error().phase == http::phase::connect && o.error().ec == asio::error::connection_refused)
+    if (!o.has_response() && o.error().phase == http::phase::connect &&
+        o.error().ec == asio::error::connection_refused) {
+        refused_since_pass_ = true;
         host_.check_secondary_soon();
+    }
     co_return o;
 }
 
