@@ -48,6 +48,10 @@ std::string_view to_string(phase p) noexcept {
     return "unknown";
 }
 
+bool transport_error::refused() const noexcept {
+    return phase == phase::connect && ec == asio::error::connection_refused;
+}
+
 namespace {
 using span_request = bhttp::request<bhttp::span_body<const char>>;
 
@@ -287,7 +291,7 @@ asio::awaitable<health_report> health_check_report(client& c, std::string target
     } else {
         const auto& e = o.error();
         r.tls_failure = is_tls_error(e.ec);
-        r.refused = e.phase == phase::connect && e.ec == asio::error::connection_refused;
+        r.refused = e.refused();
         r.why = std::string(to_string(e.phase)) + ": " + e.ec.message();
         if (!e.detail.empty()) r.why += " (" + e.detail + ")";
     }

@@ -18,7 +18,6 @@
 #include <steadfast/transport/pool.hpp>
 
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/error.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 namespace asio = boost::asio;
@@ -172,8 +171,7 @@ asio::awaitable<bool> http_link::probe() {
 asio::awaitable<http::outcome> http_link::send_once(const std::string& stream, const std::string& list,
                                                     std::size_t count, const std::string& key) {
     auto o = co_await combined_.send(stream, list, count, key);
-    if (!o.has_response() && o.error().phase == http::phase::connect &&
-        o.error().ec == asio::error::connection_refused) {
+    if (!o.has_response() && o.error().refused()) {
         refused_since_pass_ = true;
         host_.check_secondary_soon();
     }

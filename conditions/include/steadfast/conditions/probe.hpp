@@ -151,7 +151,7 @@ private:
                 ec = e;
                 if (auto s = weak.lock()) soon = std::exchange(s->soon_, false);
             }
-            if (ec && !(soon && !stopped())) break;  // stopped; a wait cut short by check_soon() goes on
+            if (ec && (!soon || stopped())) break;  // stopped; a wait cut short by check_soon() goes on
         }
         // Ended by itself (not by stop()), and not replaced by a newer loop: no longer running.
         if (auto self = weak.lock(); self && self->stop_ == own) {

@@ -47,6 +47,10 @@ struct transport_error {
     // OpenSSL's words ("certificate has expired", "hostname mismatch",
     // "unable to get local issuer certificate"); "" otherwise.
     std::string detail = {};
+
+    /// The peer's host refused the connection: nothing listens at the
+    /// address (a peer restarting, or not started).
+    bool refused() const noexcept;
 };
 
 /// What one request produced: an answer (any status), or a transport failure.
