@@ -294,6 +294,38 @@ BOOST_AUTO_TEST_CASE(check_soon_cuts_one_wait_short) {
     BOOST_TEST(at.size() == 3u);
 }
 
+// stop() and start() in one handler: the old loop, whose stop is still on its
+// way, neither checks (even with its wait cut short by check_soon()) nor
+// takes the new loop's wait from check_soon() when it ends.
+BOOST_AUTO_TEST_CASE(a_restart_in_one_handler_leaves_one_loop) {
+    for (const bool soon_first : {false, true}) {
+        BOOST_TEST_CONTEXT("check_soon() before the restart: " << soon_first) {
+            virtual_time vt;
+            asio::io_context ioc;
+            std::vector<std::int64_t> at;  // each check's time, ms
+            auto check = [&]() -> asio::awaitable<bool> {
+                at.push_back(std::chrono::duration_cast<std::chrono::milliseconds>(vt.now()).count());
+                co_return true;
+            };
+            probe_options o;
+            o.interval = 1s;
+            o.initially_online = true;
+            auto p = make_probe<manual_timer>(ioc.get_executor(), "peer", check, o);
+            steadfast::run_virtual(ioc, manual_clock::time_point(300ms));
+            if (soon_first) p->check_soon();
+            p->stop();
+            p->start();
+            steadfast::run_virtual(ioc, manual_clock::time_point(500ms));
+            BOOST_TEST(at == (std::vector<std::int64_t>{0, 300}), boost::test_tools::per_element());
+            p->check_soon();  // the new loop's wait
+            steadfast::run_virtual(ioc, manual_clock::time_point(1600ms));
+            BOOST_TEST(at == (std::vector<std::int64_t>{0, 300, 500, 1500}), boost::test_tools::per_element());
+            p->stop();
+            steadfast::run_virtual(ioc);
+        }
+    }
+}
+
 BOOST_AUTO_TEST_CASE(invalid_options_are_refused) {
     asio::io_context ioc;
     auto ok = []() -> asio::awaitable<bool> { co_return true; };

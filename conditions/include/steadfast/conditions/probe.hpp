@@ -64,16 +64,20 @@ public:
     /// go, it ends (at once when waiting, or after the check in flight).
     void start() {
         if (running_.exchange(true)) return;
+        const auto run = ++runs_;
         // The signal is shared with the loop: the probe may be destroyed first.
         stop_ = std::make_shared<boost::asio::cancellation_signal>();
         boost::asio::co_spawn(
-            get_executor(), loop(std::static_pointer_cast<probe_condition>(shared_from_this()), stop_),
+            get_executor(), loop(std::static_pointer_cast<probe_condition>(shared_from_this()), stop_, run),
             boost::asio::bind_cancellation_slot(stop_->slot(), [keep = stop_](std::exception_ptr) {}));
     }
     /// Stops probing; the value stays as it was. Safe from any thread (the
     /// stop is carried out on the executor) and after the context shut down.
     /// start() may follow at once: the old loop ends without touching the new.
     void stop() {
+        // First: the loop running now is no longer the current one (a start()
+        // between the two lines then sees it running and does nothing).
+        ++runs_;
         if (!running_.exchange(false)) return;
         auto s = std::move(stop_);
         if (!s || !context_alive()) return;
@@ -98,7 +102,7 @@ public:
 
 private:
     static boost::asio::awaitable<void> loop(std::shared_ptr<probe_condition> strong,
-                                             std::shared_ptr<boost::asio::cancellation_signal> own) {
+                                             std::shared_ptr<boost::asio::cancellation_signal> own, std::uint64_t run) {
         namespace asio = boost::asio;
         // The loop ends on its own stop (stopped(), below), never by a throw:
         // a loop stopped before it ever suspended (its last owner let go
@@ -119,12 +123,14 @@ private:
         while (!stopped()) {
             auto self = weak.lock();
             if (!self) co_return;
-            if (!self->running_.load()) break;  // stopped (its emission still on its way): no new check
+            // Stopped, or stopped and started again, its emission still on its
+            // way: no new check (the new loop makes its own).
+            if (self->runs_.load() != run) break;
             auto r = co_await steadfast::retry<Timer>(once, [&self](const attempt_context&) { return self->check_(); });
             ++self->checks_;
             // Only the probe's own stop ends it: a check that failed with
             // operation_aborted (its own I/O cancelled) is a failed check.
-            if (stopped()) break;
+            if (stopped() || self->runs_.load() != run) break;
             const bool healthy = r.ok() && r.value();
             nanoseconds delay = self->opts_.interval;
             if (healthy) {
@@ -146,10 +152,10 @@ private:
             {
                 // The probe forgets this wait however it ends (the frame may
                 // be destroyed with its context, the probe living on).
-                const forget_wait forget{weak};
+                const forget_wait forget{weak, &timer};
                 auto [e] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
                 ec = e;
-                if (auto s = weak.lock()) soon = std::exchange(s->soon_, false);
+                if (auto s = weak.lock(); s && s->waiting_ == &timer) soon = std::exchange(s->soon_, false);
             }
             if (ec && (!soon || stopped())) break;  // stopped; a wait cut short by check_soon() goes on
         }
@@ -160,10 +166,13 @@ private:
         }
     }
 
+    // (Only its own: a loop stopped and replaced by start() may end its
+    // wait after the new loop began one.)
     struct forget_wait {
         std::weak_ptr<probe_condition> probe;
+        Timer* timer;
         ~forget_wait() {
-            if (auto p = probe.lock()) {
+            if (auto p = probe.lock(); p && p->waiting_ == timer) {
                 p->waiting_ = nullptr;
                 p->soon_ = false;
             }
@@ -174,6 +183,7 @@ private:
     probe_options opts_;
     std::shared_ptr<boost::asio::cancellation_signal> stop_;
     std::atomic<bool> running_{false};
+    std::atomic<std::uint64_t> runs_{0};  // each start() and stop(): a loop goes on while it is its run
     std::uint64_t checks_ = 0;
     Timer* waiting_ = nullptr;  // the wait between checks, while it runs (the loop's; on the executor)
     bool soon_ = false;         // check_soon() cut the wait short
