@@ -422,9 +422,11 @@ const error_code aborted = asio::error::operation_aborted;
 // Runs the application's code inside the node's transaction, on the database
 // thread. Its own failure (a throw, the storage sound) is returned as its
 // error code (a system_error's, else writes_failed) and logged as
-// `event` with its text, nothing of it kept. The storage failing under it
-// (SQLite's code), or code that ended the node's transaction
-// (db_apply_failed), is thrown: the group fails.
+// `event` with its text, nothing of it kept; so is a statement of its that
+// the node refused (program_code_guard: its own COMMIT, say). The storage
+// failing under it (SQLite's code), or code that ended the node's
+// transaction all the same (INSERT OR ROLLBACK: db_apply_failed), is
+// thrown: the group fails.
 error_code run_application(app::database& db, const primary_node::transaction_writes& fn, bool& keep,
                            const std::string& whose, const char* event, nlohmann::json fields) {
     auto ended = [&](const std::string& detail) {
@@ -438,6 +440,9 @@ error_code run_application(app::database& db, const primary_node::transaction_wr
         app::log(app::level::warn, event, std::move(fields));
         return code;
     };
+    // Its COMMIT, ROLLBACK or RELEASE of the node's savepoint is refused:
+    // it fails alone, not the publishes that share its group commit.
+    const app::program_code_guard guard(db.handle());
     try {
         fn(db.handle());
     } catch (const std::exception& e) {
@@ -449,6 +454,9 @@ error_code run_application(app::database& db, const primary_node::transaction_wr
             const int code = sqlite3_extended_errcode(db.handle());
             throw app::db_error(e.what(), code == SQLITE_OK ? SQLITE_ABORT : code);
         }
+        if (!guard.refused().empty())
+            return failed(guard.refusal() + " (it threw: " + e.what() + ")",
+                          make_error_code(publish_error::writes_failed));
         // Its code, as thrown: a boost::system or a std::system_error's.
         if (const auto* se = dynamic_cast<const boost::system::system_error*>(&e); se && se->code())
             return failed(e.what(), se->code());
@@ -468,6 +476,7 @@ error_code run_application(app::database& db, const primary_node::transaction_wr
         return failed("not a std::exception", make_error_code(publish_error::writes_failed));
     }
     if (app::ended_by_program(db.handle())) throw ended("");
+    if (!guard.refused().empty()) return failed(guard.refusal(), make_error_code(publish_error::writes_failed));
     return {};
 }
 

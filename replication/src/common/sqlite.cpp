@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -379,9 +380,55 @@ bool ended_by_program(sqlite3* db) noexcept {
 }
 
 const char* const transaction_ended_text =
-    "ended the transaction (its own ROLLBACK or COMMIT, or a statement that rolls the transaction back: INSERT OR "
-    "ROLLBACK, ON CONFLICT ROLLBACK, RAISE(ROLLBACK)); a program's code must leave the transaction to the node "
-    "(SAVEPOINT and RELEASE of its own are fine)";
+    "ended the transaction (a statement that rolls the transaction back: INSERT OR ROLLBACK, ON CONFLICT "
+    "ROLLBACK, RAISE(ROLLBACK)); a program's code must leave the transaction to the node (SAVEPOINT and RELEASE "
+    "of its own are fine)";
+
+program_code_guard::program_code_guard(sqlite3* db) noexcept : db_(db) {
+    sqlite3_set_authorizer(db_, &program_code_guard::authorize, this);
+}
+
+program_code_guard::~program_code_guard() {
+    sqlite3_set_authorizer(db_, nullptr, nullptr);
+}
+
+std::string program_code_guard::refusal() const {
+    return "tried " + refused_ +
+           ", which was refused: the transaction is the node's, and holds other publishes of its group commit "
+           "(SAVEPOINT, RELEASE and ROLLBACK TO of savepoints of its own are fine)";
+}
+
+int program_code_guard::authorize(void* p, int action, const char* a3, const char* a4, const char*,
+                                  const char*) noexcept {
+    auto& g = *static_cast<program_code_guard*>(p);
+    try {
+        auto lower = [](const char* s) {
+            std::string out(s ? s : "");
+            for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+            return out;
+        };
+        std::string what;
+        if (action == SQLITE_TRANSACTION) {
+            what = a3 ? a3 : "a transaction statement";  // BEGIN, COMMIT or ROLLBACK
+        } else if (action == SQLITE_SAVEPOINT && a3) {
+            const std::string op(a3), name = lower(a4);
+            if (op == "BEGIN") {
+                g.opened_.push_back(name);
+                return SQLITE_OK;
+            }
+            // RELEASE or ROLLBACK TO: of its own savepoint only (the newest
+            // of that name, as SQLite takes it).
+            if (std::find(g.opened_.begin(), g.opened_.end(), name) != g.opened_.end()) return SQLITE_OK;
+            what = (op == "RELEASE" ? "RELEASE " : "ROLLBACK TO ") + std::string(a4 ? a4 : "");
+        } else {
+            return SQLITE_OK;
+        }
+        if (g.refused_.empty()) g.refused_ = std::move(what);
+    } catch (...) {
+        // Out of memory naming it: refused all the same.
+    }
+    return SQLITE_DENY;
+}
 
 void database::exec(std::string_view sql) {
     char* err = nullptr;

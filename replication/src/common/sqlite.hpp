@@ -58,6 +58,34 @@ bool storage_failed_under(sqlite3* db) noexcept;
 bool ended_by_program(sqlite3* db) noexcept;
 extern const char* const transaction_ended_text;
 
+/// While an embedding program's code runs inside the node's transaction
+/// (publish writes, a transaction, an apply handler): its statements that
+/// would end that transaction or undo the node's savepoints (BEGIN, COMMIT,
+/// ROLLBACK, a RELEASE or ROLLBACK TO of a savepoint it did not open) are
+/// refused when prepared (SQLITE_AUTH, "not authorized"), so that they
+/// cannot take the other jobs of a group commit with them; refused() then
+/// names the first. Savepoints of its own stay allowed. A statement that
+/// rolls back on a conflict (INSERT OR ROLLBACK, RAISE(ROLLBACK)) cannot be
+/// told at prepare time: ended_by_program() still catches it.
+class program_code_guard {
+public:
+    explicit program_code_guard(sqlite3* db) noexcept;
+    ~program_code_guard();
+    program_code_guard(const program_code_guard&) = delete;
+    program_code_guard& operator=(const program_code_guard&) = delete;
+
+    /// The first statement refused ("COMMIT", "RELEASE job"), or "".
+    const std::string& refused() const noexcept { return refused_; }
+    /// refused()'s sentence for an error: what was refused, and why.
+    std::string refusal() const;
+
+private:
+    static int authorize(void* self, int action, const char* a3, const char* a4, const char*, const char*) noexcept;
+    sqlite3* db_;
+    std::string refused_;
+    std::vector<std::string> opened_;  // savepoints the program opened (by name, lower case)
+};
+
 enum class sync_mode { full, off };
 /// read_write: the server's own connection; it holds the data directory's lock
 /// (one process per directory). read_only: status and dump, beside a running

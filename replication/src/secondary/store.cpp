@@ -1,6 +1,7 @@
 #include "store.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 namespace steadfast::secondary {
@@ -66,13 +67,26 @@ std::optional<envelope::rejection> store::apply_one(const envelope::message& m, 
                                          "; nothing of the request is applied",
                                      app::db_apply_failed);
             };
+            // Its COMMIT, ROLLBACK or RELEASE of the node's savepoint is
+            // refused when prepared, and fails the message (retried).
+            std::optional<app::program_code_guard> guard(std::in_place, db_.handle());
+            auto refused = [&](const std::string& detail) {
+                return app::db_error("the application's apply handler on stream " + m.stream + " seq " +
+                                         std::to_string(m.seq) + " " + guard->refusal() + detail +
+                                         "; nothing of the request is applied",
+                                     app::db_apply_failed);
+            };
             try {
                 apply_(db_.handle(), m);
             } catch (const app::db_error& e) {
                 if (app::ended_by_program(db_.handle())) throw ended(std::string(" (it threw: ") + e.what() + ")");
+                if (!guard->refused().empty() && !app::storage_failed_under(db_.handle()))
+                    throw refused(std::string(" (it threw: ") + e.what() + ")");
                 throw;  // SQLite's own failure (a full disk): its code stays
             } catch (const std::exception& e) {
                 if (app::ended_by_program(db_.handle())) throw ended(std::string(" (it threw: ") + e.what() + ")");
+                if (!guard->refused().empty() && !app::storage_failed_under(db_.handle()))
+                    throw refused(std::string(" (it threw: ") + e.what() + ")");
                 // The storage under the handler (a full disk in its own
                 // INSERT) is the storage's failure, with SQLite's code.
                 const int code = app::storage_failed_under(db_.handle()) ? sqlite3_extended_errcode(db_.handle())
@@ -88,6 +102,8 @@ std::optional<envelope::rejection> store::apply_one(const envelope::message& m, 
             // Returned as if nothing happened, with the transaction gone:
             // what this request applied before it went too.
             if (app::ended_by_program(db_.handle())) throw ended("");
+            if (!guard->refused().empty()) throw refused("");
+            guard.reset();  // the node's own statements from here
         }
         pos.last_seq = m.seq;
         pos.max_epoch = std::max(pos.max_epoch, m.epoch);

@@ -104,6 +104,26 @@ void refused_naming(const std::function<void()>& make, std::initializer_list<std
     }
 }
 
+// What the process writes to stderr (the log) meanwhile.
+struct stderr_capture {
+    std::filesystem::path file;
+    int saved = -1;
+    explicit stderr_capture(std::filesystem::path f) : file(std::move(f)) {
+        std::fflush(stderr);
+        saved = ::dup(2);
+        const int fd = ::open(file.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
+        ::dup2(fd, 2);
+        ::close(fd);
+    }
+    std::string finish() {
+        std::fflush(stderr);
+        ::dup2(saved, 2);
+        ::close(saved);
+        std::ifstream in(file);
+        return {std::istreambuf_iterator<char>(in), {}};
+    }
+};
+
 // Holds the primary's database thread with a transaction until release()
 // (or the hold's end): what is started meanwhile waits behind it.
 class database_hold {
@@ -269,9 +289,9 @@ BOOST_FIXTURE_TEST_CASE(transactional_writes_commit_with_the_message_or_not_at_a
                         make_error_code(boost::system::errc::resource_unavailable_try_again), "out of stock");
                 },
                 tok));
-            // Writes that end the node's transaction (their own ROLLBACK,
-            // results ignored) and go on writing: nothing of them is stored,
-            // not even what they wrote after it.
+            // Writes that try to end the node's transaction (their own
+            // ROLLBACK, its refusal ignored) and go on writing: nothing of
+            // them is stored, not even what they wrote after it.
             results.push_back(co_await primary.async_publish_with(
                 "orders", "{\"order\":9}",
                 [](sqlite3* db) {
@@ -285,9 +305,7 @@ BOOST_FIXTURE_TEST_CASE(transactional_writes_commit_with_the_message_or_not_at_a
         asio::detached);
     ioc.run();
     BOOST_TEST_REQUIRE(results.size() == 5u);
-    BOOST_TEST(std::get<0>(results[3]));
-    BOOST_TEST(std::get<0>(results[3]).message().find("ended the transaction") != std::string::npos,
-               std::get<0>(results[3]).message());
+    BOOST_TEST((std::get<0>(results[3]) == publish_error::writes_failed), std::get<0>(results[3]).message());
     results.erase(results.begin() + 3);
     BOOST_TEST(!std::get<0>(results[0]));
     BOOST_TEST(std::get<1>(results[0]) == 1u);
@@ -309,6 +327,86 @@ BOOST_FIXTURE_TEST_CASE(transactional_writes_commit_with_the_message_or_not_at_a
     BOOST_REQUIRE_EQUAL(sqlite3_open((scratch.path / "outbox" / "primary.db").c_str(), &db), SQLITE_OK);
     BOOST_TEST(count_rows(db, "SELECT count(*) FROM orders") == 2);
     BOOST_TEST(count_rows(db, "SELECT sum(id) FROM orders") == 4);
+    sqlite3_close(db);
+}
+
+BOOST_FIXTURE_TEST_CASE(writes_that_would_end_the_transaction_fail_alone, pair_fixture) {
+    // An application's COMMIT, ROLLBACK, BEGIN, or RELEASE / ROLLBACK TO of
+    // the node's savepoint is refused when prepared: its publish fails and
+    // keeps nothing, and the publishes sharing its group commit (held behind
+    // one transaction so that they group) are stored as if it were not there.
+    stderr_capture log_of(scratch.path / "stderr.log");
+    asio::io_context ioc;
+    const std::vector<std::string> endings{"COMMIT", "ROLLBACK", "RELEASE job", "ROLLBACK TO job", "BEGIN", "END"};
+    std::vector<boost::system::error_code> guilty(endings.size() + 1);
+    std::vector<std::pair<boost::system::error_code, std::uint64_t>> innocent;
+    std::vector<std::pair<boost::system::error_code, std::uint64_t>> own_savepoints;
+    {
+        replication::primary_node primary(ioc.get_executor(), pc);
+        database_hold hold(primary);
+        BOOST_REQUIRE(hold.holding());
+        auto plain = [&](std::size_t i) {
+            primary.async_publish(
+                "plain", "{\"n\":" + std::to_string(i) + "}",
+                [&](boost::system::error_code ec, std::uint64_t seq) { innocent.emplace_back(ec, seq); });
+        };
+        for (std::size_t i = 0; i < endings.size(); ++i) {
+            plain(i);
+            primary.async_publish_with(
+                "orders", "{\"bad\":" + std::to_string(i) + "}",
+                [sql = endings[i], i](sqlite3* db) {
+                    exec(db, "INSERT INTO orders VALUES(" + std::to_string(100 + i) + ",'pen')");
+                    exec(db, sql);  // refused: throws
+                },
+                [&guilty, i](boost::system::error_code ec, std::uint64_t) { guilty[i] = ec; });
+        }
+        // One that ignores the refusal and returns as if its COMMIT worked.
+        primary.async_publish_with(
+            "orders", "{\"bad\":\"quiet\"}",
+            [](sqlite3* db) {
+                exec(db, "INSERT INTO orders VALUES(200,'pen')");
+                sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);
+                exec(db, "INSERT INTO orders VALUES(201,'pen')");
+            },
+            [&guilty, n = endings.size()](boost::system::error_code ec, std::uint64_t) { guilty[n] = ec; });
+        // Savepoints of its own are its to release or roll back.
+        primary.async_publish_with(
+            "orders", "{\"good\":1}",
+            [](sqlite3* db) {
+                exec(db,
+                     "SAVEPOINT mine; INSERT INTO orders VALUES(1,'book'); RELEASE mine; SAVEPOINT job; "
+                     "INSERT INTO orders VALUES(2,'undone'); ROLLBACK TO job; RELEASE job");
+            },
+            [&](boost::system::error_code ec, std::uint64_t seq) { own_savepoints.emplace_back(ec, seq); });
+        plain(endings.size());
+        std::this_thread::sleep_for(100ms);  // all queued behind the held transaction: one group
+        hold.release();
+        ioc.run();
+    }
+    const std::string log = log_of.finish();
+    for (std::size_t i = 0; i <= endings.size(); ++i) {
+        const std::string sql = i < endings.size() ? endings[i] : "COMMIT (its refusal ignored)";
+        BOOST_TEST((guilty[i] == publish_error::writes_failed), sql << ": " << guilty[i].message());
+    }
+    for (const auto& e : endings) {
+        const std::string named = e == "END" ? "COMMIT" : e;  // (SQLite's name for it)
+        BOOST_TEST(log.find("tried " + named + ", which was refused") != std::string::npos, e << " in " << log);
+    }
+    BOOST_TEST_REQUIRE(innocent.size() == endings.size() + 1);
+    for (std::size_t i = 0; i < innocent.size(); ++i) {
+        BOOST_TEST(!innocent[i].first, innocent[i].first.message());
+        BOOST_TEST(innocent[i].second == i + 1);
+    }
+    BOOST_TEST_REQUIRE(own_savepoints.size() == 1u);
+    BOOST_TEST(!own_savepoints[0].first, own_savepoints[0].first.message());
+    BOOST_TEST(own_savepoints[0].second == 1u);  // the first of "orders" stored: none of the refused took a seq
+    // The application's rows: only the one its own savepoint kept.
+    sqlite3* db = nullptr;
+    BOOST_REQUIRE_EQUAL(sqlite3_open((scratch.path / "outbox" / "primary.db").c_str(), &db), SQLITE_OK);
+    BOOST_TEST(count_rows(db, "SELECT count(*) FROM orders") == 1);
+    BOOST_TEST(count_rows(db, "SELECT sum(id) FROM orders") == 1);
+    BOOST_TEST(count_rows(db, "SELECT count(*) FROM outbox WHERE stream='plain'") == 7);
+    BOOST_TEST(count_rows(db, "SELECT count(*) FROM outbox WHERE stream='orders'") == 1);
     sqlite3_close(db);
 }
 
@@ -568,26 +666,6 @@ static test::hooked_executor waiting_executor(asio::io_context& ctx, std::atomic
             {}};
 }
 
-// What the process writes to stderr (the log) meanwhile.
-struct stderr_capture {
-    std::filesystem::path file;
-    int saved = -1;
-    explicit stderr_capture(std::filesystem::path f) : file(std::move(f)) {
-        std::fflush(stderr);
-        saved = ::dup(2);
-        const int fd = ::open(file.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
-        ::dup2(fd, 2);
-        ::close(fd);
-    }
-    std::string finish() {
-        std::fflush(stderr);
-        ::dup2(saved, 2);
-        ::close(saved);
-        std::ifstream in(file);
-        return {std::istreambuf_iterator<char>(in), {}};
-    }
-};
-
 BOOST_FIXTURE_TEST_CASE(a_cancellation_after_a_failed_group_completed_the_publish_changes_nothing, pair_fixture) {
     // A publish whose job never ran (a transaction ahead of it in its group
     // ended the node's transaction) completes with the group's error; a
@@ -602,8 +680,15 @@ BOOST_FIXTURE_TEST_CASE(a_cancellation_after_a_failed_group_completed_the_publis
         database_hold hold(primary);
         BOOST_REQUIRE(hold.holding());
         // These two wait together: the next group.
-        primary.async_transaction([](sqlite3* db) { sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr); },
-                                  asio::detached);
+        // (A conflict that rolls back: an explicit ROLLBACK is refused.)
+        primary.async_transaction(
+            [](sqlite3* db) {
+                sqlite3_exec(db,
+                             "CREATE TEMP TABLE k(x PRIMARY KEY); INSERT INTO k VALUES(1); "
+                             "INSERT OR ROLLBACK INTO k VALUES(1)",
+                             nullptr, nullptr, nullptr);
+            },
+            asio::detached);
         asio::cancellation_signal cancel;
         primary.async_publish(
             "s", "{}",

@@ -177,4 +177,45 @@ BOOST_FIXTURE_TEST_CASE(positions_come_in_name_order_pages, fixture) {
     BOOST_TEST(!st->positions_after("", 5).more);
 }
 
+// An apply handler's COMMIT, ROLLBACK, or RELEASE / ROLLBACK TO of a
+// savepoint it did not open is refused when prepared: the message fails
+// (sent again), nothing of the request is applied, and the transaction stays
+// the worker's. Its own savepoints are its to use.
+BOOST_FIXTURE_TEST_CASE(a_handler_cannot_end_the_transaction, fixture) {
+    db->exec("CREATE TABLE kv(k TEXT PRIMARY KEY, v TEXT)");
+    std::string ending;
+    st->set_apply_handler([&](sqlite3* h, const envelope::message& m) {
+        auto run = [h](const std::string& sql) {
+            char* err = nullptr;
+            const int rc = sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &err);
+            std::string what = err ? err : "";
+            sqlite3_free(err);
+            if (rc != SQLITE_OK) throw std::runtime_error(what);
+        };
+        run("SAVEPOINT mine; INSERT INTO kv VALUES('" + m.id + "', '1'); RELEASE mine");
+        if (!ending.empty()) run(ending);
+    });
+    for (const std::string e : {"COMMIT", "ROLLBACK", "RELEASE job", "ROLLBACK TO job", "BEGIN"}) {
+        ending = e;
+        db->exec("BEGIN");
+        db->exec("SAVEPOINT job");  // as the worker runs each job
+        bool keep = true;
+        BOOST_CHECK_EXCEPTION(st->apply(std::get<envelope::decoded>(envelope::decode(one("s", 1, "a"))), keep),
+                              app::db_error, [&](const app::db_error& x) {
+                                  const std::string w = x.what();
+                                  BOOST_TEST(w.find("tried " + e + ", which was refused") != std::string::npos, w);
+                                  return x.code() == app::make_db_error_code(app::db_apply_failed);
+                              });
+        BOOST_TEST(!sqlite3_get_autocommit(db->handle()));  // the worker's transaction is still there
+        db->exec("ROLLBACK TO job");
+        db->exec("RELEASE job");
+        db->exec("ROLLBACK");
+    }
+    ending.clear();
+    BOOST_TEST(apply(one("s", 1, "a")).body == R"({"status":"applied","seq":1})");
+    auto rows = db->prepare("SELECT count(*) FROM kv");
+    BOOST_TEST_REQUIRE(rows.step());
+    BOOST_TEST(rows.column_int(0) == 1);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

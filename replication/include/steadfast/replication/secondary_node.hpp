@@ -70,7 +70,12 @@ struct secondary_config {
 };
 
 /// Runs on the database thread for each message applied, in order per
-/// stream, inside the transaction that records it.
+/// stream, inside the transaction that records it. One thread applies every
+/// stream: a handler that takes long holds up the messages of every stream
+/// behind it. A throw fails the whole request (or JetStream fetch), which is
+/// sent again, the message never skipped. Its BEGIN, COMMIT, ROLLBACK, or
+/// RELEASE / ROLLBACK TO of a savepoint it did not open, is refused
+/// (SQLITE_AUTH) and fails the message the same way.
 using apply_handler = std::function<void(sqlite3* db, const envelope::message& m)>;
 
 class secondary_node {
