@@ -31,6 +31,7 @@ secondary::service_options options_of(const secondary_config& c) {
     if (c.listen.empty() && c.source.empty()) bad("neither listen nor source is set: nothing would arrive");
     if (c.max_body < 1024) bad("max_body must be at least 1024");
     if (c.max_epoch_step == 0) bad("max_epoch_step must be at least 1");
+    if (c.apply_attempts == 0) bad("apply_attempts must be at least 1");
     app::check_tokens(c.tokens, "secondary_config: tokens");
     secondary::service_options o;
     o.listen = c.listen;
@@ -42,6 +43,7 @@ secondary::service_options options_of(const secondary_config& c) {
     o.max_body = c.max_body;
     o.min_free = c.min_free_bytes;
     o.max_epoch_step = c.max_epoch_step;
+    o.apply_attempts = c.apply_attempts;
     if (!c.source.empty()) {
         (void)jetstream::parse_servers(c.source);
         if (!app::valid_nats_name(c.consumer)) bad("consumer must be 1 to 64 characters of A-Z a-z 0-9 _ -");

@@ -30,7 +30,7 @@ service::service(const service_options& o, asio::any_io_executor ex, std::vector
     if (!o.schema.empty()) db_.exec_schema(o.schema, secondary::own_tables, "secondary_config::schema");
     // JetStream's log is written by a primary only: no step there.
     if (o.source.servers.empty()) st_.set_max_epoch_step(o.max_epoch_step);
-    st_.set_apply_handler(std::move(apply));
+    st_.set_apply_handler(std::move(apply), o.apply_attempts);
 }
 
 service::~service() = default;

@@ -36,7 +36,8 @@ struct service_options {
     http::server::options listener;  // --max-connections, --reserved-connections, --header-timeout
     std::uint64_t min_free = 0;      // --min-free-space
     std::uint64_t max_epoch_step = 1000;
-    source_options source;  // --source nats://...: consume from JetStream
+    std::uint32_t apply_attempts = 3;  // the apply handler's, within a request
+    source_options source;             // --source nats://...: consume from JetStream
 };
 
 /// What the owner adds.

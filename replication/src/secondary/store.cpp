@@ -37,6 +37,52 @@ store::position& store::position_of(positions& ps, std::string_view stream) {
     return ps.emplace(stream, p).first->second;
 }
 
+// The application's handler on `m`, once: throws db_error when it fails
+// (db_apply_failed: its own failure, or a statement of its refused or
+// ending the transaction; SQLite's code: the storage's).
+void store::run_handler(const envelope::message& m) {
+    auto ended = [&](const std::string& detail) {
+        return app::db_error("the application's apply handler on stream " + m.stream + " seq " + std::to_string(m.seq) +
+                                 " " + app::transaction_ended_text + detail + "; nothing of the request is applied",
+                             app::db_apply_failed);
+    };
+    // Its COMMIT, ROLLBACK or RELEASE of the node's savepoint is
+    // refused when prepared, and fails the message (retried).
+    std::optional<app::program_code_guard> guard(std::in_place, db_.handle());
+    auto refused = [&](const std::string& detail) {
+        return app::db_error("the application's apply handler on stream " + m.stream + " seq " + std::to_string(m.seq) +
+                                 " " + guard->refusal() + detail + "; nothing of the request is applied",
+                             app::db_apply_failed);
+    };
+    try {
+        apply_(db_.handle(), m);
+    } catch (const app::db_error& e) {
+        if (app::ended_by_program(db_.handle())) throw ended(std::string(" (it threw: ") + e.what() + ")");
+        if (!guard->refused().empty() && !app::storage_failed_under(db_.handle()))
+            throw refused(std::string(" (it threw: ") + e.what() + ")");
+        throw;  // SQLite's own failure (a full disk): its code stays
+    } catch (const std::exception& e) {
+        if (app::ended_by_program(db_.handle())) throw ended(std::string(" (it threw: ") + e.what() + ")");
+        if (!guard->refused().empty() && !app::storage_failed_under(db_.handle()))
+            throw refused(std::string(" (it threw: ") + e.what() + ")");
+        // The storage under the handler (a full disk in its own
+        // INSERT) is the storage's failure, with SQLite's code.
+        const int code =
+            app::storage_failed_under(db_.handle()) ? sqlite3_extended_errcode(db_.handle()) : app::db_apply_failed;
+        throw app::db_error("the application's apply handler failed on stream " + m.stream + " seq " +
+                                std::to_string(m.seq) + ": " + e.what(),
+                            code == SQLITE_OK ? SQLITE_ABORT : code);
+    } catch (...) {
+        throw app::db_error("the application's apply handler failed on stream " + m.stream + " seq " +
+                                std::to_string(m.seq) + " (it threw something not a std::exception)",
+                            app::db_apply_failed);
+    }
+    // Returned as if nothing happened, with the transaction gone:
+    // what this request applied before it went too.
+    if (app::ended_by_program(db_.handle())) throw ended("");
+    if (!guard->refused().empty()) throw refused("");
+}
+
 std::optional<envelope::rejection> store::apply_one(const envelope::message& m, std::uint64_t& fence,
                                                     envelope::apply_status& status, positions& ps) {
     using kind = envelope::rejection::kind;
@@ -61,49 +107,38 @@ std::optional<envelope::rejection> store::apply_one(const envelope::message& m, 
         ins.bind(1, m.stream).bind(2, static_cast<std::int64_t>(m.seq)).bind(3, m.id).bind(4, m.payload);
         ins.step();
         if (apply_) {
-            auto ended = [&](const std::string& detail) {
-                return app::db_error("the application's apply handler on stream " + m.stream + " seq " +
-                                         std::to_string(m.seq) + " " + app::transaction_ended_text + detail +
-                                         "; nothing of the request is applied",
-                                     app::db_apply_failed);
-            };
-            // Its COMMIT, ROLLBACK or RELEASE of the node's savepoint is
-            // refused when prepared, and fails the message (retried).
-            std::optional<app::program_code_guard> guard(std::in_place, db_.handle());
-            auto refused = [&](const std::string& detail) {
-                return app::db_error("the application's apply handler on stream " + m.stream + " seq " +
-                                         std::to_string(m.seq) + " " + guard->refusal() + detail +
-                                         "; nothing of the request is applied",
-                                     app::db_apply_failed);
-            };
-            try {
-                apply_(db_.handle(), m);
-            } catch (const app::db_error& e) {
-                if (app::ended_by_program(db_.handle())) throw ended(std::string(" (it threw: ") + e.what() + ")");
-                if (!guard->refused().empty() && !app::storage_failed_under(db_.handle()))
-                    throw refused(std::string(" (it threw: ") + e.what() + ")");
-                throw;  // SQLite's own failure (a full disk): its code stays
-            } catch (const std::exception& e) {
-                if (app::ended_by_program(db_.handle())) throw ended(std::string(" (it threw: ") + e.what() + ")");
-                if (!guard->refused().empty() && !app::storage_failed_under(db_.handle()))
-                    throw refused(std::string(" (it threw: ") + e.what() + ")");
-                // The storage under the handler (a full disk in its own
-                // INSERT) is the storage's failure, with SQLite's code.
-                const int code = app::storage_failed_under(db_.handle()) ? sqlite3_extended_errcode(db_.handle())
-                                                                         : app::db_apply_failed;
-                throw app::db_error("the application's apply handler failed on stream " + m.stream + " seq " +
-                                        std::to_string(m.seq) + ": " + e.what(),
-                                    code == SQLITE_OK ? SQLITE_ABORT : code);
-            } catch (...) {
-                throw app::db_error("the application's apply handler failed on stream " + m.stream + " seq " +
-                                        std::to_string(m.seq) + " (it threw something not a std::exception)",
-                                    app::db_apply_failed);
+            // A handler that fails (a lock timeout, a hiccup downstream) is
+            // tried again at once, its writes undone, up to apply_attempts
+            // times before the request fails: one transient failure in a
+            // request of thousands would otherwise send all of it again.
+            for (std::uint32_t attempt = 1;; ++attempt) {
+                auto& begin = stmt(sp_begin_, "SAVEPOINT steadfast_apply");
+                begin.reset();
+                begin.step();
+                try {
+                    run_handler(m);
+                } catch (const app::db_error& e) {
+                    const bool whole = !sqlite3_get_autocommit(db_.handle());
+                    if (whole) {
+                        db_.exec("ROLLBACK TO steadfast_apply");
+                        db_.exec("RELEASE steadfast_apply");
+                    }
+                    // Only the handler's own failure, the transaction whole
+                    // (not the storage's, not a stop).
+                    if (whole && e.code() == app::make_db_error_code(app::db_apply_failed)) {
+                        if (attempt < apply_attempts_) continue;
+                        if (attempt > 1)
+                            throw app::db_error(std::string(e.what()) + " (tried " + std::to_string(attempt) +
+                                                    " times in this request)",
+                                                e.code());
+                    }
+                    throw;
+                }
+                auto& release = stmt(sp_release_, "RELEASE steadfast_apply");
+                release.reset();
+                release.step();
+                break;
             }
-            // Returned as if nothing happened, with the transaction gone:
-            // what this request applied before it went too.
-            if (app::ended_by_program(db_.handle())) throw ended("");
-            if (!guard->refused().empty()) throw refused("");
-            guard.reset();  // the node's own statements from here
         }
         pos.last_seq = m.seq;
         pos.max_epoch = std::max(pos.max_epoch, m.epoch);

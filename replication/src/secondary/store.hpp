@@ -42,10 +42,14 @@ public:
 
     /// An application's handler of each message applied (not of duplicates),
     /// in order, inside the transaction that records it: its writes commit
-    /// with the message's seq, or neither does. A throw fails the whole
-    /// request (nothing of it stays; the primary sends it again).
+    /// with the message's seq, or neither does. A throw undoes its writes
+    /// and calls it again at once, `attempts` times in all; then the whole
+    /// request fails (nothing of it stays; the primary sends it again).
     using apply_handler = std::function<void(sqlite3* db, const envelope::message& m)>;
-    void set_apply_handler(apply_handler h) { apply_ = std::move(h); }
+    void set_apply_handler(apply_handler h, std::uint32_t attempts = 3) {
+        apply_ = std::move(h);
+        apply_attempts_ = attempts < 1 ? 1 : attempts;
+    }
 
     /// From any thread: a request being applied, or applied from now on, is
     /// given up before its next message (db_error with db_abandoned; the
@@ -91,12 +95,15 @@ private:
     std::optional<envelope::rejection> apply_one(const envelope::message& m, std::uint64_t& fence,
                                                  envelope::apply_status& status, positions& ps);
     app::statement& stmt(std::optional<app::statement>& s, std::string_view sql);
+    void run_handler(const envelope::message& m);
 
     app::database& db_;
     apply_handler apply_;
+    std::uint32_t apply_attempts_ = 3;
     std::atomic<bool> abandoned_{false};
     std::uint64_t max_epoch_step_ = 0;
-    std::optional<app::statement> sel_page_, sel_stream_, sel_id_, ins_, up_stream_, get_fence_, put_fence_;
+    std::optional<app::statement> sel_page_, sel_stream_, sel_id_, ins_, up_stream_, get_fence_, put_fence_, sp_begin_,
+        sp_release_;
 };
 
 }  // namespace steadfast::secondary

@@ -176,9 +176,20 @@ struct pair_fixture {
     replication::primary_config pc;
 
     pair_fixture() {
+        start_secondary();
+        pc.data = (scratch.path / "outbox").string();
+        pc.fsync = false;
+        pc.ladder = "200ms";
+        pc.max_backoff = 100ms;
+        pc.schema = "CREATE TABLE IF NOT EXISTS orders(id INTEGER PRIMARY KEY, what TEXT)";
+    }
+    // The replica on its store (again: after secondary.reset()), and the
+    // primary's config pointed at it.
+    void start_secondary(std::uint32_t apply_attempts = 3) {
         replication::secondary_config sc;
         sc.data = (scratch.path / "replica").string();
         sc.fsync = false;
+        sc.apply_attempts = apply_attempts;
         sc.schema = "CREATE TABLE IF NOT EXISTS mirror(n INTEGER PRIMARY KEY, stream TEXT, seq INTEGER, payload TEXT)";
         secondary = std::make_unique<replication::secondary_node>(sc, [this](sqlite3* db, const envelope::message& m) {
             exec(db, "INSERT INTO mirror(stream, seq, payload) VALUES('" + m.stream + "'," + std::to_string(m.seq) +
@@ -192,11 +203,6 @@ struct pair_fixture {
             log.payloads[m.stream].push_back(m.payload);
         });
         pc.secondary = "http://127.0.0.1:" + std::to_string(secondary->local_endpoint().port());
-        pc.data = (scratch.path / "outbox").string();
-        pc.fsync = false;
-        pc.ladder = "200ms";
-        pc.max_backoff = 100ms;
-        pc.schema = "CREATE TABLE IF NOT EXISTS orders(id INTEGER PRIMARY KEY, what TEXT)";
     }
 };
 
@@ -941,8 +947,11 @@ BOOST_FIXTURE_TEST_CASE(dead_letters_are_listed_and_requeued_once, pair_fixture)
 }
 
 BOOST_FIXTURE_TEST_CASE(a_failing_handler_is_retried_never_skipped, pair_fixture) {
-    // Seq 3 of a batch of five fails twice after its write: the request's
-    // whole transaction goes (1 and 2 with it), the primary sends it again.
+    // Seq 3 of a batch of five fails twice after its write, one call a
+    // request: the request's whole transaction goes (1 and 2 with it), the
+    // primary sends it again.
+    secondary.reset();
+    start_secondary(1);
     fail_seq = 3;
     fail_next = 2;
     asio::io_context ioc;
@@ -966,6 +975,51 @@ BOOST_FIXTURE_TEST_CASE(a_failing_handler_is_retried_never_skipped, pair_fixture
     // The handler itself saw 1 and 2 again after each rollback (documented).
     std::lock_guard l(log.m);
     BOOST_TEST(log.seqs["f"].size() > 5u);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_handler_failing_now_and_then_is_called_again_within_the_request, pair_fixture) {
+    // With the default three calls: seq 3 fails twice, its writes undone
+    // each time, and the third call applies it in the same request (1 and 2
+    // are not applied again). Then seq 8 fails three times: that request
+    // fails whole and is sent again.
+    fail_seq = 3;
+    fail_next = 2;
+    asio::io_context ioc;
+    replication::primary_node primary(ioc.get_executor(), pc);
+    const auto db_file = scratch.path / "replica" / "secondary.db";
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+            co_await primary.async_publish_batch("f", {"1", "2", "3", "4", "5"}, asio::use_awaitable);
+        },
+        asio::detached);
+    ioc.run();
+    BOOST_TEST_REQUIRE(eventually([&] { return primary.pending() == 0; }));
+    BOOST_TEST(fail_next == 0);
+    {
+        std::lock_guard l(log.m);
+        BOOST_TEST(log.seqs["f"] == (std::vector<std::uint64_t>{1, 2, 3, 4, 5}), boost::test_tools::per_element());
+    }
+    fail_seq = 8;
+    fail_next = 3;
+    ioc.restart();
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+            co_await primary.async_publish_batch("f", {"6", "7", "8", "9"}, asio::use_awaitable);
+        },
+        asio::detached);
+    ioc.run();
+    BOOST_TEST_REQUIRE(eventually([&] { return primary.pending() == 0; }));
+    BOOST_TEST(mirror_rows(db_file) ==
+                   (std::vector<std::string>{"f:1", "f:2", "f:3", "f:4", "f:5", "f:6", "f:7", "f:8", "f:9"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(fail_next == 0);  // three calls on 8 failed: its request failed, and was sent again
+    std::lock_guard l(log.m);
+    const auto& seen = log.seqs["f"];
+    BOOST_TEST_REQUIRE(seen.size() >= 9u);
+    BOOST_TEST(seen[seen.size() - 2] == 8u);
+    BOOST_TEST(seen.back() == 9u);
 }
 
 BOOST_FIXTURE_TEST_CASE(a_secondary_destroyed_mid_batch_gives_it_up_and_gets_it_again, pair_fixture) {

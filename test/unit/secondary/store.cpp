@@ -218,4 +218,57 @@ BOOST_FIXTURE_TEST_CASE(a_handler_cannot_end_the_transaction, fixture) {
     BOOST_TEST(rows.column_int(0) == 1);
 }
 
+// A handler's throw undoes its writes and calls it again at once, up to the
+// attempts set; then the request fails, naming how often it was tried.
+BOOST_FIXTURE_TEST_CASE(a_failing_handler_is_called_again_its_writes_undone, fixture) {
+    db->exec("CREATE TABLE kv(k TEXT, attempt INTEGER)");
+    int fails = 0, calls = 0;
+    auto handler = [&](sqlite3* h, const envelope::message& m) {
+        ++calls;
+        const std::string sql = "INSERT INTO kv VALUES('" + m.id + "', " + std::to_string(calls) + ")";
+        BOOST_REQUIRE(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+        if (fails > 0) {
+            --fails;
+            throw std::runtime_error("not now");
+        }
+    };
+    auto rows = [&] {
+        auto q = db->prepare("SELECT count(*) FROM kv");
+        BOOST_REQUIRE(q.step());
+        return q.column_int(0);
+    };
+    st->set_apply_handler(handler);  // three calls
+    fails = 2;
+    const auto batch = R"({"messages":[)" + one("s", 1, "a") + "," + one("s", 2, "b") + "]}";
+    BOOST_TEST(apply(batch).status == 200u);
+    BOOST_TEST(calls == 4);   // a once, b three times
+    BOOST_TEST(rows() == 2);  // the failed calls' rows are gone
+    auto last = db->prepare("SELECT attempt FROM kv WHERE k='b'");
+    BOOST_REQUIRE(last.step());
+    BOOST_TEST(last.column_int(0) == 4);
+
+    fails = 3;
+    calls = 0;
+    db->exec("BEGIN");
+    bool keep = true;
+    BOOST_CHECK_EXCEPTION(
+        st->apply(std::get<envelope::decoded>(envelope::decode(one("s", 3, "c"))), keep), app::db_error,
+        [](const app::db_error& x) {
+            BOOST_TEST(std::string(x.what()).find("not now (tried 3 times in this request)") != std::string::npos,
+                       x.what());
+            return x.code() == app::make_db_error_code(app::db_apply_failed);
+        });
+    db->exec("ROLLBACK");
+    BOOST_TEST(calls == 3);
+
+    st->set_apply_handler(handler, 1);
+    fails = 1;
+    calls = 0;
+    db->exec("BEGIN");
+    BOOST_CHECK_THROW(st->apply(std::get<envelope::decoded>(envelope::decode(one("s", 3, "c"))), keep), app::db_error);
+    db->exec("ROLLBACK");
+    BOOST_TEST(calls == 1);
+    BOOST_TEST(rows() == 2);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

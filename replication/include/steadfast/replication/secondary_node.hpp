@@ -61,7 +61,11 @@ struct secondary_config {
     std::optional<http::tls_server_options> tls;  // HTTPS on listen
     std::size_t max_body = 1 << 20;
     std::uint64_t max_epoch_step = 1000;  // an epoch further above the fence is refused
-    std::uint64_t min_free_bytes = 0;     // messages are refused (503) below it; 0: off
+    /// The apply handler's calls for one message within a request: a throw
+    /// undoes its writes and calls it again at once, up to this many times,
+    /// before the request fails (and the primary sends it again later).
+    std::uint32_t apply_attempts = 3;
+    std::uint64_t min_free_bytes = 0;  // messages are refused (503) below it; 0: off
     // JetStream instead of (or beside) the listener: the primary's stream,
     // consumed by a durable consumer of this secondary's own name.
     std::string source;  // nats://HOST:PORT[,...] ("": none)
@@ -72,8 +76,10 @@ struct secondary_config {
 /// Runs on the database thread for each message applied, in order per
 /// stream, inside the transaction that records it. One thread applies every
 /// stream: a handler that takes long holds up the messages of every stream
-/// behind it. A throw fails the whole request (or JetStream fetch), which is
-/// sent again, the message never skipped. Its BEGIN, COMMIT, ROLLBACK, or
+/// behind it. A throw undoes its writes and calls it again at once
+/// (secondary_config::apply_attempts in all); then the whole request (or
+/// JetStream fetch) fails and is sent again, the message never skipped. Its
+/// BEGIN, COMMIT, ROLLBACK, or
 /// RELEASE / ROLLBACK TO of a savepoint it did not open, is refused
 /// (SQLITE_AUTH) and fails the message the same way.
 using apply_handler = std::function<void(sqlite3* db, const envelope::message& m)>;
