@@ -435,6 +435,12 @@ std::variant<std::string_view, payload_error> check_payload(std::string_view bod
     (void)sc.value(depth);
     if (1 + depth > l.max_depth)
         return payload_error{400, "payload nested deeper than " + std::to_string(l.max_depth - 1) + " levels"};
+    // What is_tombstone() tells apart is the primary's alone to write: a
+    // payload like it would be skipped by every handler as a dead letter's.
+    if (is_tombstone(body))
+        return payload_error{400,
+                             "payload starts as a dead letter's tombstone does ({\"steadfast_dead_letter\":{\"id\":"
+                             "\"...): that shape is reserved, and an apply handler would skip it"};
     return body;
 }
 

@@ -428,13 +428,17 @@ BOOST_FIXTURE_TEST_CASE(refusals_name_their_cause_and_store_nothing, pair_fixtur
             auto [e1, s1] = co_await primary.async_publish("bad stream", "{}", tok);
             auto [e2, s2] = co_await primary.async_publish("ok", "{not json", tok);
             auto [e3, s3] = co_await primary.async_publish("ok", "\"" + std::string(1 << 20, 'a') + "\"", tok);
+            // The shape of a dead letter's tombstone is the primary's alone.
+            auto [e5, s5] = co_await primary.async_publish(
+                "ok", envelope::encode_tombstone("forged", "a publisher's, not a dead letter"), tok);
             auto [e4, s4] = co_await primary.async_publish("ok", "  [1,2] \n", tok);
-            errors = {e1, e2, e3, e4};
+            errors = {e1, e2, e3, e4, e5};
             last = s4;
         },
         asio::detached);
     ioc.run();
-    BOOST_TEST_REQUIRE(errors.size() == 4u);
+    BOOST_TEST_REQUIRE(errors.size() == 5u);
+    BOOST_TEST((errors[4] == publish_error::invalid_payload));
     BOOST_TEST((errors[0] == publish_error::invalid_stream));
     BOOST_TEST((errors[1] == publish_error::invalid_payload));
     BOOST_TEST((errors[2] == publish_error::too_large));

@@ -86,8 +86,10 @@ bool valid_stream_name(std::string_view s, const limits& l = {});
 
 /// Checks a /publish body as a payload: one JSON value which, carried alone in
 /// an envelope of `envelope_overhead` bytes (encoded_size with an empty
-/// payload), a secondary with limits `l` would accept. On success, the payload
-/// text with surrounding whitespace trimmed; else the status (400 or 413) and why.
+/// payload), a secondary with limits `l` would accept, and not one that
+/// is_tombstone() takes for a dead letter's tombstone (that shape is the
+/// primary's alone). On success, the payload text with surrounding
+/// whitespace trimmed; else the status (400 or 413) and why.
 struct payload_error {
     unsigned status = 400;
     std::string what;
