@@ -125,7 +125,9 @@ private:
             if (!self) co_return;
             // Stopped, or stopped and started again, its emission still on its
             // way: no new check (the new loop makes its own).
-            if (self->runs_.load() != run) break;
+            // (running_ too: a stop() from another thread racing a start()
+            // may count its run before that start() counts its own.)
+            if (self->runs_.load() != run || !self->running_.load()) break;
             auto r = co_await steadfast::retry<Timer>(once, [&self](const attempt_context&) { return self->check_(); });
             ++self->checks_;
             // Only the probe's own stop ends it: a check that failed with
