@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 TARGETS = ["steadfast_unit_tests", "steadfast_threaded_unit_tests", "steadfast_transport_unit_tests",
-           "steadfast_app_unit_tests"]
+           "steadfast_app_unit_tests", "steadfast_db_threaded_tests"]
 KILLED, SURVIVED, NO_APPLY, NO_COMPILE = "killed", "survived", "does-not-apply", "does-not-compile"
 STATUSES = (KILLED, SURVIVED, NO_APPLY, NO_COMPILE)
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
