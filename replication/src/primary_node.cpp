@@ -442,7 +442,7 @@ error_code run_application(app::database& db, const primary_node::transaction_wr
     };
     // Its COMMIT, ROLLBACK or RELEASE of the node's savepoint is refused:
     // it fails alone, not the publishes that share its group commit.
-    const app::program_code_guard guard(db.handle());
+    const app::program_code_guard guard(db, primary::own_tables);
     try {
         fn(db.handle());
     } catch (const std::exception& e) {

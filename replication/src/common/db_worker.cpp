@@ -116,8 +116,8 @@ void db_worker::loop() {
         const char* sql;
         std::optional<statement> s{};
     };
-    prepared_sql begin_sql{"BEGIN IMMEDIATE"}, savepoint_sql{"SAVEPOINT job"}, release_sql{"RELEASE job"},
-        rollback_to_sql{"ROLLBACK TO job"}, commit_sql{"COMMIT"};
+    prepared_sql begin_sql{"BEGIN IMMEDIATE"}, savepoint_sql{"SAVEPOINT steadfast_job"},
+        release_sql{"RELEASE steadfast_job"}, rollback_to_sql{"ROLLBACK TO steadfast_job"}, commit_sql{"COMMIT"};
     auto exec = [this](prepared_sql& p) {
         if (!p.s) p.s.emplace(db_.handle(), p.sql);
         db_.exec(*p.s, p.sql);

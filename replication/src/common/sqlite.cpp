@@ -20,6 +20,11 @@
 
 namespace steadfast::app {
 
+namespace {
+// The connection's one authorizer (database::sql_watch says what it checks).
+int authorize(void* watch, int action, const char* a3, const char* a4, const char*, const char*) noexcept;
+}  // namespace
+
 sync_mode parse_sync(std::string_view s) {
     if (s == "full") return sync_mode::full;
     if (s == "off") return sync_mode::off;
@@ -308,6 +313,8 @@ database::database(const std::string& dir, const std::string& name, const std::s
     // says why that is safe); without, SQLite's own writes are kept, since
     // nothing would flush gathered frames before readers are told of them.
     db_ = open_connection(path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, sync == sync_mode::full);
+    // Once, now: setting an authorizer expires every prepared statement.
+    sqlite3_set_authorizer(db_, &authorize, &watch_);
     try {
         exec("PRAGMA journal_mode=WAL");
         exec(sync == sync_mode::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=OFF");
@@ -384,50 +391,24 @@ const char* const transaction_ended_text =
     "ROLLBACK, RAISE(ROLLBACK)); a program's code must leave the transaction to the node (SAVEPOINT and RELEASE "
     "of its own are fine)";
 
-program_code_guard::program_code_guard(sqlite3* db) noexcept : db_(db) {
-    sqlite3_set_authorizer(db_, &program_code_guard::authorize, this);
+program_code_guard::program_code_guard(database& db, const std::vector<std::string_view>& reserved) noexcept : db_(db) {
+    auto& w = db_.watch();
+    w.what = database::sql_watch::mode::program;
+    w.reserved = &reserved;
+    w.refused.clear();
+    w.why.clear();
 }
 
 program_code_guard::~program_code_guard() {
-    sqlite3_set_authorizer(db_, nullptr, nullptr);
+    db_.watch().what = database::sql_watch::mode::off;
+}
+
+const std::string& program_code_guard::refused() const noexcept {
+    return db_.watch().refused;
 }
 
 std::string program_code_guard::refusal() const {
-    return "tried " + refused_ +
-           ", which was refused: the transaction is the node's, and holds other publishes of its group commit "
-           "(SAVEPOINT, RELEASE and ROLLBACK TO of savepoints of its own are fine)";
-}
-
-int program_code_guard::authorize(void* p, int action, const char* a3, const char* a4, const char*,
-                                  const char*) noexcept {
-    auto& g = *static_cast<program_code_guard*>(p);
-    try {
-        auto lower = [](const char* s) {
-            std::string out(s ? s : "");
-            for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-            return out;
-        };
-        std::string what;
-        if (action == SQLITE_TRANSACTION) {
-            what = a3 ? a3 : "a transaction statement";  // BEGIN, COMMIT or ROLLBACK
-        } else if (action == SQLITE_SAVEPOINT && a3) {
-            const std::string op(a3), name = lower(a4);
-            if (op == "BEGIN") {
-                g.opened_.push_back(name);
-                return SQLITE_OK;
-            }
-            // RELEASE or ROLLBACK TO: of its own savepoint only (the newest
-            // of that name, as SQLite takes it).
-            if (std::find(g.opened_.begin(), g.opened_.end(), name) != g.opened_.end()) return SQLITE_OK;
-            what = (op == "RELEASE" ? "RELEASE " : "ROLLBACK TO ") + std::string(a4 ? a4 : "");
-        } else {
-            return SQLITE_OK;
-        }
-        if (g.refused_.empty()) g.refused_ = std::move(what);
-    } catch (...) {
-        // Out of memory naming it: refused all the same.
-    }
-    return SQLITE_DENY;
+    return "tried " + db_.watch().refused + ", which was refused: " + db_.watch().why;
 }
 
 void database::exec(std::string_view sql) {
@@ -476,31 +457,106 @@ std::string reserved_objects(sqlite3* db, const std::vector<std::string_view>& r
 
 }  // namespace
 
+namespace {
+bool starts_with_name(const char* name, std::string_view prefix) noexcept {
+    if (!name) return false;
+    for (std::size_t i = 0; i < prefix.size(); ++i)
+        if (name[i] == '\0' || std::tolower(static_cast<unsigned char>(name[i])) != prefix[i]) return false;
+    return true;
+}
+
+int authorize(void* p, int action, const char* a3, const char* a4, const char*, const char*) noexcept {
+    auto& w = *static_cast<database::sql_watch*>(p);
+    if (w.what == database::sql_watch::mode::off) return SQLITE_OK;
+    const bool program = w.what == database::sql_watch::mode::program;
+    static constexpr const char* transaction_why =
+        "the transaction is the node's, and holds other publishes of its group commit (savepoints of its own, "
+        "not named steadfast_..., are fine)";
+    try {
+        auto deny = [&](std::string statement, std::string why) {
+            if (w.why.empty()) {
+                w.refused = std::move(statement);
+                w.why = std::move(why);
+            }
+            return SQLITE_DENY;
+        };
+        auto reserved = [&](const char* name) {
+            if (!name || !w.reserved) return false;
+            for (const auto r : *w.reserved)
+                if (same_name(name, r)) return true;
+            return false;
+        };
+        auto table = [&](const char* name) {
+            // (built from a string_view: g++ 12 at -O3 warns falsely of an
+            // overlap when a const char* is copied into a std::string here)
+            const std::string_view n(name);
+            std::string quoted;
+            quoted.reserve(n.size() + 2);
+            quoted.push_back('"');
+            quoted.append(n).push_back('"');
+            return deny("a statement naming " + quoted, quoted + " is one of the node's own tables");
+        };
+        switch (action) {
+            // a3: the object made or dropped, a4: its table (or module)
+            case SQLITE_CREATE_TABLE:
+            case SQLITE_CREATE_TEMP_TABLE:
+            case SQLITE_DROP_TABLE:
+            case SQLITE_DROP_TEMP_TABLE:
+            case SQLITE_CREATE_INDEX:
+            case SQLITE_CREATE_TEMP_INDEX:
+            case SQLITE_DROP_INDEX:
+            case SQLITE_DROP_TEMP_INDEX:
+            case SQLITE_CREATE_TRIGGER:
+            case SQLITE_CREATE_TEMP_TRIGGER:
+            case SQLITE_DROP_TRIGGER:
+            case SQLITE_DROP_TEMP_TRIGGER:
+            case SQLITE_CREATE_VIEW:
+            case SQLITE_CREATE_TEMP_VIEW:
+            case SQLITE_DROP_VIEW:
+            case SQLITE_DROP_TEMP_VIEW:
+            case SQLITE_CREATE_VTABLE:
+            case SQLITE_DROP_VTABLE:
+                if (reserved(a3)) return table(a3);
+                if (reserved(a4)) return table(a4);
+                return SQLITE_OK;
+            case SQLITE_ALTER_TABLE:  // a3: the database, a4: the table
+                return reserved(a4) ? table(a4) : SQLITE_OK;
+            case SQLITE_INSERT:
+            case SQLITE_UPDATE:
+            case SQLITE_DELETE:
+                return reserved(a3) ? table(a3) : SQLITE_OK;
+            case SQLITE_PRAGMA:  // a3: its name, a4: the value set (null: a read)
+                if (a3 && same_name(a3, "writable_schema"))
+                    return deny("PRAGMA writable_schema", "PRAGMA writable_schema is refused");
+                if (program && a3 && a4)
+                    for (const char* setting : {"query_only", "synchronous", "journal_mode", "locking_mode",
+                                                "schema_version", "wal_autocheckpoint", "temp_store"})
+                        if (same_name(a3, setting))
+                            return deny("PRAGMA " + std::string(a3) + "=" + a4, "it changes the node's connection");
+                return SQLITE_OK;
+            case SQLITE_TRANSACTION:  // a3: BEGIN, COMMIT or ROLLBACK
+                return program ? deny(a3 ? a3 : "a transaction statement", transaction_why) : SQLITE_OK;
+            case SQLITE_SAVEPOINT:  // a3: BEGIN, RELEASE or ROLLBACK; a4: the name
+                if (program && a3 && starts_with_name(a4, "steadfast_")) {
+                    const std::string_view op(a3);
+                    return deny(std::string(op == "BEGIN"     ? "SAVEPOINT "
+                                            : op == "RELEASE" ? "RELEASE "
+                                                              : "ROLLBACK TO ") +
+                                    a4,
+                                transaction_why);
+                }
+                return SQLITE_OK;
+            default:
+                return SQLITE_OK;
+        }
+    } catch (...) {
+        return SQLITE_DENY;  // out of memory naming it: refused all the same
+    }
+}
+}  // namespace
+
 void database::exec_schema(std::string_view sql, const std::vector<std::string_view>& reserved,
                            std::string_view setting) {
-    struct guard {
-        const std::vector<std::string_view>& reserved;
-        std::string why;  // what was refused
-        bool named(const char* name) noexcept {
-            if (!name) return false;
-            for (const auto r : reserved)
-                if (same_name(name, r)) {
-                    try {
-                        // (built from a string_view: g++ 12 at -O3 warns falsely of an
-                        // overlap when a const char* is copied into a std::string here)
-                        const std::string_view n(name);
-                        std::string text;
-                        text.reserve(n.size() + 40);
-                        text.push_back('"');
-                        text.append(n).append("\" is one of the node's own tables");
-                        why = std::move(text);
-                    } catch (...) {
-                    }
-                    return true;
-                }
-            return false;
-        }
-    } g{reserved, {}};
     auto refused = [&](const std::string& why) {
         std::string names;
         for (const auto r : reserved) names += (names.empty() ? "" : ", ") + std::string(r);
@@ -508,67 +564,29 @@ void database::exec_schema(std::string_view sql, const std::vector<std::string_v
                                      "); give the application's tables other names");
     };
     // All of it or none: it runs in a savepoint (so no BEGIN or COMMIT of
-    // its own), under an authorizer that refuses what names a reserved
-    // table, and what it changed among them is compared after (a rename to
-    // one, a virtual table of that name).
+    // its own), under the authorizer's schema watch, which refuses what
+    // names a reserved table, and what it changed among them is compared
+    // after (a rename to one, a virtual table of that name).
     const std::string before = reserved_objects(db_, reserved);
     exec("SAVEPOINT steadfast_schema");
     struct undo {
         database& d;
         bool done = false;
         ~undo() {
-            sqlite3_set_authorizer(d.handle(), nullptr, nullptr);
+            d.watch_.what = sql_watch::mode::off;
             if (done) return;
             sqlite3_exec(d.handle(), "ROLLBACK TO steadfast_schema", nullptr, nullptr, nullptr);
             sqlite3_exec(d.handle(), "RELEASE steadfast_schema", nullptr, nullptr, nullptr);
         }
     } u{*this};
-    sqlite3_set_authorizer(
-        db_,
-        [](void* p, int action, const char* a3, const char* a4, const char*, const char*) -> int {
-            auto& watch = *static_cast<guard*>(p);
-            switch (action) {
-                // a3: the object made or dropped, a4: its table (or module)
-                case SQLITE_CREATE_TABLE:
-                case SQLITE_CREATE_TEMP_TABLE:
-                case SQLITE_DROP_TABLE:
-                case SQLITE_DROP_TEMP_TABLE:
-                case SQLITE_CREATE_INDEX:
-                case SQLITE_CREATE_TEMP_INDEX:
-                case SQLITE_DROP_INDEX:
-                case SQLITE_DROP_TEMP_INDEX:
-                case SQLITE_CREATE_TRIGGER:
-                case SQLITE_CREATE_TEMP_TRIGGER:
-                case SQLITE_DROP_TRIGGER:
-                case SQLITE_DROP_TEMP_TRIGGER:
-                case SQLITE_CREATE_VIEW:
-                case SQLITE_CREATE_TEMP_VIEW:
-                case SQLITE_DROP_VIEW:
-                case SQLITE_DROP_TEMP_VIEW:
-                case SQLITE_CREATE_VTABLE:
-                case SQLITE_DROP_VTABLE:
-                    return watch.named(a3) || watch.named(a4) ? SQLITE_DENY : SQLITE_OK;
-                case SQLITE_ALTER_TABLE:  // a3: the database, a4: the table
-                    return watch.named(a4) ? SQLITE_DENY : SQLITE_OK;
-                case SQLITE_INSERT:
-                case SQLITE_UPDATE:
-                case SQLITE_DELETE:
-                    return watch.named(a3) ? SQLITE_DENY : SQLITE_OK;
-                case SQLITE_PRAGMA:
-                    if (a3 && same_name(a3, "writable_schema")) {
-                        watch.why = "PRAGMA writable_schema is refused";
-                        return SQLITE_DENY;
-                    }
-                    return SQLITE_OK;
-                default:
-                    return SQLITE_OK;
-            }
-        },
-        &g);
+    watch_.what = sql_watch::mode::schema;
+    watch_.reserved = &reserved;
+    watch_.refused.clear();
+    watch_.why.clear();
     try {
         exec(sql);
     } catch (const db_error& e) {
-        if (!g.why.empty()) throw refused(g.why);
+        if (!watch_.why.empty()) throw refused(watch_.why);
         // The SQL's own failure (a syntax error, a name taken, a constraint)
         // is a bad setting; anything else (the storage, a lock held too
         // long, an interrupt) stays the database's error.
@@ -585,7 +603,7 @@ void database::exec_schema(std::string_view sql, const std::vector<std::string_v
                 throw;
         }
     }
-    sqlite3_set_authorizer(db_, nullptr, nullptr);
+    watch_.what = sql_watch::mode::off;
     if (const std::string after = reserved_objects(db_, reserved); after != before) {
         // Name what appeared or changed (else what went).
         std::string line;

@@ -58,32 +58,38 @@ bool storage_failed_under(sqlite3* db) noexcept;
 bool ended_by_program(sqlite3* db) noexcept;
 extern const char* const transaction_ended_text;
 
+class database;
+
 /// While an embedding program's code runs inside the node's transaction
-/// (publish writes, a transaction, an apply handler): its statements that
-/// would end that transaction or undo the node's savepoints (BEGIN, COMMIT,
-/// ROLLBACK, a RELEASE or ROLLBACK TO of a savepoint it did not open) are
-/// refused when prepared (SQLITE_AUTH, "not authorized"), so that they
-/// cannot take the other jobs of a group commit with them; refused() then
-/// names the first. Savepoints of its own stay allowed. A statement that
-/// rolls back on a conflict (INSERT OR ROLLBACK, RAISE(ROLLBACK)) cannot be
-/// told at prepare time: ended_by_program() still catches it.
+/// (publish writes, a transaction, an apply handler), its statements are
+/// checked as SQLite prepares them, and refused (SQLITE_AUTH, "not
+/// authorized") when they would end that transaction or undo the node's
+/// savepoints (BEGIN, COMMIT, ROLLBACK; SAVEPOINT, RELEASE or ROLLBACK TO of
+/// a name starting "steadfast_", the node's), touch the node's own tables
+/// (`reserved`: create, alter, drop, index or write one, or a TEMP table or
+/// view shadowing one), or change the connection (PRAGMA query_only,
+/// synchronous, journal_mode, locking_mode, writable_schema, schema_version,
+/// wal_autocheckpoint, temp_store): they cannot take the other jobs of a
+/// group commit with them. refused() names the first. Savepoints of its own
+/// stay allowed. A statement that rolls back on a conflict (INSERT OR
+/// ROLLBACK, RAISE(ROLLBACK)) cannot be told at prepare time:
+/// ended_by_program() still catches it. (The check is the connection's one
+/// authorizer, set once at open: setting one expires every prepared
+/// statement.)
 class program_code_guard {
 public:
-    explicit program_code_guard(sqlite3* db) noexcept;
+    program_code_guard(database& db, const std::vector<std::string_view>& reserved) noexcept;
     ~program_code_guard();
     program_code_guard(const program_code_guard&) = delete;
     program_code_guard& operator=(const program_code_guard&) = delete;
 
-    /// The first statement refused ("COMMIT", "RELEASE job"), or "".
-    const std::string& refused() const noexcept { return refused_; }
+    /// The first statement refused ("COMMIT", "RELEASE steadfast_job"), or "".
+    const std::string& refused() const noexcept;
     /// refused()'s sentence for an error: what was refused, and why.
     std::string refusal() const;
 
 private:
-    static int authorize(void* self, int action, const char* a3, const char* a4, const char*, const char*) noexcept;
-    sqlite3* db_;
-    std::string refused_;
-    std::vector<std::string> opened_;  // savepoints the program opened (by name, lower case)
+    database& db_;
 };
 
 enum class sync_mode { full, off };
@@ -183,8 +189,19 @@ public:
     /// the reading, before reporting success.
     void check_unchanged() const;
 
+    /// What the connection's authorizer checks now (program_code_guard,
+    /// exec_schema): nothing, a schema setting, or a program's code.
+    struct sql_watch {
+        enum class mode { off, schema, program } what = mode::off;
+        const std::vector<std::string_view>* reserved = nullptr;  // the node's own tables
+        std::string refused;                                      // the first statement refused
+        std::string why;                                          // and why
+    };
+    sql_watch& watch() noexcept { return watch_; }
+
 private:
     dir_lock lock_;  // a member: released even when the constructor throws
+    sql_watch watch_;
     sqlite3* db_ = nullptr;
     std::string path_;
     bool created_ = false;

@@ -376,7 +376,7 @@ asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::del
                 continue;
             }
             if (it.what == k::held) continue;
-            db.exec("SAVEPOINT js_message");
+            db.exec("SAVEPOINT steadfast_js_message");
             bool keep = true;
             try {
                 if (it.what == k::fence)
@@ -388,13 +388,13 @@ asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::del
                 // disk): then the savepoint went with it, and the error
                 // thrown is the one to report (db_worker fails the group).
                 if (!sqlite3_get_autocommit(db.handle())) {
-                    db.exec("ROLLBACK TO js_message");
-                    db.exec("RELEASE js_message");
+                    db.exec("ROLLBACK TO steadfast_js_message");
+                    db.exec("RELEASE steadfast_js_message");
                 }
                 throw;
             }
-            if (!keep) db.exec("ROLLBACK TO js_message");
-            db.exec("RELEASE js_message");
+            if (!keep) db.exec("ROLLBACK TO steadfast_js_message");
+            db.exec("RELEASE steadfast_js_message");
         }
         return out;
     };

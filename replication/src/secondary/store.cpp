@@ -48,7 +48,7 @@ void store::run_handler(const envelope::message& m) {
     };
     // Its COMMIT, ROLLBACK or RELEASE of the node's savepoint is
     // refused when prepared, and fails the message (retried).
-    std::optional<app::program_code_guard> guard(std::in_place, db_.handle());
+    std::optional<app::program_code_guard> guard(std::in_place, db_, own_tables);
     auto refused = [&](const std::string& detail) {
         return app::db_error("the application's apply handler on stream " + m.stream + " seq " + std::to_string(m.seq) +
                                  " " + guard->refusal() + detail + "; nothing of the request is applied",

@@ -195,10 +195,10 @@ BOOST_FIXTURE_TEST_CASE(a_handler_cannot_end_the_transaction, fixture) {
         run("SAVEPOINT mine; INSERT INTO kv VALUES('" + m.id + "', '1'); RELEASE mine");
         if (!ending.empty()) run(ending);
     });
-    for (const std::string e : {"COMMIT", "ROLLBACK", "RELEASE job", "ROLLBACK TO job", "BEGIN"}) {
+    for (const std::string e : {"COMMIT", "ROLLBACK", "RELEASE steadfast_job", "ROLLBACK TO steadfast_job", "BEGIN"}) {
         ending = e;
         db->exec("BEGIN");
-        db->exec("SAVEPOINT job");  // as the worker runs each job
+        db->exec("SAVEPOINT steadfast_job");  // as the worker runs each job
         bool keep = true;
         BOOST_CHECK_EXCEPTION(st->apply(std::get<envelope::decoded>(envelope::decode(one("s", 1, "a"))), keep),
                               app::db_error, [&](const app::db_error& x) {
@@ -207,8 +207,8 @@ BOOST_FIXTURE_TEST_CASE(a_handler_cannot_end_the_transaction, fixture) {
                                   return x.code() == app::make_db_error_code(app::db_apply_failed);
                               });
         BOOST_TEST(!sqlite3_get_autocommit(db->handle()));  // the worker's transaction is still there
-        db->exec("ROLLBACK TO job");
-        db->exec("RELEASE job");
+        db->exec("ROLLBACK TO steadfast_job");
+        db->exec("RELEASE steadfast_job");
         db->exec("ROLLBACK");
     }
     ending.clear();
