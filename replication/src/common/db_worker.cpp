@@ -178,8 +178,8 @@ void db_worker::loop() {
                     // nothing happened: the jobs before it went with it
                     // (the catch below fails the group).
                     if (sqlite3_get_autocommit(db_.handle()))
-                        throw db_error(std::string("a job of this group ") + transaction_ended_text +
-                                           "; nothing of the group is stored",
+                        throw db_error(std::string("this job ") + transaction_ended_text +
+                                           "; nothing of its group commit is stored",
                                        db_apply_failed);
                     if (!keep) exec(rollback_to_sql);
                 } catch (const std::exception& e) {
@@ -188,7 +188,15 @@ void db_worker::loop() {
                     // undone, and fails with this error (not with the
                     // missing savepoint's).
                     errors[i] = failure_of(e);
-                    if (sqlite3_get_autocommit(db_.handle())) throw db_error(e.what(), errors[i]->code);
+                    if (sqlite3_get_autocommit(db_.handle())) {
+                        // Ended by the job's own code, not by the storage:
+                        // the other jobs fail for its sake, and say so.
+                        if (errors[i]->code == make_db_error_code(db_apply_failed))
+                            throw db_error(std::string("another job of this group commit ") + transaction_ended_text +
+                                               "; nothing of this job was stored",
+                                           make_db_error_code(db_group_ended));
+                        throw db_error(e.what(), errors[i]->code);
+                    }
                     exec(rollback_to_sql);
                 } catch (...) {
                     // Not a std::exception (an embedding program's throw 42):

@@ -39,6 +39,9 @@ public:
         if (ev == db_job_threw) return "the job failed";
         if (ev == db_apply_failed) return "the application's code failed (it threw, or it ended the transaction)";
         if (ev == db_abandoned) return "the node is stopping: the request was given up";
+        if (ev == db_group_ended)
+            return "another job of its group commit (an application's code) ended the transaction: nothing of this "
+                   "one was stored";
         return sqlite3_errstr(ev);
     }
 };

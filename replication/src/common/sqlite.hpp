@@ -22,12 +22,16 @@ namespace steadfast::app {
 const boost::system::error_category& db_category() noexcept;
 inline constexpr int db_job_threw = 0x10000;  // outside SQLite's codes
 /// An application's code failed, not the storage: its apply handler threw,
-/// or its code ended the transaction (then every job of the group fails
-/// with it). The request is refused and sent again; a publish fails.
+/// or its code ended the transaction (then the other jobs of the group fail
+/// with db_group_ended). The request is refused and sent again; a publish fails.
 inline constexpr int db_apply_failed = 0x10001;
 /// The node is being destroyed: a request being applied was given up
 /// between two messages (nothing of it stays; the primary sends it again).
 inline constexpr int db_abandoned = 0x10002;
+/// Another job of the same group commit (an application's code) ended the
+/// transaction: nothing of this job was stored, through no fault of its own
+/// (a publish fails and may be made again; a request is sent again).
+inline constexpr int db_group_ended = 0x10003;
 inline boost::system::error_code make_db_error_code(int code) noexcept {
     return {code, db_category()};
 }
