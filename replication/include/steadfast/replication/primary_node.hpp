@@ -198,9 +198,11 @@ public:
     /// category, any other category wrapped, to compare with ==; else
     /// publish_error::writes_failed); a failed commit completes with the
     /// database's. The message's seq is not known
-    /// to `writes`. Its BEGIN, COMMIT, ROLLBACK, or RELEASE / ROLLBACK TO of
-    /// a savepoint it did not open, is refused (SQLITE_AUTH): this publish
-    /// fails with writes_failed, the others of its group commit do not.
+    /// to `writes`. Its BEGIN, COMMIT or ROLLBACK, a savepoint named
+    /// steadfast_* (the node's), a statement on the node's own tables and a
+    /// PRAGMA that changes the connection are refused (SQLITE_AUTH; the
+    /// README lists them): this publish fails with writes_failed, the others
+    /// of its group commit do not.
     using transaction_writes = std::function<void(sqlite3* db)>;
     template <class CompletionToken = boost::asio::deferred_t>
     auto async_publish_with(std::string stream, std::string payload, transaction_writes writes,

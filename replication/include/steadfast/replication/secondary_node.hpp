@@ -79,9 +79,10 @@ struct secondary_config {
 /// behind it. A throw undoes its writes and calls it again at once
 /// (secondary_config::apply_attempts in all); then the whole request (or
 /// JetStream fetch) fails and is sent again, the message never skipped. Its
-/// BEGIN, COMMIT, ROLLBACK, or
-/// RELEASE / ROLLBACK TO of a savepoint it did not open, is refused
-/// (SQLITE_AUTH) and fails the message the same way.
+/// BEGIN, COMMIT or ROLLBACK, a savepoint named steadfast_* (the node's), a
+/// statement on the store's own tables and a PRAGMA that changes the
+/// connection are refused (SQLITE_AUTH; the README lists them) and fail the
+/// message the same way.
 using apply_handler = std::function<void(sqlite3* db, const envelope::message& m)>;
 
 class secondary_node {
