@@ -255,9 +255,7 @@ struct primary_node::impl {
     // failure, counted and logged, unless the application's code in its
     // group ended the transaction (then false: the caller says so).
     bool commit_failed(const std::string& subject, const app::db_failure& f) {
-        if (f.code == app::make_db_error_code(app::db_apply_failed) ||
-            f.code == app::make_db_error_code(app::db_group_ended))
-            return false;
+        if (app::application_failed(f.code)) return false;
         health.publish_failed(subject, f.what);
         return true;
     }

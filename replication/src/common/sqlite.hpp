@@ -35,6 +35,12 @@ inline constexpr int db_group_ended = 0x10003;
 inline boost::system::error_code make_db_error_code(int code) noexcept {
     return {code, db_category()};
 }
+/// A failure of an application's code (db_apply_failed, or db_group_ended:
+/// another job's in its group commit), not of the storage: nothing of the
+/// storage's health changes, and what failed is sent or published again.
+inline bool application_failed(const boost::system::error_code& code) noexcept {
+    return code == make_db_error_code(db_apply_failed) || code == make_db_error_code(db_group_ended);
+}
 
 struct db_error : std::runtime_error {
     /// `sqlite_code`: SQLite's result code of the failure (SQLITE_ERROR when

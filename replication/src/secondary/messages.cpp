@@ -43,9 +43,7 @@ std::variant<envelope::decoded, http::response> decode_messages(std::string_view
 http::response answer_of(app::db_result<store::answer>&& result) {
     if (auto e = app::failed(result)) {
         const auto code = result.error().code;
-        const bool not_storage = code == app::make_db_error_code(app::db_apply_failed) ||
-                                 code == app::make_db_error_code(app::db_group_ended) ||
-                                 code == app::make_db_error_code(app::db_abandoned);
+        const bool not_storage = app::application_failed(code) || code == app::make_db_error_code(app::db_abandoned);
         auto r = http::response::error(503, not_storage ? *e + "; nothing applied" : "storage failure: " + *e);
         r.set("Retry-After", "1");
         return r;
@@ -90,8 +88,7 @@ http::router::handler message_routes::messages() const {
         if (auto e = app::failed(result)) {
             if (result.error().code == app::make_db_error_code(app::db_abandoned)) {
                 r.m.reject("stopping");  // the node is being destroyed: sent again
-            } else if (result.error().code == app::make_db_error_code(app::db_apply_failed) ||
-                       result.error().code == app::make_db_error_code(app::db_group_ended)) {
+            } else if (app::application_failed(result.error().code)) {
                 r.m.reject("apply_failed");  // the application's, not the storage's: sent again
             } else {
                 r.health.commit_failed(*e);

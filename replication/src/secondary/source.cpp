@@ -405,8 +405,7 @@ asio::awaitable<void> js_source::apply(std::vector<jetstream::pull_consumer::del
         // the whole fetch waits for it, as it would for the storage.)
         if (result.error().code == app::make_db_error_code(app::db_abandoned)) {
             h_.rejected("stopping");  // the node is being destroyed: delivered again
-        } else if (result.error().code == app::make_db_error_code(app::db_apply_failed) ||
-                   result.error().code == app::make_db_error_code(app::db_group_ended)) {
+        } else if (app::application_failed(result.error().code)) {
             h_.rejected("apply_failed");
             app::log(level::warn, "apply_failed", {{"error", *e}, {"note", "nothing of the fetch applied; nak'd"}});
         } else {

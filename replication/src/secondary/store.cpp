@@ -1,7 +1,6 @@
 #include "store.hpp"
 
 #include <algorithm>
-#include <optional>
 #include <vector>
 
 namespace steadfast::secondary {
@@ -48,22 +47,22 @@ void store::run_handler(const envelope::message& m) {
     };
     // Its COMMIT, ROLLBACK or RELEASE of the node's savepoint is
     // refused when prepared, and fails the message (retried).
-    std::optional<app::program_code_guard> guard(std::in_place, db_, own_tables);
+    const app::program_code_guard guard(db_, own_tables);
     auto refused = [&](const std::string& detail) {
         return app::db_error("the application's apply handler on stream " + m.stream + " seq " + std::to_string(m.seq) +
-                                 " " + guard->refusal() + detail + "; nothing of the request is applied",
+                                 " " + guard.refusal() + detail + "; nothing of the request is applied",
                              app::db_apply_failed);
     };
     try {
         apply_(db_.handle(), m);
     } catch (const app::db_error& e) {
         if (app::ended_by_program(db_.handle())) throw ended(std::string(" (it threw: ") + e.what() + ")");
-        if (!guard->refused().empty() && !app::storage_failed_under(db_.handle()))
+        if (!guard.refused().empty() && !app::storage_failed_under(db_.handle()))
             throw refused(std::string(" (it threw: ") + e.what() + ")");
         throw;  // SQLite's own failure (a full disk): its code stays
     } catch (const std::exception& e) {
         if (app::ended_by_program(db_.handle())) throw ended(std::string(" (it threw: ") + e.what() + ")");
-        if (!guard->refused().empty() && !app::storage_failed_under(db_.handle()))
+        if (!guard.refused().empty() && !app::storage_failed_under(db_.handle()))
             throw refused(std::string(" (it threw: ") + e.what() + ")");
         // The storage under the handler (a full disk in its own
         // INSERT) is the storage's failure, with SQLite's code.
@@ -80,7 +79,7 @@ void store::run_handler(const envelope::message& m) {
     // Returned as if nothing happened, with the transaction gone:
     // what this request applied before it went too.
     if (app::ended_by_program(db_.handle())) throw ended("");
-    if (!guard->refused().empty()) throw refused("");
+    if (!guard.refused().empty()) throw refused("");
 }
 
 std::optional<envelope::rejection> store::apply_one(const envelope::message& m, std::uint64_t& fence,
