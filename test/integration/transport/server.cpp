@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <future>
+#include <steadfast_test/threaded_server.hpp>
 #include <thread>
 
 using namespace std::chrono_literals;
@@ -23,13 +24,9 @@ using asio::ip::tcp;
 
 namespace {
 // A server with a few routes on its own thread.
-struct test_server {
-    asio::io_context ioc;
-    std::optional<http::server> srv;
-    std::uint16_t port = 0;
-    std::thread th;
-
-    explicit test_server(http::server::options o = {}) {
+struct test_server : steadfast_test::threaded_server {
+    explicit test_server(http::server::options o = {}) : threaded_server(routes(), std::move(o)) {}
+    static http::router routes() {
         http::router r;
         r.add("GET", "/hello", [](http::request&) -> asio::awaitable<http::response> {
             co_return http::response::json(200, "{\"hello\":true}");
@@ -45,17 +42,8 @@ struct test_server {
             throw std::runtime_error("handler bug");
             co_return http::response{};
         });
-        srv.emplace(ioc.get_executor(), std::move(r), o);
-        port = srv->listen("127.0.0.1", 0).port();
-        srv->start();
-        th = std::thread([this] { ioc.run(); });
+        return r;
     }
-    void shutdown_and_join() {
-        if (!th.joinable()) return;
-        asio::co_spawn(ioc, srv->shutdown(), [this](std::exception_ptr) { ioc.stop(); });
-        th.join();
-    }
-    ~test_server() { shutdown_and_join(); }
 };
 
 // Writes `bytes` (after `pause`, the rest), then reads until the server closes.

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <list>
+#include <steadfast_test/threaded_server.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,12 +42,9 @@ std::uint64_t digest(const std::string& s) {
 }
 
 // An HTTPS server with GET /hello and POST /echo on its own thread.
-struct tls_server {
-    asio::io_context ioc;
-    std::optional<http::server> srv;
-    std::uint16_t port = 0;
-    std::thread th;
-    explicit tls_server(std::string client_ca = {}) {
+struct tls_server : steadfast_test::threaded_server {
+    explicit tls_server(std::string client_ca = {}) : threaded_server(routes(), options(std::move(client_ca))) {}
+    static http::router routes() {
         http::router r;
         r.add("GET", "/hello", [](http::request&) -> asio::awaitable<http::response> {
             co_return http::response::json(200, "{\"hello\":true}");
@@ -56,16 +54,12 @@ struct tls_server {
             co_return http::response::json(200, "{\"bytes\":" + std::to_string(req.body.size()) +
                                                     ",\"digest\":" + std::to_string(digest(req.body)) + "}");
         });
+        return r;
+    }
+    static http::server::options options(std::string client_ca) {
         http::server::options o;
         o.tls = http::tls_server_options{cert("server.pem"), cert("server.key"), std::move(client_ca)};
-        srv.emplace(ioc.get_executor(), std::move(r), o);
-        port = srv->listen("127.0.0.1", 0).port();
-        srv->start();
-        th = std::thread([this] { ioc.run(); });
-    }
-    ~tls_server() {
-        asio::co_spawn(ioc, srv->shutdown(), [this](std::exception_ptr) { ioc.stop(); });
-        th.join();
+        return o;
     }
 };
 

@@ -261,21 +261,28 @@ BOOST_AUTO_TEST_CASE(slow_and_throwing_checks_are_failures) {
     steadfast::run_virtual(ioc);
 }
 
-BOOST_AUTO_TEST_CASE(check_soon_cuts_one_wait_short) {
+// A probe on virtual time whose check notes when it runs and answers `up`.
+struct noted_checks {
     virtual_time vt;
     asio::io_context ioc;
     bool up = true;
     std::vector<std::int64_t> at;  // each check's time, ms
-    auto check = [&]() -> asio::awaitable<bool> {
-        at.push_back(std::chrono::duration_cast<std::chrono::milliseconds>(vt.now()).count());
-        co_return up;
-    };
+    std::shared_ptr<probe_condition<manual_timer>> probe(const probe_options& o) {
+        auto check = [this]() -> asio::awaitable<bool> {
+            at.push_back(std::chrono::duration_cast<std::chrono::milliseconds>(vt.now()).count());
+            co_return up;
+        };
+        return make_probe<manual_timer>(ioc.get_executor(), "peer", check, o);
+    }
+};
+
+BOOST_FIXTURE_TEST_CASE(check_soon_cuts_one_wait_short, noted_checks) {
     probe_options o;
     o.interval = 1s;
     o.failing_backoff = backoff::fixed(50ms);
     o.failures_to_offline = 2;
     o.initially_online = true;
-    auto p = make_probe<manual_timer>(ioc.get_executor(), "peer", check, o);
+    auto p = probe(o);
     steadfast::run_virtual(ioc, manual_clock::time_point(300ms));
     BOOST_TEST(at == (std::vector<std::int64_t>{0}), boost::test_tools::per_element());
     // The peer fails and the owner saw it: one check at once (twice asked,
@@ -300,17 +307,13 @@ BOOST_AUTO_TEST_CASE(check_soon_cuts_one_wait_short) {
 BOOST_AUTO_TEST_CASE(a_restart_in_one_handler_leaves_one_loop) {
     for (const bool soon_first : {false, true}) {
         BOOST_TEST_CONTEXT("check_soon() before the restart: " << soon_first) {
-            virtual_time vt;
-            asio::io_context ioc;
-            std::vector<std::int64_t> at;  // each check's time, ms
-            auto check = [&]() -> asio::awaitable<bool> {
-                at.push_back(std::chrono::duration_cast<std::chrono::milliseconds>(vt.now()).count());
-                co_return true;
-            };
+            noted_checks n;
+            auto& ioc = n.ioc;
+            const auto& at = n.at;
             probe_options o;
             o.interval = 1s;
             o.initially_online = true;
-            auto p = make_probe<manual_timer>(ioc.get_executor(), "peer", check, o);
+            auto p = n.probe(o);
             steadfast::run_virtual(ioc, manual_clock::time_point(300ms));
             if (soon_first) p->check_soon();
             p->stop();

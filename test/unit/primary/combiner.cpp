@@ -21,6 +21,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <steadfast_test/threaded_server.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,16 +35,14 @@ namespace {
 // with what `answer` says for the streams it carried (200 by default).
 struct fake_secondary {
     using answer_fn = std::function<http::response(const std::vector<std::string>& streams)>;
-    asio::io_context ioc;
-    std::optional<http::server> srv;
-    std::uint16_t port = 0;
-    std::thread th;
     std::mutex m;
     std::vector<std::vector<std::string>> requests;  // the streams of each request, in order
     answer_fn answer = [](const std::vector<std::string>&) { return http::response::json(200, "{}"); };
     std::chrono::milliseconds delay{30};
+    steadfast_test::threaded_server server{routes()};  // last: stopped before the state its routes use
+    const std::uint16_t port = server.port;
 
-    fake_secondary() {
+    http::router routes() {
         http::router r;
         r.add("POST", "/api/messages", [this](http::request& q) -> asio::awaitable<http::response> {
             std::vector<std::string> streams;
@@ -62,14 +61,7 @@ struct fake_secondary {
             std::lock_guard l(m);
             co_return answer(streams);
         });
-        srv.emplace(ioc.get_executor(), std::move(r));
-        port = srv->listen("127.0.0.1", 0).port();
-        srv->start();
-        th = std::thread([this] { ioc.run(); });
-    }
-    ~fake_secondary() {
-        asio::co_spawn(ioc, srv->shutdown(), [this](std::exception_ptr) { ioc.stop(); });
-        th.join();
+        return r;
     }
     std::vector<std::vector<std::string>> seen() {
         std::lock_guard l(m);

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <optional>
 #include <steadfast_test/scratch_dir.hpp>
+#include <steadfast_test/threaded_server.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,16 +33,15 @@ namespace {
 // A secondary stand-in on its own thread, on `port` (0: any): GET /health
 // answers `health` with the instance `instance`; POST /api/messages 200.
 struct fake_secondary {
-    asio::io_context ioc;
-    std::optional<http::server> srv;
-    std::uint16_t port = 0;
-    std::thread th;
     std::mutex m;
     unsigned health = 200;
     std::string instance = "one";
     int posts = 0;
+    steadfast_test::threaded_server server;  // last: stopped before the state its routes use
+    const std::uint16_t port = server.port;
 
-    explicit fake_secondary(std::uint16_t at = 0) {
+    explicit fake_secondary(std::uint16_t at = 0) : server(routes(), {}, at) {}
+    http::router routes() {
         http::router r;
         r.add("GET", "/health", [this](http::request&) -> asio::awaitable<http::response> {
             std::lock_guard l(m);
@@ -54,14 +54,7 @@ struct fake_secondary {
             ++posts;
             co_return http::response::json(200, "{}");
         });
-        srv.emplace(ioc.get_executor(), std::move(r));
-        port = srv->listen("127.0.0.1", at).port();
-        srv->start();
-        th = std::thread([this] { ioc.run(); });
-    }
-    ~fake_secondary() {
-        asio::co_spawn(ioc, srv->shutdown(), [this](std::exception_ptr) { ioc.stop(); });
-        th.join();
+        return r;
     }
     void set(unsigned status, std::string id) {
         std::lock_guard l(m);
