@@ -520,4 +520,89 @@ BOOST_AUTO_TEST_CASE(zero_delay_yields_to_other_work) {
     BOOST_TEST(seen_other_at_attempt_10 >= 5);  // the loop interleaved with the other handler
 }
 
+// stop_in_flight::let_finish: stop-when turning true mid-attempt lets the
+// attempt run to its end (not cancelled: 10 s, not 5), its success is the
+// retry's and any other outcome ends it with `condition`, no sleep after;
+// a sleep is still cut short at once; the caller's cancellation still
+// reaches the attempt. Beside it, the default (cancel) on the same script.
+// Both drivers.
+BOOST_AUTO_TEST_CASE(stop_when_that_lets_the_attempt_finish) {
+    for (auto mode : {stop_in_flight::let_finish, stop_in_flight::cancel}) {
+        for (bool succeeds : {true, false}) {
+            auto stop = std::make_shared<manual_flag>();
+            auto p = retry_policy{}
+                         .with_backoff(backoff::fixed(1h))
+                         .with_stop(stop::max_attempts(3))
+                         .with_stop_when(stop, mode);
+            auto ended = std::make_shared<int>(0);
+            auto attempt = [succeeds, ended](const attempt_context&) -> asio::awaitable<ec_result> {
+                co_await virtual_sleep(10s);
+                ++*ended;
+                if (succeeds) co_return 7;
+                co_return make_error_code(asio::error::connection_refused);
+            };
+            auto both = steadfast_test::run_both(p, attempt, [&](asio::io_context& ioc) {
+                stop->set(false);
+                *ended = 0;
+                auto t = std::make_shared<manual_timer>(ioc, 5s);
+                t->async_wait([t, stop](error_code) { stop->set(true); });
+            });
+            for (int form = 0; form < 2; ++form) {
+                BOOST_TEST_CONTEXT("let_finish " << (mode == stop_in_flight::let_finish) << ", succeeds " << succeeds
+                                                 << ", form " << form) {
+                    BOOST_TEST(both[form].attempts() == 1u);
+                    if (mode == stop_in_flight::let_finish) {
+                        BOOST_TEST(secs(both[form].elapsed()) == 10);  // ran to its end, and no sleep after
+                        BOOST_TEST((both[form].reason() == (succeeds ? stop_reason::success : stop_reason::condition)));
+                        if (succeeds) BOOST_TEST(both[form].value().value() == 7);
+                    } else {
+                        BOOST_TEST(secs(both[form].elapsed()) == 5);  // cut short
+                        BOOST_TEST((both[form].reason() == stop_reason::condition));
+                    }
+                }
+            }
+        }
+    }
+    // A sleep ends at once; an attempt that fails at once is not made again.
+    auto stop = std::make_shared<manual_flag>();
+    auto p = retry_policy{}
+                 .with_backoff(backoff::fixed(1h))
+                 .with_stop(stop::max_attempts(3))
+                 .with_stop_when(stop, stop_in_flight::let_finish);
+    auto both = steadfast_test::run_both(p, failing_until(100), [&](asio::io_context& ioc) {
+        stop->set(false);
+        auto t = std::make_shared<manual_timer>(ioc, 30min);
+        t->async_wait([t, stop](error_code) { stop->set(true); });
+    });
+    for (int form = 0; form < 2; ++form) {
+        BOOST_TEST_CONTEXT("sleep, form " << form) {
+            BOOST_TEST((both[form].reason() == stop_reason::condition));
+            BOOST_TEST(both[form].attempts() == 1u);
+            BOOST_TEST(std::chrono::duration_cast<std::chrono::minutes>(both[form].elapsed()).count() == 30);
+        }
+    }
+    // The caller's cancellation still ends the attempt in flight.
+    virtual_time vt;
+    asio::io_context ioc;
+    asio::cancellation_signal sig;
+    auto hang = [](const attempt_context&) -> asio::awaitable<int> {
+        co_await virtual_sleep(10h);
+        co_return 1;
+    };
+    std::optional<retry_result<int>> out;
+    asio::co_spawn(
+        ioc,
+        steadfast::retry<manual_timer>(p.with_stop_when(std::make_shared<manual_flag>(), stop_in_flight::let_finish),
+                                       hang),
+        asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr, retry_result<int> r) { out = std::move(r); }));
+    manual_timer later(ioc, 3s);
+    later.async_wait([&](error_code) { sig.emit(asio::cancellation_type::terminal); });
+    steadfast::run_virtual(ioc);
+    BOOST_REQUIRE(out.has_value());
+    BOOST_TEST((out->reason() == stop_reason::cancelled));
+    BOOST_TEST(secs(out->elapsed()) == 3);
+    // A value that is not one of the two is refused.
+    BOOST_CHECK_THROW(retry_policy{}.with_stop_when(stop, static_cast<stop_in_flight>(7)), std::invalid_argument);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

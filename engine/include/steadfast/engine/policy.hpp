@@ -73,6 +73,20 @@ retry_hooks combine(retry_hooks a, retry_hooks b);
 /// See retry_policy::with_pushback.
 enum class pushback_rule { stop, wait_it_out };
 
+/// How a stop-when condition meets the attempt in flight (see
+/// retry_policy::with_stop_when).
+enum class stop_in_flight {
+    /// The attempt is cancelled (terminal, partial and total) and the retry
+    /// ends at once. For that, each attempt runs in a coroutine of its own
+    /// with a cancellation signal of its own.
+    cancel,
+    /// The attempt runs to its end and no other starts. It runs inline in
+    /// the retry's coroutine (nothing spawned: cheaper), as without
+    /// stop-when. For an attempt that must not be cut short, or whose own
+    /// I/O ends when the condition turns true (something closes it).
+    let_finish,
+};
+
 class retry_state;
 namespace detail {
 class retry_fsm;
@@ -89,6 +103,7 @@ struct policy_data {
     std::function<classification(const std::exception_ptr&)> exception_classifier_;
     std::shared_ptr<watchable> stop_when_;
     std::shared_ptr<watchable> attempt_when_;
+    stop_in_flight stop_in_flight_ = stop_in_flight::cancel;
     std::shared_ptr<circuit_breaker> breaker_;
     bool wait_out_pushback_ = false;
 };
@@ -123,8 +138,11 @@ public:
     retry_policy with_seed(std::uint64_t seed) const;
     retry_policy with_exception_classifier(std::function<classification(const std::exception_ptr&)> f) const;
     /// The retry ends with stop_reason::condition as soon as `c` is true, also in
-    /// the middle of a sleep or an attempt (the attempt is cancelled).
-    retry_policy with_stop_when(std::shared_ptr<watchable> c) const;
+    /// the middle of a sleep or an attempt: the attempt is cancelled, or with
+    /// stop_in_flight::let_finish runs to its end (its success is the
+    /// retry's: stop_reason::success; any other outcome ends it with
+    /// stop_reason::condition). Replaces an earlier stop-when.
+    retry_policy with_stop_when(std::shared_ptr<watchable> c, stop_in_flight f = stop_in_flight::cancel) const;
     /// No attempt starts while `c` is false; a pending sleep ends early when it
     /// turns true (not a server's Retry-After wait, which is never shortened).
     retry_policy with_attempt_when(std::shared_ptr<watchable> c) const;

@@ -82,8 +82,11 @@ public:
     classification classify(const std::exception_ptr& e) const;
 
     /// Whether an attempt needs a cancellation signal of its own: it has a
-    /// timeout, or a stop-when condition can cut it short.
-    bool watch_attempt() const noexcept { return ctx_.timeout.has_value() || p().stop_when_ != nullptr; }
+    /// timeout, or a stop-when condition can cut it short (not one that
+    /// lets it finish).
+    bool watch_attempt() const noexcept {
+        return ctx_.timeout.has_value() || (p().stop_when_ != nullptr && p().stop_in_flight_ == stop_in_flight::cancel);
+    }
     /// The stop-when condition and the gate, for the driver's subscriptions.
     watchable* stop_when() const noexcept { return p().stop_when_.get(); }
     watchable* gate() const noexcept { return p().attempt_when_.get(); }

@@ -128,9 +128,14 @@ retry_policy retry_policy::with_exception_classifier(std::function<classificatio
     require(static_cast<bool>(f), "with_exception_classifier needs a function");
     return modified([&](auto& d) { d.exception_classifier_ = std::move(f); });
 }
-retry_policy retry_policy::with_stop_when(std::shared_ptr<watchable> c) const {
+retry_policy retry_policy::with_stop_when(std::shared_ptr<watchable> c, stop_in_flight f) const {
     require(c != nullptr, "with_stop_when needs a condition");
-    return modified([&](auto& d) { d.stop_when_ = std::move(c); });
+    require(f == stop_in_flight::cancel || f == stop_in_flight::let_finish,
+            "with_stop_when: stop_in_flight is cancel or let_finish");
+    return modified([&](auto& d) {
+        d.stop_when_ = std::move(c);
+        d.stop_in_flight_ = f;
+    });
 }
 retry_policy retry_policy::with_attempt_when(std::shared_ptr<watchable> c) const {
     require(c != nullptr, "with_attempt_when needs a condition");
