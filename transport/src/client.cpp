@@ -13,7 +13,6 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
-#include <boost/beast/http/span_body.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
 #include <openssl/err.h>
@@ -53,20 +52,46 @@ bool transport_error::refused() const noexcept {
 }
 
 namespace {
-using span_request = bhttp::request<bhttp::span_body<const char>>;
+bool has_line_break(std::string_view s) noexcept {
+    return s.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos;
+}
 
-// The request's header as Beast's serializer writes it (its fields writer:
-// the request line, "name: value" lines in the fields' order, a blank line),
-// in one string. The request then goes out as one gather write of the header
-// and the body from the caller's buffer: Beast's own async_write steps its
+// The request's header, as it goes on the wire: the request line, the
+// caller's fields in their order (a Content-Length or Transfer-Encoding of
+// theirs dropped: the body's own length goes), Host and User-Agent unless
+// the caller set them, the body's length (none for a GET, HEAD, DELETE or
+// TRACE without a body), a blank line. Written straight from `req`, in one
+// string: no Beast message is built (its fields cost an allocation each),
+// and the request then goes out as one gather write of the header and the
+// body from the caller's buffer (Beast's own async_write steps its
 // serializer through views of views of its buffers at every write, which
 // cost the primary's delivery about as much CPU as the send system call
-// itself (perf, one message a request).
-std::string header_text(const span_request& req) {
+// itself: perf, one message a request). Empty when a method, target or
+// field would break the framing (a line break or NUL in it): never sent.
+std::string header_text(const request& req, const client::options& o) {
+    if (req.method.empty() || has_line_break(req.method) || req.method.find(' ') != std::string::npos ||
+        req.target.empty() || has_line_break(req.target) || req.target.find(' ') != std::string::npos)
+        return {};
+    std::size_t size = req.method.size() + req.target.size() + o.host.size() + o.port.size() + o.user_agent.size() + 96;
+    for (const auto& h : req.headers) size += h.name.size() + h.value.size() + 4;
     std::string out;
-    out.reserve(256);
-    out.append(req.method_string()).append(" ").append(req.target()).append(" HTTP/1.1\r\n");
-    for (const auto& f : req) out.append(f.name_string()).append(": ").append(f.value()).append("\r\n");
+    out.reserve(size);
+    out.append(req.method).append(" ").append(req.target).append(" HTTP/1.1\r\n");
+    bool host = false, agent = false;
+    for (const auto& h : req.headers) {
+        if (h.name.empty() || has_line_break(h.name) || h.name.find(':') != std::string::npos ||
+            has_line_break(h.value))
+            return {};
+        if (beast::iequals(h.name, "Content-Length") || beast::iequals(h.name, "Transfer-Encoding")) continue;
+        host = host || beast::iequals(h.name, "Host");
+        agent = agent || beast::iequals(h.name, "User-Agent");
+        out.append(h.name).append(": ").append(h.value).append("\r\n");
+    }
+    if (!host) out.append("Host: ").append(o.host).append(":").append(o.port).append("\r\n");
+    if (!agent) out.append("User-Agent: ").append(o.user_agent).append("\r\n");
+    const std::string_view m = req.method;
+    if (!req.body.empty() || !(m == "GET" || m == "HEAD" || m == "DELETE" || m == "TRACE"))
+        out.append("Content-Length: ").append(std::to_string(req.body.size())).append("\r\n");
     out.append("\r\n");
     return out;
 }
@@ -74,14 +99,13 @@ std::string header_text(const span_request& req) {
 // One HTTP exchange step on either kind of stream.
 template <class Stream>
 asio::awaitable<std::tuple<beast::error_code, std::size_t>> write_request(Stream& s, const std::string& header,
-                                                                          const span_request& req) {
+                                                                          std::string_view body) {
     // A vector, not a std::array of two: asio's write of such an array
     // passes the written header on as an empty first buffer, and Beast's
     // ssl_stream (its flat_stream) then writes that empty buffer alone for a
     // body of 16 KiB or more: zero bytes, which ends the write with the body
     // unsent. A vector's written buffers are dropped.
-    const std::vector<asio::const_buffer> wire{asio::buffer(header),
-                                               asio::buffer(req.body().data(), req.body().size())};
+    const std::vector<asio::const_buffer> wire{asio::buffer(header), asio::buffer(body.data(), body.size())};
     // Everything the socket takes at each write (asio's transfer_all hands
     // it 64 KiB at a time: a 4 MB batch would be 64 system calls).
     auto all_at_once = [](const beast::error_code& ec, std::size_t) -> std::size_t {
@@ -114,7 +138,21 @@ struct client::impl {
     std::optional<beast::ssl_stream<beast::tcp_stream>> tls;
     beast::flat_buffer buffer;
     std::uint64_t opened = 0;
-    bool busy = false;  // a send is in flight
+    bool busy = false;       // a send is in flight
+    bool cancelled = false;  // cancel() was called during it
+
+    void cancel() {
+        if (!busy) return;
+        cancelled = true;
+        resolver.cancel();
+        // Closed, not only cancelled: an operation between two steps of a
+        // composed one (Beast's read, the TLS handshake) when this runs
+        // starts its next step on a closed socket, which fails at once.
+        if (open()) {
+            beast::error_code ignored;
+            lowest().socket().close(ignored);
+        }
+    }
 
     bool open() const noexcept { return plain.has_value() || tls.has_value(); }
     beast::tcp_stream& lowest() { return plain ? *plain : beast::get_lowest_layer(*tls); }
@@ -148,31 +186,35 @@ std::uint64_t client::connections_opened() const noexcept {
 void client::close() {
     impl_->close();
 }
+void client::cancel() {
+    impl_->cancel();
+}
 
 asio::awaitable<outcome> client::send(const request& req) {
     impl& d = *impl_;
     // One request at a time: a second one would interleave on the connection.
     if (d.busy) co_return outcome{transport_error{asio::error::in_progress, phase::connect, false, {}}};
     d.busy = true;
+    d.cancelled = false;
     struct busy_guard {
         impl& d;
-        ~busy_guard() { d.busy = false; }
+        ~busy_guard() {
+            d.busy = false;
+            d.cancelled = false;
+        }
     } guard{d};
-    // The body is sent from req's own buffer (span_body), without a copy.
-    span_request breq;
-    if (auto verb = bhttp::string_to_verb(req.method); verb != bhttp::verb::unknown)
-        breq.method(verb);
-    else
-        breq.method_string(req.method);
-    breq.target(req.target);
-    breq.version(11);
-    for (const auto& h : req.headers) breq.set(h.name, h.value);
-    if (!req.get("Host")) breq.set(bhttp::field::host, d.opts.host + ":" + d.opts.port);
-    if (!req.get("User-Agent")) breq.set(bhttp::field::user_agent, d.opts.user_agent);
-    breq.body() = {req.body.data(), req.body.size()};
-    breq.keep_alive(true);
-    breq.prepare_payload();
-    const std::string header = header_text(breq);
+    // After each step: cancel() was called (the step may have completed
+    // before it, or between two of its parts): the send ends here.
+    auto aborted = [&d](enum phase ph, bool sent) {
+        d.close();
+        return outcome{transport_error{asio::error::operation_aborted, ph, sent, {}}};
+    };
+    // The body is sent from req's own buffer, without a copy.
+    const std::string header = header_text(req, d.opts);
+    if (header.empty())
+        co_return outcome{transport_error{asio::error::invalid_argument, phase::write, false,
+                                          "the request's method, target or a header holds a line break, a NUL, or is "
+                                          "empty: it would not be one HTTP request"}};
     const bool repeatable = is_idempotent_method(req.method) || req.get("Idempotency-Key").has_value();
 
     for (int round = 0;; ++round) {
@@ -180,10 +222,12 @@ asio::awaitable<outcome> client::send(const request& req) {
         if (!reused) {
             auto [rec, results] =
                 co_await d.resolver.async_resolve(d.opts.host, d.opts.port, asio::as_tuple(asio::use_awaitable));
+            if (d.cancelled) co_return aborted(phase::resolve, false);
             if (rec) co_return outcome{transport_error{rec, phase::resolve, false, {}}};
             d.plain.emplace(d.ex);
             d.plain->expires_after(d.opts.connect_timeout);
             auto [cec, ep] = co_await d.plain->async_connect(results, asio::as_tuple(asio::use_awaitable));
+            if (d.cancelled) co_return aborted(phase::connect, false);
             if (cec) {
                 d.close();
                 co_return outcome{transport_error{cec, phase::connect, false, {}}};
@@ -221,6 +265,7 @@ asio::awaitable<outcome> client::send(const request& req) {
                 d.lowest().expires_after(d.opts.connect_timeout);
                 auto [hec] = co_await d.tls->async_handshake(asio::ssl::stream_base::client,
                                                              asio::as_tuple(asio::use_awaitable));
+                if (d.cancelled) co_return aborted(phase::handshake, false);
                 if (hec) {
                     const long verify = SSL_get_verify_result(d.tls->native_handle());
                     std::string why = verify == X509_V_OK ? std::string() : X509_verify_cert_error_string(verify);
@@ -234,10 +279,11 @@ asio::awaitable<outcome> client::send(const request& req) {
         // (No co_await inside ?: : g++ 12 mishandles it; see BUILD-NOTES.)
         std::tuple<beast::error_code, std::size_t> w;
         if (d.tls)
-            w = co_await write_request(*d.tls, header, breq);
+            w = co_await write_request(*d.tls, header, req.body);
         else
-            w = co_await write_request(*d.plain, header, breq);
+            w = co_await write_request(*d.plain, header, req.body);
         auto [wec, written] = w;
+        if (d.cancelled) co_return aborted(phase::write, written > 0);
         if (wec) {
             d.close();
             // A reused connection the server closed while idle: try once on a fresh one.
@@ -255,6 +301,7 @@ asio::awaitable<outcome> client::send(const request& req) {
         else
             r = co_await read_response(*d.plain, d.buffer, parser);
         auto [rec, read] = r;
+        if (d.cancelled) co_return aborted(phase::read, true);
         if (rec) {
             const bool nothing_received = !parser.got_some() && d.buffer.size() == 0;
             d.close();

@@ -49,6 +49,15 @@ void client_pool::close_idle() {
     for (auto* c : free_) c->close();
 }
 
+void client_pool::cancel() {
+    // Out of the queue first: a client given back meanwhile must not go to
+    // a sender that was told to end.
+    std::deque<waiter*> told;
+    told.swap(waiters_);
+    for (waiter* w : told) w->timer.cancel();
+    for (const auto& c : clients_) c->cancel();  // (nothing for an idle one)
+}
+
 client* client_pool::acquire_now() {
     if (free_.empty()) return nullptr;
     client* c = free_.back();  // the most recently used: its connection is the warmest

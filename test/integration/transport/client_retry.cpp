@@ -4,19 +4,25 @@
 #include <steadfast/engine.hpp>
 #include <steadfast/transport/classify.hpp>
 #include <steadfast/transport/client.hpp>
+#include <steadfast/transport/pool.hpp>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
+#include <optional>
 #include <steadfast_test/fault_server.hpp>
 #include <string>
 #include <thread>
+#include <vector>
 
 using namespace std::chrono_literals;
 using namespace steadfast;
@@ -292,6 +298,110 @@ BOOST_AUTO_TEST_CASE(the_requests_on_the_wire) {
         "\r\nUser-Agent: probe/1\r\nContent-Length: " + std::to_string(big.size()) + "\r\n\r\n" + big;
     BOOST_TEST(received.size() == expected.size());
     BOOST_TEST((received == expected));  // (not printed: 300 KB)
+}
+
+// A method, target or header that would break the request's framing (a line
+// break or NUL in it, an empty method or target) is refused before anything
+// is sent or connected: invalid_argument, naming the problem.
+BOOST_AUTO_TEST_CASE(a_request_that_would_break_its_framing_is_never_sent) {
+    fault_server s;
+    std::vector<http::request> bad;
+    bad.push_back(http::request{"POST", "/x", {{"X-A", "1\r\nX-Injected: 2"}}, "{}"});
+    bad.push_back(http::request{"POST", "/x", {{"X-A\n", "1"}}, "{}"});
+    bad.push_back(http::request{"POST", "/x", {{"X:A", "1"}}, "{}"});
+    bad.push_back(http::request{"GET", "/x HTTP/1.0\r\nX: y", {}, {}});
+    bad.push_back(http::request{"", "/x", {}, {}});
+    bad.push_back(http::request{"GET", "", {}, {}});
+    bad.push_back(http::request{"GET", "/x", {{"X-A", std::string("a\0b", 3)}}, {}});
+    for (const auto& req : bad) {
+        asio::io_context ioc;
+        http::client c(ioc.get_executor(), client_opts(s));
+        std::optional<http::outcome> got;
+        asio::co_spawn(ioc, c.send(req), [&](std::exception_ptr, http::outcome o) { got = std::move(o); });
+        ioc.run();
+        BOOST_TEST_REQUIRE(got.has_value());
+        BOOST_TEST_REQUIRE(!got->has_response());
+        BOOST_TEST((got->error().ec == asio::error::invalid_argument));
+        BOOST_TEST(!got->error().request_sent);
+        BOOST_TEST(got->error().detail.find("line break") != std::string::npos);
+        BOOST_TEST(c.connections_opened() == 0u);
+    }
+    BOOST_TEST(s.requests() == 0u);
+}
+
+// client::cancel() ends the send in flight however far it got: waiting for
+// an answer that comes after 3 s (operation_aborted in the read phase, the
+// request sent, not the late answer), or just started (the cancel posted
+// behind the send's first step: nothing sent); the client works after it.
+// A pool's cancel() ends its send in flight and the one waiting for its
+// only client.
+BOOST_AUTO_TEST_CASE(cancel_ends_the_send_in_flight_wherever_it_is) {
+    fault_server s;
+    asio::io_context ioc;
+    http::client c(ioc.get_executor(), client_opts(s) /* read timeout 300 ms: */);
+    http::client::options slow = client_opts(s);
+    slow.read_timeout = 1h;
+    http::client patient(ioc.get_executor(), slow);
+    const http::request req = get();  // (send() keeps a reference: alive until it ends)
+    auto run_one = [&](http::client& cl, bool cancel_at_once) {
+        std::optional<http::outcome> got;
+        asio::co_spawn(ioc, cl.send(req), [&](std::exception_ptr, http::outcome o) { got = std::move(o); });
+        asio::steady_timer t(ioc, 200ms);
+        if (cancel_at_once)
+            asio::post(ioc, [&] { cl.cancel(); });
+        else
+            t.async_wait([&](boost::system::error_code) { cl.cancel(); });
+        ioc.restart();
+        ioc.run();
+        return got;
+    };
+    s.script({step::answer_late(3000ms)});
+    auto late = run_one(patient, false);
+    BOOST_TEST_REQUIRE(late.has_value());
+    BOOST_TEST_REQUIRE(!late->has_response());  // not the answer 3 s later
+    BOOST_TEST((late->error().ec == asio::error::operation_aborted));
+    BOOST_TEST((late->error().phase == http::phase::read));
+    BOOST_TEST(late->error().request_sent);
+
+    auto early = run_one(c, true);
+    BOOST_TEST_REQUIRE(early.has_value());
+    BOOST_TEST_REQUIRE(!early->has_response());
+    BOOST_TEST((early->error().ec == asio::error::operation_aborted));
+    BOOST_TEST(!early->error().request_sent);
+
+    c.cancel();  // nothing in flight: nothing happens
+    auto fine = send(ioc, c, get(), 1);
+    BOOST_TEST(fine.r.ok());
+    BOOST_TEST(fine.r.value().res().body == "ok");
+
+    // A pool of one client: one send in flight, one waiting for the client.
+    http::client_pool pool(ioc.get_executor(), slow, 1);
+    s.script({step::answer_late(3000ms), step::answer_late(3000ms)});
+    std::vector<http::outcome> pooled;
+    for (int i = 0; i < 2; ++i)
+        asio::co_spawn(ioc, pool.send(req),
+                       [&](std::exception_ptr, http::outcome o) { pooled.push_back(std::move(o)); });
+    asio::steady_timer t(ioc, 200ms);
+    t.async_wait([&](boost::system::error_code) {
+        BOOST_TEST(pool.waiting() == 1u);
+        pool.cancel();
+    });
+    ioc.restart();
+    ioc.run();
+    BOOST_TEST_REQUIRE(pooled.size() == 2u);
+    for (const auto& o : pooled) {
+        BOOST_TEST_REQUIRE(!o.has_response());
+        BOOST_TEST((o.error().ec == asio::error::operation_aborted));
+    }
+    // The one in flight had sent its request; the one that waited had not.
+    BOOST_TEST(pooled[0].error().request_sent + pooled[1].error().request_sent == 1);
+    BOOST_TEST(pool.waiting() == 0u);
+    std::optional<http::outcome> after;
+    asio::co_spawn(ioc, pool.send(req), [&](std::exception_ptr, http::outcome o) { after = std::move(o); });
+    ioc.restart();
+    ioc.run();
+    BOOST_TEST_REQUIRE(after.has_value());
+    BOOST_TEST(after->has_response());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

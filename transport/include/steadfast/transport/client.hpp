@@ -101,6 +101,15 @@ public:
     /// Closes the connection (the next send opens a new one).
     void close();
 
+    /// Ends the send in flight, if any, promptly: whatever it waits on (the
+    /// resolver, the connection, the handshake, the write or the read) is
+    /// cancelled, it completes with transport_error{operation_aborted} in
+    /// the phase it was in, and the connection is closed. For a caller that
+    /// cannot reach the send's own cancellation slot (something watching a
+    /// shutdown, say). Call it on the client's executor; with no send in
+    /// flight it does nothing, and a send after it works as usual.
+    void cancel();
+
     const options& settings() const noexcept;
     /// TCP connections opened so far (for tests and metrics).
     std::uint64_t connections_opened() const noexcept;

@@ -37,6 +37,10 @@ public:
     std::uint64_t connections_opened() const noexcept;
     /// Closes every idle connection.
     void close_idle();
+    /// Ends every send in flight (client::cancel()) and every one waiting
+    /// for a client: each completes with transport_error{operation_aborted}.
+    /// Sends after it work as usual. On the pool's executor.
+    void cancel();
 
 private:
     struct waiter;
