@@ -29,7 +29,11 @@ struct combiner::part {
 };
 
 combiner::combiner(asio::any_io_executor ex, http::client_pool& pool, limits l, request_maker make, cond stop)
-    : ex_(std::move(ex)), pool_(pool), limits_(l), make_(std::move(make)), stop_(std::move(stop)) {}
+    : ex_(std::move(ex)), pool_(pool), limits_(l), make_(std::move(make)), stop_(std::move(stop)) {
+    stop_->subscribe(stop_sub_, [this](bool v) {
+        if (v) pool_.cancel();
+    });
+}
 
 asio::awaitable<http::outcome> combiner::send(std::string_view stream, std::string_view list, std::size_t count,
                                               std::string_view key) {

@@ -53,7 +53,10 @@ public:
     using request_maker = std::function<http::request(std::string body, std::string key)>;
 
     /// Requests go through `pool` (which must outlive this), on executor `ex`.
-    /// `stop` ends the waits of every send (shutdown, demotion).
+    /// `stop` ends every send (shutdown, demotion): its wait in the queue, and
+    /// the request in flight (the pool's sends are cancelled), so that the
+    /// quick retries around a send need not cancel it themselves
+    /// (stop_in_flight::let_finish: no coroutine of its own per attempt).
     combiner(boost::asio::any_io_executor ex, http::client_pool& pool, limits l, request_maker make, cond stop);
     combiner(const combiner&) = delete;
     combiner& operator=(const combiner&) = delete;
@@ -94,6 +97,7 @@ private:
     limits limits_;
     request_maker make_;
     cond stop_;
+    watchable::subscription stop_sub_;           // stop_ turning true cancels the pool's sends
     std::set<std::string, std::less<>> proven_;  // streams that share requests (judge())
     std::deque<part_ptr> queue_;
     std::size_t queued_bytes_ = 0, queued_messages_ = 0, queued_alone_ = 0;

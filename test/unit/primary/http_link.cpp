@@ -11,8 +11,10 @@
 #include <steadfast/replication/conditions.hpp>
 #include <steadfast/transport/server.hpp>
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_future.hpp>
 #include <boost/test/unit_test.hpp>
 
@@ -37,7 +39,8 @@ struct fake_secondary {
     unsigned health = 200;
     std::string instance = "one";
     int posts = 0;
-    steadfast_test::threaded_server server;  // last: stopped before the state its routes use
+    std::chrono::milliseconds post_delay{0};  // before each POST's answer
+    steadfast_test::threaded_server server;   // last: stopped before the state its routes use
     const std::uint16_t port = server.port;
 
     explicit fake_secondary(std::uint16_t at = 0) : server(routes(), {}, at) {}
@@ -50,8 +53,16 @@ struct fake_secondary {
             co_return res;
         });
         r.add("POST", "/api/messages", [this](http::request&) -> asio::awaitable<http::response> {
-            std::lock_guard l(m);
-            ++posts;
+            std::chrono::milliseconds delay;
+            {
+                std::lock_guard l(m);
+                ++posts;
+                delay = post_delay;
+            }
+            if (delay.count() > 0) {
+                asio::steady_timer t(co_await asio::this_coro::executor, delay);
+                co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+            }
             co_return http::response::json(200, "{}");
         });
         return r;
@@ -89,6 +100,7 @@ struct fixture {
     std::vector<std::string> tokens;
     replication::primary_config o;
     std::optional<recording_host> host;
+    std::shared_ptr<flag> stop_flag;  // the link's stop (shutdown, demotion)
     std::optional<primary::link_env> env;
     std::unique_ptr<primary::link> link;
 
@@ -108,7 +120,8 @@ struct fixture {
     primary::link& to(std::uint16_t port) {
         if (!link) {
             o.secondary = "http://127.0.0.1:" + std::to_string(port);
-            env.emplace(primary::link_env{o, ioc.get_executor(), *out, *worker, make_flag(ioc.get_executor(), "stop"),
+            stop_flag = make_flag(ioc.get_executor(), "stop");
+            env.emplace(primary::link_env{o, ioc.get_executor(), *out, *worker, stop_flag,
                                           make_demoted(ioc.get_executor(), 0), tokens, m});
             link = primary::make_link(*env, *host);
         }
@@ -231,6 +244,32 @@ BOOST_FIXTURE_TEST_CASE(a_new_instance_wakes_the_ladder_only_after_a_refused_sen
     sec->set(200, "four");
     BOOST_TEST(check());
     BOOST_TEST(host->retried.size() == 1u);
+}
+
+// Shutdown or demotion (the link's stop) ends a send in flight to a
+// secondary that takes 3 s to answer, with the quick retries' policy as the
+// primary builds it (the link lets an attempt finish: the combiner cancels
+// the request). Nothing else would end it before the answer (the attempt
+// timeout is an hour): a send that ends within 2 s of a stop at 0.2 s was
+// cut short, one that waited for the answer took 3 s.
+BOOST_FIXTURE_TEST_CASE(a_stop_ends_a_send_in_flight, fixture) {
+    fake_secondary sec;
+    sec.post_delay = 3s;
+    o.attempt_timeout = 1h;
+    to(sec.port);
+    const auto quick = link->quick(retry_policy{}.with_stop(stop::max_attempts(3)).with_stop_when(env->stop));
+    std::vector<primary::pending_message> batch{{1, "id-1", R"({"n":1})", 0}};
+    std::chrono::nanoseconds server_wait{0};
+    asio::steady_timer later(ioc, 200ms);
+    later.async_wait([this](boost::system::error_code) { stop_flag->set(); });
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto d = run(link->send("s", batch, quick, server_wait));
+    const auto took = std::chrono::steady_clock::now() - t0;
+    BOOST_TEST((d.what == primary::verdict::stop));
+    BOOST_TEST(took < 2s, "the send ended after " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                                                  << " ms: it waited for the answer");
+    std::lock_guard l(sec.m);
+    BOOST_TEST(sec.posts == 1);  // sent once, not again after the stop
 }
 
 BOOST_AUTO_TEST_SUITE_END()
