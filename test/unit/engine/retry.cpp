@@ -523,17 +523,20 @@ BOOST_AUTO_TEST_CASE(zero_delay_yields_to_other_work) {
 // stop_in_flight::let_finish: stop-when turning true mid-attempt lets the
 // attempt run to its end (not cancelled: 10 s, not 5), its success is the
 // retry's and any other outcome ends it with `condition`, no sleep after;
-// a sleep is still cut short at once; the caller's cancellation still
-// reaches the attempt. Beside it, the default (cancel) on the same script.
-// Both drivers.
+// also when the attempt has a timeout of its own (watched for it: found by
+// a review); a sleep is still cut short at once; the caller's cancellation
+// still reaches the attempt. Beside it, the default (cancel) on the same
+// script. Both drivers.
 BOOST_AUTO_TEST_CASE(stop_when_that_lets_the_attempt_finish) {
     for (auto mode : {stop_in_flight::let_finish, stop_in_flight::cancel}) {
-        for (bool succeeds : {true, false}) {
+        for (int shape = 0; shape < 3; ++shape) {
+            const bool succeeds = shape != 1, timed = shape == 2;
             auto stop = std::make_shared<manual_flag>();
             auto p = retry_policy{}
                          .with_backoff(backoff::fixed(1h))
                          .with_stop(stop::max_attempts(3))
                          .with_stop_when(stop, mode);
+            if (timed) p = p.with_attempt_timeout(1h);
             auto ended = std::make_shared<int>(0);
             auto attempt = [succeeds, ended](const attempt_context&) -> asio::awaitable<ec_result> {
                 co_await virtual_sleep(10s);
@@ -549,7 +552,7 @@ BOOST_AUTO_TEST_CASE(stop_when_that_lets_the_attempt_finish) {
             });
             for (int form = 0; form < 2; ++form) {
                 BOOST_TEST_CONTEXT("let_finish " << (mode == stop_in_flight::let_finish) << ", succeeds " << succeeds
-                                                 << ", form " << form) {
+                                                 << ", timed " << timed << ", form " << form) {
                     BOOST_TEST(both[form].attempts() == 1u);
                     if (mode == stop_in_flight::let_finish) {
                         BOOST_TEST(secs(both[form].elapsed()) == 10);  // ran to its end, and no sleep after

@@ -199,7 +199,7 @@ void subscribe_stop(stop_wake<T>& w, watchable::subscription& sub) {
 
 // Arms the watch (see detail/attempt_watch.hpp) for the attempt the FSM is
 // about to start, leasing one on first use: its timeout and its stop-when
-// condition (through `wake`) emit on its signal, and so does the caller's
+// condition (through `wake`, unless it lets the attempt finish) emit on its signal, and so does the caller's
 // cancellation, through a forwarder on `caller` (the slot the driver's own
 // cancellation state hands to children).
 template <class Timer, class T>
@@ -211,7 +211,9 @@ void arm_watch(retry_fsm& fsm, std::shared_ptr<attempt_watch<Timer>>& watch, con
     w.attempt = ctx.number;
     w.timed_out = false;
     if (ctx.timeout) w.service->add(w, saturating_deadline(Timer::clock_type::now(), *ctx.timeout), ctx.number);
-    wake.attempt = &w.signal;
+    // (Watched for its timeout alone, the attempt is not cut short by a
+    // stop-when that lets it finish.)
+    wake.attempt = fsm.stop_cancels_attempt() ? &w.signal : nullptr;
     if (caller.is_connected())
         caller.assign([sig = &w.signal](boost::asio::cancellation_type type) { sig->emit(type); });
 }
