@@ -56,41 +56,53 @@ bool has_line_break(std::string_view s) noexcept {
     return s.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos;
 }
 
-// The request's header, as it goes on the wire: the request line, the
-// caller's fields in their order (a Content-Length or Transfer-Encoding of
-// theirs dropped: the body's own length goes), Host and User-Agent unless
-// the caller set them, the body's length (none for a GET, HEAD, DELETE or
-// TRACE without a body), a blank line. Written straight from `req`, in one
-// string: no Beast message is built (its fields cost an allocation each),
-// and the request then goes out as one gather write of the header and the
+// The request's header, as it goes on the wire, as Beast's serializer wrote
+// it for the message the client used to build (set() for each field, then
+// keep_alive(true) and prepare_payload()): the request line, the caller's
+// fields in their order (of two with one name, the later; a Content-Length
+// or Transfer-Encoding of theirs dropped, the body's own length goes; a
+// "Connection: close" dropped, the connection is kept), Host and User-Agent
+// unless the caller set them, the body's length (for an empty body, only
+// with OPTIONS, PUT or POST), a blank line. Written straight from `req`, in
+// one string: no Beast message is built (its fields cost an allocation
+// each). The request then goes out as one gather write of the header and the
 // body from the caller's buffer (Beast's own async_write steps its
 // serializer through views of views of its buffers at every write, which
 // cost the primary's delivery about as much CPU as the send system call
-// itself: perf, one message a request). Empty when a method, target or
-// field would break the framing (a line break or NUL in it): never sent.
+// itself: perf, one message a request). Empty when the request could not be
+// one HTTP request (a line break or NUL in the method, the target or a
+// field, a space in the method or the target, an empty one, a TRACE with a
+// body): never sent.
 std::string header_text(const request& req, const client::options& o) {
-    if (req.method.empty() || has_line_break(req.method) || req.method.find(' ') != std::string::npos ||
-        req.target.empty() || has_line_break(req.target) || req.target.find(' ') != std::string::npos)
+    const std::string_view m = req.method;
+    if (m.empty() || has_line_break(m) || m.find(' ') != std::string_view::npos || req.target.empty() ||
+        has_line_break(req.target) || req.target.find(' ') != std::string::npos || (m == "TRACE" && !req.body.empty()))
         return {};
-    std::size_t size = req.method.size() + req.target.size() + o.host.size() + o.port.size() + o.user_agent.size() + 96;
+    std::size_t size = m.size() + req.target.size() + o.host.size() + o.port.size() + o.user_agent.size() + 96;
     for (const auto& h : req.headers) size += h.name.size() + h.value.size() + 4;
     std::string out;
     out.reserve(size);
-    out.append(req.method).append(" ").append(req.target).append(" HTTP/1.1\r\n");
+    out.append(m).append(" ").append(req.target).append(" HTTP/1.1\r\n");
     bool host = false, agent = false;
-    for (const auto& h : req.headers) {
+    const auto& hs = req.headers;
+    for (std::size_t i = 0; i < hs.size(); ++i) {
+        const header& h = hs[i];
         if (h.name.empty() || has_line_break(h.name) || h.name.find(':') != std::string::npos ||
             has_line_break(h.value))
             return {};
-        if (beast::iequals(h.name, "Content-Length") || beast::iequals(h.name, "Transfer-Encoding")) continue;
+        if (beast::iequals(h.name, "Content-Length") || beast::iequals(h.name, "Transfer-Encoding") ||
+            (beast::iequals(h.name, "Connection") && beast::iequals(h.value, "close")))
+            continue;
+        bool later = false;  // set() again further on: that one stands
+        for (std::size_t j = i + 1; j < hs.size() && !later; ++j) later = beast::iequals(hs[j].name, h.name);
+        if (later) continue;
         host = host || beast::iequals(h.name, "Host");
         agent = agent || beast::iequals(h.name, "User-Agent");
         out.append(h.name).append(": ").append(h.value).append("\r\n");
     }
     if (!host) out.append("Host: ").append(o.host).append(":").append(o.port).append("\r\n");
     if (!agent) out.append("User-Agent: ").append(o.user_agent).append("\r\n");
-    const std::string_view m = req.method;
-    if (!req.body.empty() || !(m == "GET" || m == "HEAD" || m == "DELETE" || m == "TRACE"))
+    if (!req.body.empty() || m == "OPTIONS" || m == "PUT" || m == "POST")
         out.append("Content-Length: ").append(std::to_string(req.body.size())).append("\r\n");
     out.append("\r\n");
     return out;
@@ -213,8 +225,9 @@ asio::awaitable<outcome> client::send(const request& req) {
     const std::string header = header_text(req, d.opts);
     if (header.empty())
         co_return outcome{transport_error{asio::error::invalid_argument, phase::write, false,
-                                          "the request's method, target or a header holds a line break, a NUL, or is "
-                                          "empty: it would not be one HTTP request"}};
+                                          "the request's method, target or a header holds a line break, a NUL or "
+                                          "(method, target) a space, or is empty, or a TRACE has a body: it would "
+                                          "not be one HTTP request"}};
     const bool repeatable = is_idempotent_method(req.method) || req.get("Idempotency-Key").has_value();
 
     for (int round = 0;; ++round) {

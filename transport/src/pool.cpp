@@ -50,6 +50,7 @@ void client_pool::close_idle() {
 }
 
 void client_pool::cancel() {
+    ++cancels_;  // (a waiter already handed a client, not yet resumed, sees it)
     // Out of the queue first: a client given back meanwhile must not go to
     // a sender that was told to end.
     std::deque<waiter*> told;
@@ -81,9 +82,13 @@ asio::awaitable<outcome> client_pool::send(const request& req) {
     if (!c) {
         waiter w{*this, asio::steady_timer(ex_, asio::steady_timer::time_point::max())};
         waiters_.push_back(&w);
+        const std::uint64_t cancels = cancels_;
         co_await w.timer.async_wait(asio::as_tuple(asio::use_awaitable));
-        // Cancelled while waiting: w leaves the queue as it goes.
-        if (!w.granted) co_return outcome{transport_error{asio::error::operation_aborted, phase::connect, false, {}}};
+        // Cancelled while waiting (its own cancellation, or the pool's, even
+        // after a client was handed to it): w leaves the queue, and gives
+        // back a client it was handed, as it goes.
+        if (!w.granted || cancels_ != cancels)
+            co_return outcome{transport_error{asio::error::operation_aborted, phase::connect, false, {}}};
         w.used = true;
         c = w.granted;
     }

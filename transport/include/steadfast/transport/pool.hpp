@@ -10,6 +10,7 @@
 #include <boost/asio/awaitable.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <vector>
@@ -51,6 +52,7 @@ private:
     std::vector<std::unique_ptr<client>> clients_;
     std::vector<client*> free_;
     std::deque<waiter*> waiters_;
+    std::uint64_t cancels_ = 0;  // cancel()s so far: a waiter handed a client before one does not send
 };
 
 }  // namespace steadfast::http
