@@ -37,6 +37,8 @@ combiner::combiner(asio::any_io_executor ex, http::client_pool& pool, limits l, 
 
 asio::awaitable<http::outcome> combiner::send(std::string_view stream, std::string_view list, std::size_t count,
                                               std::string_view key) {
+    // Stopped already: nothing goes (the stop's cancel of the pool came before).
+    if (stop_.value()) co_return http::outcome{http::transport_error{asio::error::operation_aborted}};
     const bool shares = proven_.find(stream) != proven_.end();
     if (queue_.empty() && senders_ < pool_.size() && (senders_ == 0 || !shares)) {
         // By itself, at once, from here: nothing is in flight, or the stream
