@@ -225,4 +225,13 @@ BOOST_FIXTURE_TEST_CASE(a_stop_ends_the_waiting_sends_and_the_one_in_flight, one
     BOOST_TEST(sec.seen().size() == 1u);  // nothing was sent after the stop
 }
 
+// A send after the stop goes nowhere: the stop's cancel of the pool is past.
+BOOST_FIXTURE_TEST_CASE(a_send_after_the_stop_goes_nowhere, fixture) {
+    stop->set();
+    auto got = send_all({"s0"}, 1);
+    BOOST_TEST_REQUIRE(got.size() == 1u);
+    BOOST_TEST((!got["s0"].has_response() && got["s0"].error().ec == asio::error::operation_aborted));
+    BOOST_TEST(sec.seen().empty());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

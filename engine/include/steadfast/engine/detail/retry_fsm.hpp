@@ -89,9 +89,7 @@ public:
     }
     /// Whether stop-when turning true cancels the attempt in flight (not
     /// stop_in_flight::let_finish: then only a timeout or the caller does).
-    bool stop_cancels_attempt() const noexcept {
-        return p().stop_when_ != nullptr && p().stop_in_flight_ == stop_in_flight::cancel;
-    }
+    bool stop_cancels_attempt() const noexcept;
     /// The stop-when condition and the gate, for the driver's subscriptions.
     watchable* stop_when() const noexcept { return p().stop_when_.get(); }
     watchable* gate() const noexcept { return p().attempt_when_.get(); }

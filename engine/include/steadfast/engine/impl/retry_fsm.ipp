@@ -26,6 +26,10 @@ retry_summary retry_fsm::summary() const noexcept {
     return {reason_, state_.attempts(), elapsed_, previous_.how_.ec};
 }
 
+bool retry_fsm::stop_cancels_attempt() const noexcept {
+    return p().stop_when_ != nullptr && p().stop_in_flight_ == stop_in_flight::cancel;
+}
+
 bool retry_fsm::stop_requested() const noexcept {
     return p().stop_when_ && (stop_fired_ || p().stop_when_->value());
 }
