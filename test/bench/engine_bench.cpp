@@ -6,7 +6,10 @@
 //                       write and read over a local socket pair); goal <= 1.15;
 //                       and with a stop-when condition and an attempt timeout
 //                       set (the attempt's own cancellation signal, a timer
-//                       wait, a subscription); goal <= 1.25
+//                       wait, a subscription); goal <= 1.25; and with a
+//                       stop-when alone, cancelling the attempt (spawned) or
+//                       letting it finish (stop_in_flight::let_finish:
+//                       inline), heap allocations a call for each
 //  breaker_overhead_socket  the same local-socket operation behind a closed
 //                       circuit_breaker (a permit asked for and told the
 //                       outcome): goal <= 1.05x the bare operation; and a
@@ -122,9 +125,11 @@ BENCHMARK(retry_overhead)->Iterations(200)->Unit(benchmark::kMillisecond);
 void retry_overhead_socket(benchmark::State& state) {
     const auto policy = steadfast::retry_policy{};
     const auto guarded = policy.with_stop_when(std::make_shared<never_true>()).with_attempt_timeout(10s);
+    const auto stopping = policy.with_stop_when(std::make_shared<never_true>());
+    const auto finishing = policy.with_stop_when(std::make_shared<never_true>(), steadfast::stop_in_flight::let_finish);
     constexpr int batch = 500;
-    double bare_ns = 0, retry_ns = 0, guarded_ns = 0, async_ns = 0;
-    long long batches = 0;
+    double bare_ns = 0, retry_ns = 0, guarded_ns = 0, async_ns = 0, stopping_ns = 0, finishing_ns = 0;
+    long long batches = 0, retry_allocs = 0, stopping_allocs = 0, finishing_allocs = 0;
     asio::io_context ioc(1);
     local_roundtrip roundtrip(ioc);
     asio::co_spawn(
@@ -143,10 +148,24 @@ void retry_overhead_socket(benchmark::State& state) {
                     benchmark::DoNotOptimize(
                         co_await steadfast::async_retry(ioc, policy, attempt, asio::use_awaitable));
                 auto t4 = clk::now();
+                auto a4 = steadfast_bench::allocations.load();
+                for (int i = 0; i < batch; ++i) benchmark::DoNotOptimize(co_await steadfast::retry(stopping, attempt));
+                auto t5 = clk::now();
+                auto a5 = steadfast_bench::allocations.load();
+                for (int i = 0; i < batch; ++i) benchmark::DoNotOptimize(co_await steadfast::retry(finishing, attempt));
+                auto t6 = clk::now();
+                auto a6 = steadfast_bench::allocations.load();
+                for (int i = 0; i < batch; ++i) benchmark::DoNotOptimize(co_await steadfast::retry(policy, attempt));
+                auto a7 = steadfast_bench::allocations.load();
                 bare_ns += std::chrono::duration<double, std::nano>(t1 - t0).count();
                 retry_ns += std::chrono::duration<double, std::nano>(t2 - t1).count();
                 guarded_ns += std::chrono::duration<double, std::nano>(t3 - t2).count();
                 async_ns += std::chrono::duration<double, std::nano>(t4 - t3).count();
+                stopping_ns += std::chrono::duration<double, std::nano>(t5 - t4).count();
+                finishing_ns += std::chrono::duration<double, std::nano>(t6 - t5).count();
+                stopping_allocs += a5 - a4;
+                finishing_allocs += a6 - a5;
+                retry_allocs += a7 - a6;
                 ++batches;
             }
         },
@@ -157,8 +176,13 @@ void retry_overhead_socket(benchmark::State& state) {
     state.counters["retry_ns"] = retry_ns / n;
     state.counters["ratio"] = retry_ns / bare_ns;
     state.counters["guarded_ns"] = guarded_ns / n;
-    state.counters["guarded_ratio"] = guarded_ns / bare_ns;  // stop-when and attempt timeout set
-    state.counters["async_ratio"] = async_ns / bare_ns;      // async_retry(..., use_awaitable)
+    state.counters["guarded_ratio"] = guarded_ns / bare_ns;       // stop-when and attempt timeout set
+    state.counters["async_ratio"] = async_ns / bare_ns;           // async_retry(..., use_awaitable)
+    state.counters["stop_when_ratio"] = stopping_ns / bare_ns;    // stop-when cancelling the attempt
+    state.counters["let_finish_ratio"] = finishing_ns / bare_ns;  // stop-when letting it finish
+    state.counters["retry_allocs"] = static_cast<double>(retry_allocs) / n;
+    state.counters["stop_when_allocs"] = static_cast<double>(stopping_allocs) / n;
+    state.counters["let_finish_allocs"] = static_cast<double>(finishing_allocs) / n;
 }
 BENCHMARK(retry_overhead_socket)->Iterations(100)->Unit(benchmark::kMillisecond);
 
