@@ -77,13 +77,15 @@ enum class pushback_rule { stop, wait_it_out };
 /// retry_policy::with_stop_when).
 enum class stop_in_flight {
     /// The attempt is cancelled (terminal, partial and total) and the retry
-    /// ends at once. For that, each attempt runs in a coroutine of its own
-    /// with a cancellation signal of its own.
+    /// ends at once. For that, under retry() each attempt runs in a
+    /// coroutine of its own with a cancellation signal of its own.
     cancel,
-    /// The attempt runs to its end and no other starts. It runs inline in
-    /// the retry's coroutine (nothing spawned: cheaper), as without
-    /// stop-when. For an attempt that must not be cut short, or whose own
-    /// I/O ends when the condition turns true (something closes it).
+    /// The attempt runs to its end and no other starts. Under retry() it
+    /// runs inline in the retry's coroutine (nothing spawned: cheaper), as
+    /// without stop-when (async_retry() spawns every attempt either way).
+    /// For an attempt that must not be cut short, or whose own I/O ends when
+    /// the condition turns true (something closes it). An attempt timeout
+    /// still cancels it.
     let_finish,
 };
 
