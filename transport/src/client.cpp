@@ -225,9 +225,10 @@ asio::awaitable<outcome> client::send(const request& req) {
     const std::string header = header_text(req, d.opts);
     if (header.empty())
         co_return outcome{transport_error{asio::error::invalid_argument, phase::write, false,
-                                          "the request's method, target or a header holds a line break, a NUL or "
-                                          "(method, target) a space, or is empty, or a TRACE has a body: it would "
-                                          "not be one HTTP request"}};
+                                          "the request cannot be sent as one HTTP/1.1 request: a line break or NUL "
+                                          "in its method, target or a header, a space in the method or target, a "
+                                          "colon in a header name, an empty method, target or header name, or a "
+                                          "TRACE with a body: it would not be one HTTP request"}};
     const bool repeatable = is_idempotent_method(req.method) || req.get("Idempotency-Key").has_value();
 
     for (int round = 0;; ++round) {

@@ -85,7 +85,9 @@ enum class stop_in_flight {
     /// without stop-when (async_retry() spawns every attempt either way).
     /// For an attempt that must not be cut short, or whose own I/O ends when
     /// the condition turns true (something closes it). An attempt timeout
-    /// still cancels it.
+    /// still cancels it, and so does a deadline stop (stop::max_elapsed),
+    /// which gives each attempt the time left as its timeout: then the
+    /// attempt runs in a coroutine of its own, as with `cancel`.
     let_finish,
 };
 
@@ -140,7 +142,9 @@ public:
     retry_policy with_seed(std::uint64_t seed) const;
     retry_policy with_exception_classifier(std::function<classification(const std::exception_ptr&)> f) const;
     /// The retry ends with stop_reason::condition as soon as `c` is true, also in
-    /// the middle of a sleep or an attempt: the attempt is cancelled, or with
+    /// the middle of a sleep or an attempt: the attempt is cancelled (and
+    /// awaited: one that ends in success anyway, its cancellation not
+    /// honoured, is the retry's success), or with
     /// stop_in_flight::let_finish runs to its end (its success is the
     /// retry's: stop_reason::success; any other outcome ends it with
     /// stop_reason::condition). Replaces an earlier stop-when.

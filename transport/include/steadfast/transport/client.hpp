@@ -91,7 +91,18 @@ public:
 
     /// Sends one request and reads its answer. Never throws for network
     /// failures: they come back as transport_error. Cancellation: terminal
-    /// (the connection is closed). Host and Content-Length are set for you.
+    /// (the connection is closed). The header: the request line, then
+    /// `req.headers` in their order, except that of two with one name
+    /// (case-insensitive) the later stands, and a Content-Length,
+    /// Transfer-Encoding or "Connection: close" of the caller's is dropped
+    /// (the body's own length is sent; the connection is kept); then Host
+    /// (host:port) and User-Agent unless `req` has them; then Content-Length
+    /// when the body is not empty or the method is POST, PUT or OPTIONS. A
+    /// request that could not be sent as one HTTP/1.1 request (a line break
+    /// or NUL in the method, target or a field, a space in the method or
+    /// target, a colon in a field name, an empty method, target or name, a
+    /// TRACE with a body) completes with transport_error{invalid_argument}
+    /// (phase write, nothing sent or connected, `detail` saying so).
     /// The body is written from `req` itself, without a copy: `req` must live
     /// until the send completes (a temporary in the co_await expression does).
     /// (Not by value: g++ 12 miscompiled a prvalue aggregate passed to a
