@@ -84,9 +84,7 @@ public:
     /// Whether an attempt needs a cancellation signal of its own: it has a
     /// timeout, or a stop-when condition can cut it short (not one that
     /// lets it finish).
-    bool watch_attempt() const noexcept {
-        return ctx_.timeout.has_value() || (p().stop_when_ != nullptr && p().stop_in_flight_ == stop_in_flight::cancel);
-    }
+    bool watch_attempt() const noexcept { return ctx_.timeout.has_value() || stop_cancels_attempt(); }
     /// Whether stop-when turning true cancels the attempt in flight (not
     /// stop_in_flight::let_finish: then only a timeout or the caller does).
     bool stop_cancels_attempt() const noexcept;
