@@ -395,11 +395,7 @@ const char* const transaction_ended_text =
     "of its own are fine)";
 
 program_code_guard::program_code_guard(database& db, const std::vector<std::string_view>& reserved) noexcept : db_(db) {
-    auto& w = db_.watch();
-    w.what = database::sql_watch::mode::program;
-    w.reserved = &reserved;
-    w.refused.clear();
-    w.why.clear();
+    db_.watch().start(database::sql_watch::mode::program, reserved);
 }
 
 program_code_guard::~program_code_guard() {
@@ -582,10 +578,7 @@ void database::exec_schema(std::string_view sql, const std::vector<std::string_v
             sqlite3_exec(d.handle(), "RELEASE steadfast_schema", nullptr, nullptr, nullptr);
         }
     } u{*this};
-    watch_.what = sql_watch::mode::schema;
-    watch_.reserved = &reserved;
-    watch_.refused.clear();
-    watch_.why.clear();
+    watch_.start(sql_watch::mode::schema, reserved);
     try {
         exec(sql);
     } catch (const db_error& e) {

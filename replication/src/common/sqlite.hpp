@@ -206,6 +206,13 @@ public:
         const std::vector<std::string_view>* reserved = nullptr;  // the node's own tables
         std::string refused;                                      // the first statement refused
         std::string why;                                          // and why
+        /// Watches from now on as `m` says, `r` the node's tables; nothing refused yet.
+        void start(mode m, const std::vector<std::string_view>& r) {
+            what = m;
+            reserved = &r;
+            refused.clear();
+            why.clear();
+        }
     };
     sql_watch& watch() noexcept { return watch_; }
 

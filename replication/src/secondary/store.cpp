@@ -1,6 +1,7 @@
 #include "store.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 namespace steadfast::secondary {
@@ -40,34 +41,39 @@ store::position& store::position_of(positions& ps, std::string_view stream) {
 // (db_apply_failed: its own failure, or a statement of its refused or
 // ending the transaction; SQLite's code: the storage's).
 void store::run_handler(const envelope::message& m) {
-    auto ended = [&](const std::string& detail) {
-        return app::db_error("the application's apply handler on stream " + m.stream + " seq " + std::to_string(m.seq) +
-                                 " " + app::transaction_ended_text + detail + "; nothing of the request is applied",
-                             app::db_apply_failed);
+    // (Built only when something failed: not on every message's path.)
+    auto where = [&] {
+        return "the application's apply handler on stream " + m.stream + " seq " + std::to_string(m.seq);
     };
     // Its COMMIT, ROLLBACK or RELEASE of the node's savepoint is
     // refused when prepared, and fails the message (retried).
     const app::program_code_guard guard(db_, own_tables);
-    auto refused = [&](const std::string& detail) {
-        return app::db_error("the application's apply handler on stream " + m.stream + " seq " + std::to_string(m.seq) +
-                                 " " + guard.refusal() + detail + "; nothing of the request is applied",
-                             app::db_apply_failed);
+    // The failure as the handler's own: it ended the transaction, or a
+    // statement of its was refused (`storage_ok`: and the storage did not
+    // fail under it). `detail`: what it threw.
+    auto program_fault = [&](const std::string& detail, bool storage_ok) {
+        std::optional<app::db_error> f;
+        if (app::ended_by_program(db_.handle()))
+            f.emplace(where() + " " + app::transaction_ended_text + detail + "; nothing of the request is applied",
+                      app::db_apply_failed);
+        else if (!guard.refused().empty() && storage_ok)
+            f.emplace(where() + " " + guard.refusal() + detail + "; nothing of the request is applied",
+                      app::db_apply_failed);
+        return f;
     };
     try {
         apply_(db_.handle(), m);
     } catch (const app::db_error& e) {
-        if (app::ended_by_program(db_.handle())) throw ended(std::string(" (it threw: ") + e.what() + ")");
-        if (!guard.refused().empty() && !app::storage_failed_under(db_.handle()))
-            throw refused(std::string(" (it threw: ") + e.what() + ")");
+        if (auto f =
+                program_fault(std::string(" (it threw: ") + e.what() + ")", !app::storage_failed_under(db_.handle())))
+            throw *f;
         throw;  // SQLite's own failure (a full disk): its code stays
     } catch (const std::exception& e) {
-        if (app::ended_by_program(db_.handle())) throw ended(std::string(" (it threw: ") + e.what() + ")");
-        if (!guard.refused().empty() && !app::storage_failed_under(db_.handle()))
-            throw refused(std::string(" (it threw: ") + e.what() + ")");
+        const bool storage_failed = app::storage_failed_under(db_.handle());
+        if (auto f = program_fault(std::string(" (it threw: ") + e.what() + ")", !storage_failed)) throw *f;
         // The storage under the handler (a full disk in its own
         // INSERT) is the storage's failure, with SQLite's code.
-        const int code =
-            app::storage_failed_under(db_.handle()) ? sqlite3_extended_errcode(db_.handle()) : app::db_apply_failed;
+        const int code = storage_failed ? sqlite3_extended_errcode(db_.handle()) : app::db_apply_failed;
         throw app::db_error("the application's apply handler failed on stream " + m.stream + " seq " +
                                 std::to_string(m.seq) + ": " + e.what(),
                             code == SQLITE_OK ? SQLITE_ABORT : code);
@@ -78,8 +84,7 @@ void store::run_handler(const envelope::message& m) {
     }
     // Returned as if nothing happened, with the transaction gone:
     // what this request applied before it went too.
-    if (app::ended_by_program(db_.handle())) throw ended("");
-    if (!guard.refused().empty()) throw refused("");
+    if (auto f = program_fault("", true)) throw *f;
 }
 
 std::optional<envelope::rejection> store::apply_one(const envelope::message& m, std::uint64_t& fence,
