@@ -272,4 +272,51 @@ BOOST_AUTO_TEST_CASE(half_open_trials_that_never_end_reopen_it_after_the_max_wai
     BOOST_CHECK_THROW(breaker_fsm{s}, std::invalid_argument);
 }
 
+BOOST_AUTO_TEST_CASE(the_time_is_read_only_when_a_decision_needs_it) {
+    // A clock that counts its reads (a read costs as much as the rest of a
+    // closed breaker's work).
+    int reads = 0;
+    nanoseconds clock = 7s;
+    const auto read = [&] {
+        ++reads;
+        return clock;
+    };
+    using steadfast::detail::lazy_time;
+    breaker_settings s = small(4, 4, 0.5);
+    s.break_duration = [](std::uint32_t) { return nanoseconds(10s); };
+    s.half_open_calls = 1;
+    breaker_fsm b(s);
+    // Closed, a count window: permits and outcomes read nothing...
+    for (int i = 0; i < 3; ++i) {
+        BOOST_TEST(b.try_acquire(lazy_time(read)));
+        BOOST_TEST(!b.record(lazy_time(read), i == 0, quick).has_value());
+    }
+    BOOST_TEST(reads == 0);
+    // ...until an outcome opens it: one read, and the break starts then.
+    BOOST_TEST(b.try_acquire(lazy_time(read)));
+    auto opened = b.record(lazy_time(read), true, quick);  // 2 of 4 failed
+    BOOST_TEST((opened.has_value() && opened->to == breaker_state::open));
+    BOOST_TEST(reads == 1);
+    BOOST_TEST(b.open_until() == nanoseconds(17s));
+    // Open: every permit asked for reads the time (once).
+    clock = 16s;
+    BOOST_TEST(!b.try_acquire(lazy_time(read)));
+    BOOST_TEST(reads == 2);
+    clock = 17s;
+    BOOST_TEST(b.try_acquire(lazy_time(read)));  // half-open: the trial
+    BOOST_TEST(reads == 3);
+    auto closed = b.record(lazy_time(read), false, quick);
+    BOOST_TEST((closed.has_value() && closed->to == breaker_state::closed));
+    BOOST_TEST(reads == 4);
+    // A time window reads the time for every outcome (its bucket), once.
+    breaker_settings ts = small(10, 100, 0.5);
+    ts.window = breaker_settings::window_kind::time;
+    breaker_fsm tb(ts);
+    reads = 0;
+    BOOST_TEST(tb.try_acquire(lazy_time(read)));
+    BOOST_TEST(!tb.record(lazy_time(read), true, quick).has_value());
+    BOOST_TEST(reads == 1);
+    BOOST_TEST(tb.window(clock).failures == 1u);  // in the bucket of the time read
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -20,6 +20,7 @@
 #include <steadfast_test/manual_flag.hpp>
 #include <steadfast_test/virtual_time.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -172,6 +173,27 @@ BOOST_AUTO_TEST_CASE(slow_calls_are_timed_on_the_breakers_clock) {
     }
     BOOST_TEST((b->state() == breaker_state::open));  // two successes, both slow
     BOOST_TEST(b->get_stats().slow == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(slow_calls_are_timed_on_the_system_clock_without_one_given) {
+    // Without a clock of the caller's, a permit's call is timed on the
+    // system's: the coarse monotonic clock once slow_call is at least 100
+    // of its ticks (400 ms with Linux's usual 4 ms), steady_clock under that.
+    // Either way a call longer than slow_call is slow and a quick one is not.
+    for (const nanoseconds slow_call : {nanoseconds(30ms), nanoseconds(400ms)}) {
+        breaker_options o;
+        o.slow_call = slow_call;
+        o.minimum_calls = 100;  // never opens here
+        auto b = std::make_shared<circuit_breaker>(o);
+        b->try_acquire().success();
+        BOOST_TEST(b->get_stats().slow == 0u);
+        auto p = b->try_acquire();
+        std::this_thread::sleep_for(slow_call + 10ms);
+        p.success();
+        BOOST_TEST(b->get_stats().slow == 1u, "slow_call " << slow_call.count() << " ns");
+        b->try_acquire().failure();
+        BOOST_TEST(b->get_stats().slow == 1u);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(a_trial_is_timed_from_after_the_transition_hook) {

@@ -52,7 +52,12 @@ public:
     /// it how the call went (success(), failure(), or record() with the
     /// retry's classification); one that is destroyed untold gives its
     /// permit back uncounted (a cancelled call). How long the call took is
-    /// measured from try_acquire() on the breaker's clock (for slow calls).
+    /// measured from try_acquire() on the breaker's clock (for slow calls):
+    /// without a clock of the caller's, the system's coarse monotonic clock
+    /// (CLOCK_MONOTONIC_COARSE, about a fifth of steady_clock's cost) when
+    /// its resolution is at most 1/100 of slow_call (4 ms here, against the
+    /// default 60 s), steady_clock otherwise. Breaks are timed on
+    /// steady_clock either way.
     class permit {
     public:
         permit() = default;
@@ -129,11 +134,13 @@ public:
 
 private:
     nanoseconds now() const { return now_ ? now_() : std::chrono::steady_clock::now().time_since_epoch(); }
-    // acquire(), also telling when (for the permit's slow-call measure).
-    bool acquire(std::uint32_t& generation, nanoseconds& at);
-    // record(), with how long the call took from the time read under the lock.
+    // The clock a permit's call is timed on (see permit).
+    nanoseconds call_time() const;
+    // acquire(), also telling when on call_time() (for the permit's slow-call measure).
+    bool acquire(std::uint32_t& generation, nanoseconds* at);
+    // record(), with how long the call took: took() runs under the lock.
     template <class Took>
-    void record_timed(std::uint32_t generation, bool failure, Took took_at);
+    void record_timed(std::uint32_t generation, bool failure, Took took);
     // After a transition, under the lock: a new generation, the counters.
     void count(breaker_transition& t);
     // Outside the lock: the hook and the listeners.
@@ -144,6 +151,7 @@ private:
     std::function<bool(const classification&)> is_failure_;
     std::function<void(const breaker_transition&)> on_transition_;
     clock_function now_;
+    bool coarse_calls_ = false;  // call_time() reads the coarse clock
     std::uint32_t generation_ = 1;
     stats stats_;
     detail::listener_list listeners_;

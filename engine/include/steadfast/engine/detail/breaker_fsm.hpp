@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 namespace steadfast::detail {
@@ -47,6 +48,35 @@ using breaker_state = steadfast::breaker_state;
 using breaker_transition = steadfast::breaker_transition;
 using breaker_settings = steadfast::breaker_options;
 
+/// The time for one decision, read only if the decision needs it: a closed
+/// breaker needs none to permit a call, and with a count window none to
+/// count an outcome unless it opens (a clock read costs as much as the rest
+/// of a closed breaker's work). A time, or a callable that reads it (kept
+/// by reference: it must outlive the call).
+class lazy_time {
+public:
+    template <class Rep, class Period>
+    lazy_time(std::chrono::duration<Rep, Period> t) : t_(t) {}  // (implicit: a time already read)
+    template <class Read>
+    requires std::is_invocable_r_v<nanoseconds, const Read&>
+    explicit lazy_time(const Read& read)
+        : read_([](const void* r) -> nanoseconds { return (*static_cast<const Read*>(r))(); }), arg_(&read) {}
+
+    /// The time: read at the first call, the same at every later one.
+    nanoseconds get() {
+        if (read_) {
+            t_ = read_(arg_);
+            read_ = nullptr;
+        }
+        return t_;
+    }
+
+private:
+    nanoseconds t_{};
+    nanoseconds (*read_)(const void*) = nullptr;
+    const void* arg_ = nullptr;
+};
+
 class breaker_fsm {
 public:
     /// Throws std::invalid_argument naming a setting out of range.
@@ -54,9 +84,9 @@ public:
 
     /// Whether a call may start at `now` (a half-open trial takes a permit).
     /// `changed`: set when asking moved the state (open -> half-open).
-    bool try_acquire(nanoseconds now, std::optional<breaker_transition>* changed = nullptr);
+    bool try_acquire(lazy_time now, std::optional<breaker_transition>* changed = nullptr);
     /// A permitted call ended at `now` after `took`: a failure or not.
-    std::optional<breaker_transition> record(nanoseconds now, bool failure, nanoseconds took);
+    std::optional<breaker_transition> record(lazy_time now, bool failure, nanoseconds took);
     /// A permitted call ended without an outcome (cancelled): its half-open
     /// permit is given back, nothing is counted.
     void release();

@@ -1,13 +1,40 @@
 #pragma once
 #include <steadfast/engine/breaker.hpp>
 
+#include <time.h>
+
 #include <algorithm>
 #include <utility>
 
 namespace steadfast {
 
+namespace detail {
+// The coarse monotonic clock's resolution, or zero where there is none.
+inline nanoseconds coarse_resolution() noexcept {
+#ifdef CLOCK_MONOTONIC_COARSE
+    timespec r{};
+    if (::clock_getres(CLOCK_MONOTONIC_COARSE, &r) == 0) return std::chrono::seconds(r.tv_sec) + nanoseconds(r.tv_nsec);
+#endif
+    return nanoseconds::zero();
+}
+}  // namespace detail
+
 circuit_breaker::circuit_breaker(breaker_options o, clock_function now)
-    : fsm_(o), is_failure_(std::move(o.is_failure)), on_transition_(std::move(o.on_transition)), now_(std::move(now)) {}
+    : fsm_(o), is_failure_(std::move(o.is_failure)), on_transition_(std::move(o.on_transition)), now_(std::move(now)) {
+    const nanoseconds res = detail::coarse_resolution();
+    coarse_calls_ = !now_ && res > nanoseconds::zero() && res <= fsm_.settings().slow_call / 100;
+}
+
+nanoseconds circuit_breaker::call_time() const {
+#ifdef CLOCK_MONOTONIC_COARSE
+    if (coarse_calls_) {
+        timespec t{};
+        ::clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+        return std::chrono::seconds(t.tv_sec) + nanoseconds(t.tv_nsec);
+    }
+#endif
+    return now();
+}
 
 bool circuit_breaker::is_failure(const classification& c) const {
     return is_failure_ ? is_failure_(c) : c.kind == verdict::retryable;
@@ -42,37 +69,34 @@ void circuit_breaker::announce(const breaker_transition& t) {
 }
 
 bool circuit_breaker::acquire(std::uint32_t& generation) {
-    nanoseconds at;
-    return acquire(generation, at);
+    return acquire(generation, nullptr);
 }
 
-// One read of the clock a call's start and one its end (a read costs as much
-// as the rest of a closed breaker's bookkeeping), under the lock: the machine
-// sees time move forward.
-bool circuit_breaker::acquire(std::uint32_t& generation, nanoseconds& at) {
+// The clock is read under the lock (the machine sees time move forward), and
+// only if the decision needs it: a closed breaker reads it only to open (a
+// read costs as much as the rest of its bookkeeping).
+bool circuit_breaker::acquire(std::uint32_t& generation, nanoseconds* at) {
     std::optional<breaker_transition> moved;
     bool ok;
     {
         std::lock_guard l(m_);
-        at = now();
-        ok = fsm_.try_acquire(at, &moved);
+        const auto read = [this] { return now(); };
+        ok = fsm_.try_acquire(detail::lazy_time(read), &moved);
         if (moved) count(*moved);
         ++(ok ? stats_.permitted : stats_.rejected);
         generation = generation_;
     }
-    if (moved) {
-        announce(*moved);
-        at = now();  // the hook's time is not the call's
-    }
+    if (moved) announce(*moved);
+    if (at) *at = call_time();  // after the hook: its time is not the call's
     return ok;
 }
 
 void circuit_breaker::record(std::uint32_t generation, bool failure, nanoseconds took) {
-    record_timed(generation, failure, [took](nanoseconds) { return took; });
+    record_timed(generation, failure, [took] { return took; });
 }
 
 template <class Took>
-void circuit_breaker::record_timed(std::uint32_t generation, bool failure, Took took_at) {
+void circuit_breaker::record_timed(std::uint32_t generation, bool failure, Took took_now) {
     std::optional<breaker_transition> moved;
     {
         std::lock_guard l(m_);
@@ -80,8 +104,9 @@ void circuit_breaker::record_timed(std::uint32_t generation, bool failure, Took 
             ++stats_.stale;
             return;
         }
-        const nanoseconds t = now(), took = took_at(t);
-        moved = fsm_.record(t, failure, took);
+        const nanoseconds took = took_now();
+        const auto read = [this] { return now(); };
+        moved = fsm_.record(detail::lazy_time(read), failure, took);
         ++(failure ? stats_.failures : stats_.successes);
         if (took >= fsm_.settings().slow_call) ++stats_.slow;
         if (moved) count(*moved);
@@ -152,8 +177,8 @@ circuit_breaker::permit circuit_breaker::try_acquire() {
     permit p;
     auto self = shared_from_this();  // before the permit is taken: bad_weak_ptr costs nothing
     std::uint32_t g = 0;
-    nanoseconds at;
-    if (!acquire(g, at)) return p;
+    nanoseconds at{};
+    if (!acquire(g, &at)) return p;
     p.b_ = std::move(self);
     p.generation_ = g;
     p.at_ = at;
@@ -173,7 +198,7 @@ circuit_breaker::permit& circuit_breaker::permit::operator=(permit&& o) noexcept
 void circuit_breaker::permit::record(bool failure) {
     if (!b_) return;
     auto b = std::move(b_);
-    b->record_timed(generation_, failure, [at = at_](nanoseconds now) { return now - at; });
+    b->record_timed(generation_, failure, [self = b.get(), at = at_] { return self->call_time() - at; });
 }
 
 void circuit_breaker::permit::record(const classification& c) {

@@ -57,7 +57,7 @@ void breaker_fsm::add(nanoseconds now, bool failure, bool slow) {
         total_.calls += 1;
         total_.failures += one.failures;
         total_.slow += one.slow;
-        next_ = (next_ + 1) % ring_.size();
+        if (++next_ == ring_.size()) next_ = 0;
         return;
     }
     const std::int64_t second = std::chrono::duration_cast<std::chrono::seconds>(now).count();
@@ -84,7 +84,9 @@ breaker_fsm::counts breaker_fsm::window(nanoseconds now) const {
 }
 
 bool breaker_fsm::tripped(const counts& c, std::uint32_t minimum) const {
-    if (c.calls == 0 || c.calls < minimum) return false;
+    // Both thresholds are above zero: a window without a failure or a slow
+    // call trips neither (and costs no division).
+    if (c.calls == 0 || c.calls < minimum || (c.failures == 0 && c.slow == 0)) return false;
     const double calls = c.calls;
     return c.failures / calls >= s_.failure_rate || c.slow / calls >= s_.slow_rate;
 }
@@ -111,35 +113,29 @@ breaker_state breaker_fsm::state(nanoseconds now) const noexcept {
     return state_;
 }
 
-bool breaker_fsm::try_acquire(nanoseconds now, std::optional<breaker_transition>* changed) {
-    switch (state_) {
-        case breaker_state::closed:
-            return true;
-        case breaker_state::isolated:
-            return false;
-        case breaker_state::open:
-            if (now < open_until_) return false;
-            trials_started_ = 0;
-            trials_ = {};
-            half_open_since_ = now;
-            {
-                const auto t = move(breaker_state::half_open);
-                if (changed) *changed = t;
-            }
-            [[fallthrough]];
-        case breaker_state::half_open:
-            if (half_open_expired(now)) {
-                // Trials that never ended: open again (resilience4j's
-                // maxWaitDurationInHalfOpenState); they are the past's now.
-                const auto t = open(now);
-                if (changed) *changed = t;
-                return false;
-            }
-            if (trials_started_ >= s_.half_open_calls) return false;
-            ++trials_started_;
-            return true;
+bool breaker_fsm::try_acquire(lazy_time when, std::optional<breaker_transition>* changed) {
+    if (state_ == breaker_state::closed) return true;  // (no time read)
+    if (state_ == breaker_state::isolated) return false;
+    const nanoseconds now = when.get();
+    if (state_ == breaker_state::open) {
+        if (now < open_until_) return false;
+        trials_started_ = 0;
+        trials_ = {};
+        half_open_since_ = now;
+        const auto t = move(breaker_state::half_open);
+        if (changed) *changed = t;
     }
-    return false;
+    // Half-open.
+    if (half_open_expired(now)) {
+        // Trials that never ended: open again (resilience4j's
+        // maxWaitDurationInHalfOpenState); they are the past's now.
+        const auto t = open(now);
+        if (changed) *changed = t;
+        return false;
+    }
+    if (trials_started_ >= s_.half_open_calls) return false;
+    ++trials_started_;
+    return true;
 }
 
 bool breaker_fsm::half_open_expired(nanoseconds now) const noexcept {
@@ -150,17 +146,24 @@ void breaker_fsm::release() {
     if (state_ == breaker_state::half_open && trials_started_ > trials_.calls) --trials_started_;
 }
 
-std::optional<breaker_transition> breaker_fsm::record(nanoseconds now, bool failure, nanoseconds took) {
+std::optional<breaker_transition> breaker_fsm::record(lazy_time when, bool failure, nanoseconds took) {
     const bool slow = took >= s_.slow_call;
+    if (state_ == breaker_state::closed) {
+        // A count window reads no time (window() of a closed breaker with one
+        // does not look at it) unless the breaker opens.
+        const nanoseconds now = s_.window == breaker_settings::window_kind::count ? nanoseconds{} : when.get();
+        add(now, failure, slow);
+        in_a_row_ = failure ? in_a_row_ + 1 : 0;
+        if ((s_.consecutive_failures > 0 && in_a_row_ >= s_.consecutive_failures) ||
+            tripped(window(now), s_.minimum_calls))
+            return open(when.get());
+        return std::nullopt;
+    }
     switch (state_) {
         case breaker_state::closed:
-            add(now, failure, slow);
-            in_a_row_ = failure ? in_a_row_ + 1 : 0;
-            if ((s_.consecutive_failures > 0 && in_a_row_ >= s_.consecutive_failures) ||
-                tripped(window(now), s_.minimum_calls))
-                return open(now);
-            return std::nullopt;
+            return std::nullopt;  // (above)
         case breaker_state::half_open: {
+            const nanoseconds now = when.get();
             if (half_open_expired(now)) return open(now);  // too late: the wait ran out first
             trials_.calls += 1;
             trials_.failures += failure ? 1 : 0;
