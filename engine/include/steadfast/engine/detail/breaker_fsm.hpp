@@ -61,6 +61,10 @@ public:
     requires std::is_invocable_r_v<nanoseconds, const Read&>
     explicit lazy_time(const Read& read)
         : read_([](const void* r) -> nanoseconds { return (*static_cast<const Read*>(r))(); }), arg_(&read) {}
+    // Not from a temporary: it would be gone before get() reads it.
+    template <class Read>
+    requires(!std::is_lvalue_reference_v<Read> &&
+             std::is_invocable_r_v<nanoseconds, const Read&>) explicit lazy_time(Read&&) = delete;
 
     /// The time: read at the first call, the same at every later one.
     nanoseconds get() {

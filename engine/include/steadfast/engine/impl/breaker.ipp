@@ -85,9 +85,15 @@ bool circuit_breaker::acquire(std::uint32_t& generation, nanoseconds* at) {
         if (moved) count(*moved);
         ++(ok ? stats_.permitted : stats_.rejected);
         generation = generation_;
+        if (at) *at = call_time();  // (a clock of the caller's is read under the lock only)
     }
-    if (moved) announce(*moved);
-    if (at) *at = call_time();  // after the hook: its time is not the call's
+    if (moved) {
+        announce(*moved);
+        if (at) {
+            std::lock_guard l(m_);
+            *at = call_time();  // after the hook: its time is not the call's
+        }
+    }
     return ok;
 }
 
