@@ -16,7 +16,8 @@
 //                       retry whose policy has the breaker against the same
 //                       retry without (heap allocations a call for both);
 //                       and behind a concurrency_limit and a rate_limit with
-//                       room (try_acquire): goal <= 1.05x each
+//                       room (try_acquire), a token bucket and a sliding
+//                       window: goal <= 1.05x each
 //  retry_iteration      one retry at zero delay (classify, decide, yield);
 //                       goal <= 1 us; heap allocations per attempt
 //  pending_memory       100,000 retrying operations asleep on one io_context:
@@ -195,13 +196,16 @@ void breaker_overhead_socket(benchmark::State& state) {
     const auto policy = steadfast::retry_policy{};
     const auto with_breaker = policy.with_breaker(breaker);
     constexpr int batch = 500;
-    double bare_ns = 0, permit_ns = 0, retry_ns = 0, retry_breaker_ns = 0, bulkhead_ns = 0, rate_ns = 0;
+    double bare_ns = 0, permit_ns = 0, retry_ns = 0, retry_breaker_ns = 0, bulkhead_ns = 0, rate_ns = 0, window_ns = 0;
     long long permit_allocs = 0, retry_allocs = 0, retry_breaker_allocs = 0, limit_allocs = 0, batches = 0;
     asio::io_context ioc(1);
     // Limits with room all along: a bulkhead of 64, a bucket of a billion a second.
     auto bulkhead = std::make_shared<steadfast::concurrency_limit>(steadfast::concurrency_limit::options{.limit = 64});
     auto rate = std::make_shared<steadfast::rate_limit>(
         ioc.get_executor(), steadfast::rate_limit::options{.per_second = 1e9, .burst = 1000000});
+    // A sliding window with room all along: a billion in any second.
+    auto window = std::make_shared<steadfast::rate_limit>(
+        ioc.get_executor(), steadfast::rate_limit::window_options{.limit = 1000000000, .window = 1s});
     local_roundtrip roundtrip(ioc);
     asio::co_spawn(
         ioc,
@@ -255,9 +259,15 @@ void breaker_overhead_socket(benchmark::State& state) {
                     benchmark::DoNotOptimize(co_await roundtrip());
                 }
                 auto t6 = clk::now();
+                for (int i = 0; i < batch; ++i) {
+                    if (!window->try_acquire()) std::abort();
+                    benchmark::DoNotOptimize(co_await roundtrip());
+                }
+                auto t7 = clk::now();
                 auto a6 = steadfast_bench::allocations.load();
                 bulkhead_ns += std::chrono::duration<double, std::nano>(t5 - t4).count();
                 rate_ns += std::chrono::duration<double, std::nano>(t6 - t5).count();
+                window_ns += std::chrono::duration<double, std::nano>(t7 - t6).count();
                 limit_allocs += a6 - a4;
                 retry_ns += std::chrono::duration<double, std::nano>(t3 - t2).count();
                 retry_breaker_ns += std::chrono::duration<double, std::nano>(t4 - t3).count();
@@ -281,7 +291,8 @@ void breaker_overhead_socket(benchmark::State& state) {
     state.counters["retry_breaker_allocs"] = static_cast<double>(retry_breaker_allocs) / n;
     state.counters["bulkhead_ratio"] = bulkhead_ns / bare_ns;  // goal <= 1.05
     state.counters["rate_ratio"] = rate_ns / bare_ns;          // goal <= 1.05
-    state.counters["limit_allocs"] = static_cast<double>(limit_allocs) / (2 * n);
+    state.counters["window_ratio"] = window_ns / bare_ns;      // the same, a sliding window
+    state.counters["limit_allocs"] = static_cast<double>(limit_allocs) / (3 * n);
 }
 BENCHMARK(breaker_overhead_socket)->Iterations(100)->Unit(benchmark::kMillisecond);
 

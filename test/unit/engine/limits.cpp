@@ -18,8 +18,10 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <steadfast_test/counting_allocator.hpp>
 #include <steadfast_test/virtual_time.hpp>
@@ -31,6 +33,7 @@ using namespace steadfast;
 namespace asio = boost::asio;
 using steadfast::detail::admission;
 using steadfast::detail::bulkhead_core;
+using steadfast::detail::sliding_window_core;
 using steadfast::detail::token_bucket_core;
 using steadfast_test::alloc_stats;
 using steadfast_test::counting_allocator;
@@ -122,6 +125,151 @@ BOOST_AUTO_TEST_CASE(token_bucket_refuses_bad_settings_by_name) {
     }
     BOOST_CHECK_THROW(token_bucket_core(std::numeric_limits<double>::infinity(), 1, 0, 0ms), std::invalid_argument);
     BOOST_CHECK_THROW(token_bucket_core(5, 0, 0, 0ms), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(sliding_window_arithmetic) {
+    // 3 calls in any second, the window sliding in steps of 250 ms; 2 may wait.
+    sliding_window_core w(3, 1s, 4, 2, 0ms);
+    BOOST_TEST(w.tokens(0ms) == 3.0);
+    BOOST_TEST((w.acquire(1, 0ms) == admission::granted));    // step 0
+    BOOST_TEST((w.acquire(2, 100ms) == admission::granted));  // step 0
+    BOOST_TEST((w.acquire(3, 300ms) == admission::granted));  // step 1
+    BOOST_TEST((w.acquire(4, 400ms) == admission::queued));   // full
+    BOOST_TEST((w.acquire(5, 400ms) == admission::queued));
+    BOOST_TEST((w.acquire(6, 400ms) == admission::rejected));  // the queue too
+    BOOST_TEST(w.tokens(400ms) == 0.0);
+    // Step 0's two calls leave the window when step 4 begins, at 1 s: both
+    // waiters come in then, and count in step 4.
+    BOOST_TEST(ms(*w.next_due()) == 1000);
+    BOOST_TEST(w.due(999ms).empty());
+    BOOST_TEST(w.due(1000ms) == (std::vector<std::uint64_t>{4, 5}), boost::test_tools::per_element());
+    BOOST_TEST(!w.next_due().has_value());
+    BOOST_TEST(w.tokens(1000ms) == 0.0);  // step 1's call and the two just let in
+    BOOST_TEST(!w.room(1000ms));
+    BOOST_TEST(ms(w.room_at(1000ms)) == 1250);  // step 1's call leaves at 1.25 s
+    BOOST_TEST(!w.room(1249ms));
+    BOOST_TEST(w.tokens(1250ms) == 1.0);
+    BOOST_TEST(w.room(1250ms));
+    BOOST_TEST(w.tokens(1999ms) == 1.0);
+    BOOST_TEST(w.tokens(2000ms) == 3.0);  // step 4's calls leave at 2 s
+    // A quiet time longer than the window: everything has left.
+    BOOST_TEST(w.try_acquire(60s));
+    BOOST_TEST(w.tokens(60s) == 2.0);
+}
+
+BOOST_AUTO_TEST_CASE(a_sliding_window_holds_its_limit_in_any_window_less_one_step) {
+    // 5 calls in any 10 steps of 100 ms; callers at random milliseconds
+    // (fixed seed) for 20 s, each one try_acquire. Any stretch of 900 ms (the
+    // window less one step), at any offset, holds at most 5 of those let in.
+    // A token bucket of the same average (5 a second, burst 5) lets more into
+    // some stretch of 900 ms; the window does not.
+    auto most_in_900ms = [](const std::vector<std::int64_t>& in) {
+        std::size_t most = 0;
+        for (std::size_t i = 0; i < in.size(); ++i) {
+            std::size_t j = i;
+            while (j < in.size() && in[j] < in[i] + 900) ++j;
+            most = std::max(most, j - i);
+        }
+        return most;
+    };
+    std::mt19937 rng(29);
+    std::vector<std::int64_t> arrivals;
+    for (std::int64_t t = 0; t < 20000; ++t)
+        if (rng() % 20 == 0) arrivals.push_back(t);  // about 50 a second: most are refused
+    sliding_window_core w(5, 1s, 10, 0, 0ms);
+    token_bucket_core b(5, 5, 0, 0ms);
+    std::vector<std::int64_t> in_window, in_bucket;
+    for (const std::int64_t t : arrivals) {
+        if (w.try_acquire(std::chrono::milliseconds(t))) in_window.push_back(t);
+        if (b.try_acquire(std::chrono::milliseconds(t))) in_bucket.push_back(t);
+    }
+    BOOST_TEST(in_window.size() >= 80u);  // it lets calls in: about 5 a second
+    BOOST_TEST(most_in_900ms(in_window) <= 5u);
+    BOOST_TEST(most_in_900ms(in_bucket) > 5u);
+    // Every step's calls are at most what the 9 steps before it left room for.
+    for (std::int64_t step = 0; step < 200; ++step) {
+        const auto n = std::count_if(in_window.begin(), in_window.end(),
+                                     [&](std::int64_t t) { return t >= (step - 9) * 100 && t < (step + 1) * 100; });
+        BOOST_TEST_REQUIRE(n <= 5, "steps " << step - 9 << " to " << step << " hold " << n);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_sliding_window_waiter_cancelled_gives_its_turn_to_the_next) {
+    sliding_window_core w(1, 100ms, 2, 3, 0ms);
+    BOOST_TEST(w.try_acquire(0ms));
+    BOOST_TEST((w.acquire(1, 0ms) == admission::queued));
+    BOOST_TEST((w.acquire(2, 0ms) == admission::queued));
+    BOOST_TEST(w.cancel(1));
+    BOOST_TEST(!w.cancel(1));  // gone already
+    BOOST_TEST(w.waiting() == 1u);
+    BOOST_TEST(w.due(100ms) == std::vector<std::uint64_t>{2}, boost::test_tools::per_element());
+    BOOST_TEST(w.cancel(3) == false);
+    BOOST_TEST(!w.next_due().has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_sliding_window_whose_clock_goes_back_counts_in_the_step_it_left) {
+    // 1 call in any 20 ms, steps of 10 ms. A read of the clock that goes back
+    // (to before the origin, even) is the step already reached, not an
+    // earlier one that would have room again.
+    sliding_window_core w(1, 20ms, 2, 0, 5ms);
+    BOOST_TEST(w.try_acquire(15ms));   // step 1
+    BOOST_TEST(!w.try_acquire(0ms));   // before the origin: still step 1
+    BOOST_TEST(!w.try_acquire(10ms));  // back to step 0's time: still step 1
+    BOOST_TEST(w.tokens(0ms) == 0.0);
+    BOOST_TEST(!w.try_acquire(25ms));  // step 2: step 1's call still in the window
+    BOOST_TEST(w.try_acquire(35ms));   // step 3: it has left
+}
+
+BOOST_AUTO_TEST_CASE(a_sliding_window_after_a_long_quiet_time_is_empty_and_quick) {
+    // A year of quiet in steps of 100 ns: the window is empty at once (its
+    // steps are not walked one by one).
+    sliding_window_core w(2, 1us, 10, 1, 0ms);
+    BOOST_TEST(w.try_acquire(0ms));
+    BOOST_TEST(w.try_acquire(0ms));
+    BOOST_TEST((w.acquire(1, 0ms) == admission::queued));
+    const auto later = std::chrono::nanoseconds(std::chrono::hours(24 * 365));
+    BOOST_TEST(w.due(later) == std::vector<std::uint64_t>{1}, boost::test_tools::per_element());
+    BOOST_TEST(w.tokens(later) == 1.0);
+    BOOST_TEST(w.try_acquire(later));
+    BOOST_TEST(!w.room(later));
+    BOOST_TEST((w.room_at(later) == later + 1us));
+}
+
+BOOST_AUTO_TEST_CASE(a_newcomer_that_moves_the_window_on_leaves_the_waiters_their_turn) {
+    // 1 call in any 100 ms, steps of 50 ms; a caller waits for step 0's call
+    // to leave (at 100 ms). A newcomer comes at 180 ms, before the waiter's
+    // turn was taken: asking moves the window on (the room is back), but it
+    // queues behind the waiter, whose turn is now, not at a next release
+    // (there is none: the window is empty).
+    sliding_window_core w(1, 100ms, 2, 2, 0ms);
+    BOOST_TEST(w.try_acquire(0ms));
+    BOOST_TEST((w.acquire(1, 10ms) == admission::queued));
+    BOOST_TEST(ms(*w.next_due()) == 100);
+    BOOST_TEST((w.acquire(2, 180ms) == admission::queued));
+    BOOST_REQUIRE(w.next_due().has_value());
+    BOOST_TEST(ms(*w.next_due()) <= 180);
+    BOOST_TEST(w.due(180ms) == std::vector<std::uint64_t>{1}, boost::test_tools::per_element());
+    BOOST_TEST(ms(*w.next_due()) == 250);  // the waiter's call (step 3) leaves at 250 ms
+}
+
+BOOST_AUTO_TEST_CASE(sliding_window_refuses_bad_settings_by_name) {
+    auto refused = [](auto make, const char* name) {
+        try {
+            make();
+        } catch (const std::invalid_argument& e) {
+            return std::string(e.what()).find(name) != std::string::npos;
+        }
+        return false;
+    };
+    BOOST_TEST(refused([] { sliding_window_core(0, 1s, 10, 0, 0ms); }, "limit"));
+    BOOST_TEST(refused([] { sliding_window_core(1, 1s, 0, 0, 0ms); }, "segments"));
+    BOOST_TEST(refused([] { sliding_window_core(1, 1s, 1001, 0, 0ms); }, "segments"));
+    BOOST_TEST(refused([] { sliding_window_core(1, 0s, 10, 0, 0ms); }, "window"));
+    BOOST_TEST(refused([] { sliding_window_core(1, -1s, 10, 0, 0ms); }, "window"));
+    BOOST_TEST(refused([] { sliding_window_core(1, std::chrono::hours(24 * 367), 10, 0, 0ms); }, "window"));
+    BOOST_TEST(refused([] { sliding_window_core(1, std::chrono::nanoseconds(5), 10, 0, 0ms); }, "window"));
+    BOOST_CHECK_NO_THROW(sliding_window_core(1, std::chrono::hours(24 * 366), 1, 0, 0ms));
+    BOOST_CHECK_NO_THROW(sliding_window_core(1, std::chrono::nanoseconds(10), 10, 0, 0ms));
 }
 
 BOOST_AUTO_TEST_CASE(concurrency_limit_completes_never_inline_and_in_order) {
@@ -433,6 +581,44 @@ BOOST_AUTO_TEST_CASE(a_cancelled_rate_waiter_gives_its_turn_to_the_next) {
     BOOST_TEST((first.has_value() && *first == asio::error::operation_aborted));
     BOOST_REQUIRE(second_at.has_value());
     BOOST_TEST(*second_at == 1000);  // the first token after the start, not the second
+}
+
+BOOST_AUTO_TEST_CASE(a_sliding_window_lets_waiters_in_as_its_steps_give_room_back) {
+    virtual_time vt;
+    asio::io_context ioc;
+    using vrate = basic_rate_limit<manual_timer>;
+    // 2 calls in any 400 ms, in steps of 100 ms; 2 may wait.
+    auto rate = std::make_shared<vrate>(ioc.get_executor(),
+                                        vrate::window_options{.limit = 2, .window = 400ms, .segments = 4, .queue = 2});
+    auto room = rate->room(ioc.get_executor());
+    std::vector<std::pair<bool, std::int64_t>> seen;
+    watchable::subscription sub;
+    room->subscribe(sub, [&](bool v) { seen.emplace_back(v, ms(virtual_time::now())); });
+    BOOST_TEST(rate->try_acquire());  // step 0
+    manual_clock::advance(150ms);
+    BOOST_TEST(rate->try_acquire());  // step 1: full until 400 ms
+    BOOST_TEST(!rate->try_acquire());
+    std::vector<std::int64_t> at;
+    std::vector<error_code> ecs;
+    for (int i = 0; i < 3; ++i)
+        rate->async_acquire(ioc.get_executor(), [&](error_code ec) {
+            ecs.push_back(ec);
+            at.push_back(ms(virtual_time::now()));
+        });
+    steadfast::run_virtual(ioc);
+    BOOST_REQUIRE(ecs.size() == 3u);
+    BOOST_TEST((ecs[0] == error::queue_full));  // two wait already: the third is refused, at once
+    BOOST_TEST(!ecs[1]);
+    BOOST_TEST(!ecs[2]);
+    // Step 0's call leaves at 400 ms (one waiter in), step 1's at 500 ms.
+    BOOST_TEST(at == (std::vector<std::int64_t>{150, 400, 500}), boost::test_tools::per_element());
+    BOOST_TEST(rate->waiting() == 0u);
+    // room(): false from the second call; true again when the waiters' own
+    // calls leave the window (800 and 900 ms): the first at 800.
+    BOOST_TEST((seen == std::vector<std::pair<bool, std::int64_t>>{{false, 150}, {true, 800}}));
+    BOOST_TEST(rate->tokens() == 1.0);
+    BOOST_CHECK_THROW(vrate(ioc.get_executor(), vrate::window_options{.limit = 1, .window = 0s}),
+                      std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

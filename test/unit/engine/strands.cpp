@@ -219,6 +219,32 @@ BOOST_AUTO_TEST_CASE(two_threads_share_a_rate_limit) {
     BOOST_TEST(rate->waiting() == 0u);
 }
 
+// The same with a sliding window, its callers asking from both threads
+// while its timer lets earlier ones in (300 callers, 50 in any 5 ms, in
+// steps of 1 ms): every caller is let in once, none twice, none stranded.
+BOOST_AUTO_TEST_CASE(two_threads_share_a_sliding_window) {
+    asio::io_context ioc(2);
+    auto rate = std::make_shared<rate_limit>(
+        ioc.get_executor(), rate_limit::window_options{.limit = 50, .window = 5ms, .segments = 5, .queue = 1000});
+    std::atomic<int> in{0}, refused{0};
+    constexpr int ops = 300;
+    for (int i = 0; i < ops; ++i) {
+        auto strand = asio::make_strand(ioc);
+        asio::post(strand, [&, strand] {
+            rate->async_acquire(strand, asio::bind_executor(strand, [&](error_code ec) {
+                                    if (ec)
+                                        refused.fetch_add(1);
+                                    else
+                                        in.fetch_add(1);
+                                }));
+        });
+    }
+    run_on_two_threads(ioc);
+    BOOST_TEST(in.load() == ops);
+    BOOST_TEST(refused.load() == 0);
+    BOOST_TEST(rate->waiting() == 0u);
+}
+
 // An executor that dawdles in execute() (as a thread preempted there would):
 // it says when it has begun, then waits 20 ms before posting into its
 // io_context.

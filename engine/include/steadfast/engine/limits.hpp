@@ -1,5 +1,6 @@
-// concurrency_limit (a bulkhead) and rate_limit (a token bucket): shared by
-// the operations that call one dependency, safe from any thread.
+// concurrency_limit (a bulkhead) and rate_limit (a token bucket or a sliding
+// window): shared by the operations that call one dependency, safe from any
+// thread.
 //
 //   auto bulkhead = std::make_shared<steadfast::concurrency_limit>(
 //       steadfast::concurrency_limit::options{.limit = 8, .queue = 100});
@@ -9,6 +10,8 @@
 //   auto rate = std::make_shared<steadfast::rate_limit>(
 //       ex, steadfast::rate_limit::options{.per_second = 100, .burst = 20, .queue = 1000});
 //   auto [ec2] = co_await rate->async_acquire(ex, asio::as_tuple(asio::use_awaitable));
+//   auto quota = std::make_shared<steadfast::rate_limit>(    // 100 in any minute
+//       ex, steadfast::rate_limit::window_options{.limit = 100, .window = std::chrono::minutes(1)});
 //
 // async_acquire keeps Asio's rules: any completion token (default
 // `deferred`), the handler's associated executor (else `ex`) and never
@@ -31,8 +34,8 @@
 // destroyed, can race with the strand service's shutdown (which runs first).
 // Make such strands before acquiring, or end the waiters first.
 //
-// The decisions are detail::bulkhead_core's and token_bucket_core's
-// (detail/limit_core.hpp), tested on made-up times.
+// The decisions are detail::bulkhead_core's, token_bucket_core's and
+// sliding_window_core's (detail/limit_core.hpp), tested on made-up times.
 #pragma once
 
 #include <steadfast/engine/detail/change_listener.hpp>
@@ -404,11 +407,20 @@ private:
     detail::listener_list listeners_;
 };
 
-/// A token bucket: `per_second` calls a second on average, `burst` at once
-/// after a quiet time; up to `queue` callers wait for their token (0: a
-/// caller without one is refused at once). `Timer` (on the executor given at
-/// construction) lets waiters in when their token comes, and its clock is the
-/// bucket's (manual_timer in tests).
+/// A rate limit, of one of two kinds chosen when it is made:
+/// - a token bucket (`options`): `per_second` calls a second on average,
+///   `burst` at once after a quiet time;
+/// - a sliding window (`window_options`): at most `limit` calls in any
+///   `segments` steps of window/segments in a row (the calls of a step give
+///   their room back `segments` steps later), as .NET's
+///   SlidingWindowRateLimiter (shown in Polly v8's rate-limiter docs)
+///   counts: any stretch of `window` less one step holds at most `limit`,
+///   where a bucket of the same average (`limit` a window, burst `limit`)
+///   lets nearly twice as many into it. Use it for a quota ("100 a minute").
+/// Up to `queue` callers wait for their turn (0: a caller without one is
+/// refused at once). `Timer` (on the executor given at construction) lets
+/// waiters in when their turn comes, and its clock is the limit's
+/// (manual_timer in tests).
 template <class Timer = boost::asio::steady_timer>
 class basic_rate_limit : public std::enable_shared_from_this<basic_rate_limit<Timer>> {
     using clock = typename Timer::clock_type;
@@ -422,10 +434,20 @@ public:
         std::uint32_t burst = 1;  // >= 1
         std::size_t queue = 0;
     };
+    struct window_options {
+        std::uint32_t limit = 0;             // >= 1: calls in any window
+        std::chrono::nanoseconds window{0};  // > 0, at most a year
+        std::uint32_t segments = 10;         // 1 to 1000, at most one a nanosecond of the window
+        std::size_t queue = 0;
+    };
     /// Throws std::invalid_argument for a rate that is not positive and
     /// finite, or a zero burst. Starts with `burst` tokens.
     basic_rate_limit(boost::asio::any_io_executor ex, options o)
-        : core_(o.per_second, o.burst, o.queue, now()), timer_(std::move(ex)) {}
+        : core_(detail::token_bucket_core(o.per_second, o.burst, o.queue, now())), timer_(std::move(ex)) {}
+    /// Throws std::invalid_argument naming a setting out of range. Starts
+    /// with an empty window, its steps counted from now.
+    basic_rate_limit(boost::asio::any_io_executor ex, window_options o)
+        : core_(detail::sliding_window_core(o.limit, o.window, o.segments, o.queue, now())), timer_(std::move(ex)) {}
     basic_rate_limit(const basic_rate_limit&) = delete;
     basic_rate_limit& operator=(const basic_rate_limit&) = delete;
     /// Waiters still queued complete with operation_aborted.
@@ -458,13 +480,16 @@ public:
         std::lock_guard l(m_);
         return core_.waiting();
     }
+    /// Calls that would be let in now: a bucket's tokens (fractions
+    /// included), a window's room.
     double tokens() const {
         std::lock_guard l(m_);
         return core_.tokens(now());
     }
 
-    /// True while a caller would be let in at once (a token there, nobody
-    /// waiting); a timer on `ex` turns it true when the next token comes.
+    /// True while a caller would be let in at once (a token or room there,
+    /// nobody waiting); a timer on `ex` turns it true when the next token
+    /// comes (or a step of the window gives room back).
     template <class Executor>
     std::shared_ptr<watchable> room(const Executor& ex, std::string name = "rate_room") {
         auto self = this->shared_from_this();
@@ -532,7 +557,7 @@ private:
     }
 
     mutable std::mutex m_;
-    detail::token_bucket_core core_;
+    detail::rate_core core_;
     Timer timer_;
     detail::waiter_table waiters_;
     detail::listener_list listeners_;

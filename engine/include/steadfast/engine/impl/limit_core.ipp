@@ -123,4 +123,114 @@ bool token_bucket_core::cancel(std::uint64_t id) {
     return true;
 }
 
+sliding_window_core::sliding_window_core(std::uint32_t limit, std::chrono::nanoseconds window, std::uint32_t segments,
+                                         std::size_t queue, std::chrono::nanoseconds now)
+    : limit_(limit), origin_(now), step_(0), queue_(queue) {
+    if (limit == 0) throw std::invalid_argument("rate_limit: limit must be at least 1");
+    if (segments == 0 || segments > 1000) throw std::invalid_argument("rate_limit: segments must be 1 to 1000");
+    if (window <= std::chrono::nanoseconds::zero() || window > std::chrono::hours(24 * 366))
+        throw std::invalid_argument("rate_limit: window must be positive and at most a year");
+    step_ = window / segments;
+    if (step_ <= std::chrono::nanoseconds::zero())
+        throw std::invalid_argument("rate_limit: window must be at least one nanosecond a segment");
+    counts_.assign(segments, 0);
+}
+
+std::int64_t sliding_window_core::step_of(std::chrono::nanoseconds now) const noexcept {
+    // A clock that went back counts in the step it left (never an earlier one).
+    return now <= origin_ ? step_now_ : std::max<std::int64_t>((now - origin_) / step_, step_now_);
+}
+
+void sliding_window_core::advance(std::chrono::nanoseconds now) {
+    const std::int64_t k = step_of(now);
+    if (k == step_now_) return;
+    const std::int64_t n = static_cast<std::int64_t>(counts_.size());
+    // The steps from step_now_ + 1 to k begin: each takes the place of the
+    // one `segments` before it, whose calls leave the window.
+    for (std::int64_t j = step_now_ + 1, last = std::min(k, step_now_ + n); j <= last; ++j) {
+        std::uint32_t& c = counts_[static_cast<std::size_t>(j % n)];
+        sum_ -= c;
+        c = 0;
+    }
+    step_now_ = k;
+}
+
+std::uint64_t sliding_window_core::in_window(std::chrono::nanoseconds now) const {
+    const std::int64_t k = step_of(now), n = static_cast<std::int64_t>(counts_.size());
+    std::uint64_t sum = sum_;
+    // The steps that have left the window since step_now_.
+    for (std::int64_t j = step_now_ + 1 - n, last = std::min(k - n, step_now_); j <= last; ++j)
+        if (j >= 0) sum -= counts_[static_cast<std::size_t>(j % n)];
+    return sum;
+}
+
+double sliding_window_core::tokens(std::chrono::nanoseconds now) const {
+    const std::uint64_t used = in_window(now);
+    return used >= limit_ ? 0.0 : static_cast<double>(limit_ - used);
+}
+
+admission sliding_window_core::acquire(std::uint64_t id, std::chrono::nanoseconds now) {
+    if (try_acquire(now)) return admission::granted;
+    if (waiters_.size() >= queue_) return admission::rejected;
+    waiters_.push_back(id);
+    return admission::queued;
+}
+
+bool sliding_window_core::try_acquire(std::chrono::nanoseconds now) {
+    advance(now);
+    if (!waiters_.empty() || sum_ >= limit_) return false;
+    ++counts_[static_cast<std::size_t>(step_now_ % static_cast<std::int64_t>(counts_.size()))];
+    ++sum_;
+    return true;
+}
+
+std::vector<std::uint64_t> sliding_window_core::due(std::chrono::nanoseconds now) {
+    advance(now);
+    std::vector<std::uint64_t> out;
+    std::uint32_t& c = counts_[static_cast<std::size_t>(step_now_ % static_cast<std::int64_t>(counts_.size()))];
+    while (!waiters_.empty() && sum_ < limit_) {
+        ++c;
+        ++sum_;
+        out.push_back(waiters_.front());
+        waiters_.pop_front();
+    }
+    return out;
+}
+
+std::optional<std::chrono::nanoseconds> sliding_window_core::next_release() const {
+    const std::int64_t n = static_cast<std::int64_t>(counts_.size());
+    for (std::int64_t j = std::max<std::int64_t>(0, step_now_ + 1 - n); j <= step_now_; ++j)
+        if (counts_[static_cast<std::size_t>(j % n)] > 0) return origin_ + (j + n) * step_;
+    return std::nullopt;
+}
+
+std::optional<std::chrono::nanoseconds> sliding_window_core::next_due() const {
+    if (waiters_.empty()) return std::nullopt;
+    // Room already (a newcomer's try_acquire moved the window on, and queued
+    // behind the waiters): their turn is now, not at the next release.
+    if (sum_ < limit_) return origin_ + step_now_ * step_;
+    return next_release();
+}
+
+std::chrono::nanoseconds sliding_window_core::room_at(std::chrono::nanoseconds now) const {
+    if (room(now)) return now;
+    if (!waiters_.empty()) return std::max(now, next_release().value_or(now));
+    // The first end of a step after which a call fits: scanned from the
+    // window as of `now` (steps that have left it by then free nothing more).
+    const std::int64_t k = step_of(now), n = static_cast<std::int64_t>(counts_.size());
+    std::uint64_t used = in_window(now);
+    for (std::int64_t j = std::max<std::int64_t>(0, k + 1 - n); j <= step_now_; ++j) {
+        used -= std::min<std::uint64_t>(used, counts_[static_cast<std::size_t>(j % n)]);
+        if (used < limit_) return std::max(now, origin_ + (j + n) * step_);
+    }
+    return now;  // (nothing in the window: room already, unless callers wait)
+}
+
+bool sliding_window_core::cancel(std::uint64_t id) {
+    const auto it = std::find(waiters_.begin(), waiters_.end(), id);
+    if (it == waiters_.end()) return false;
+    waiters_.erase(it);
+    return true;
+}
+
 }  // namespace steadfast::detail
