@@ -10,7 +10,7 @@
 //   auto rate = std::make_shared<steadfast::rate_limit>(
 //       ex, steadfast::rate_limit::options{.per_second = 100, .burst = 20, .queue = 1000});
 //   auto [ec2] = co_await rate->async_acquire(ex, asio::as_tuple(asio::use_awaitable));
-//   auto quota = std::make_shared<steadfast::rate_limit>(    // 100 in any minute
+//   auto quota = std::make_shared<steadfast::rate_limit>(    // 100 a minute, a sliding window
 //       ex, steadfast::rate_limit::window_options{.limit = 100, .window = std::chrono::minutes(1)});
 //
 // async_acquire keeps Asio's rules: any completion token (default
@@ -435,7 +435,7 @@ public:
         std::size_t queue = 0;
     };
     struct window_options {
-        std::uint32_t limit = 0;             // >= 1: calls in any window
+        std::uint32_t limit = 0;             // >= 1: calls in any `segments` steps in a row
         std::chrono::nanoseconds window{0};  // > 0, at most a year
         std::uint32_t segments = 10;         // 1 to 1000, at most one a nanosecond of the window
         std::size_t queue = 0;

@@ -1,7 +1,7 @@
 // The decisions of concurrency_limit and rate_limit (steadfast/engine/
-// limits.hpp: a token bucket or a sliding window), apart from locks, timers and handlers: who is let in, who
-// waits (first come, first served, in a bounded queue), who is refused, and
-// when a waiter's turn comes. Time is passed in (nanoseconds since any fixed
+// limits.hpp: a token bucket or a sliding window), apart from locks, timers
+// and handlers: who is let in, who waits (first come, first served, in a
+// bounded queue), who is refused, and when a waiter's turn comes. Time is passed in (nanoseconds since any fixed
 // origin), so every rule is tested on made-up times
 // (test/unit/engine/limits.cpp). Nothing here includes Asio.
 #pragma once
