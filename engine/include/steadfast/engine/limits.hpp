@@ -413,7 +413,7 @@ private:
 /// - a sliding window (`window_options`): at most `limit` calls in any
 ///   `segments` steps of window/segments in a row (the calls of a step give
 ///   their room back `segments` steps later), as .NET's
-///   SlidingWindowRateLimiter (shown in Polly v8's rate-limiter docs)
+///   SlidingWindowRateLimiter (which Polly v8's rate limiter wraps)
 ///   counts: any stretch of `window` less one step holds at most `limit`,
 ///   where a bucket of the same average (`limit` a window, burst `limit`)
 ///   lets nearly twice as many into it. Use it for a quota ("100 a minute").
