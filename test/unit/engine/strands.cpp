@@ -33,6 +33,34 @@ void run_on_two_threads(asio::io_context& ioc) {
     ioc.run();
     other.join();
 }
+
+// 300 callers of `rate`, each on a strand of its own, asking before `ioc`
+// runs or (from_the_threads) from the two threads that run it: every one is
+// let in once (the queue, 1,000, never fills), none refused, none left
+// waiting.
+void every_caller_let_in_once(asio::io_context& ioc, const std::shared_ptr<rate_limit>& rate, bool from_the_threads) {
+    std::atomic<int> in{0}, refused{0};
+    constexpr int ops = 300;
+    for (int i = 0; i < ops; ++i) {
+        auto strand = asio::make_strand(ioc);
+        auto ask = [&, strand] {
+            rate->async_acquire(strand, asio::bind_executor(strand, [&](error_code ec) {
+                                    if (ec)
+                                        refused.fetch_add(1);
+                                    else
+                                        in.fetch_add(1);
+                                }));
+        };
+        if (from_the_threads)
+            asio::post(strand, ask);
+        else
+            ask();
+    }
+    run_on_two_threads(ioc);
+    BOOST_TEST(in.load() == ops);
+    BOOST_TEST(refused.load() == 0);
+    BOOST_TEST(rate->waiting() == 0u);
+}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(engine_strands)
@@ -200,23 +228,11 @@ BOOST_AUTO_TEST_CASE(two_threads_share_a_concurrency_limit) {
 // is let in once, none twice, and nothing is left waiting.
 BOOST_AUTO_TEST_CASE(two_threads_share_a_rate_limit) {
     asio::io_context ioc(2);
-    auto rate = std::make_shared<rate_limit>(ioc.get_executor(),
-                                             rate_limit::options{.per_second = 20000, .burst = 5, .queue = 1000});
-    std::atomic<int> in{0}, refused{0};
-    constexpr int ops = 300;
-    for (int i = 0; i < ops; ++i) {
-        auto strand = asio::make_strand(ioc);
-        rate->async_acquire(strand, asio::bind_executor(strand, [&](error_code ec) {
-                                if (ec)
-                                    refused.fetch_add(1);
-                                else
-                                    in.fetch_add(1);
-                            }));
-    }
-    run_on_two_threads(ioc);
-    BOOST_TEST(in.load() == ops);  // the queue (1,000) never filled
-    BOOST_TEST(refused.load() == 0);
-    BOOST_TEST(rate->waiting() == 0u);
+    every_caller_let_in_once(
+        ioc,
+        std::make_shared<rate_limit>(ioc.get_executor(),
+                                     rate_limit::options{.per_second = 20000, .burst = 5, .queue = 1000}),
+        false);
 }
 
 // The same with a sliding window, its callers asking from both threads
@@ -224,25 +240,11 @@ BOOST_AUTO_TEST_CASE(two_threads_share_a_rate_limit) {
 // steps of 1 ms): every caller is let in once, none twice, none stranded.
 BOOST_AUTO_TEST_CASE(two_threads_share_a_sliding_window) {
     asio::io_context ioc(2);
-    auto rate = std::make_shared<rate_limit>(
-        ioc.get_executor(), rate_limit::window_options{.limit = 50, .window = 5ms, .segments = 5, .queue = 1000});
-    std::atomic<int> in{0}, refused{0};
-    constexpr int ops = 300;
-    for (int i = 0; i < ops; ++i) {
-        auto strand = asio::make_strand(ioc);
-        asio::post(strand, [&, strand] {
-            rate->async_acquire(strand, asio::bind_executor(strand, [&](error_code ec) {
-                                    if (ec)
-                                        refused.fetch_add(1);
-                                    else
-                                        in.fetch_add(1);
-                                }));
-        });
-    }
-    run_on_two_threads(ioc);
-    BOOST_TEST(in.load() == ops);
-    BOOST_TEST(refused.load() == 0);
-    BOOST_TEST(rate->waiting() == 0u);
+    every_caller_let_in_once(
+        ioc,
+        std::make_shared<rate_limit>(
+            ioc.get_executor(), rate_limit::window_options{.limit = 50, .window = 5ms, .segments = 5, .queue = 1000}),
+        true);
 }
 
 // An executor that dawdles in execute() (as a thread preempted there would):

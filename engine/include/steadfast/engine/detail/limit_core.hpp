@@ -22,6 +22,27 @@ enum class admission : unsigned char {
     rejected,  // the queue is full
 };
 
+/// The callers that wait for their turn, in arrival order, at most
+/// `bound` of them: the queue every limiter below keeps.
+class waiting_line {
+public:
+    explicit waiting_line(std::size_t bound) : bound_(bound) {}
+
+    /// queued, or rejected when `bound` callers wait already.
+    admission join(std::uint64_t id);
+    /// Takes a waiter out (false: not waiting: let in already, or unknown).
+    bool leave(std::uint64_t id);
+    /// The first waiter, taken out (the line must not be empty).
+    std::uint64_t take_first();
+
+    bool empty() const noexcept { return ids_.empty(); }
+    std::size_t size() const noexcept { return ids_.size(); }
+
+private:
+    std::size_t bound_;
+    std::deque<std::uint64_t> ids_;
+};
+
 /// A bulkhead: at most `limit` holders at once; up to `queue` callers wait
 /// in arrival order. A caller that arrives while others wait queues behind
 /// them even if a holder just left (no overtaking).
@@ -45,8 +66,8 @@ public:
     bool room() const noexcept { return in_use_ < limit_ && waiters_.empty(); }
 
 private:
-    std::size_t limit_, queue_, in_use_ = 0;
-    std::deque<std::uint64_t> waiters_;
+    std::size_t limit_, in_use_ = 0;
+    waiting_line waiters_;
 };
 
 /// A token bucket: `per_second` tokens a second, at most `burst` saved up; a
@@ -80,10 +101,9 @@ private:
 
     double rate_;  // tokens a nanosecond
     double burst_;
-    std::size_t queue_;
     double tokens_;
     std::chrono::nanoseconds at_;  // when tokens_ was true
-    std::deque<std::uint64_t> waiters_;
+    waiting_line waiters_;
 };
 
 /// A sliding window (as System.Threading.RateLimiting's
@@ -134,11 +154,10 @@ private:
 
     std::uint64_t limit_;
     std::chrono::nanoseconds origin_, step_;
-    std::size_t queue_;
     std::vector<std::uint32_t> counts_;  // calls of step k at [k % segments]
     std::int64_t step_now_ = 0;          // the latest step counted in
     std::uint64_t sum_ = 0;              // the window's calls as of step_now_
-    std::deque<std::uint64_t> waiters_;
+    waiting_line waiters_;
 };
 
 /// rate_limit's decisions: a token bucket or a sliding window, chosen when

@@ -7,7 +7,26 @@
 
 namespace steadfast::detail {
 
-bulkhead_core::bulkhead_core(std::size_t limit, std::size_t queue) : limit_(limit), queue_(queue) {
+admission waiting_line::join(std::uint64_t id) {
+    if (ids_.size() >= bound_) return admission::rejected;
+    ids_.push_back(id);
+    return admission::queued;
+}
+
+bool waiting_line::leave(std::uint64_t id) {
+    const auto it = std::find(ids_.begin(), ids_.end(), id);
+    if (it == ids_.end()) return false;
+    ids_.erase(it);
+    return true;
+}
+
+std::uint64_t waiting_line::take_first() {
+    const std::uint64_t id = ids_.front();
+    ids_.pop_front();
+    return id;
+}
+
+bulkhead_core::bulkhead_core(std::size_t limit, std::size_t queue) : limit_(limit), waiters_(queue) {
     if (limit == 0) throw std::invalid_argument("concurrency_limit: limit must be at least 1");
 }
 
@@ -16,9 +35,7 @@ admission bulkhead_core::acquire(std::uint64_t id) {
         ++in_use_;
         return admission::granted;
     }
-    if (waiters_.size() >= queue_) return admission::rejected;
-    waiters_.push_back(id);
-    return admission::queued;
+    return waiters_.join(id);
 }
 
 bool bulkhead_core::try_acquire() {
@@ -28,26 +45,19 @@ bool bulkhead_core::try_acquire() {
 }
 
 std::optional<std::uint64_t> bulkhead_core::release() {
-    if (in_use_ == 0) return std::nullopt;  // nothing held: a caller's mistake, not counted below zero
-    if (!waiters_.empty()) {
-        const std::uint64_t next = waiters_.front();  // takes the place over
-        waiters_.pop_front();
-        return next;
-    }
+    if (in_use_ == 0) return std::nullopt;                // nothing held: a caller's mistake, not counted below zero
+    if (!waiters_.empty()) return waiters_.take_first();  // takes the place over
     --in_use_;
     return std::nullopt;
 }
 
 bool bulkhead_core::cancel(std::uint64_t id) {
-    const auto it = std::find(waiters_.begin(), waiters_.end(), id);
-    if (it == waiters_.end()) return false;
-    waiters_.erase(it);
-    return true;
+    return waiters_.leave(id);
 }
 
 token_bucket_core::token_bucket_core(double per_second, std::uint32_t burst, std::size_t queue,
                                      std::chrono::nanoseconds now)
-    : rate_(per_second / 1e9), burst_(burst), queue_(queue), tokens_(burst), at_(now) {
+    : rate_(per_second / 1e9), burst_(burst), tokens_(burst), at_(now), waiters_(queue) {
     if (!(per_second > 0) || !std::isfinite(per_second))
         throw std::invalid_argument("rate_limit: per_second must be positive and finite");
     if (burst == 0) throw std::invalid_argument("rate_limit: burst must be at least 1");
@@ -80,9 +90,7 @@ std::chrono::nanoseconds token_bucket_core::when(double tokens_needed) const {
 
 admission token_bucket_core::acquire(std::uint64_t id, std::chrono::nanoseconds now) {
     if (try_acquire(now)) return admission::granted;
-    if (waiters_.size() >= queue_) return admission::rejected;
-    waiters_.push_back(id);
-    return admission::queued;
+    return waiters_.join(id);
 }
 
 bool token_bucket_core::try_acquire(std::chrono::nanoseconds now) {
@@ -97,8 +105,7 @@ std::vector<std::uint64_t> token_bucket_core::due(std::chrono::nanoseconds now) 
     std::vector<std::uint64_t> out;
     while (!waiters_.empty() && tokens_ >= 1.0) {
         tokens_ -= 1.0;
-        out.push_back(waiters_.front());
-        waiters_.pop_front();
+        out.push_back(waiters_.take_first());
     }
     if (waiters_.empty()) tokens_ = std::min(tokens_, burst_);
     return out;
@@ -116,16 +123,14 @@ std::chrono::nanoseconds token_bucket_core::room_at(std::chrono::nanoseconds now
 }
 
 bool token_bucket_core::cancel(std::uint64_t id) {
-    const auto it = std::find(waiters_.begin(), waiters_.end(), id);
-    if (it == waiters_.end()) return false;
-    waiters_.erase(it);
+    if (!waiters_.leave(id)) return false;
     if (waiters_.empty()) tokens_ = std::min(tokens_, burst_);
     return true;
 }
 
 sliding_window_core::sliding_window_core(std::uint32_t limit, std::chrono::nanoseconds window, std::uint32_t segments,
                                          std::size_t queue, std::chrono::nanoseconds now)
-    : limit_(limit), origin_(now), step_(0), queue_(queue) {
+    : limit_(limit), origin_(now), step_(0), waiters_(queue) {
     if (limit == 0) throw std::invalid_argument("rate_limit: limit must be at least 1");
     if (segments == 0 || segments > 1000) throw std::invalid_argument("rate_limit: segments must be 1 to 1000");
     if (window <= std::chrono::nanoseconds::zero() || window > std::chrono::hours(24 * 366))
@@ -171,9 +176,7 @@ double sliding_window_core::tokens(std::chrono::nanoseconds now) const {
 
 admission sliding_window_core::acquire(std::uint64_t id, std::chrono::nanoseconds now) {
     if (try_acquire(now)) return admission::granted;
-    if (waiters_.size() >= queue_) return admission::rejected;
-    waiters_.push_back(id);
-    return admission::queued;
+    return waiters_.join(id);
 }
 
 bool sliding_window_core::try_acquire(std::chrono::nanoseconds now) {
@@ -191,8 +194,7 @@ std::vector<std::uint64_t> sliding_window_core::due(std::chrono::nanoseconds now
     while (!waiters_.empty() && sum_ < limit_) {
         ++c;
         ++sum_;
-        out.push_back(waiters_.front());
-        waiters_.pop_front();
+        out.push_back(waiters_.take_first());
     }
     return out;
 }
@@ -227,10 +229,7 @@ std::chrono::nanoseconds sliding_window_core::room_at(std::chrono::nanoseconds n
 }
 
 bool sliding_window_core::cancel(std::uint64_t id) {
-    const auto it = std::find(waiters_.begin(), waiters_.end(), id);
-    if (it == waiters_.end()) return false;
-    waiters_.erase(it);
-    return true;
+    return waiters_.leave(id);
 }
 
 }  // namespace steadfast::detail
