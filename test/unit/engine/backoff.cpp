@@ -102,6 +102,26 @@ BOOST_AUTO_TEST_CASE(full_and_equal_jitter_exact) {
     BOOST_TEST(equal.delay(3, {}, draws2).count() == 2'000'000'000ll + 7);
 }
 
+// A custom backoff and the random source are both the caller's code, and
+// one may depend on the other (a scripted generator shared by both, say):
+// the base is asked before the draw under every jitter. (Under full jitter
+// the two were arguments of one call, whose order g++ reverses.)
+BOOST_AUTO_TEST_CASE(the_base_is_asked_before_the_draw) {
+    for (jitter j : {jitter::full, jitter::equal}) {
+        std::string order;
+        auto b = backoff::custom([&](std::uint64_t, nanoseconds) {
+                     order += "base ";
+                     return nanoseconds(1s);
+                 }).with_jitter(j);
+        std::function<std::uint64_t()> draw = [&]() -> std::uint64_t {
+            order += "draw ";
+            return 0;
+        };
+        b.delay(1, {}, draw);
+        BOOST_TEST(order == "base draw ");
+    }
+}
+
 BOOST_AUTO_TEST_CASE(decorrelated_jitter_exact) {
     // sleep = min(cap, random_between(base, previous * 3)), previous starts at base.
     auto b = backoff::exponential(1s, 2.0, 10s).with_jitter(jitter::decorrelated);

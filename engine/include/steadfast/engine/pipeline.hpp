@@ -312,8 +312,13 @@ struct execute_op {
     void operator()(Self& self) {  // the first step, in the initiating function
         self.reset_cancellation_state(boost::asio::enable_total_cancellation());
         const auto& d = pipeline_access::data(p);
-        if (d.rate && !d.rate->try_acquire())
-            return d.rate->async_acquire(ex, boost::asio::bind_executor(ex, std::move(self)));
+        if (d.rate && !d.rate->try_acquire()) {
+            // A copy first: moving `self` moves this operation, `ex` with it,
+            // and the two arguments may be evaluated in either order (g++:
+            // right to left).
+            const Executor e = ex;
+            return d.rate->async_acquire(e, boost::asio::bind_executor(e, std::move(self)));
+        }
         admitted_by_rate(self);
     }
     template <class Self>
@@ -351,7 +356,10 @@ private:
         concurrency_limit::permit permit;
         if (d.bulkhead) {
             permit = d.bulkhead->try_acquire();
-            if (!permit) return d.bulkhead->async_acquire(ex, boost::asio::bind_executor(ex, std::move(self)));
+            if (!permit) {
+                const Executor e = ex;  // (before `self` moves: as above)
+                return d.bulkhead->async_acquire(e, boost::asio::bind_executor(e, std::move(self)));
+            }
         }
         run(self, std::move(permit));
     }

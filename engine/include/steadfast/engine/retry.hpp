@@ -338,8 +338,12 @@ boost::asio::awaitable<retry_result_for<Attempt>> retry(retry_policy policy, Att
     for (;;) {
         ev.cancelled = detail::is_cancelled(cs);
         // (settle: user code run by resume() may have cancelled this or set
-        // stop-when; a cancelled coroutine's next co_await would throw.)
-        const detail::retry_action a = fsm.settle(fsm.resume(ev), detail::is_cancelled(cs), ev.elapsed);
+        // stop-when; a cancelled coroutine's next co_await would throw. Read
+        // after resume() returns: as arguments of one call the two would be
+        // evaluated in an order left to the compiler, and g++ reads the
+        // cancellation first.)
+        const detail::retry_action next = fsm.resume(ev);
+        const detail::retry_action a = fsm.settle(next, detail::is_cancelled(cs), ev.elapsed);
         ev = {};
         if (a.what == act::done) break;
         if (a.what == act::attempt) {
@@ -535,8 +539,10 @@ private:
     void step(Self& self, const retry_event& ev) {
         namespace asio = boost::asio;
         data& d = *d_;
-        // (settle: user code run by resume() may have cancelled this or set stop-when.)
-        const retry_action a = d.fsm.settle(d.fsm.resume(ev), cancelled(self), ev.elapsed);
+        // (settle: user code run by resume() may have cancelled this or set
+        // stop-when; read after resume() returns, as in retry().)
+        const retry_action next = d.fsm.resume(ev);
+        const retry_action a = d.fsm.settle(next, cancelled(self), ev.elapsed);
         switch (a.what) {
             case act::done:
                 return finish(self);

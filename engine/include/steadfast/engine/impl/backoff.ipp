@@ -163,8 +163,13 @@ nanoseconds backoff::delay(std::uint64_t n, nanoseconds previous, const std::fun
     switch (jitter_) {
         case jitter::none:
             return base();
-        case jitter::full:
-            return random_between(nanoseconds(0), base(), draw());
+        case jitter::full: {
+            // The base first, then the draw (as for equal jitter): both may
+            // run the caller's code, and as two arguments of one call their
+            // order would be the compiler's.
+            const nanoseconds b = base();
+            return random_between(nanoseconds(0), b, draw());
+        }
         case jitter::equal: {
             const nanoseconds half = base() / 2;
             return half + random_between(nanoseconds(0), half, draw());
