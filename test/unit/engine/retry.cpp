@@ -1,13 +1,16 @@
 // The retry coroutine on virtual time: every stop and classification path,
 // per-attempt timeout, Retry-After, budget, cancellation, nesting, RocketMQ.
 #include <steadfast/engine.hpp>
+#include <steadfast/engine/detail/attempt_watch.hpp>
 #include <steadfast/engine/manual_clock.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
 #include <boost/test/unit_test.hpp>
@@ -300,6 +303,60 @@ BOOST_AUTO_TEST_CASE(a_pending_timeout_never_keeps_run_from_returning) {
     ioc.run();  // would block for an hour, or for ever, if the timer or an executor stayed
     BOOST_TEST(ok == 9);
     BOOST_TEST((std::chrono::steady_clock::now() - t0 < 30s));
+}
+
+// The shared timer's wait is not what keeps run() going on an io_context:
+// the service counts one unit of work while any deadline is pending, and
+// its timer's wait counts for nothing (detail/attempt_watch.hpp). So a
+// deadline keeps run() until it fires, however its attempt waits; a timer
+// left armed for a deadline that went keeps nothing; and the count stays
+// right when run() is started again and the old wait is re-armed.
+BOOST_AUTO_TEST_CASE(the_shared_timer_counts_a_deadline_not_its_wait) {
+    using service = steadfast::detail::attempt_timeouts<asio::steady_timer>;
+    asio::io_context ioc;
+    auto strand = asio::make_strand(ioc);
+    for (const asio::any_io_executor ex : {asio::any_io_executor(ioc.get_executor()), asio::any_io_executor(strand)}) {
+        // 1. A deadline 20 ms on, and nothing else pending: run() returns
+        // only once it has fired (the signal emitted on the watch's executor).
+        auto w = service::of(ex).lease(ex);
+        bool fired = false;
+        w->signal.slot().assign([&](asio::cancellation_type) { fired = true; });
+        w->attempt = 1;
+        const auto t0 = std::chrono::steady_clock::now();
+        service::of(ex).add(*w, std::chrono::steady_clock::now() + 20ms, 1);
+        ioc.run();
+        BOOST_TEST(fired);
+        BOOST_TEST(w->timed_out);
+        BOOST_TEST((std::chrono::steady_clock::now() - t0 >= 20ms));
+        service::of(ex).give_back(std::move(w));
+        // 2. A deadline an hour on that goes at once: the timer stays armed
+        // for it, and run() returns anyway.
+        ioc.restart();
+        w = service::of(ex).lease(ex);
+        w->attempt = 1;
+        service::of(ex).add(*w, std::chrono::steady_clock::now() + 1h, 1);
+        service::of(ex).remove(*w);
+        ioc.run();
+        // 3. Then a shorter one: the hour's wait is re-armed earlier (its
+        // handler runs, aborted), and this one fires before run() returns.
+        ioc.restart();
+        fired = false;
+        w->signal.slot().assign([&](asio::cancellation_type) { fired = true; });
+        w->attempt = 2;
+        service::of(ex).add(*w, std::chrono::steady_clock::now() + 10ms, 2);
+        ioc.run();
+        BOOST_TEST(fired);
+        service::of(ex).give_back(std::move(w));
+        // 4. The count is right after all this: a post runs, and run()
+        // returns (an extra unit would hold it for ever, a missing one would
+        // have stopped a run above before its deadline fired).
+        ioc.restart();
+        bool posted = false;
+        asio::post(ioc, [&] { posted = true; });
+        ioc.run();
+        BOOST_TEST(posted);
+        ioc.restart();
+    }
 }
 
 // A server's Retry-After wait is never cut short, not even by the gate

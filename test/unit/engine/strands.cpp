@@ -11,6 +11,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/test/unit_test.hpp>
 
@@ -100,6 +102,52 @@ BOOST_AUTO_TEST_CASE(two_threads_many_operations) {
     BOOST_TEST(retries.load() == ops / 4 * (0 + 1 + 2 + 3));
     BOOST_TEST(attempts.load() == ops + retries.load());
     BOOST_TEST(budget->available() <= 1'000'000u);
+}
+
+// Attempt timeouts on two threads, on strands and on a thread_pool: the
+// shared timer (one a context) is armed and re-armed from both threads, its
+// deadlines counted as the io_context's work by hand (an io_context) or
+// cancelled once none is pending (a thread_pool: not counted by hand). Each
+// run ends: no deadline left keeps the threads, none is lost before it fires.
+BOOST_AUTO_TEST_CASE(attempt_timeouts_from_two_threads) {
+    std::atomic<int> timed_out{0}, ok{0};
+    // Every third operation's attempt outlasts its 2-5 ms timeout; the
+    // others end at once under a timeout of an hour.
+    auto start = [&](const asio::any_io_executor& ex, int i) {
+        const bool slow = i % 3 == 0;
+        const auto p = retry_policy{}
+                           .with_stop(stop::max_attempts(1))
+                           .with_attempt_timeout(slow ? std::chrono::milliseconds(2 + i % 4) : 1h);
+        steadfast::async_retry(
+            ex, p,
+            [slow](const attempt_context&) -> asio::awaitable<error_code> {
+                if (!slow) co_return error_code{};
+                asio::steady_timer t(co_await asio::this_coro::executor, 1h);
+                auto [e] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+                co_return e;  // operation_aborted: cut by the timeout
+            },
+            [&](retry_result<error_code> r) {
+                if (r.last_error() == error_code(steadfast::error::attempt_timeout)) ++timed_out;
+                ok += r.ok();
+            });
+    };
+    constexpr int ops = 300;
+    {
+        asio::io_context ioc(2);
+        for (int i = 0; i < ops; ++i) start(asio::make_strand(ioc), i);
+        run_on_two_threads(ioc);
+        BOOST_TEST(timed_out.load() == ops / 3);
+        BOOST_TEST(ok.load() == ops - ops / 3);
+    }
+    timed_out = 0;
+    ok = 0;
+    {
+        asio::thread_pool pool(2);
+        for (int i = 0; i < ops; ++i) start(asio::make_strand(pool), i);
+        pool.join();  // (would wait an hour if the shared timer stayed armed)
+        BOOST_TEST(timed_out.load() == ops / 3);
+        BOOST_TEST(ok.load() == ops - ops / 3);
+    }
 }
 
 // async_retry started from a thread that does not run the strand its

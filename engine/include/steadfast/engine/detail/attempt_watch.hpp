@@ -8,8 +8,16 @@
 // context (and clock), served by one timer armed for the earliest: starting
 // an attempt whose deadline is later than the armed one (the usual case: the
 // next attempt of any retry) sets no OS timer, so a timeout costs a lock and
-// a tree insertion, not a system call. The timer is cancelled once no timeout
-// is pending, so it never keeps io_context::run() from returning.
+// a tree insertion, not a system call.
+//
+// The timer never keeps run() from returning once no timeout is pending. On
+// an io_context its wait does not count as outstanding work (taken off with
+// the executor's on_work_finished() as it starts, put back as its handler
+// runs) and the service counts one unit of work itself while any deadline is
+// pending: an armed timer left behind by the last timeout costs nothing and
+// is re-armed, or fires and finds nothing due. On any other context the
+// timer is cancelled once no timeout is pending, from a handler posted when
+// the set empties (a post a call: what the counting saves).
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -17,9 +25,11 @@
 #include <boost/asio/execution/context.hpp>
 #include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/execution_context.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
 #include <boost/asio/query.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/intrusive/set.hpp>
 
 #include <atomic>
@@ -27,6 +37,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -129,12 +140,16 @@ public:
     /// on its executor. A deadline at the clock's end never comes: nothing to do.
     void add(watch& w, time_point deadline, std::uint64_t n) {
         std::lock_guard lock(mu_);
-        unlink(w);
-        if (deadline == time_point::max()) return;
+        if (deadline == time_point::max()) return unlink(w);
+        if (w.is_linked()) set_.erase(set_.iterator_to(w));  // replaced at once
         w.deadline = deadline;
         w.timing = n;
         set_.insert(w);
-        if (!timer_) timer_.emplace(w.ex);
+        if (!timer_) {
+            ioc_ = io_context_of(w.ex);
+            timer_.emplace(ioc_ ? boost::asio::any_io_executor(ioc_->get_executor()) : w.ex);
+        }
+        settle();  // before the wait below is taken off the count
         if (deadline < armed_) arm(deadline);
     }
 
@@ -145,6 +160,39 @@ public:
     }
 
 private:
+    // The io_context `ex` runs on (plainly or through a strand), whose work
+    // the service counts by hand (its executor's on_work_started and
+    // on_work_finished); null for any other executor.
+    template <std::uintptr_t... Bits>
+    static boost::asio::io_context* io_context_of(const boost::asio::any_io_executor& ex,
+                                                  std::integer_sequence<std::uintptr_t, Bits...>) noexcept {
+        boost::asio::io_context* found = nullptr;
+        auto plain = [&](auto* e) {
+            if (e) found = &boost::asio::query(*e, boost::asio::execution::context);
+            return found != nullptr;
+        };
+        auto stranded = [&](auto* s) {
+            if (s) found = &boost::asio::query(s->get_inner_executor(), boost::asio::execution::context);
+            return found != nullptr;
+        };
+        using boost::asio::io_context;
+        using boost::asio::strand;
+        (void)((plain(ex.target<io_context::basic_executor_type<std::allocator<void>, Bits>>()) ||
+                stranded(ex.target<strand<io_context::basic_executor_type<std::allocator<void>, Bits>>>())) ||
+               ...);
+        return found;
+    }
+    static boost::asio::io_context* io_context_of(const boost::asio::any_io_executor& ex) noexcept {
+#if !defined(BOOST_ASIO_NO_TS_EXECUTORS)
+        // The executor bits other than outstanding_work.tracked (a watch's
+        // executor is untracked): blocking.never, relationship.continuation.
+        return io_context_of(ex, std::integer_sequence<std::uintptr_t, 0, 1, 2, 3>{});
+#else
+        (void)ex;
+        return nullptr;
+#endif
+    }
+
     static std::atomic<std::uint64_t>& generation() noexcept {
         static std::atomic<std::uint64_t> g{0};
         return g;
@@ -155,15 +203,32 @@ private:
         std::vector<std::shared_ptr<watch>> drop;              // destroyed outside the lock
         std::lock_guard lock(mu_);
         set_.clear();
+        settle();
         drop.swap(free_);
         armed_ = time_point::max();
         timer_.reset();
+    }
+
+    // With mu_ held: where the context's work is counted by hand, one unit
+    // while any deadline is pending. Called after each change of the set
+    // (in add, after the insertion: a deadline replaced by another is never
+    // counted down between, and the unit is there before arm() takes the
+    // timer's wait off the count).
+    void settle() {
+        if (!ioc_ || counting_ == !set_.empty()) return;
+        counting_ = !set_.empty();
+        if (counting_)
+            ioc_->get_executor().on_work_started();
+        else
+            ioc_->get_executor().on_work_finished();
     }
 
     // With mu_ held.
     void unlink(watch& w) {
         if (!w.is_linked()) return;
         set_.erase(set_.iterator_to(w));
+        settle();
+        if (ioc_) return;  // the armed timer holds no work: left as it is
         if (set_.empty() && armed_ != time_point::max() && !idle_check_) {
             // Cancel the timer if nothing comes in the meantime (a retry that
             // starts its next attempt at once keeps the timer as it is).
@@ -182,10 +247,14 @@ private:
     // With mu_ held; `at` is never the clock's end.
     void arm(time_point at) {
         armed_ = at;
-        timer_->expires_at(at);
-        timer_->async_wait([this, at](const boost::system::error_code& ec) {
+        timer_->expires_at(at);  // a wait pending ends with operation_aborted
+        timer_->async_wait([this, at, ioc = ioc_](const boost::system::error_code& ec) {
+            if (ioc) ioc->get_executor().on_work_started();  // counted down as this returns
             if (!ec) fire(at);
         });
+        // The wait just counted itself: taken off. The unit settle() holds
+        // for the deadline being armed keeps the count above zero.
+        if (ioc_) ioc_->get_executor().on_work_finished();
     }
 
     void fire(time_point at) {
@@ -206,6 +275,7 @@ private:
                 if (auto sp = w.weak_from_this().lock()) due.push_back({std::move(sp), w.timing, w.ex});
             }
             if (!set_.empty()) arm(set_.begin()->deadline);
+            settle();
         }
         // Outside the lock, and posted rather than run here: the attempt's
         // cancellation may end it, which removes timeouts under the lock.
@@ -225,7 +295,9 @@ private:
     static constexpr std::size_t max_free = 64;
     std::vector<std::shared_ptr<watch>> free_;  // given back, for the next operations
     time_point armed_ = time_point::max();      // the pending wait's expiry (max: none)
-    bool idle_check_ = false;
+    bool idle_check_ = false;                   // (contexts whose work is not counted by hand)
+    boost::asio::io_context* ioc_ = nullptr;    // io_context_of() the first timeout's executor (set with timer_)
+    bool counting_ = false;                     // a unit of the context's work held: set_ is not empty
 };
 
 template <class Timer>
