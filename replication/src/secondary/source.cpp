@@ -19,6 +19,11 @@ using steadfast::app::level;
 
 namespace steadfast::secondary {
 
+namespace {
+// How long a pull waits for messages; the server may deliver to it until then.
+constexpr std::chrono::milliseconds fetch_expiry = 1s;
+}  // namespace
+
 js_source::js_source(asio::any_io_executor ex, app::db_worker& worker, store& st, source_options o, source_hooks h)
     : ex_(ex),
       worker_(worker),
@@ -253,9 +258,18 @@ asio::awaitable<void> js_source::run() {
             // Pulling on meanwhile would meet a gap on every stream they
             // belong to and nak the later messages again and again (a
             // redelivery storm while catching up): wait for them instead.
-            const auto wait = n_.ack_wait.count() > 0
-                                  ? n_.ack_wait
-                                  : std::chrono::duration_cast<std::chrono::milliseconds>(pc_->config().ack_wait);
+            // The ack wait runs from each delivery, and the last of them may
+            // have come after this run found the consumer: to a pull the
+            // killed run left pending (a fetch expires after 1 s, below), or
+            // in the moment before the kill while this run started. So the
+            // wait is the ack wait and a fetch's expiry: with the ack wait
+            // alone, a restart right after the kill pulled while some of them
+            // were not due yet, met gaps, and nak'd its way through 578
+            // redeliveries (CI, 2026-12-06, a busy machine).
+            const auto wait = (n_.ack_wait.count() > 0
+                                   ? n_.ack_wait
+                                   : std::chrono::duration_cast<std::chrono::milliseconds>(pc_->config().ack_wait)) +
+                              fetch_expiry;
             app::log(level::info, "unacknowledged",
                      {{"consumer", o_.consumer},
                       {"messages", owed},
@@ -266,7 +280,8 @@ asio::awaitable<void> js_source::run() {
         }
         const auto fetch_started = std::chrono::steady_clock::now();
         auto [ec, ds] = co_await pc_->async_fetch(
-            o_.batch, 1s, asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable)));
+            o_.batch, fetch_expiry,
+            asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable)));
         if (ec == asio::error::operation_aborted || stopping_) break;
         if (ec) {
             if (auto refused = nats_problem(); !refused.empty()) {
