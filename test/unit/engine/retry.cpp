@@ -313,49 +313,52 @@ BOOST_AUTO_TEST_CASE(a_pending_timeout_never_keeps_run_from_returning) {
 // right when run() is started again and the old wait is re-armed.
 BOOST_AUTO_TEST_CASE(the_shared_timer_counts_a_deadline_not_its_wait) {
     using service = steadfast::detail::attempt_timeouts<asio::steady_timer>;
-    asio::io_context ioc;
-    auto strand = asio::make_strand(ioc);
-    for (const asio::any_io_executor ex : {asio::any_io_executor(ioc.get_executor()), asio::any_io_executor(strand)}) {
-        // 1. A deadline 20 ms on, and nothing else pending: run() returns
-        // only once it has fired (the signal emitted on the watch's executor).
-        auto w = service::of(ex).lease(ex);
-        bool fired = false;
-        w->signal.slot().assign([&](asio::cancellation_type) { fired = true; });
-        w->attempt = 1;
-        const auto t0 = std::chrono::steady_clock::now();
-        service::of(ex).add(*w, std::chrono::steady_clock::now() + 20ms, 1);
-        ioc.run();
-        BOOST_TEST(fired);
-        BOOST_TEST(w->timed_out);
-        BOOST_TEST((std::chrono::steady_clock::now() - t0 >= 20ms));
-        service::of(ex).give_back(std::move(w));
-        // 2. A deadline an hour on that goes at once: the timer stays armed
-        // for it, and run() returns anyway.
-        ioc.restart();
-        w = service::of(ex).lease(ex);
-        w->attempt = 1;
-        service::of(ex).add(*w, std::chrono::steady_clock::now() + 1h, 1);
-        service::of(ex).remove(*w);
-        ioc.run();
-        // 3. Then a shorter one: the hour's wait is re-armed earlier (its
-        // handler runs, aborted), and this one fires before run() returns.
-        ioc.restart();
-        fired = false;
-        w->signal.slot().assign([&](asio::cancellation_type) { fired = true; });
-        w->attempt = 2;
-        service::of(ex).add(*w, std::chrono::steady_clock::now() + 10ms, 2);
-        ioc.run();
-        BOOST_TEST(fired);
-        service::of(ex).give_back(std::move(w));
-        // 4. The count is right after all this: a post runs, and run()
-        // returns (an extra unit would hold it for ever, a missing one would
-        // have stopped a run above before its deadline fired).
-        ioc.restart();
-        bool posted = false;
-        asio::post(ioc, [&] { posted = true; });
-        ioc.run();
-        BOOST_TEST(posted);
-        ioc.restart();
+    for (const bool stranded : {false, true}) {
+        BOOST_TEST_CONTEXT((stranded ? "a strand" : "the io_context's executor")) {
+            asio::io_context ioc;  // (each its own: the first deadline's executor decides)
+            const asio::any_io_executor ex =
+                stranded ? asio::any_io_executor(asio::make_strand(ioc)) : asio::any_io_executor(ioc.get_executor());
+            // 1. A deadline 20 ms on, and nothing else pending: run() returns
+            // only once it has fired (the signal emitted on the watch's executor).
+            auto w = service::of(ex).lease(ex);
+            bool fired = false;
+            w->signal.slot().assign([&](asio::cancellation_type) { fired = true; });
+            w->attempt = 1;
+            const auto t0 = std::chrono::steady_clock::now();
+            service::of(ex).add(*w, std::chrono::steady_clock::now() + 20ms, 1);
+            BOOST_TEST(service::of(ex).counts_work_by_hand());  // the case this test is for
+            ioc.run();
+            BOOST_TEST(fired);
+            BOOST_TEST(w->timed_out);
+            BOOST_TEST((std::chrono::steady_clock::now() - t0 >= 20ms));
+            service::of(ex).give_back(std::move(w));
+            // 2. A deadline an hour on that goes at once: the timer stays armed
+            // for it, and run() returns anyway.
+            ioc.restart();
+            w = service::of(ex).lease(ex);
+            w->attempt = 1;
+            service::of(ex).add(*w, std::chrono::steady_clock::now() + 1h, 1);
+            service::of(ex).remove(*w);
+            ioc.run();
+            // 3. Then a shorter one: the hour's wait is re-armed earlier (its
+            // handler runs, aborted), and this one fires before run() returns.
+            ioc.restart();
+            fired = false;
+            w->signal.slot().assign([&](asio::cancellation_type) { fired = true; });
+            w->attempt = 2;
+            service::of(ex).add(*w, std::chrono::steady_clock::now() + 10ms, 2);
+            ioc.run();
+            BOOST_TEST(fired);
+            service::of(ex).give_back(std::move(w));
+            // 4. The count is right after all this: a post runs, and run()
+            // returns (an extra unit would hold it for ever, a missing one would
+            // have stopped a run above before its deadline fired).
+            ioc.restart();
+            bool posted = false;
+            asio::post(ioc, [&] { posted = true; });
+            ioc.run();
+            BOOST_TEST(posted);
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 // Many retrying operations from two threads, each on its own strand, sharing
 // one budget and hooks that count. Run under TSan by the test command.
 #include <steadfast/engine.hpp>
+#include <steadfast/engine/detail/attempt_watch.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_executor.hpp>
@@ -136,6 +137,8 @@ BOOST_AUTO_TEST_CASE(attempt_timeouts_from_two_threads) {
         asio::io_context ioc(2);
         for (int i = 0; i < ops; ++i) start(asio::make_strand(ioc), i);
         run_on_two_threads(ioc);
+        BOOST_TEST(
+            steadfast::detail::attempt_timeouts<asio::steady_timer>::of(ioc.get_executor()).counts_work_by_hand());
         BOOST_TEST(timed_out.load() == ops / 3);
         BOOST_TEST(ok.load() == ops - ops / 3);
     }
@@ -145,6 +148,8 @@ BOOST_AUTO_TEST_CASE(attempt_timeouts_from_two_threads) {
         asio::thread_pool pool(2);
         for (int i = 0; i < ops; ++i) start(asio::make_strand(pool), i);
         pool.join();  // (would wait an hour if the shared timer stayed armed)
+        BOOST_TEST(
+            !steadfast::detail::attempt_timeouts<asio::steady_timer>::of(pool.get_executor()).counts_work_by_hand());
         BOOST_TEST(timed_out.load() == ops / 3);
         BOOST_TEST(ok.load() == ops - ops / 3);
     }

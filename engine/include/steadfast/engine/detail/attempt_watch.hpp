@@ -41,6 +41,17 @@
 #include <utility>
 #include <vector>
 
+// Counting an io_context's work by hand needs its executor's
+// on_work_started/on_work_finished (not with BOOST_ASIO_NO_TS_EXECUTORS), and
+// a timer wait that Asio counts once: with BOOST_ASIO_NO_TYPEID (no RTTI) its
+// handler_work tracks an any_io_executor's io_context as well. Otherwise the
+// posted check serves every context.
+#if !defined(BOOST_ASIO_NO_TS_EXECUTORS) && !defined(BOOST_ASIO_NO_TYPEID)
+#define STEADFAST_DETAIL_COUNTS_IO_CONTEXT_WORK 1
+#else
+#define STEADFAST_DETAIL_COUNTS_IO_CONTEXT_WORK 0
+#endif
+
 namespace steadfast::detail {
 
 template <class Timer>
@@ -138,6 +149,10 @@ public:
 
     /// Attempt `n` of `w` times out at `deadline`: then its signal is emitted
     /// on its executor. A deadline at the clock's end never comes: nothing to do.
+    /// add() and remove() are called from a handler running on the context
+    /// (the engine's steps are): where its work is counted by hand, the last
+    /// deadline's unit taken off outside any handler would stop a run() that
+    /// has nothing else to do before the next add().
     void add(watch& w, time_point deadline, std::uint64_t n) {
         std::lock_guard lock(mu_);
         if (deadline == time_point::max()) return unlink(w);
@@ -157,6 +172,14 @@ public:
     void remove(watch& w) {
         std::lock_guard lock(mu_);
         unlink(w);
+    }
+
+    /// Whether this context's work is counted by hand (an io_context, once a
+    /// first deadline has come), rather than the timer cancelled by a posted
+    /// check. For tests.
+    bool counts_work_by_hand() {
+        std::lock_guard lock(mu_);
+        return ioc_ != nullptr;
     }
 
 private:
@@ -183,13 +206,28 @@ private:
         return found;
     }
     static boost::asio::io_context* io_context_of(const boost::asio::any_io_executor& ex) noexcept {
-#if !defined(BOOST_ASIO_NO_TS_EXECUTORS)
+#if STEADFAST_DETAIL_COUNTS_IO_CONTEXT_WORK
         // The executor bits other than outstanding_work.tracked (a watch's
         // executor is untracked): blocking.never, relationship.continuation.
         return io_context_of(ex, std::integer_sequence<std::uintptr_t, 0, 1, 2, 3>{});
 #else
         (void)ex;
         return nullptr;
+#endif
+    }
+    // The io_context's count of outstanding work, by one.
+    static void work_started(boost::asio::io_context* ioc) noexcept {
+#if STEADFAST_DETAIL_COUNTS_IO_CONTEXT_WORK
+        ioc->get_executor().on_work_started();
+#else
+        (void)ioc;
+#endif
+    }
+    static void work_finished(boost::asio::io_context* ioc) noexcept {
+#if STEADFAST_DETAIL_COUNTS_IO_CONTEXT_WORK
+        ioc->get_executor().on_work_finished();
+#else
+        (void)ioc;
 #endif
     }
 
@@ -218,9 +256,9 @@ private:
         if (!ioc_ || counting_ == !set_.empty()) return;
         counting_ = !set_.empty();
         if (counting_)
-            ioc_->get_executor().on_work_started();
+            work_started(ioc_);
         else
-            ioc_->get_executor().on_work_finished();
+            work_finished(ioc_);
     }
 
     // With mu_ held.
@@ -249,12 +287,12 @@ private:
         armed_ = at;
         timer_->expires_at(at);  // a wait pending ends with operation_aborted
         timer_->async_wait([this, at, ioc = ioc_](const boost::system::error_code& ec) {
-            if (ioc) ioc->get_executor().on_work_started();  // counted down as this returns
+            if (ioc) work_started(ioc);  // counted down as this returns
             if (!ec) fire(at);
         });
         // The wait just counted itself: taken off. The unit settle() holds
         // for the deadline being armed keeps the count above zero.
-        if (ioc_) ioc_->get_executor().on_work_finished();
+        if (ioc_) work_finished(ioc_);
     }
 
     void fire(time_point at) {
@@ -267,6 +305,10 @@ private:
         {
             std::lock_guard lock(mu_);
             if (at != armed_) return;  // re-armed since
+            struct settle_on_exit {    // whatever throws below (push_back, arm)
+                attempt_timeouts& s;
+                ~settle_on_exit() { s.settle(); }
+            } settled{*this};
             armed_ = time_point::max();
             const auto now = Timer::clock_type::now();
             while (!set_.empty() && set_.begin()->deadline <= now) {
@@ -275,7 +317,6 @@ private:
                 if (auto sp = w.weak_from_this().lock()) due.push_back({std::move(sp), w.timing, w.ex});
             }
             if (!set_.empty()) arm(set_.begin()->deadline);
-            settle();
         }
         // Outside the lock, and posted rather than run here: the attempt's
         // cancellation may end it, which removes timeouts under the lock.
