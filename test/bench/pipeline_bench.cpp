@@ -209,17 +209,26 @@ struct stalling_server {
             c = std::move(idle.back());
             idle.pop_back();
         }
+        // Closed on every way out but back to the pool: a cancelled attempt
+        // may also end by an exception (Asio's throw_if_cancelled: a
+        // cancellation that lands while no operation is pending throws from
+        // the next co_await: a losing hedge whose write had just completed).
+        // Left open, its server side would read for ever and run() would
+        // never return (hedging_tail hung so, about one run in two).
+        struct closer {
+            std::shared_ptr<conn>& c;
+            ~closer() {
+                error_code ignored;
+                if (c) c->client.close(ignored);
+            }
+        } close_unless_pooled{c};
         char b = 'x';
         auto [ec, n] = co_await asio::async_write(c->client, asio::buffer(&b, 1), asio::as_tuple(asio::use_awaitable));
         if (!ec)
             std::tie(ec, n) =
                 co_await asio::async_read(c->client, asio::buffer(&b, 1), asio::as_tuple(asio::use_awaitable));
-        if (ec) {
-            error_code ignored;
-            c->client.close(ignored);
-            co_return ec;
-        }
-        idle.push_back(std::move(c));
+        if (ec) co_return ec;
+        idle.push_back(std::move(c));  // (`c` empty now: the closer leaves it open)
         co_return error_code{};
     }
 
