@@ -312,13 +312,7 @@ struct execute_op {
     void operator()(Self& self) {  // the first step, in the initiating function
         self.reset_cancellation_state(boost::asio::enable_total_cancellation());
         const auto& d = pipeline_access::data(p);
-        if (d.rate && !d.rate->try_acquire()) {
-            // A copy first: moving `self` moves this operation, `ex` with it,
-            // and the two arguments may be evaluated in either order (g++:
-            // right to left).
-            const Executor e = ex;
-            return d.rate->async_acquire(e, boost::asio::bind_executor(e, std::move(self)));
-        }
+        if (d.rate && !d.rate->try_acquire()) return queue_at(*d.rate, self);
         admitted_by_rate(self);
     }
     template <class Self>
@@ -350,16 +344,22 @@ private:
     static void refuse(Self& self, error_code ec) {
         boost::asio::dispatch(boost::asio::append(std::move(self), not_admitted<R>(ec)));
     }
+    // Waits in `limit`'s queue, completing into this operation on `ex`.
+    template <class Limit, class Self>
+    void queue_at(Limit& limit, Self& self) {
+        // A copy first: moving `self` moves this operation, `ex` with it, and
+        // the two arguments may be evaluated in either order (g++: right to
+        // left).
+        const Executor e = ex;
+        limit.async_acquire(e, boost::asio::bind_executor(e, std::move(self)));
+    }
     template <class Self>
     void admitted_by_rate(Self& self) {
         const auto& d = pipeline_access::data(p);
         concurrency_limit::permit permit;
         if (d.bulkhead) {
             permit = d.bulkhead->try_acquire();
-            if (!permit) {
-                const Executor e = ex;  // (before `self` moves: as above)
-                return d.bulkhead->async_acquire(e, boost::asio::bind_executor(e, std::move(self)));
-            }
+            if (!permit) return queue_at(*d.bulkhead, self);
         }
         run(self, std::move(permit));
     }
