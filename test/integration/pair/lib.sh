@@ -22,13 +22,16 @@ cleanup() {
 trap cleanup EXIT
 
 # fail MESSAGE: says why, with the end of every process's log (primary.log,
-# secondary.log, the JetStream tests' secondaryN.log, fake.log), and exits 1.
+# secondary.log, the JetStream tests' secondaryN.log, fake.log), the most
+# recently written first (what failed), and exits 1. CI keeps only the head
+# and the tail of a long output: a scenario with many logs loses its middle.
 fail() { echo "FAIL: $*" >&2
          local f
-         for f in "$WORK"/*.log; do
+         while IFS= read -r f; do
            [ -f "$f" ] || continue
            echo "--- $(basename "$f")" >&2; tail -20 "$f" >&2 || true
-         done
+         done < <(ls -t "$WORK"/*.log 2>/dev/null)
+         echo "FAIL: $*" >&2
          exit 1; }
 # free_port: a free port, never handed to another test in the last 15
 # minutes (test/ports.py says why).
