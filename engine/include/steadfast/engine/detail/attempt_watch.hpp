@@ -57,6 +57,13 @@ namespace steadfast::detail {
 template <class Timer>
 class attempt_timeouts;
 
+// A cancellation handler that does nothing: put in a slot in place of one
+// that must go, it keeps the slot's memory for the next handler (a slot's
+// clear() gives it back, and the next emplace allocates again).
+struct ignore_cancellation {
+    void operator()(boost::asio::cancellation_type) const noexcept {}
+};
+
 template <class Timer>
 struct attempt_watch : std::enable_shared_from_this<attempt_watch<Timer>>,
                        boost::intrusive::set_base_hook<boost::intrusive::link_mode<boost::intrusive::safe_link>> {
@@ -132,7 +139,9 @@ public:
     /// The operation is done with `w`: kept for another one, unless
     /// something else still holds it (a timeout's emission on its way).
     void give_back(std::shared_ptr<watch> w) {
-        w->signal.slot().clear();  // the last attempt's handler, and the executor it holds
+        // The last attempt's handler goes, and the executor it holds; its
+        // memory stays for the next operation's attempt.
+        w->signal.slot().template emplace<ignore_cancellation>();
         {
             std::lock_guard lock(mu_);
             unlink(*w);
