@@ -501,4 +501,25 @@ BOOST_AUTO_TEST_CASE(a_timeout_fires_for_attempt_two_to_the_32) {
     static_assert(std::numeric_limits<decltype(watch_t::attempt)>::digits == 64);
 }
 
+// A watch given back to the pool drops its last attempt's handler (and what
+// that holds: an executor, a frame's state) but keeps the handler's memory:
+// the next operation's attempt reuses it rather than allocating again.
+BOOST_AUTO_TEST_CASE(a_watch_given_back_drops_its_handler_and_keeps_its_memory) {
+    asio::io_context ioc;
+    auto& svc = detail::attempt_timeouts<manual_timer>::of(ioc.get_executor());
+    auto w = svc.lease(ioc.get_executor());
+    auto* const raw = w.get();
+    auto held = std::make_shared<int>(0);
+    w->signal.slot().assign([held](asio::cancellation_type) { ++*held; });
+    BOOST_TEST(held.use_count() == 2);
+    svc.give_back(std::move(w));
+    BOOST_TEST(held.use_count() == 1);  // the handler is gone
+    auto again = svc.lease(ioc.get_executor());
+    BOOST_TEST(again.get() == raw);                         // the pooled one
+    BOOST_TEST(again->signal.slot().has_handler());         // its memory is still there
+    again->signal.emit(asio::cancellation_type::terminal);  // and what holds it does nothing
+    BOOST_TEST(*held == 0);
+    svc.give_back(std::move(again));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

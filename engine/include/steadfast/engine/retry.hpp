@@ -105,13 +105,10 @@ concept direct_attempt = requires(Fn& f, const attempt_context& c) {
 // direct attempt's), however the wait ends (an exception, or the frame
 // destroyed with its handler dropped): left there, it would point at a watch
 // or a call that may be gone when the caller's signal is emitted later.
-// Replaced by a handler that ignores the signal rather than cleared: clear()
-// gives the handler's memory back, and the next wait in this slot (the next
-// attempt's forwarder, a backoff sleep) would allocate it again.
 struct slot_clearer {
     boost::asio::cancellation_slot slot;
     ~slot_clearer() {
-        if (slot.is_connected()) slot.template emplace<ignore_cancellation>();
+        if (slot.is_connected()) slot.clear();
     }
 };
 
