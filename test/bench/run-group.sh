@@ -91,6 +91,9 @@ PY
     "$arate" "$hrate" "$(cat "$WORK/delivered$c")"
   # Beside the pair's lines above: what delivery and the secondary add to a message.
   echo "  a publish's CPU by thread, the intake alone: $(thread_cpu_delta "$ta0" "$(thread_cpu "$AP")" "${acount:-0}"), wrk $(python3 -c "import sys; print(round(float(sys.argv[1]) / max(int(sys.argv[2]), 1) * 1e6))" "$(cat "$WORK/wrka$c.cpu")" "${acount:-0}") us"
+  # Its commits and flushes beside the pair's: what a flush costs with nothing
+  # delivered (the same disk, the same hour).
+  echo "  the intake alone's database thread: $(db_stats "http://127.0.0.1:$A/metrics" primary)"
   kill "$AP" 2>/dev/null || true
   wait "$AP" 2>/dev/null || true
 }
