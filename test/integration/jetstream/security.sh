@@ -93,6 +93,15 @@ publish_to() {  # publish_to PORT N: N messages, each answered 202
   done
 }
 applied() { [ "$("$BIN/steadfast-secondary" dump --data "$WORK/$1-s" | wc -l)" -ge "$2" ]; }  # applied NAME N
+# On a failure: where the pair running then stands (delivery and consumption).
+on_fail() {
+  [ -n "${P_PORT:-}" ] || return 0
+  echo "--- the primary's metrics (port $P_PORT)"
+  curl -s -m 5 "http://127.0.0.1:$P_PORT/metrics" |
+    grep -E '^steadfast_primary_(delivered|outbox|pending|jetstream|nats|published|redeliver)' || true
+  echo "--- the secondary's metrics (port $S_PORT)"
+  curl -s -m 5 "http://127.0.0.1:$S_PORT/metrics" | grep -E '^steadfast_secondary_(applied|jetstream|last|nats)' || true
+}
 delivered() { [ "$(metric "$1" steadfast_primary_delivered_total)" -ge "$2" ]; }               # delivered PORT N
 stop_pair() {
   kill "$P_PID" "$S_PID" 2>/dev/null || true

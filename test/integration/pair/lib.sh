@@ -21,11 +21,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# fail MESSAGE: says why, with the end of every process's log (primary.log,
+# fail MESSAGE: says why, with what the scenario's on_fail function prints
+# if it has one, then the end of every process's log (primary.log,
 # secondary.log, the JetStream tests' secondaryN.log, fake.log), the most
 # recently written first (what failed), and exits 1. CI keeps only the head
 # and the tail of a long output: a scenario with many logs loses its middle.
 fail() { echo "FAIL: $*" >&2
+         # A scenario's own last words first (its processes' state), if it has any.
+         if declare -F on_fail >/dev/null; then on_fail >&2 || true; fi
          local f
          while IFS= read -r f; do
            [ -f "$f" ] || continue
