@@ -140,8 +140,10 @@ public:
     /// something else still holds it (a timeout's emission on its way).
     void give_back(std::shared_ptr<watch> w) {
         // The last attempt's handler goes, and the executor it holds; its
-        // memory stays for the next operation's attempt.
-        w->signal.slot().template emplace<ignore_cancellation>();
+        // memory stays for the next operation's attempt. An empty slot stays
+        // empty: nothing to keep, and nothing allocated here (the hedging
+        // deadline's release is noexcept).
+        if (auto slot = w->signal.slot(); slot.has_handler()) slot.template emplace<ignore_cancellation>();
         {
             std::lock_guard lock(mu_);
             unlink(*w);
