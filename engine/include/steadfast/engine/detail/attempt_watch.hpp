@@ -226,19 +226,16 @@ private:
         return nullptr;
 #endif
     }
-    // The io_context's count of outstanding work, by one.
-    static void work_started(boost::asio::io_context* ioc) noexcept {
+    // The io_context's count of outstanding work, up or down by one.
+    static void count_work(boost::asio::io_context* ioc, bool started) noexcept {
 #if STEADFAST_DETAIL_COUNTS_IO_CONTEXT_WORK
-        ioc->get_executor().on_work_started();
+        if (started)
+            ioc->get_executor().on_work_started();
+        else
+            ioc->get_executor().on_work_finished();
 #else
         (void)ioc;
-#endif
-    }
-    static void work_finished(boost::asio::io_context* ioc) noexcept {
-#if STEADFAST_DETAIL_COUNTS_IO_CONTEXT_WORK
-        ioc->get_executor().on_work_finished();
-#else
-        (void)ioc;
+        (void)started;
 #endif
     }
 
@@ -266,10 +263,7 @@ private:
     void settle() {
         if (!ioc_ || counting_ == !set_.empty()) return;
         counting_ = !set_.empty();
-        if (counting_)
-            work_started(ioc_);
-        else
-            work_finished(ioc_);
+        count_work(ioc_, counting_);
     }
 
     // With mu_ held.
@@ -298,12 +292,12 @@ private:
         armed_ = at;
         timer_->expires_at(at);  // a wait pending ends with operation_aborted
         timer_->async_wait([this, at, ioc = ioc_](const boost::system::error_code& ec) {
-            if (ioc) work_started(ioc);  // counted down as this returns
+            if (ioc) count_work(ioc, true);  // counted down as this returns
             if (!ec) fire(at);
         });
         // The wait just counted itself: taken off. The unit settle() holds
         // for the deadline being armed keeps the count above zero.
-        if (ioc_) work_finished(ioc_);
+        if (ioc_) count_work(ioc_, false);
     }
 
     void fire(time_point at) {
