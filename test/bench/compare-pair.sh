@@ -55,9 +55,10 @@ run() {  # run LABEL BIN_DIR ROUND
     2>/dev/null & pp=$!; PIDS+=($pp)
   wait_up "http://127.0.0.1:$p/health"
   local t0 r4 published delivered t2
-  t0=$(date +%s.%N)
+  watch_delivered "$p"
+  t0=$EPOCHREALTIME
   r4=$(rate wrk -t2 -c16 -d4s -s test/bench/publish16.lua "http://127.0.0.1:$p")
-  read -r published delivered t2 < <(wait_delivered "$p")
+  read -r published delivered t2 < <(delivered_at)
   [ "$published" = "$delivered" ] || { echo "$label round $r: 16 streams delivered $delivered of $published" >&2; exit 1; }
   kill -9 $sp $pp
   printf '%-4s round %d: like-for-like %6d msg/s | stdin end to end %7d msg/s | /publish 16 publishers %6d msg/s | 16 streams acknowledged %6d, delivered %6d msg/s\n' \

@@ -51,32 +51,69 @@ a, b, n = read(sys.argv[1]), read(sys.argv[2]), max(int(sys.argv[3]), 1)
 print(", ".join(f"{name} {(t - a.get(tid, (name, 0.0))[1]) / n * 1e6:.0f} us" for tid, (name, t) in sorted(b.items(), key=lambda kv: -kv[1][1] + a.get(kv[0], ("", 0.0))[1])))
 PY
 }
-# run_timed CPU_FILE COMMAND...: runs COMMAND, then writes the CPU time it used (seconds) to CPU_FILE
+# run_timed CPU_FILE COMMAND...: runs COMMAND, then writes the CPU time it used
+# (seconds, user + system) to CPU_FILE. In a subshell, whose `times` counts
+# only COMMAND: no interpreter starts between the caller's clock and COMMAND
+# (python3 took 0.13-0.4 s to start here, counted into a rate before).
 run_timed() {
-  python3 -c 'import resource, subprocess, sys
-rc = subprocess.call(sys.argv[2:])
-r = resource.getrusage(resource.RUSAGE_CHILDREN)
-open(sys.argv[1], "w").write("%.2f\n" % (r.ru_utime + r.ru_stime))
-sys.exit(rc)' "$@"
+  local cpu=$1
+  shift
+  (
+    rc=0
+    "$@" || rc=$?
+    times >"$cpu.times"  # (a builtin in this shell: in a pipe it would count a fork's children)
+    awk 'NR == 2 { n = split($0, f, " "); t = 0
+      for (i = 1; i <= n; i++) { split(f[i], ms, "m"); t += ms[1] * 60 + ms[2] }
+      printf "%.2f\n", t }' "$cpu.times" >"$cpu"
+    exit $rc
+  )
 }
 wait_up() { until curl -fs -o /dev/null "$1"; do sleep 0.01; done; }
-# wait_delivered PRIMARY_PORT: waits (up to 120 s) until the primary has
-# delivered all it published; prints "published delivered unix_time".
-wait_delivered() {
-  python3 - "$1" <<'PY'
-import sys, time, urllib.request
-url = f"http://127.0.0.1:{sys.argv[1]}/metrics"
+# watch_delivered PRIMARY_PORT: starts a watcher of the primary's delivery in
+# the background and returns once it is up (its interpreter started before
+# the caller's clock does); delivered_at then prints "published delivered
+# unix_time": when the primary had delivered all it published (polled every
+# 5 ms from delivered_at's call on, up to 120 s). One watcher at a time.
+watch_delivered() {
+  DW_DIR=$(mktemp -d "$WORK/watch.XXXXXX")
+  python3 - "$1" "$DW_DIR" <<'PY' &
+import os, sys, time, urllib.request
+url, d = f"http://127.0.0.1:{sys.argv[1]}/metrics", sys.argv[2]
 def get():
     m = urllib.request.urlopen(url, timeout=2).read().decode()
     v = {l.split()[0]: float(l.split()[1]) for l in m.splitlines() if l and not l.startswith("#")}
     return int(v["steadfast_primary_published_total"]), int(v["steadfast_primary_delivered_total"])
+open(os.path.join(d, "up"), "w").close()
+while not os.path.exists(os.path.join(d, "go")):  # the load is running: nothing asked of the primary
+    time.sleep(0.005)
 deadline = time.time() + 120
 while True:
-    p, d = get()
-    if p == d or time.time() > deadline: break
-    time.sleep(0.01)
-print(p, d, time.time())
+    p, dl = get()
+    if p == dl or time.time() > deadline: break
+    time.sleep(0.005)
+t = time.time()
+with open(os.path.join(d, "out.tmp"), "w") as f: print(p, dl, t, file=f)
+os.rename(os.path.join(d, "out.tmp"), os.path.join(d, "out"))
 PY
+  DW_PID=$!
+  while [ ! -e "$DW_DIR/up" ]; do
+    kill -0 "$DW_PID" 2>/dev/null || [ -e "$DW_DIR/up" ] || { echo "the delivery watcher did not start" >&2; return 1; }
+    sleep 0.01
+  done
+}
+delivered_at() {  # (may run in a subshell: it waits for the watcher's file, not for the process)
+  touch "$DW_DIR/go"
+  while [ ! -e "$DW_DIR/out" ]; do
+    kill -0 "$DW_PID" 2>/dev/null || [ -e "$DW_DIR/out" ] || { echo "the delivery watcher failed" >&2; return 1; }
+    sleep 0.01
+  done
+  cat "$DW_DIR/out"
+}
+# wait_delivered PRIMARY_PORT: the same in one call, for a caller whose
+# clock does not stop at the last delivery.
+wait_delivered() {
+  watch_delivered "$1"
+  delivered_at
 }
 # ts LOG EVENT: the Unix time (seconds, fractional) of EVENT's first JSON line in LOG (lines that are not
 # JSON are skipped); nothing when it has none

@@ -43,10 +43,11 @@ run() {
     perf record -q -g -o "$WORK/perf$c.data" -p "$PP" -- sleep 5 >/dev/null 2>&1 &
     perf_pid=$!
   fi
-  t0=$(date +%s.%N)
+  watch_delivered "$P"
+  t0=$EPOCHREALTIME
   run_timed "$WORK/wrkp$c.cpu" wrk -t2 -c"$c" -d5s -s test/bench/publish16.lua "http://127.0.0.1:$P" >"$WORK/wrkp$c"
   pub=$(awk '/Requests\/sec/ {print int($2)}' "$WORK/wrkp$c")
-  read -r published delivered t2 < <(wait_delivered "$P")
+  read -r published delivered t2 < <(delivered_at)
   [ -n "$perf_pid" ] && wait "$perf_pid" || true
   python3 - "$c" "$hrate" "$hcpu" "$pub" "$published" "$delivered" "$t0" "$t2" "$(cpu_s "$PP")" "$c0p" \
     "$(cpu_s "$SP")" "$c0s" "$(cat "$WORK/wrkp$c.cpu")" "$WORK/delivered$c" <<'PY'

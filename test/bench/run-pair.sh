@@ -63,11 +63,12 @@ sixteen() {
     --connections 8 --sync "$sync" 2>"$WORK/p$name.log" &
   PP=$!; PIDS+=($PP); wait_up "http://127.0.0.1:$P/health"
   c0p=$(cpu_s "$PP"); c0s=$(cpu_s "$SP")
-  t0=$(date +%s.%N)
+  watch_delivered "$P"
+  t0=$EPOCHREALTIME
   run_timed "$WORK/wrk$name.cpu" wrk -t2 -c16 -d5s -s test/bench/publish16.lua "http://127.0.0.1:$P" >"$WORK/wrk$name"
   pub_rate=$(awk '/Requests\/sec/ {print int($2)}' "$WORK/wrk$name")
   non2xx=$(awk '/Non-2xx/ {print $5}' "$WORK/wrk$name"); non2xx=${non2xx:-0}
-  read -r published delivered t2 < <(wait_delivered "$P")
+  read -r published delivered t2 < <(delivered_at)
   streams=$("$BIN/steadfast-primary" status --data "$WORK/p$name" | python3 -c 'import sys,json; print(len(json.load(sys.stdin)["acked_seq"]))')
   echo "acknowledged: $pub_rate msg/s, non-2xx answers: $non2xx; delivered end to end: $(python3 -c "print(round($delivered/($t2-$t0)))") msg/s ($delivered of $published on $streams streams)"
   # What the run cost in CPU (all three processes, publishing through the
