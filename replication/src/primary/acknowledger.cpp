@@ -3,8 +3,6 @@
 #include "../common/log.hpp"
 #include "config.hpp"
 
-#include <boost/asio/steady_timer.hpp>
-
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using steadfast::app::level;
@@ -12,44 +10,60 @@ using steadfast::app::level;
 namespace steadfast::primary {
 
 void acknowledger::acknowledged(const std::string& stream, std::uint64_t upto) {
-    auto& t = marks_[stream];
-    if (!t) t = std::make_shared<mark>();
-    if (upto > t->target.load(std::memory_order_relaxed)) t->target.store(upto, std::memory_order_relaxed);
-    t->last.store(upto, std::memory_order_relaxed);
-    schedule(stream, t);
-}
-
-void acknowledger::forget(const std::string& stream) {
-    auto t = marks_.find(stream);
-    if (t == marks_.end()) return;
-    if (!t->second->scheduled) write(stream, t->second);
-    marks_.erase(t);
-}
-
-void acknowledger::flush() {
-    for (auto& [name, t] : marks_)
-        if (t->target.load() > 0) write(name, t);  // the database thread finishes it before exit
-}
-
-void acknowledger::schedule(const std::string& stream, const std::shared_ptr<mark>& t) {
-    if (t->scheduled) return;
-    t->scheduled = true;
-    auto timer = std::make_shared<asio::steady_timer>(ex_, 10ms);
-    timer->async_wait([this, stream, t, timer](const boost::system::error_code&) {
-        t->scheduled = false;
-        write(stream, t);  // also when forget() has dropped the stream meanwhile
+    auto& m = marks_[stream];
+    m.target = std::max(m.target, upto);
+    m.last = upto;
+    m.dirty = true;
+    if (scheduled_) return;
+    scheduled_ = true;
+    timer_.expires_after(10ms);
+    timer_.async_wait([this, alive = std::weak_ptr<const int>(life_)](const boost::system::error_code& ec) {
+        // Cancelled only by ~acknowledger (flush() has queued every mark);
+        // expired and queued when it went, it finds `life_` gone.
+        if (ec || alive.expired()) return;
+        scheduled_ = false;
+        write_dirty();
     });
 }
 
-void acknowledger::write(const std::string& stream, const std::shared_ptr<mark>& t) {
+void acknowledger::forget(const std::string& stream) {
+    auto it = marks_.find(stream);
+    if (it == marks_.end()) return;
+    if (it->second.dirty) write({{stream, it->second.target, it->second.last}});
+    marks_.erase(it);
+}
+
+void acknowledger::flush() {
+    std::vector<write_one> all;
+    for (auto& [name, m] : marks_) {
+        if (m.target == 0) continue;
+        m.dirty = false;
+        all.push_back({name, m.target, m.last});  // the database thread finishes it before exit
+    }
+    if (!all.empty()) write(std::move(all));
+}
+
+void acknowledger::write_dirty() {
+    std::vector<write_one> dirty;
+    for (auto& [name, m] : marks_) {
+        if (!m.dirty) continue;
+        m.dirty = false;
+        dirty.push_back({name, m.target, m.last});
+    }
+    if (!dirty.empty()) write(std::move(dirty));
+}
+
+void acknowledger::write(std::vector<write_one> marks) {
+    auto streams = std::make_shared<std::vector<write_one>>(std::move(marks));
     worker_.post(
-        [this, stream, t](app::database&) {
-            out_.acknowledge(stream, t->target.load(std::memory_order_relaxed), t->last.load(std::memory_order_relaxed),
-                             now_ms());
+        [this, streams](app::database&) {
+            const auto now = now_ms();
+            for (const auto& w : *streams) out_.acknowledge(w.stream, w.target, w.last, now);
             return true;
         },
-        [this, stream](const app::db_failure* err) {
-            if (err) failed(stream, err->what);
+        [this, streams](const app::db_failure* err) {
+            if (!err) return;
+            for (const auto& w : *streams) failed(w.stream, err->what);
         });
 }
 

@@ -1,8 +1,9 @@
 // What the secondary acknowledged, marked in the outbox: sending goes on at
-// once, and the outbox is marked on the database thread soon after, at most
-// every 10 ms per stream (a burst of acknowledgements costs one transaction,
-// and the event loop is not woken per message). Queued marks are finished
-// before exit; a mark lost to a crash only means that the secondary answers
+// once, and the outbox is marked on the database thread soon after: every
+// 10 ms at most, one job for every stream acknowledged since (a burst of
+// acknowledgements on 16 streams costs one timer and one job, not 16, and
+// the event loop is not woken per message). Queued marks are finished before
+// exit; a mark lost to a crash only means that the secondary answers
 // "duplicate" after the restart.
 #pragma once
 
@@ -11,44 +12,51 @@
 #include "outbox.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/steady_timer.hpp>
 
-#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace steadfast::primary {
 
 class acknowledger {
 public:
     acknowledger(boost::asio::any_io_executor ex, outbox& out, app::db_worker& worker)
-        : ex_(std::move(ex)), out_(out), worker_(worker) {}
+        : out_(out), worker_(worker), timer_(std::move(ex)) {}
 
     /// `stream` is acknowledged up to `upto` (lower than before while a
     /// rewind resends: the outbox keeps the highest, and learns the latest).
     void acknowledged(const std::string& stream, std::uint64_t upto);
-    /// `stream` retired: a last mark, then nothing of it stays in memory.
+    /// `stream` retired: its mark, if not written yet, is queued now, and
+    /// nothing of it stays in memory.
     void forget(const std::string& stream);
     /// At stop: every stream's last mark is queued now.
     void flush();
 
 private:
-    // Shared with the timer, so that it survives the stream's entry.
     struct mark {
-        std::atomic<std::uint64_t> target{0};  // the highest seq acknowledged
-        std::atomic<std::uint64_t> last{0};    // the latest acknowledgement's
-        bool scheduled = false;
+        std::uint64_t target = 0;  // the highest seq acknowledged
+        std::uint64_t last = 0;    // the latest acknowledgement's
+        bool dirty = false;        // not queued for the database since it changed
     };
-    void schedule(const std::string& stream, const std::shared_ptr<mark>& t);
-    void write(const std::string& stream, const std::shared_ptr<mark>& t);
+    struct write_one {
+        std::string stream;
+        std::uint64_t target, last;
+    };
+    void write_dirty();
+    void write(std::vector<write_one> marks);
     void failed(const std::string& stream, const std::string& error);
 
-    boost::asio::any_io_executor ex_;
     outbox& out_;
     app::db_worker& worker_;
-    std::map<std::string, std::shared_ptr<mark>> marks_;
+    boost::asio::steady_timer timer_;  // armed while a mark is dirty
+    bool scheduled_ = false;
+    std::map<std::string, mark, std::less<>> marks_;
     app::log_limiter failures_logged_;  // ack_failed (the database thread's and the flusher's)
+    std::shared_ptr<const int> life_ = std::make_shared<const int>(0);  // the timer's handler: still here?
 };
 
 }  // namespace steadfast::primary
