@@ -59,6 +59,8 @@ std::optional<options> parse_flags(int argc, char** argv) {
                                                                     po::value(&o.quick_retries)->default_value(5),
                                                                     "attempts before durable redelivery takes over")(
         "max-backoff", po::value<std::string>()->default_value("30s"), "cap of the quick retries' backoff, e.g. 30s")(
+        "linger", po::value<std::string>()->default_value("2ms"),
+        "while streams share requests, how long a request waits for more to join (0ms to 10ms; 0ms: at once)")(
         "attempt-timeout", po::value<std::string>()->default_value("10s"),
         "per-attempt timeout (the HTTP read timeout), e.g. 10s")(
         "max-backoff-ms", po::value<std::string>(),
@@ -115,6 +117,7 @@ std::optional<options> parse_flags(int argc, char** argv) {
     if (o.connections == 0 || o.connections > 1024) throw std::invalid_argument("--connections must be 1 to 1024");
     if (o.max_streams == 0) throw std::invalid_argument("--max-streams must be at least 1");
     o.max_backoff = app::duration_option(vm, "max-backoff", std::chrono::milliseconds(100), std::chrono::hours(24));
+    o.linger = app::duration_option(vm, "linger", std::chrono::milliseconds(0), std::chrono::milliseconds(10));
     o.attempt_timeout =
         app::duration_option(vm, "attempt-timeout", std::chrono::milliseconds(10), std::chrono::hours(1));
     o.data = app::non_empty(vm, "data");

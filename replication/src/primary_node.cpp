@@ -89,6 +89,8 @@ void check(primary_config& c) {
     if (c.connections == 0 || c.connections > 1024) bad("connections must be 1 to 1024");
     if (c.attempt_timeout < std::chrono::milliseconds(10)) bad("attempt_timeout must be at least 10ms");
     if (c.max_backoff < std::chrono::milliseconds(100)) bad("max_backoff must be at least 100ms");
+    if (c.linger < std::chrono::milliseconds(0) || c.linger > std::chrono::milliseconds(10))
+        bad("linger must be from 0ms to 10ms");
     if (c.retain < std::chrono::milliseconds(0)) bad("retain must be 0 or more");
     app::check_tokens(c.tokens, "primary_config: tokens");
     if (!c.ladder.empty())

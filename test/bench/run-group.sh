@@ -27,7 +27,7 @@ run() {
   S=$(port); P=$(port)
   "$BIN/steadfast-secondary" --listen "127.0.0.1:$S" --data "$WORK/s$c" --sync "${SSYNC:-full}" 2>"$WORK/s$c.log" &
   SP=$!; PIDS+=($SP); wait_up "http://127.0.0.1:$S/health"
-  "$BIN/steadfast-primary" --secondary "http://127.0.0.1:$S" --data "$WORK/p$c" --listen "127.0.0.1:$P" \
+  "$BIN/steadfast-primary" --secondary "http://127.0.0.1:$S" --data "$WORK/p$c" --listen "127.0.0.1:$P" ${PFLAGS:-} \
     --sync "${PSYNC:-full}" 2>"$WORK/p$c.log" &
   PP=$!; PIDS+=($PP); wait_up "http://127.0.0.1:$P/health"
   # 2. The floor: /health through the same event loop, same connections.

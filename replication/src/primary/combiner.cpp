@@ -40,10 +40,12 @@ asio::awaitable<http::outcome> combiner::send(std::string_view stream, std::stri
     // Stopped already: nothing goes (the stop's cancel of the pool came before).
     if (stop_.value()) co_return http::outcome{http::transport_error{asio::error::operation_aborted}};
     const bool shares = proven_.find(stream) != proven_.end();
-    if (queue_.empty() && senders_ < pool_.size() && (senders_ == 0 || !shares)) {
+    const bool lingers = shares && shared_last_ && limits_.linger.count() > 0;
+    if (queue_.empty() && senders_ < pool_.size() && (senders_ == 0 || !shares) && !lingers) {
         // By itself, at once, from here: nothing is in flight, or the stream
         // has yet to prove itself (judge()). Never ahead of queued parts.
         ++senders_;
+        shared_last_ = false;
         struct release {  // the slot goes back whatever happens
             combiner* c;
             ~release() {
@@ -155,10 +157,7 @@ void combiner::dequeued(part& p) {
 // (`waited`); never more requests in flight than the pool's connections.
 void combiner::kick(bool waited) {
     if (queue_.empty() || senders_ >= pool_.size() || stop_.value()) return;
-    const bool full =
-        queued_bytes_ + envelope::batch_prefix.size() + envelope::batch_suffix.size() >= limits_.body_bytes ||
-        queued_messages_ >= limits_.messages;
-    if (runners_ > 0 && !full && !waited && queued_alone_ == 0) return;
+    if (runners_ > 0 && !full() && !waited && queued_alone_ == 0) return;
     ++senders_;
     ++runners_;
     asio::co_spawn(ex_, sender(), [this](std::exception_ptr) {
@@ -166,6 +165,22 @@ void combiner::kick(bool waited) {
         --senders_;
         kick(false);
     });
+}
+
+// The queue holds a request's worth (what one request may carry at most).
+bool combiner::full() const {
+    return queued_bytes_ + envelope::batch_prefix.size() + envelope::batch_suffix.size() >= limits_.body_bytes ||
+           queued_messages_ >= limits_.messages;
+}
+
+// Before a sender takes the queue: while streams share requests, up to
+// `linger` for more parts to join. A full queue (kick() starts another
+// sender for it meanwhile), a part that must go alone, or a stop ends it.
+asio::awaitable<void> combiner::linger() {
+    if (limits_.linger.count() <= 0 || !shared_last_ || full() || queued_alone_ > 0) co_return;
+    // Named: g++ 12 mishandles non-trivial temporaries in a co_await expression.
+    const cond woken = stop_ || cond(make_deadline(ex_, "linger", std::chrono::steady_clock::now() + limits_.linger));
+    co_await woken->async_wait_until(true, asio::as_tuple(asio::use_awaitable));
 }
 
 // The parts of the next request: from the front of the queue, within the
@@ -211,7 +226,10 @@ std::string combiner::shared_key(const std::deque<part_ptr>& group) {
 
 asio::awaitable<void> combiner::sender() {
     while (!queue_.empty() && !stop_.value()) {
+        co_await linger();
+        if (queue_.empty() || stop_.value()) break;  // (another sender took a full queue meanwhile)
         auto group = take();
+        shared_last_ = group.size() > 1;
         try {
             co_await send_group(group);
         } catch (const std::exception&) {

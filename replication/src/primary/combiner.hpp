@@ -4,7 +4,13 @@
 // secondary one request and one transaction, not 16.
 //
 // A stream's send waits in a queue while a request is in flight; the request
-// that follows takes everything queued, within the body and count limits. At
+// that follows takes everything queued, within the body and count limits.
+// While streams share requests (the last one held several), a request also
+// waits up to `linger` for more to join before it goes, unless a full request
+// is queued (Kafka's linger.ms): fewer, larger requests, each costing the
+// secondary one transaction and one fsync, for up to `linger` more latency.
+// A stream delivering by itself never waits (its own next batch cannot come
+// while it waits). At
 // most `--connections` requests are in flight: another one starts when the
 // queue holds a full request, or when a send has waited longer than
 // `patience` (a slow or stuck request does not hold the other streams up for
@@ -45,6 +51,9 @@ public:
         std::size_t body_bytes = 1 << 20;  // a request's body at most
         std::size_t messages = 10'000;     // envelopes in a request at most
         std::chrono::milliseconds patience{20};
+        /// How long a request of streams sharing requests waits for more
+        /// (0: it goes at once); under `patience`.
+        std::chrono::milliseconds linger{0};
         // A request is slow (judge()) past four times the typical request
         // (a moving average), and never under this.
         std::chrono::milliseconds slow{100};
@@ -84,6 +93,8 @@ private:
     void dequeued(part& p);
     static std::string shared_key(const std::deque<part_ptr>& group);
     void kick(bool waited);
+    bool full() const;
+    boost::asio::awaitable<void> linger();
     void judge(std::string_view stream, const http::outcome& out, std::chrono::steady_clock::duration took,
                bool resent = false);
     void timed(const http::outcome& out, std::chrono::steady_clock::duration took);
@@ -103,6 +114,7 @@ private:
     std::size_t queued_bytes_ = 0, queued_messages_ = 0, queued_alone_ = 0;
     std::size_t senders_ = 0;                        // requests in flight (by sender coroutines or sends of their own)
     std::size_t runners_ = 0;                        // sender coroutines
+    bool shared_last_ = false;                       // the last request held several streams' parts
     std::chrono::steady_clock::duration typical_{};  // moving average of answered requests' durations
     std::uint64_t requests_ = 0;
 };

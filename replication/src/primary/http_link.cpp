@@ -39,11 +39,13 @@ http::client::options link_options(const primary_config& o) {
     c.write_timeout = std::min<std::chrono::nanoseconds>(c.write_timeout, o.attempt_timeout);
     return c;
 }
-// --batch-max and --batch-bytes bound each request, shared by streams or not.
+// --batch-max and --batch-bytes bound each request, shared by streams or not;
+// --linger is how long a shared one waits for more.
 combiner::limits request_limits(const primary_config& o) {
     combiner::limits cl;
     cl.body_bytes = std::min(o.batch_bytes, envelope::limits{}.max_body_bytes);
     cl.messages = std::min(o.batch_max, envelope::limits{}.max_batch);
+    cl.linger = o.linger;
     return cl;
 }
 // Its own timeouts end a check before the probe's 1 s does, so that a

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -82,12 +83,12 @@ struct fixture {
     std::shared_ptr<flag> stop = make_flag(ioc.get_executor(), "stop");
     std::optional<primary::combiner> comb;
 
-    explicit fixture(std::size_t connections = 2) {
+    explicit fixture(std::size_t connections = 2, primary::combiner::limits limits = {}) {
         http::client::options o;
         o.port = std::to_string(sec.port);
         pool.emplace(ioc.get_executor(), o, connections);
         comb.emplace(
-            ioc.get_executor(), *pool, primary::combiner::limits{},
+            ioc.get_executor(), *pool, limits,
             [](std::string body, std::string key) {
                 http::request r{"POST", "/api/messages", {{"Content-Type", "application/json"}}, std::move(body)};
                 r.set("Idempotency-Key", std::move(key));
@@ -116,12 +117,32 @@ struct fixture {
         ioc.run_for(10s);
         return got;
     }
+    // Starts one message's send on each of `streams` (seq `seq`) without
+    // running the loop; each outcome lands in `got`, with the time it came.
+    std::deque<std::string> held;  // the sends' strings, alive until they complete
+    std::map<std::string, std::chrono::steady_clock::time_point> answered_at;
+    void start(const std::vector<std::string>& streams, std::uint64_t seq, std::map<std::string, http::outcome>& got) {
+        for (const auto& s : streams) {
+            const auto& name = held.emplace_back(s);
+            auto& e = held.emplace_back();
+            envelope::encode_to(e, s + "-" + std::to_string(seq), s, seq, 1, "{\"n\":1}");
+            const auto& key = held.emplace_back(s + "-" + std::to_string(seq));
+            asio::co_spawn(ioc, comb->send(name, e, 1, key), [this, &got, s](std::exception_ptr x, http::outcome o) {
+                BOOST_REQUIRE(!x);
+                answered_at[s] = std::chrono::steady_clock::now();
+                got.emplace(s, std::move(o));
+            });
+        }
+    }
 };
 
 std::vector<std::string> names(int n) {
     std::vector<std::string> v;
     for (int i = 0; i < n; ++i) v.push_back("s" + std::to_string(i));
     return v;
+}
+long ms(std::chrono::steady_clock::duration d) {  // (Boost.Test prints no durations)
+    return static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
 }
 unsigned status_of(const http::outcome& o) {
     return o.has_response() ? o.res().status : 0;
@@ -232,6 +253,89 @@ BOOST_FIXTURE_TEST_CASE(a_send_after_the_stop_goes_nowhere, fixture) {
     BOOST_TEST_REQUIRE(got.size() == 1u);
     BOOST_TEST((!got["s0"].has_response() && got["s0"].error().ec == asio::error::operation_aborted));
     BOOST_TEST(sec.seen().empty());
+}
+
+// --linger: while streams share requests, a request waits for more to join;
+// patience (a send that waited this long starts another request) well above it.
+primary::combiner::limits lingering(std::chrono::milliseconds linger, std::size_t messages = 10'000) {
+    primary::combiner::limits l;
+    l.linger = linger;
+    l.patience = 10s;
+    l.messages = messages;
+    return l;
+}
+struct lingers : fixture {
+    lingers() : fixture(2, lingering(400ms)) {
+        sec.delay = 5ms;
+        send_all(names(6), 1);  // each by itself: proved
+        send_all(names(6), 2);  // shared: from here on, a request lingers
+        sec.forget();
+    }
+};
+
+BOOST_FIXTURE_TEST_CASE(a_shared_request_waits_linger_for_the_streams_that_come_meanwhile, lingers) {
+    std::map<std::string, http::outcome> got;
+    const auto t0 = std::chrono::steady_clock::now();
+    start({"s0", "s1", "s2"}, 3, got);
+    asio::steady_timer later(ioc, 100ms);  // within the linger: they join
+    later.async_wait([&](boost::system::error_code) { start({"s3", "s4", "s5"}, 3, got); });
+    ioc.restart();
+    ioc.run_for(10s);
+    BOOST_TEST_REQUIRE(got.size() == 6u);
+    for (const auto& [s, o] : got) BOOST_TEST(status_of(o) == 200u, s);
+    const auto reqs = sec.seen();
+    BOOST_TEST_REQUIRE(reqs.size() == 1u);  // at once, s0 would have gone by itself
+    BOOST_TEST(reqs[0].size() == 6u);
+    BOOST_TEST(ms(answered_at["s0"] - t0) >= 400);  // it waited the linger out
+}
+
+BOOST_FIXTURE_TEST_CASE(a_stream_by_itself_lingers_once_then_goes_at_once, lingers) {
+    send_all({"s0"}, 3);  // the last request was shared: this one lingers, alone
+    BOOST_TEST(sec.seen().size() == 1u);
+    std::map<std::string, http::outcome> got;
+    const auto t0 = std::chrono::steady_clock::now();
+    start({"s0"}, 4, got);  // the last request held one stream: no wait
+    ioc.restart();
+    ioc.run_for(10s);
+    BOOST_TEST_REQUIRE(got.size() == 1u);
+    BOOST_TEST(status_of(got["s0"]) == 200u);
+    BOOST_TEST(ms(answered_at["s0"] - t0) < 300);  // (a wait would be 400 ms at least)
+    BOOST_TEST(sec.seen().size() == 2u);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_stop_ends_a_linger_and_nothing_is_sent, lingers) {
+    std::map<std::string, http::outcome> got;
+    start({"s0", "s1"}, 3, got);
+    asio::steady_timer t(ioc, 50ms);
+    t.async_wait([this](boost::system::error_code) { stop->set(); });
+    const auto t0 = std::chrono::steady_clock::now();
+    ioc.restart();
+    ioc.run_for(10s);
+    BOOST_TEST_REQUIRE(got.size() == 2u);
+    for (const auto& [s, o] : got) BOOST_TEST((!o.has_response() && o.error().ec == asio::error::operation_aborted), s);
+    BOOST_TEST(sec.seen().empty());
+    BOOST_TEST(ms(std::chrono::steady_clock::now() - t0) < 300);  // not the linger's 400 ms
+}
+
+struct lingers_full : fixture {
+    lingers_full() : fixture(2, lingering(2s, 4)) {  // a request holds 4 messages at most
+        sec.delay = 5ms;
+        send_all(names(4), 1);
+        send_all(names(4), 2);  // s0 alone, s1-s3 shared: lingering from here (2 s)
+        sec.forget();
+    }
+};
+
+BOOST_FIXTURE_TEST_CASE(a_full_request_goes_without_lingering, lingers_full) {
+    std::map<std::string, http::outcome> got;
+    const auto t0 = std::chrono::steady_clock::now();
+    start(names(4), 3, got);
+    ioc.restart();
+    ioc.run_for(10s);
+    BOOST_TEST_REQUIRE(got.size() == 4u);
+    for (const auto& [s, o] : got) BOOST_TEST(status_of(o) == 200u, s);
+    BOOST_TEST(sec.seen().size() == 1u);
+    BOOST_TEST(ms(answered_at["s3"] - t0) < 1000);  // (a linger would be 2 s)
 }
 
 BOOST_AUTO_TEST_SUITE_END()

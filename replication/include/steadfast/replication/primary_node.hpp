@@ -85,6 +85,12 @@ struct primary_config {
     std::size_t batch_max = 4000, batch_bytes = 512 * 1024, connections = 8;
     std::uint32_t quick_retries = 5;
     std::chrono::milliseconds max_backoff{30'000}, attempt_timeout{10'000};
+    /// While several streams share requests to an HTTP secondary, how long a
+    /// request waits for more of them to join (0 to 10 ms; 0: at once):
+    /// fewer, larger requests (one transaction and one fsync each on the
+    /// secondary) for up to this much more latency. A stream delivering by
+    /// itself never waits.
+    std::chrono::milliseconds linger{2};
     std::chrono::milliseconds retain{3'600'000};            // acknowledged messages are kept this long
     std::string ladder;                                     // e.g. "1s,10s,1m"; empty: RocketMQ's 16 steps
     std::uint64_t min_free_bytes = 0;                       // publishes are refused (disk_low) below it; 0: off
