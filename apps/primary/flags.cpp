@@ -60,7 +60,8 @@ std::optional<options> parse_flags(int argc, char** argv) {
                                                                     "attempts before durable redelivery takes over")(
         "max-backoff", po::value<std::string>()->default_value("30s"), "cap of the quick retries' backoff, e.g. 30s")(
         "linger", po::value<std::string>()->default_value("2ms"),
-        "while streams share requests, how long a request waits for more to join (0ms to 10ms; 0ms: at once)")(
+        "while streams share requests to an http(s):// secondary, how long a request waits for more to join "
+        "(0ms to 10ms; 0ms: at once; no effect with JetStream)")(
         "attempt-timeout", po::value<std::string>()->default_value("10s"),
         "per-attempt timeout (the HTTP read timeout), e.g. 10s")(
         "max-backoff-ms", po::value<std::string>(),

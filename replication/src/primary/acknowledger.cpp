@@ -18,8 +18,10 @@ void acknowledger::acknowledged(const std::string& stream, std::uint64_t upto) {
     scheduled_ = true;
     timer_.expires_after(10ms);
     timer_.async_wait([this, alive = std::weak_ptr<const int>(life_)](const boost::system::error_code& ec) {
-        // Cancelled only by ~acknowledger (flush() has queued every mark);
-        // expired and queued when it went, it finds `life_` gone.
+        // Cancelled only by ~acknowledger; expired and queued when it went,
+        // it finds `life_` gone. (A mark acknowledged after flush() is
+        // written by this timer if the loop still runs; both stops run it
+        // well past 10 ms.)
         if (ec || alive.expired()) return;
         scheduled_ = false;
         write_dirty();

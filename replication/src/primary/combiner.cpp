@@ -29,7 +29,12 @@ struct combiner::part {
 };
 
 combiner::combiner(asio::any_io_executor ex, http::client_pool& pool, limits l, request_maker make, cond stop)
-    : ex_(std::move(ex)), pool_(pool), limits_(l), make_(std::move(make)), stop_(std::move(stop)) {
+    : ex_(std::move(ex)),
+      pool_(pool),
+      limits_(l),
+      make_(std::move(make)),
+      stop_(std::move(stop)),
+      go_now_(make_flag(ex_, "linger-go")) {
     stop_->subscribe(stop_sub_, [this](bool v) {
         if (v) pool_.cancel();
     });
@@ -45,7 +50,6 @@ asio::awaitable<http::outcome> combiner::send(std::string_view stream, std::stri
         // By itself, at once, from here: nothing is in flight, or the stream
         // has yet to prove itself (judge()). Never ahead of queued parts.
         ++senders_;
-        shared_last_ = false;
         struct release {  // the slot goes back whatever happens
             combiner* c;
             ~release() {
@@ -138,6 +142,7 @@ void combiner::enqueue(const part_ptr& p, bool front) {
     queued_bytes_ += p->list.size() + 1;
     queued_messages_ += p->count;
     if (p->alone) ++queued_alone_;
+    if (front || p->alone || full()) go_now_->set();  // no linger for it (linger())
     if (front)
         queue_.push_front(p);
     else
@@ -160,7 +165,7 @@ void combiner::kick(bool waited) {
     if (runners_ > 0 && !full() && !waited && queued_alone_ == 0) return;
     ++senders_;
     ++runners_;
-    asio::co_spawn(ex_, sender(), [this](std::exception_ptr) {
+    asio::co_spawn(ex_, sender(waited), [this](std::exception_ptr) {
         --runners_;
         --senders_;
         kick(false);
@@ -174,13 +179,19 @@ bool combiner::full() const {
 }
 
 // Before a sender takes the queue: while streams share requests, up to
-// `linger` for more parts to join. A full queue (kick() starts another
-// sender for it meanwhile), a part that must go alone, or a stop ends it.
-asio::awaitable<void> combiner::linger() {
-    if (limits_.linger.count() <= 0 || !shared_last_ || full() || queued_alone_ > 0) co_return;
+// `linger` for more parts to join. What must not wait ends it, before or
+// during the wait (enqueue() says so through `go_now_`): a full queue, a part
+// that must go alone, parts sent again after another stream's 409, a stop.
+// A sender started because a send waited `patience` (`at_once`) never waits.
+asio::awaitable<void> combiner::linger(bool at_once) {
+    const bool go = at_once || go_now_->value() || limits_.linger.count() <= 0 || !shared_last_;
+    go_now_->clear();
+    if (go) co_return;
     // Named: g++ 12 mishandles non-trivial temporaries in a co_await expression.
-    const cond woken = stop_ || cond(make_deadline(ex_, "linger", std::chrono::steady_clock::now() + limits_.linger));
+    const cond woken =
+        stop_ || cond(go_now_) || cond(make_deadline(ex_, "linger", std::chrono::steady_clock::now() + limits_.linger));
     co_await woken->async_wait_until(true, asio::as_tuple(asio::use_awaitable));
+    go_now_->clear();
 }
 
 // The parts of the next request: from the front of the queue, within the
@@ -224,9 +235,9 @@ std::string combiner::shared_key(const std::deque<part_ptr>& group) {
     return key + "+" + std::to_string(group.size() - 1) + "." + hex;
 }
 
-asio::awaitable<void> combiner::sender() {
-    while (!queue_.empty() && !stop_.value()) {
-        co_await linger();
+asio::awaitable<void> combiner::sender(bool at_once) {
+    for (bool first = true; !queue_.empty() && !stop_.value(); first = false) {
+        co_await linger(at_once && first);
         if (queue_.empty() || stop_.value()) break;  // (another sender took a full queue meanwhile)
         auto group = take();
         shared_last_ = group.size() > 1;

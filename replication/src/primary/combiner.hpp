@@ -5,12 +5,13 @@
 //
 // A stream's send waits in a queue while a request is in flight; the request
 // that follows takes everything queued, within the body and count limits.
-// While streams share requests (the last one held several), a request also
-// waits up to `linger` for more to join before it goes, unless a full request
-// is queued (Kafka's linger.ms): fewer, larger requests, each costing the
-// secondary one transaction and one fsync, for up to `linger` more latency.
-// A stream delivering by itself never waits (its own next batch cannot come
-// while it waits). At
+// While streams share requests (the last one a sender took held several), a
+// request also waits up to `linger` for more to join before it goes (Kafka's
+// linger.ms): fewer, larger requests, each costing the secondary one
+// transaction and one fsync, for up to `linger` more latency. A full request,
+// a part that must go alone, parts sent again after another stream's 409 and
+// a request started after `patience` never wait. A stream delivering by
+// itself never waits (its own next batch cannot come while it waits). At
 // most `--connections` requests are in flight: another one starts when the
 // queue holds a full request, or when a send has waited longer than
 // `patience` (a slow or stuck request does not hold the other streams up for
@@ -94,12 +95,12 @@ private:
     static std::string shared_key(const std::deque<part_ptr>& group);
     void kick(bool waited);
     bool full() const;
-    boost::asio::awaitable<void> linger();
+    boost::asio::awaitable<void> linger(bool at_once);
     void judge(std::string_view stream, const http::outcome& out, std::chrono::steady_clock::duration took,
                bool resent = false);
     void timed(const http::outcome& out, std::chrono::steady_clock::duration took);
     std::chrono::steady_clock::duration slow() const;
-    boost::asio::awaitable<void> sender();
+    boost::asio::awaitable<void> sender(bool at_once);
     boost::asio::awaitable<void> send_group(std::deque<part_ptr>& group);
     std::deque<part_ptr> take();
 
@@ -114,7 +115,8 @@ private:
     std::size_t queued_bytes_ = 0, queued_messages_ = 0, queued_alone_ = 0;
     std::size_t senders_ = 0;                        // requests in flight (by sender coroutines or sends of their own)
     std::size_t runners_ = 0;                        // sender coroutines
-    bool shared_last_ = false;                       // the last request held several streams' parts
+    bool shared_last_ = false;                       // the last request taken held several streams' parts
+    std::shared_ptr<flag> go_now_;                   // something queued that must not wait a linger
     std::chrono::steady_clock::duration typical_{};  // moving average of answered requests' durations
     std::uint64_t requests_ = 0;
 };

@@ -40,6 +40,8 @@ struct fake_secondary {
     std::vector<std::vector<std::string>> requests;  // the streams of each request, in order
     answer_fn answer = [](const std::vector<std::string>&) { return http::response::json(200, "{}"); };
     std::chrono::milliseconds delay{30};
+    std::string slow_stream;  // a request carrying it is answered after slow_delay
+    std::chrono::milliseconds slow_delay{0};
     steadfast_test::threaded_server server{routes()};  // last: stopped before the state its routes use
     const std::uint16_t port = server.port;
 
@@ -53,11 +55,13 @@ struct fake_secondary {
                 if (auto* b = std::get_if<envelope::batch>(one))
                     for (const auto& m1 : b->messages) streams.push_back(m1.stream);
             }
+            auto wait = delay;
             {
                 std::lock_guard l(m);
                 requests.push_back(streams);
+                if (std::find(streams.begin(), streams.end(), slow_stream) != streams.end()) wait = slow_delay;
             }
-            asio::steady_timer t(co_await asio::this_coro::executor, delay);
+            asio::steady_timer t(co_await asio::this_coro::executor, wait);
             co_await t.async_wait(asio::use_awaitable);
             std::lock_guard l(m);
             co_return answer(streams);
@@ -261,6 +265,7 @@ primary::combiner::limits lingering(std::chrono::milliseconds linger, std::size_
     primary::combiner::limits l;
     l.linger = linger;
     l.patience = 10s;
+    l.slow = 5s;  // a stall of the machine does not leave a stream unproven
     l.messages = messages;
     return l;
 }
@@ -290,17 +295,48 @@ BOOST_FIXTURE_TEST_CASE(a_shared_request_waits_linger_for_the_streams_that_come_
 }
 
 BOOST_FIXTURE_TEST_CASE(a_stream_by_itself_lingers_once_then_goes_at_once, lingers) {
-    send_all({"s0"}, 3);  // the last request was shared: this one lingers, alone
+    std::map<std::string, http::outcome> first;
+    const auto t0 = std::chrono::steady_clock::now();
+    start({"s0"}, 3, first);  // the last request was shared: this one lingers, alone
+    ioc.restart();
+    ioc.run_for(10s);
+    BOOST_TEST_REQUIRE(first.size() == 1u);
+    BOOST_TEST(ms(answered_at["s0"] - t0) >= 400);
     BOOST_TEST(sec.seen().size() == 1u);
     std::map<std::string, http::outcome> got;
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t1 = std::chrono::steady_clock::now();
     start({"s0"}, 4, got);  // the last request held one stream: no wait
     ioc.restart();
     ioc.run_for(10s);
     BOOST_TEST_REQUIRE(got.size() == 1u);
     BOOST_TEST(status_of(got["s0"]) == 200u);
-    BOOST_TEST(ms(answered_at["s0"] - t0) < 300);  // (a wait would be 400 ms at least)
+    BOOST_TEST(ms(answered_at["s0"] - t1) < 300);  // (a wait would be 400 ms at least)
     BOOST_TEST(sec.seen().size() == 2u);
+}
+
+// The others of a request that a 409 named one stream in go again at once,
+// not after another linger.
+BOOST_FIXTURE_TEST_CASE(the_parts_sent_again_after_a_409_do_not_linger, lingers) {
+    sec.answer = [](const std::vector<std::string>& in) {
+        if (in.size() > 1 && std::find(in.begin(), in.end(), "s3") != in.end())
+            return http::response::json(
+                409, envelope::encode(envelope::rejection{envelope::rejection::kind::gap, "s3", 0, 0, 9}));
+        return http::response::json(200, "{}");
+    };
+    std::map<std::string, http::outcome> got;
+    const auto t0 = std::chrono::steady_clock::now();
+    start(names(6), 3, got);  // one linger, the shared request, its 409
+    ioc.restart();
+    ioc.run_for(10s);
+    BOOST_TEST_REQUIRE(got.size() == 6u);
+    BOOST_TEST(status_of(got["s3"]) == 409u);
+    for (const auto& s : names(6))
+        if (s != "s3") BOOST_TEST(status_of(got[s]) == 200u, s);
+    const auto reqs = sec.seen();
+    BOOST_TEST_REQUIRE(reqs.size() == 2u);
+    BOOST_TEST(reqs[1].size() == 5u);
+    BOOST_TEST(ms(answered_at["s0"] - t0) >= 400);
+    BOOST_TEST(ms(answered_at["s0"] - t0) < 700);  // (a second linger would end at 800 ms at least)
 }
 
 BOOST_FIXTURE_TEST_CASE(a_stop_ends_a_linger_and_nothing_is_sent, lingers) {
@@ -315,6 +351,46 @@ BOOST_FIXTURE_TEST_CASE(a_stop_ends_a_linger_and_nothing_is_sent, lingers) {
     for (const auto& [s, o] : got) BOOST_TEST((!o.has_response() && o.error().ec == asio::error::operation_aborted), s);
     BOOST_TEST(sec.seen().empty());
     BOOST_TEST(ms(std::chrono::steady_clock::now() - t0) < 300);  // not the linger's 400 ms
+}
+
+// A send that waited `patience` behind a slow request starts a request of its
+// own, at once: not after a linger too.
+struct lingers_past_patience : fixture {
+    lingers_past_patience() : fixture(2, patient(lingering(400ms))) {
+        sec.delay = 5ms;
+        send_all(names(6), 1);
+        send_all(names(6), 2);  // shared: from here on, a request lingers
+        sec.forget();
+    }
+    static primary::combiner::limits patient(primary::combiner::limits l) {
+        l.patience = 100ms;
+        return l;
+    }
+};
+
+BOOST_FIXTURE_TEST_CASE(a_request_started_after_patience_does_not_linger, lingers_past_patience) {
+    sec.slow_stream = "s0";
+    sec.slow_delay = 2s;
+    std::map<std::string, http::outcome> got;
+    // After 100 ms (patience, under the linger) s0, s2 and s3 go together:
+    // shared, so a request lingers from here on; s0 makes it answer in 2 s.
+    start({"s0", "s2", "s3"}, 3, got);
+    asio::steady_timer later(ioc, 600ms);
+    std::chrono::steady_clock::time_point t1;
+    later.async_wait([&](boost::system::error_code) {
+        t1 = std::chrono::steady_clock::now();
+        start({"s1"}, 3, got);  // queued behind s0's request: after 100 ms, a request of its own
+    });
+    ioc.restart();
+    ioc.run_for(10s);
+    BOOST_TEST_REQUIRE(got.size() == 4u);
+    BOOST_TEST(status_of(got["s1"]) == 200u);
+    const auto reqs = sec.seen();
+    BOOST_TEST_REQUIRE(reqs.size() == 2u);
+    BOOST_TEST(reqs[0].size() == 3u);
+    BOOST_TEST(ms(answered_at["s1"] - t1) >= 100);
+    BOOST_TEST(ms(answered_at["s1"] - t1) < 400);               // (with a linger: 500 ms at least)
+    BOOST_TEST(ms(answered_at["s0"] - answered_at["s1"]) > 0);  // s0's slow request answered last
 }
 
 struct lingers_full : fixture {
