@@ -181,7 +181,8 @@ std::chrono::milliseconds duration_option(const po::variables_map& vm, const std
     const std::string text = vm[name].as<std::string>();
     const auto v = std::chrono::duration_cast<std::chrono::milliseconds>(parse_duration_flag(name, text));
     auto show = [](std::chrono::milliseconds d) {
-        return d.count() % 1000 == 0 ? std::to_string(d.count() / 1000) + "s" : std::to_string(d.count()) + "ms";
+        return d.count() != 0 && d.count() % 1000 == 0 ? std::to_string(d.count() / 1000) + "s"
+                                                       : std::to_string(d.count()) + "ms";
     };
     if (v < min || v > max)
         throw std::invalid_argument("--" + name + " must be from " + show(min) + " to " + show(max) + ", got \"" +

@@ -76,6 +76,7 @@ int node::run() {
               {"epoch", o_.epoch},
               {"streams", c_.rep.streams().size()},
               {"connections", o_.connections},
+              {"linger_ms", o_.linger.count()},
               {"dead_letter", c_.out.dead_letter_count()}});
     input_closed_ = !o_.from_stdin;
 

@@ -77,6 +77,8 @@ refused "cannot read" "${P[@]}" --config "$WORK/missing.conf"
 refused "STEADFAST_MAX_BACKOF" env STEADFAST_MAX_BACKOF=1s "${P[@]}"
 refused "--max-backoff" "${P[@]}" --max-backoff 5
 refused "--attempt-timeout" "${P[@]}" --attempt-timeout 1ms
+refused "--linger must be from 0ms to 10ms" "${P[@]}" --linger 11ms
+refused "--linger: duration" "${P[@]}" --linger 1.5ms
 refused "two spellings of one setting" "${P[@]}" --max-backoff 5s --max-backoff-ms 5000   # named, not "given twice"
 S=("$BIN/steadfast-secondary" --listen 127.0.0.1:0 --data "$WORK/s2")
 refused "empty step between commas" "${P[@]}" --ladder "10s,,1m"
