@@ -69,15 +69,14 @@ int node::run() {
     health_.start();
     // Ready once the event loop runs (the first handler it runs), until shutdown.
     asio::post(ioc_, [this] { ready_ = true; });
-    app::log(level::info, "started",
-             {{"data", c_.db.path()},
-              {"pending", c_.rep.streams().pending()},
-              {"secondary", o_.secondary},
-              {"epoch", o_.epoch},
-              {"streams", c_.rep.streams().size()},
-              {"connections", o_.connections},
-              {"linger_ms", o_.linger.count()},
-              {"dead_letter", c_.out.dead_letter_count()}});
+    nlohmann::json started{
+        {"data", c_.db.path()}, {"pending", c_.rep.streams().pending()}, {"secondary", o_.secondary},
+        {"epoch", o_.epoch},    {"streams", c_.rep.streams().size()},    {"dead_letter", c_.out.dead_letter_count()}};
+    if (!o_.jetstream()) {  // the HTTP link's own settings (JetStream has neither)
+        started["connections"] = o_.connections;
+        started["linger_ms"] = o_.linger.count();
+    }
+    app::log(level::info, "started", std::move(started));
     input_closed_ = !o_.from_stdin;
 
     watchable::subscription shutdown_sub;
