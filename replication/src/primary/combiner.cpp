@@ -184,7 +184,8 @@ bool combiner::full() const {
 // that must go alone, parts sent again after another stream's 409, a stop.
 // A sender started because a send waited `patience` (`at_once`) never waits.
 asio::awaitable<void> combiner::linger(bool at_once) {
-    const bool go = at_once || go_now_->value() || limits_.linger.count() <= 0 || !shared_last_;
+    const bool go = at_once || go_now_->value() || limits_.linger.count() <= 0 || !shared_last_ || full() ||
+                    queued_alone_ > 0;  // (one left behind by the last take())
     go_now_->clear();
     if (go) co_return;
     // Named: g++ 12 mishandles non-trivial temporaries in a co_await expression.

@@ -394,7 +394,9 @@ BOOST_FIXTURE_TEST_CASE(a_request_started_after_patience_does_not_linger, linger
 }
 
 struct lingers_full : fixture {
-    lingers_full() : fixture(2, lingering(2s, 4)) {  // a request holds 4 messages at most
+    // One connection: the lingering sender is the only one, so only the full
+    // queue itself can end its wait.
+    lingers_full() : fixture(1, lingering(2s, 4)) {  // a request holds 4 messages at most
         sec.delay = 5ms;
         send_all(names(4), 1);
         send_all(names(4), 2);  // s0 alone, s1-s3 shared: lingering from here (2 s)
