@@ -36,13 +36,9 @@ void acknowledger::forget(const std::string& stream) {
 }
 
 void acknowledger::flush() {
-    std::vector<write_one> all;
-    for (auto& [name, m] : marks_) {
-        if (m.target == 0) continue;
-        m.dirty = false;
-        all.push_back({name, m.target, m.last});  // the database thread finishes it before exit
-    }
-    if (!all.empty()) write(std::move(all));
+    for (auto& [name, m] : marks_)
+        if (m.target > 0) m.dirty = true;
+    write_dirty();  // the database thread finishes it before exit
 }
 
 void acknowledger::write_dirty() {
