@@ -17,6 +17,8 @@
 // process must restart and recover from what the disk holds.
 #pragma once
 
+#include "commit_flusher.hpp"
+#include "db_job.hpp"
 #include "sqlite.hpp"
 #include "wal_vfs.hpp"
 
@@ -48,26 +50,6 @@
 #include <variant>
 
 namespace steadfast::app {
-
-/// Why a job failed: the error (db_category(): SQLite's result code, or
-/// db_job_threw for an exception of the job's own) and the whole message
-/// (SQLite's, with what it names: the statement, the file).
-struct db_failure {
-    boost::system::error_code code;
-    std::string what;
-};
-/// boost::system::result's value() on a failed job: throws db_error.
-[[noreturn]] void throw_exception_from_error(const db_failure& f, const boost::source_location& loc);
-
-/// A job's outcome: its value, or why it failed.
-template <class R>
-using db_result = boost::system::result<R, db_failure>;
-/// What a failed job's log line says: its message (nullopt: it worked).
-template <class R>
-std::optional<std::string> failed(const db_result<R>& r) {
-    if (r.has_value()) return std::nullopt;
-    return r.error().what;
-}
 
 class db_worker {
 public:
@@ -103,7 +85,7 @@ public:
                 using H = decltype(handler);
                 auto h = std::make_shared<H>(std::move(handler));
                 auto value = std::make_shared<std::optional<R>>();
-                job j;
+                db_job j;
                 j.work = [fn = std::move(owned->fn), value](database& db) mutable {
                     bool keep = true;
                     value->emplace(fn(db, keep));
@@ -115,7 +97,7 @@ public:
                     auto hex = boost::asio::get_associated_executor(*h, ex);
                     boost::asio::post(hex, boost::asio::append(std::move(*h), std::move(r)));
                 };
-                submit(std::move(j));
+                submit(j);
             },
             boost::asio::use_awaitable);
     }
@@ -151,7 +133,7 @@ public:
                         std::move (*h)(std::move(r));
                     });
                 };
-                job j;
+                db_job j;
                 j.id = ++last_id_;
                 j.work = [fn = std::move(job_fn), value](database& db) mutable {
                     bool keep = true;
@@ -168,13 +150,13 @@ public:
                     slot.assign([this, alive = std::weak_ptr<void>(alive_), id = j.id,
                                  finish](boost::asio::cancellation_type type) mutable {
                         if (type == boost::asio::cancellation_type::none) return;
-                        if (alive.lock() && drop(id))
+                        if (alive.lock() && queue_.drop(id))
                             finish(db_result<R>(boost::system::in_place_error,
                                                 db_failure{boost::asio::error::operation_aborted,
                                                            "cancelled before the database thread took it"}));
                     });
                 }
-                submit(std::move(j));
+                submit(j);
             },
             token, std::move(ex), std::move(fn));
     }
@@ -191,7 +173,8 @@ public:
     /// of the groups before.
     void post(std::function<bool(database&)> work, std::function<void(const db_failure*)> done,
               std::function<void()> rolled_back = {}) {
-        submit(job{0, std::move(work), std::move(done), std::move(rolled_back)});
+        db_job j{0, std::move(work), std::move(done), std::move(rolled_back)};
+        submit(j);
     }
 
     /// Jobs waiting (for metrics and back-pressure).
@@ -208,55 +191,28 @@ public:
     stats get_stats() const noexcept;
 
 private:
-    struct job {
-        std::uint64_t id = 0;  // async_run's, for a cancellation to find it (0: none)
-        std::function<bool(database&)> work;
-        std::function<void(const db_failure*)> done;  // nullptr: it worked
-        std::function<void()> rolled_back;            // post()'s, may be empty
-    };
-    // A committed group on its way to its callers: answered after the flush
-    // that covers it (owes_flush), or at once when nothing before it waits.
-    struct committed {
-        std::deque<job> jobs;
-        std::vector<std::optional<db_failure>> errors;  // each job's own
-        std::optional<db_failure> commit_error;         // the whole group's
-        bool owes_flush = false;
-    };
-    void submit(job j);
-    /// Removes job `id` if it is still queued (true: it will never run).
-    bool drop(std::uint64_t id);
+    /// Queues `j` (moved from); answered shut_down at once if the database
+    /// thread has left.
+    void submit(db_job& j);
     void loop();
-    void flusher_loop();
-    /// Hands a committed group to its callers, in commit order.
-    void release(committed c);
-    static void answer(committed& c, const std::optional<db_failure>& flush_error);
+    /// Runs a group in one transaction, each job in a savepoint of its own;
+    /// each job's error and the group's, as values.
+    struct group_statements;
+    db_committed run_group(std::deque<db_job> group, group_statements& sql);
     /// The database thread's first sight of a failed flush: no checkpoint may
     /// copy the log into the database file any more (not even at close).
     void after_flush_failed();
     db_failure flush_failure(int err) const;
 
     database& db_;
-    flush_fn flush_;
     wal_sync_deferral deferral_;  // the database thread's; the flusher reads its fd
-    mutable std::mutex m_;
-    std::condition_variable cv_;
-    std::deque<job> queue_;
+    db_job_queue queue_;
     std::atomic<std::uint64_t> last_id_{0};
     std::shared_ptr<void> alive_ = std::make_shared<int>(0);  // weakly held by cancellation slots
-    bool stopping_ = false;
-    bool exited_ = false;  // the thread has left: a job submitted now is answered at once (shut_down)
-    std::atomic<std::uint64_t> commits_{0}, jobs_{0}, work_ns_{0}, commit_ns_{0}, flushes_{0}, flush_ns_{0};
-    // The flusher's side: groups committed and not yet answered, in order.
-    std::mutex fm_;
-    std::condition_variable fcv_;
-    std::condition_variable idle_cv_;  // the flusher has answered all it was given
-    std::deque<committed> to_flush_;
-    bool flusher_busy_ = false;               // it holds groups it has not answered yet
-    bool flusher_stopping_ = false;           // the database thread has left: drain, then leave
-    std::optional<db_failure> flush_failed_;  // once set, every later job fails with it
-    bool checkpoints_off_ = false;            // after_flush_failed() done (database thread only)
-    std::thread flusher_;
-    std::thread thread_;  // last: started once everything above exists
+    std::atomic<std::uint64_t> commits_{0}, jobs_{0}, work_ns_{0}, commit_ns_{0};
+    bool checkpoints_off_ = false;  // after_flush_failed() done (database thread only)
+    commit_flusher flusher_;        // its thread starts here, before the database thread
+    std::thread thread_;            // last: started once everything above exists
 };
 
 }  // namespace steadfast::app
