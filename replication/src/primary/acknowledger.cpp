@@ -3,6 +3,10 @@
 #include "../common/log.hpp"
 #include "config.hpp"
 
+#include <boost/asio/post.hpp>
+
+#include <algorithm>
+
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using steadfast::app::level;
@@ -13,10 +17,16 @@ void acknowledger::acknowledged(const std::string& stream, std::uint64_t upto) {
     auto& m = marks_[stream];
     m.target = std::max(m.target, upto);
     m.last = upto;
+    m.version = ++versions_;
     m.dirty = true;
+    m.retired = false;
+    arm(10ms);
+}
+
+void acknowledger::arm(std::chrono::milliseconds delay) {
     if (scheduled_) return;
     scheduled_ = true;
-    timer_.expires_after(10ms);
+    timer_.expires_after(delay);
     timer_.async_wait([this, alive = std::weak_ptr<const int>(life_)](const boost::system::error_code& ec) {
         // Cancelled only by ~acknowledger; expired and queued when it went,
         // it finds `life_` gone. (A mark acknowledged after flush() is
@@ -31,7 +41,8 @@ void acknowledger::acknowledged(const std::string& stream, std::uint64_t upto) {
 void acknowledger::forget(const std::string& stream) {
     auto it = marks_.find(stream);
     if (it == marks_.end()) return;
-    if (it->second.dirty) write({{stream, it->second.target, it->second.last}});
+    const mark& m = it->second;
+    if (m.dirty) write({{stream, m.target, m.last, m.version, true}});
     marks_.erase(it);
 }
 
@@ -46,23 +57,59 @@ void acknowledger::write_dirty() {
     for (auto& [name, m] : marks_) {
         if (!m.dirty) continue;
         m.dirty = false;
-        dirty.push_back({name, m.target, m.last});
+        dirty.push_back({name, m.target, m.last, m.version, m.retired});
     }
     if (!dirty.empty()) write(std::move(dirty));
 }
 
 void acknowledger::write(std::vector<write_one> marks) {
-    auto streams = std::make_shared<std::vector<write_one>>(std::move(marks));
+    auto streams = std::make_shared<const std::vector<write_one>>(std::move(marks));
+    const bool any_retired =
+        std::any_of(streams->begin(), streams->end(), [](const write_one& w) { return w.retired; });
     worker_.post(
         [this, streams](app::database&) {
             const auto now = now_ms();
             for (const auto& w : *streams) out_.acknowledge(w.stream, w.target, w.last, now);
             return true;
         },
-        [this, streams](const app::db_failure* err) {
-            if (!err) return;
-            for (const auto& w : *streams) failed(w.stream, err->what);
+        // On the database thread or the flusher's: back to the event loop
+        // when there is something to do there (a failure, a retired mark).
+        [this, streams, any_retired, alive = std::weak_ptr<const int>(life_)](const app::db_failure* err) {
+            if (err)
+                for (const auto& w : *streams) failed(w.stream, err->what);
+            if (!err && !any_retired) return;
+            asio::post(timer_.get_executor(), [this, streams, ok = err == nullptr, alive] {
+                if (!alive.expired()) after_write(streams, ok);
+            });
         });
+}
+
+void acknowledger::after_write(const writes& w, bool ok) {
+    bool again = false;
+    for (const auto& one : *w) {
+        if (ok) {
+            // Stored: a retired mark with nothing newer is done with.
+            auto it = marks_.find(one.stream);
+            if (it != marks_.end() && it->second.retired && it->second.version == one.version && !it->second.dirty)
+                marks_.erase(it);
+            continue;
+        }
+        auto [it, added] = marks_.try_emplace(one.stream);
+        mark& m = it->second;
+        if (added) {  // retired before its write failed: kept until stored
+            m.last = one.last;
+            m.version = one.version;
+            m.retired = true;
+        }
+        // Written again, unless a newer state of it replaced this one (queued
+        // or written after it, with a target at least as high).
+        if (one.target > m.target || m.version == one.version) {
+            m.target = std::max(m.target, one.target);
+            m.dirty = true;
+            again = true;
+        }
+    }
+    if (again) arm(retry_);
 }
 
 // On the database thread or the flusher's: at most one line a second

@@ -2,9 +2,11 @@
 // once, and the outbox is marked on the database thread soon after: every
 // 10 ms at most, one job for every stream acknowledged since (a burst of
 // acknowledgements on 16 streams costs one timer and one job, not 16, and
-// the event loop is not woken per message). Queued marks are finished before
-// exit; a mark lost to a crash only means that the secondary answers
-// "duplicate" after the restart.
+// the event loop is not woken per message). A write that fails (a full disk)
+// is tried again a second later, with whatever was acknowledged since, until
+// it is stored; a retired stream's mark too. Queued marks are finished before
+// exit; a mark lost to a crash (or still failing at exit) only means that the
+// secondary answers "duplicate" after the restart.
 #pragma once
 
 #include "../common/db_worker.hpp"
@@ -14,6 +16,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -24,8 +27,10 @@ namespace steadfast::primary {
 
 class acknowledger {
 public:
-    acknowledger(boost::asio::any_io_executor ex, outbox& out, app::db_worker& worker)
-        : out_(out), worker_(worker), timer_(std::move(ex)) {}
+    /// `retry`: how long after a failed write it is tried again.
+    acknowledger(boost::asio::any_io_executor ex, outbox& out, app::db_worker& worker,
+                 std::chrono::milliseconds retry = std::chrono::seconds(1))
+        : out_(out), worker_(worker), timer_(std::move(ex)), retry_(retry) {}
 
     /// `stream` is acknowledged up to `upto` (lower than before while a
     /// rewind resends: the outbox keeps the highest, and learns the latest).
@@ -35,25 +40,39 @@ public:
     void forget(const std::string& stream);
     /// At stop: every stream's last mark is queued now.
     void flush();
+    /// Streams whose marks are kept in memory (the active ones, and retired
+    /// ones whose write failed and is not stored yet).
+    std::size_t size() const noexcept { return marks_.size(); }
 
 private:
     struct mark {
-        std::uint64_t target = 0;  // the highest seq acknowledged
-        std::uint64_t last = 0;    // the latest acknowledgement's
-        bool dirty = false;        // not queued for the database since it changed
+        std::uint64_t target = 0;   // the highest seq acknowledged
+        std::uint64_t last = 0;     // the latest acknowledgement's
+        std::uint64_t version = 0;  // the acknowledger's count when it last changed
+        bool dirty = false;         // not queued for the database since it changed
+        bool retired = false;       // forgotten, kept only until a failed write of it is stored
     };
     struct write_one {
         std::string stream;
-        std::uint64_t target, last;
+        std::uint64_t target, last, version;
+        bool retired;
     };
+    using writes = std::shared_ptr<const std::vector<write_one>>;
+    /// Writes the dirty marks after `delay`, unless a write is due already.
+    void arm(std::chrono::milliseconds delay);
     void write_dirty();
     void write(std::vector<write_one> marks);
+    /// On the event loop, after a write: a failed one's marks are dirty again
+    /// (unless something newer replaced them); a retired mark stored is gone.
+    void after_write(const writes& w, bool ok);
     void failed(const std::string& stream, const std::string& error);
 
     outbox& out_;
     app::db_worker& worker_;
     boost::asio::steady_timer timer_;  // armed while a mark is dirty
+    std::chrono::milliseconds retry_;
     bool scheduled_ = false;
+    std::uint64_t versions_ = 0;
     std::map<std::string, mark, std::less<>> marks_;
     app::log_limiter failures_logged_;  // ack_failed (the database thread's and the flusher's)
     std::shared_ptr<const int> life_ = std::make_shared<const int>(0);  // the timer's handler: still here?

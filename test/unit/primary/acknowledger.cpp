@@ -1,14 +1,18 @@
 // The acknowledger: what the secondary acknowledged reaches the outbox within
 // about 10 ms, every stream acknowledged meanwhile in one database job; a
-// retired stream's mark is written at once, and flush() writes every mark.
+// retired stream's mark is written at once, and flush() writes every mark; a
+// write that fails is tried again until it is stored.
 #include <primary/acknowledger.hpp>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <steadfast_test/scratch_dir.hpp>
+#include <thread>
 
 using namespace steadfast;
 using namespace std::chrono_literals;
@@ -29,7 +33,7 @@ struct fixture {
             out->publish(items, 0);
         }
         worker.emplace(*db);
-        acks.emplace(ioc.get_executor(), *out, *worker);
+        acks.emplace(ioc.get_executor(), *out, *worker, 50ms);  // a failed write again after 50 ms
     }
     std::uint64_t jobs() const { return worker->get_stats().jobs; }
     // Runs the event loop until `n` jobs ran (or 2 s passed), then 30 ms more.
@@ -41,6 +45,36 @@ struct fixture {
         }
         ioc.restart();
         ioc.run_for(30ms);
+    }
+    // Waits (the event loop not running) until `n` jobs ran.
+    void wait_jobs(std::uint64_t n) const {
+        const auto give_up = std::chrono::steady_clock::now() + 2s;
+        while (jobs() < n && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(1ms);
+    }
+    // From now on, writing a mark fails (as a full disk would fail it), or
+    // works again.
+    void fail_writes(bool on) {
+        const auto n = jobs();
+        auto failed = std::make_shared<std::atomic<bool>>(false);
+        worker->post(
+            [on](app::database& d) {
+                d.exec(on ? "CREATE TRIGGER fail_acks BEFORE UPDATE ON streams BEGIN "
+                            "SELECT RAISE(ABORT, 'no room (the test)'); END"
+                          : "DROP TRIGGER fail_acks");
+                return true;
+            },
+            [failed](const app::db_failure* failure) { *failed = failure != nullptr; });
+        wait_jobs(n + 1);
+        BOOST_REQUIRE(!*failed);
+    }
+    // Runs the event loop for `d`, however often it runs out of work (a
+    // database job's answer is posted to it from another thread).
+    void run(std::chrono::milliseconds d) {
+        const auto end = std::chrono::steady_clock::now() + d;
+        while (std::chrono::steady_clock::now() < end) {
+            ioc.restart();
+            ioc.run_for(2ms);
+        }
     }
     // Each stream's acknowledged seq in the outbox, once the worker is done
     // (the connection is the worker's while it runs).
@@ -112,6 +146,50 @@ BOOST_FIXTURE_TEST_CASE(flush_writes_every_mark_without_the_event_loop, fixture)
     BOOST_TEST(worker->get_stats().jobs == 1u);
     BOOST_TEST(got.at("a") == 5u);
     BOOST_TEST(got.at("c") == 1u);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_failed_write_is_tried_again_until_it_is_stored, fixture) {
+    fail_writes(true);
+    acks->acknowledged("a", 3);
+    acks->acknowledged("b", 2);
+    run_until_jobs(2);  // the write, failed
+    run(200ms);         // tried again, failing, every 50 ms
+    BOOST_TEST(jobs() >= 4u);
+    fail_writes(false);
+    run(200ms);
+    const auto n = jobs();
+    run(200ms);  // stored: nothing more to write
+    BOOST_TEST(jobs() == n);
+    const auto got = acked();
+    BOOST_TEST(got.at("a") == 3u);
+    BOOST_TEST(got.at("b") == 2u);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_failed_write_goes_again_with_what_came_since, fixture) {
+    fail_writes(true);
+    acks->acknowledged("a", 2);
+    run_until_jobs(2);  // failed
+    acks->acknowledged("a", 5);
+    acks->acknowledged("a", 4);  // a rewind resending: 5 stays the highest
+    fail_writes(false);
+    run(200ms);
+    BOOST_TEST(acked().at("a") == 5u);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_retired_streams_failed_write_is_kept_until_stored_then_dropped, fixture) {
+    fail_writes(true);
+    acks->acknowledged("a", 2);
+    acks->acknowledged("b", 1);
+    run_until_jobs(2);  // a and b written, failed
+    acks->forget("a");  // retired while its mark waits to be tried again
+    run(120ms);
+    BOOST_TEST(acks->size() == 2u);  // a's mark is kept: it is not stored yet
+    fail_writes(false);
+    run(200ms);
+    BOOST_TEST(acks->size() == 1u);  // b is still active; a, stored, is gone
+    const auto got = acked();
+    BOOST_TEST(got.at("a") == 2u);
+    BOOST_TEST(got.at("b") == 1u);
 }
 
 BOOST_FIXTURE_TEST_CASE(destroyed_with_its_timer_armed_the_handler_touches_nothing, fixture) {
