@@ -341,13 +341,42 @@ asio::awaitable<bool> health_check(client& c, std::string target) {
     co_return o.has_response() && o.res().status == 200;
 }
 
+namespace {
+// What an answer's body says, for a line of log: its blanks (newlines too)
+// one space each, at most 160 characters.
+std::string body_excerpt(std::string_view body) {
+    constexpr std::size_t most = 160;
+    std::string out;
+    bool blank = false;
+    for (const char ch : body) {
+        if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t') {
+            blank = !out.empty();
+            continue;
+        }
+        if (out.size() >= most) {
+            out += "...";
+            return out;
+        }
+        if (blank) out += ' ';
+        blank = false;
+        out += static_cast<unsigned char>(ch) < 0x20 ? '?' : ch;
+    }
+    return out;
+}
+}  // namespace
+
 asio::awaitable<health_report> health_check_report(client& c, std::string target) {
     const request req{"GET", std::move(target), {}, {}};
     auto o = co_await c.send(req);
     health_report r;
     if (o.has_response()) {
         r.healthy = o.res().status == 200;
-        if (!r.healthy) r.why = "HTTP " + std::to_string(o.res().status);
+        if (!r.healthy) {
+            // The status, and what the answer says of it (a steadfast
+            // secondary's storage_failed; another server's page).
+            r.why = "HTTP " + std::to_string(o.res().status);
+            if (auto said = body_excerpt(o.res().body); !said.empty()) r.why += ": " + said;
+        }
         if (auto id = o.res().get("X-Steadfast-Instance")) r.instance = std::string(*id);
     } else {
         const auto& e = o.error();

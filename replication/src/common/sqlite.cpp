@@ -247,7 +247,14 @@ database::database(const std::string& dir, const std::string& name, const std::s
     if (ro) {
         read_only_ = true;
         path_ = (fs::path(dir) / name).string();
-        if (!fs::exists(path_, ec)) throw db_error("no database at \"" + path_ + "\"");
+        if (!fs::exists(path_, ec)) {
+            // The other node's store there: the command of the other daemon.
+            for (const char* other : {"primary.db", "secondary.db"})
+                if (name != other && fs::exists(fs::path(dir) / other, ec))
+                    throw db_error("no database at \"" + path_ + "\": \"" + dir + "\" holds " + other +
+                                   ", another node's store (use that node's command)");
+            throw db_error("no database at \"" + path_ + "\"");
+        }
         // Inspection needs no write access and leaves no files behind. A
         // cleanly stopped store has no -wal: opened immutable, SQLite creates
         // no -wal or -shm and takes no locks (a read-only mount works). With
@@ -286,12 +293,11 @@ database::database(const std::string& dir, const std::string& name, const std::s
         }
         return;
     }
-    if (!fs::exists(dir, ec)) {
-        if (!fs::create_directories(dir, ec))
-            throw db_error("cannot create data directory \"" + dir + "\": " + ec.message());
-    } else if (!fs::is_directory(dir, ec)) {
-        throw db_error("data directory \"" + dir + "\" is not a directory");
-    }
+    // (Created by another process between the two calls, it is not made
+    // here and that is no error: the lock below settles who uses it.)
+    if (!fs::exists(dir, ec) && !fs::create_directories(dir, ec) && ec)
+        throw db_error("cannot create data directory \"" + dir + "\": " + ec.message());
+    if (!fs::is_directory(dir, ec)) throw db_error("data directory \"" + dir + "\" is not a directory");
     path_ = (fs::path(dir) / name).string();
     created_ = !fs::exists(path_, ec);
     // The pair's two stores never share a directory (its lock is one

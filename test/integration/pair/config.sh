@@ -130,6 +130,13 @@ rc=0
   fail "a secondary on a primary's data directory: exit $rc, $(cat "$WORK/err")"
 [ ! -e "$WORK/shared/secondary.db" ] && [ ! -e "$WORK/shared/LOCK" ] ||
   fail "the refused secondary left $(ls "$WORK/shared" | tr '\n' ' ')in the primary's directory"
+# The other daemon's read commands on it name it too.
+for c in status dump; do
+  rc=0
+  "$BIN/steadfast-secondary" "$c" --data "$WORK/shared" >"$WORK/out" 2>"$WORK/err" || rc=$?
+  [ "$rc" != 0 ] && grep -q "holds primary.db, another node's store (use that node's command)" "$WORK/err" ||
+    fail "steadfast-secondary $c on a primary's data directory: exit $rc, $(cat "$WORK/err")"
+done
 # A word that is no flag's value is refused, not dropped (a "requeue" that listed and exited 0).
 refused 'unexpected argument "stray"' "${P[@]}" stray
 refused 'unexpected argument "requeue"' "$BIN/steadfast-primary" dead-letters requeue --data "$WORK/p2"

@@ -94,7 +94,8 @@ BOOST_AUTO_TEST_CASE(a_refused_connection_is_told_apart) {
     BOOST_TEST(seen[0].why.find("connect") == 0u, seen[0].why);
     BOOST_TEST(!seen[1].healthy);
     BOOST_TEST(!seen[1].refused);
-    BOOST_TEST(seen[1].why == "HTTP 503");
+    BOOST_TEST(seen[1].why.rfind("HTTP 503: ", 0) == 0u, seen[1].why);  // and what the answer said
+    BOOST_TEST(seen[1].why.find("scripted") != std::string::npos, seen[1].why);
     BOOST_TEST(seen[2].healthy);
     BOOST_TEST(!seen[2].refused);
 }

@@ -37,6 +37,7 @@ namespace {
 struct fake_secondary {
     std::mutex m;
     unsigned health = 200;
+    std::string health_body = R"({"status":"ok"})";
     std::string instance = "one";
     int posts = 0;
     std::chrono::milliseconds post_delay{0};  // before each POST's answer
@@ -48,7 +49,7 @@ struct fake_secondary {
         http::router r;
         r.add("GET", "/health", [this](http::request&) -> asio::awaitable<http::response> {
             std::lock_guard l(m);
-            auto res = http::response::json(health, R"({"status":"ok"})");
+            auto res = http::response::json(health, health_body);
             res.set("X-Steadfast-Instance", instance);
             co_return res;
         });
@@ -177,7 +178,7 @@ BOOST_FIXTURE_TEST_CASE(a_refused_check_is_followed_in_50_ms_any_other_failure_b
     to(port);
     sec->set(503, "one");  // a secondary whose storage fails: a check costs it work
     BOOST_TEST(!check());
-    BOOST_TEST(link->offline_error() == "HTTP 503");
+    BOOST_TEST(link->offline_error() == R"(HTTP 503: {"status":"ok"})");
     BOOST_TEST(waits() == fallback);
 
     sec.reset();  // nothing listens: restarting
@@ -197,6 +198,28 @@ BOOST_FIXTURE_TEST_CASE(a_refused_check_is_followed_in_50_ms_any_other_failure_b
     sec->set(503, "one");
     BOOST_TEST(!check());
     BOOST_TEST(waits() == fallback);
+}
+
+// Why the secondary is offline says what a failed check's answer said: its
+// body, on one line and cut short (another server's page).
+BOOST_FIXTURE_TEST_CASE(a_failed_check_tells_what_the_answer_said, fixture) {
+    fake_secondary sec;
+    {
+        std::lock_guard l(sec.m);
+        sec.health = 404;
+        sec.health_body = "<html>\r\n  <title>Not Found</title>\n" + std::string(300, 'x');
+    }
+    to(sec.port);
+    BOOST_TEST(!check());
+    const std::string said = "<html> <title>Not Found</title> ";
+    BOOST_TEST(link->offline_error() == "HTTP 404: " + said + std::string(160 - said.size(), 'x') + "...");
+    {
+        std::lock_guard l(sec.m);
+        sec.health = 503;
+        sec.health_body.clear();
+    }
+    BOOST_TEST(!check());
+    BOOST_TEST(link->offline_error() == "HTTP 503");  // nothing said: the status alone
 }
 
 BOOST_FIXTURE_TEST_CASE(a_refused_send_asks_for_a_check_at_once, fixture) {

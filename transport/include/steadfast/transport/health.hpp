@@ -18,9 +18,10 @@ namespace steadfast::http {
 /// other status is unhealthy. Never throws for network failures.
 boost::asio::awaitable<bool> health_check(client& c, std::string target = "/health");
 
-/// The same, and why it is unhealthy ("HTTP 503", "connect: Connection
-/// refused", "handshake: certificate verify failed ...") in `why`, which is
-/// cleared when healthy. `tls_failure`: an error of OpenSSL's (see is_tls_error).
+/// The same, and why it is unhealthy ("HTTP 503: " and the answer's body on
+/// one line, at most 160 characters; "connect: Connection refused";
+/// "handshake: certificate verify failed ...") in `why`, which is cleared
+/// when healthy. `tls_failure`: an error of OpenSSL's (see is_tls_error).
 struct health_report {
     bool healthy = false;
     bool tls_failure = false;
