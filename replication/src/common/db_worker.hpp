@@ -1,5 +1,9 @@
 // The database thread: SQLite work runs here, never on the event loop.
 //
+// Three parts, each with its own state: the jobs waiting (db_job_queue), the
+// group runner (this class: the database thread), and the flusher
+// (commit_flusher: the second thread, which answers the groups).
+//
 // Group commit: every job queued while the previous group was committing runs
 // in one transaction (each in a savepoint of its own), so one fsync covers
 // them all; each caller is answered only after that commit is on disk.
@@ -195,9 +199,9 @@ private:
     /// thread has left.
     void submit(db_job& j);
     void loop();
+    struct group_statements;  // the transaction's own statements, prepared once
     /// Runs a group in one transaction, each job in a savepoint of its own;
     /// each job's error and the group's, as values.
-    struct group_statements;
     db_committed run_group(std::deque<db_job> group, group_statements& sql);
     /// The database thread's first sight of a failed flush: no checkpoint may
     /// copy the log into the database file any more (not even at close).
