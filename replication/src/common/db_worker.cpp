@@ -80,7 +80,7 @@ struct db_worker::group_statements {
         std::optional<statement> s{};
     };
     prepared begin{"BEGIN IMMEDIATE"}, savepoint{"SAVEPOINT steadfast_job"}, release{"RELEASE steadfast_job"},
-        rollback_to{"ROLLBACK TO steadfast_job"}, commit{"COMMIT"};
+        rollback_to{"ROLLBACK TO steadfast_job"}, rollback{"ROLLBACK"}, commit{"COMMIT"};
     void exec(database& db, prepared& p) {
         if (!p.s) p.s.emplace(db.handle(), p.sql);
         db.exec(*p.s, p.sql);
@@ -133,10 +133,21 @@ db_committed db_worker::run_group(std::deque<db_job> group, group_statements& sq
     bool committing_group = false;
     sqlite3_commit_hook(
         db_.handle(), [](void* ours) -> int { return *static_cast<bool*>(ours) ? 0 : 1; }, &committing_group);
+    // A group of one job needs no savepoint: the transaction is the job's
+    // own, and rolling it back undoes just that job. (A savepoint's journal
+    // is kept in memory only up to 64 KiB, then spills to a temporary file:
+    // the secondary's requests, a group each, wrote some 25 pages there.)
+    const bool alone = group.size() == 1;
+    bool undone = false;  // alone, and rolled back: nothing to commit
+    auto undo = [&] {
+        if (!alone) return sql.exec(db_, sql.rollback_to);
+        sql.exec(db_, sql.rollback);
+        undone = true;
+    };
     try {
         sql.exec(db_, sql.begin);
         for (std::size_t i = 0; i < group.size(); ++i) {
-            sql.exec(db_, sql.savepoint);
+            if (!alone) sql.exec(db_, sql.savepoint);
             try {
                 const bool keep = group[i].work(db_);
                 // The job ended the transaction and returned as if
@@ -146,7 +157,7 @@ db_committed db_worker::run_group(std::deque<db_job> group, group_statements& sq
                     throw db_error(
                         std::string("this job ") + transaction_ended_text + "; nothing of its group commit is stored",
                         db_apply_failed);
-                if (!keep) sql.exec(db_, sql.rollback_to);
+                if (!keep) undo();
             } catch (const std::exception& e) {
                 // A full disk or an I/O error can make SQLite roll the
                 // whole transaction back: every job of the group is
@@ -162,21 +173,23 @@ db_committed db_worker::run_group(std::deque<db_job> group, group_statements& sq
                                        make_db_error_code(db_group_ended));
                     throw db_error(e.what(), errors[i]->code);
                 }
-                sql.exec(db_, sql.rollback_to);
+                undo();
             } catch (...) {
                 // Not a std::exception (an embedding program's throw 42):
                 // the job fails, the thread goes on.
                 errors[i] =
                     db_failure{make_db_error_code(db_job_threw), "the job threw something not a std::exception"};
                 if (sqlite3_get_autocommit(db_.handle())) throw db_error(errors[i]->what, errors[i]->code);
-                sql.exec(db_, sql.rollback_to);
+                undo();
             }
-            sql.exec(db_, sql.release);
+            if (!alone) sql.exec(db_, sql.release);
         }
         committing = clock::now();
-        committing_group = true;
-        sql.exec(db_, sql.commit);
-        committing_group = false;
+        if (!undone) {
+            committing_group = true;
+            sql.exec(db_, sql.commit);
+            committing_group = false;
+        }
         commits_.fetch_add(1, std::memory_order_relaxed);
         jobs_.fetch_add(group.size(), std::memory_order_relaxed);
     } catch (const std::exception& e) {

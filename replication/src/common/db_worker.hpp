@@ -5,7 +5,8 @@
 // (commit_flusher: the second thread, which answers the groups).
 //
 // Group commit: every job queued while the previous group was committing runs
-// in one transaction (each in a savepoint of its own), so one fsync covers
+// in one transaction (each in a savepoint of its own when there are several),
+// so one fsync covers
 // them all; each caller is answered only after that commit is on disk.
 //
 // The fsync runs beside the next group, not before it (with sync_mode::full):
@@ -200,8 +201,9 @@ private:
     void submit(db_job& j);
     void loop();
     struct group_statements;  // the transaction's own statements, prepared once
-    /// Runs a group in one transaction, each job in a savepoint of its own;
-    /// each job's error and the group's, as values.
+    /// Runs a group in one transaction, each job in a savepoint of its own
+    /// (a job alone: the transaction is its own); each job's error and the
+    /// group's, as values.
     db_committed run_group(std::deque<db_job> group, group_statements& sql);
     /// The database thread's first sight of a failed flush: no checkpoint may
     /// copy the log into the database file any more (not even at close).

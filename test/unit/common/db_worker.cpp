@@ -160,6 +160,77 @@ BOOST_FIXTURE_TEST_CASE(jobs_queued_during_a_commit_share_the_next_and_fail_alon
     BOOST_TEST((rows() == std::vector<std::int64_t>{1, 4}));
 }
 
+// Descriptors of this process open on SQLite's temporary files (a
+// savepoint's journal that outgrew memory: opened, then unlinked).
+int open_temp_files() {
+    int n = 0;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+        std::error_code lec;
+        if (std::filesystem::read_symlink(e.path(), lec).string().find("etilqs_") != std::string::npos) ++n;
+    }
+    return n;
+}
+
+// A job alone in its group runs in the transaction itself, with no savepoint:
+// a rollback it asks for, or its failure, undoes just it (there is nothing
+// else), and a big job's undo record never spills to a temporary file (a
+// savepoint's does past 64 KiB: a secondary's request of many messages made
+// one a commit).
+BOOST_FIXTURE_TEST_CASE(a_job_alone_needs_no_savepoint, fixture) {
+    app::db_worker w(*db);
+    auto lone = [&](std::function<bool(app::database&)> work) {
+        std::promise<std::string> p;
+        post_text(w, std::move(work), [&p](const std::string& err) { p.set_value(err); });
+        return p.get_future().get();  // answered before the next is posted: a group of one each
+    };
+    // 200 rows of 1 KiB, then each of them rewritten: 200 KiB of pages that
+    // existed before the job (what a savepoint must keep to undo).
+    auto rewrite = [](app::database& d, char with) {
+        auto s = d.prepare("UPDATE t SET v = ?");
+        s.bind(1, std::string(1024, with));
+        s.step();
+    };
+    BOOST_TEST(lone([](app::database& d) {
+                   auto s = d.prepare("INSERT INTO t(n, v) VALUES(?, ?)");
+                   for (std::int64_t n = 1; n <= 200; ++n) {
+                       s.bind(1, n);
+                       s.bind(2, std::string(1024, 'a'));
+                       s.step();
+                       s.reset();
+                   }
+                   return true;
+               }) == "");
+    int spilled = -1;
+    BOOST_TEST(lone([&](app::database& d) {
+                   rewrite(d, 'b');
+                   spilled = open_temp_files();
+                   return true;
+               }) == "");
+    BOOST_TEST(spilled == 0);
+    BOOST_TEST(lone([&](app::database& d) {  // asks for its rollback: none of it stays
+                   rewrite(d, 'c');
+                   insert(d, 1000);
+                   return false;
+               }) == "");
+    BOOST_TEST(lone([&](app::database& d) -> bool {  // fails after writing: none of it stays
+                   rewrite(d, 'd');
+                   insert(d, 2000);
+                   throw std::runtime_error("the job's own failure");
+               }) == "the job's own failure");
+    BOOST_TEST(lone([](app::database& d) {  // and the next commits
+                   insert(d, 5000);
+                   return true;
+               }) == "");
+    w.stop();
+    const auto got = rows();
+    BOOST_TEST(got.size() == 201u);
+    BOOST_TEST(got.back() == 5000);
+    auto q = db->prepare("SELECT count(*) FROM t WHERE v = ?");
+    q.bind(1, std::string(1024, 'b'));
+    BOOST_TEST((q.step() && q.column_int(0) == 200));  // the rewrite kept; the undone ones gone
+}
+
 // run()'s outcomes are typed: the value, or a db_failure whose code says
 // what failed (SQLite's extended result code in db_category(), or
 // db_job_threw) beside SQLite's whole message; value() on a failure throws.
