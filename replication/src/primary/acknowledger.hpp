@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace steadfast::primary {
@@ -40,6 +41,13 @@ public:
     void forget(const std::string& stream);
     /// At stop: every stream's last mark is queued now.
     void flush();
+    /// The highest seq acknowledged on `stream` that this acknowledger still
+    /// holds (0: none), stored or not: a stream starting again reads its
+    /// position from the outbox, which is behind it while a write fails.
+    std::uint64_t held(std::string_view stream) const {
+        const auto it = marks_.find(stream);
+        return it == marks_.end() ? 0 : it->second.target;
+    }
     /// Streams whose marks are kept in memory (the active ones, and retired
     /// ones whose write failed and is not stored yet).
     std::size_t size() const noexcept { return marks_.size(); }

@@ -299,9 +299,13 @@ asio::awaitable<void> replicator::deliver(std::string stream) {
         switch (a.what) {
             case t::read: {
                 env_.m.outbox_reads.Increment();
-                auto read = [this, &stream, from = a.from, position = a.from_position](app::database&, bool&) {
+                // A position read from the outbox, no lower than what the
+                // acknowledger holds for the stream and has not stored yet
+                // (its write failed: the secondary has those messages).
+                auto read = [this, &stream, from = a.from, position = a.from_position,
+                             held = a.from_position ? acks_.held(stream) : 0](app::database&, bool&) {
                     loaded l;
-                    l.acked = position ? env_.out.position(stream).acked_seq : from;
+                    l.acked = position ? std::max(env_.out.position(stream).acked_seq, held) : from;
                     l.batch = read_window(stream, l.acked);
                     l.sched = env_.out.get_schedule(stream);
                     return l;

@@ -3,6 +3,7 @@
 # so their writes fail with EFBIG):
 # 1. the primary: /publish answers 503 and takes no seq; publishing resumes once storage works, without a
 #    restart, and after one; seqs have no gap (the secondary never answers gap), everything delivered;
+#    acknowledgements it cannot store: a retired stream starting again resends nothing, status catches up;
 # 2. the secondary: /health answers 503 storage_failed and a post 503; the primary keeps and retries, all
 #    delivered once storage works;
 # 3. --stdin: when storing fails the primary says so and exits non-zero;
@@ -71,6 +72,26 @@ wait_drained 60
 verify s
 gaps=$(metric "$SPORT" 'steadfast_secondary_rejected_total{reason="gap"}')
 [ "$gaps" = 0 ] || fail "the secondary answered gap $gaps times"
+
+# 1b. Acknowledgements the primary cannot store: the secondary applied the messages, the outbox does not say
+#     so yet. A stream that retired meanwhile and starts again sends nothing the secondary has (it starts after
+#     the mark the primary holds, not after the outbox's), and once storage works the marks are stored.
+stop "$SPID"
+for s in r1 r2 r3 r4; do publish 5 "$s"; done  # stored, not delivered
+break_storage "$PPID_"
+start_secondary
+dup0=$(metric "$SPORT" steadfast_secondary_duplicates_total)
+applied_all() { [ "$(metric "$SPORT" steadfast_secondary_applied_total)" -ge 20 ]; }
+wait_for 30 "the 20 messages applied while the primary cannot store its acknowledgements" applied_all
+sleep 6.5                                     # the streams retire (5 s idle), their marks not stored
+mend_storage "$PPID_"
+for s in r1 r2 r3 r4; do publish 1 "$s"; done  # at once: before the marks' next try
+wait_drained 60
+dup=$(($(metric "$SPORT" steadfast_secondary_duplicates_total) - dup0))
+[ "$dup" = 0 ] || fail "streams starting again resent $dup messages the secondary had (their marks not stored yet)"
+pending_zero() { [ "$(pending)" = 0 ]; }
+wait_for 10 "status's pending at 0 once the acknowledgements are stored" pending_zero
+for s in r1 r2 r3 r4; do verify "$s"; done
 
 # 2. The secondary's store fails.
 LOG_FROM=$(log_size "$WORK/primary.log")
