@@ -69,4 +69,11 @@ std::optional<std::uint64_t> log_limiter::allow() noexcept {
     return held_.exchange(0, std::memory_order_relaxed);
 }
 
+void log_limited(log_limiter& limiter, level l, std::string_view event, nlohmann::json fields) {
+    const auto held = limiter.allow();
+    if (!held) return;
+    fields["also_failed_since_last_line"] = *held;
+    log(l, event, std::move(fields));
+}
+
 }  // namespace steadfast::app

@@ -35,4 +35,9 @@ private:
     std::atomic<std::uint64_t> held_{0};
 };
 
+/// log() through `limiter`: the line goes out (with
+/// "also_failed_since_last_line", the lines held back) if `limiter` allows
+/// one now, else it is counted.
+void log_limited(log_limiter& limiter, level l, std::string_view event, nlohmann::json fields);
+
 }  // namespace steadfast::app

@@ -49,20 +49,20 @@ void acknowledger::forget(const std::string& stream) {
 void acknowledger::flush() {
     for (auto& [name, m] : marks_)
         if (m.target > 0) m.dirty = true;
-    write_dirty();  // the database thread finishes it before exit
+    write_dirty(true);  // the database thread finishes it before exit
 }
 
-void acknowledger::write_dirty() {
+void acknowledger::write_dirty(bool at_stop) {
     std::vector<write_one> dirty;
     for (auto& [name, m] : marks_) {
         if (!m.dirty) continue;
         m.dirty = false;
         dirty.push_back({name, m.target, m.last, m.version, m.retired});
     }
-    if (!dirty.empty()) write(std::move(dirty));
+    if (!dirty.empty()) write(std::move(dirty), at_stop);
 }
 
-void acknowledger::write(std::vector<write_one> marks) {
+void acknowledger::write(std::vector<write_one> marks, bool at_stop) {
     auto streams = std::make_shared<const std::vector<write_one>>(std::move(marks));
     const bool any_retired =
         std::any_of(streams->begin(), streams->end(), [](const write_one& w) { return w.retired; });
@@ -74,9 +74,20 @@ void acknowledger::write(std::vector<write_one> marks) {
         },
         // On the database thread or the flusher's: back to the event loop
         // when there is something to do there (a failure, a retired mark).
-        [this, streams, any_retired, alive = std::weak_ptr<const int>(life_)](const app::db_failure* err) {
-            if (err)
+        [this, streams, any_retired, at_stop, alive = std::weak_ptr<const int>(life_)](const app::db_failure* err) {
+            if (err && at_stop) {
+                // The last try: said whatever the one-line-a-second limit
+                // (a status read after the stop counts these as pending).
+                app::log(level::error, "ack_failed",
+                         {{"streams", streams->size()},
+                          {"error", err->what},
+                          {"at_stop", true},
+                          {"note",
+                           "the outbox did not record what the secondary acknowledged on these streams; after the "
+                           "restart those messages are sent again and answered duplicate"}});
+            } else if (err) {
                 for (const auto& w : *streams) failed(w.stream, err->what);
+            }
             if (!err && !any_retired) return;
             asio::post(timer_.get_executor(), [this, streams, ok = err == nullptr, alive] {
                 if (!alive.expired()) after_write(streams, ok);

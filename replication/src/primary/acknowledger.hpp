@@ -68,8 +68,9 @@ private:
     using writes = std::shared_ptr<const std::vector<write_one>>;
     /// Writes the dirty marks after `delay`, unless a write is due already.
     void arm(std::chrono::milliseconds delay);
-    void write_dirty();
-    void write(std::vector<write_one> marks);
+    /// `at_stop`: flush()'s, whose failure is always logged.
+    void write_dirty(bool at_stop = false);
+    void write(std::vector<write_one> marks, bool at_stop = false);
     /// On the event loop, after a write: a failed one's marks are dirty again
     /// (unless something newer replaced them); a retired mark stored is gone.
     void after_write(const writes& w, bool ok);

@@ -386,10 +386,15 @@ asio::awaitable<void> replicator::deliver(std::string stream) {
             case t::demote:
                 demoted_->observe(a.epoch);
                 break;
-            case t::storage_failed:
-                app::log(level::error, "outbox_read_failed", {{"stream", stream}, {"error", a.detail}});
+            case t::storage_failed: {
+                // A failing disk fails every stream's read at once: one line
+                // a second, in the process.
+                static app::log_limiter read_failures;
+                app::log_limited(read_failures, level::error, "outbox_read_failed",
+                                 {{"stream", stream}, {"error", a.detail}});
                 co_await wait_for(a, st);
                 break;
+            }
             case t::done:
                 co_return;
         }
