@@ -87,6 +87,12 @@ public:
     }
     void came_online() override { recheck_streams(); }
     std::string offline_error() const override { return probe_error_; }
+    void health(nlohmann::json& j) const override {
+        // Why the last check of the secondary failed, as long as it fails
+        // (its reason may change while it stays offline; the log says only
+        // the first).
+        if (!probe_error_.empty()) j["secondary_error"] = probe_error_;
+    }
     // Shutdown and demotion (env_.stop) end a send in flight through the
     // combiner, which cancels the pool's requests: the quick retries let an
     // attempt finish rather than run each one in a coroutine of its own in

@@ -4,7 +4,7 @@
 # 1. the primary: /publish answers 503 and takes no seq; publishing resumes once storage works, without a
 #    restart, and after one; seqs have no gap (the secondary never answers gap), everything delivered;
 #    acknowledgements it cannot store: a retired stream starting again resends nothing, status catches up;
-# 2. the secondary: /health answers 503 storage_failed and a post 503; the primary keeps and retries, all
+# 2. the secondary: /health answers 503 storage_failed (the primary's /health names it) and a post 503; the primary keeps and retries, all
 #    delivered once storage works;
 # 3. --stdin: when storing fails the primary says so and exits non-zero;
 # 4. --stdin on a full disk stores a prefix of its input and names the first line it did not store;
@@ -102,6 +102,10 @@ post=$(curl -s -m 30 -o "$WORK/body" -w '%{http_code}' -X POST "${CT[@]}" \
 health_is() { [ "$(curl -s -m 5 -o "$WORK/health" -w '%{http_code}' "http://127.0.0.1:$SPORT/health")" = "$1" ]; }
 wait_for 10 "the secondary's /health answering 503" health_is 503
 json_is "$(cat "$WORK/health")" 'j["status"] == "storage_failed"' || fail "/health while storage fails: $(cat "$WORK/health")"
+# The primary's /health says why the secondary is offline.
+primary_health_says() { json_is "$(curl -s -m 5 "http://127.0.0.1:$PPORT/health")" "$1"; }
+says_storage_failed() { primary_health_says '"storage_failed" in j.get("secondary_error", "")'; }
+wait_for 10 "the primary's /health naming the secondary's storage failure" says_storage_failed
 # An answer that commits nothing (a 409 gap) does not prove the store works again.
 gap=$(curl -s -m 30 -o /dev/null -w '%{http_code}' -X POST "${CT[@]}" \
   -d '{"id":"gap-1","stream":"gapped","seq":5,"payload":1}' "http://127.0.0.1:$SPORT/api/messages")
@@ -114,6 +118,8 @@ mend_storage "$SPID"
 wait_for 30 "the secondary's /health answering 200 again" health_is 200
 wait_drained 60
 verify w
+primary_health_says '"secondary_error" not in j and j["secondary_online"]' ||
+  fail "the primary's /health once the secondary is back: $(curl -s -m 5 "http://127.0.0.1:$PPORT/health")"
 post=$(post_secondary '{"id":"direct-1","stream":"direct","seq":1,"payload":1}' 200)
 json_is "$post" 'j["status"] == "applied"' || fail "the post that got 503 was applied anyway: $post"
 [ "$(dead_letters)" = 0 ] || fail "storage failures must not make dead letters: $(status_json)"

@@ -220,6 +220,17 @@ BOOST_FIXTURE_TEST_CASE(a_failed_check_tells_what_the_answer_said, fixture) {
     }
     BOOST_TEST(!check());
     BOOST_TEST(link->offline_error() == "HTTP 503");  // nothing said: the status alone
+    nlohmann::json j = nlohmann::json::object();
+    link->health(j);  // the primary's /health says it too, while it lasts
+    BOOST_TEST(j.value("secondary_error", "") == "HTTP 503");
+    {
+        std::lock_guard l(sec.m);
+        sec.health = 200;
+    }
+    BOOST_TEST(check());
+    j = nlohmann::json::object();
+    link->health(j);
+    BOOST_TEST(!j.contains("secondary_error"));
 }
 
 BOOST_FIXTURE_TEST_CASE(a_refused_send_asks_for_a_check_at_once, fixture) {
