@@ -93,9 +93,13 @@ std::optional<http::response> node::refuse_publish(const http::request& req, std
 http::router node::routes() {
     http::router r;
     r.add("GET", "/health", [this](http::request&) -> asio::awaitable<http::response> {
-        nlohmann::json j{{"status", "ok"}, {"secondary_online", c_.rep.secondary_online()}};
+        const bool online = c_.rep.secondary_online();
+        nlohmann::json j{{"status", "ok"}, {"secondary_online", online}};
         c_.rep.secondary().health(j);
-        co_return http::response::json(200, j.dump());
+        if (online) j.erase("secondary_error");  // a check failed, not yet enough to call it offline
+        // (Text from the secondary's answers: bytes that are not UTF-8 are
+        // replaced, never a 500 here.)
+        co_return http::response::json(200, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     });
     // Readiness (readiness.hpp): the largest message's size is the write tried
     // after a failed commit (the envelope's limit).

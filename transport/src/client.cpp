@@ -1,5 +1,6 @@
 // http::client on Beast. One of the two translation units that include Beast.
 #include "tls_context.hpp"
+#include "utf8.hpp"
 
 #include <steadfast/transport/classify.hpp>
 #include <steadfast/transport/client.hpp>
@@ -342,24 +343,35 @@ asio::awaitable<bool> health_check(client& c, std::string target) {
 }
 
 namespace {
-// What an answer's body says, for a line of log: its blanks (newlines too)
-// one space each, at most 160 characters.
+// What an answer's body says, for a line of log and a JSON field: its blanks
+// (newlines too) one space each, at most 160 bytes of it cut between
+// characters, control characters and bytes that are not UTF-8 as "?" (any
+// page of any server becomes valid UTF-8).
 std::string body_excerpt(std::string_view body) {
     constexpr std::size_t most = 160;
     std::string out;
     bool blank = false;
-    for (const char ch : body) {
+    for (std::size_t i = 0; i < body.size();) {
+        const char ch = body[i];
         if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t') {
             blank = !out.empty();
+            ++i;
             continue;
         }
-        if (out.size() >= most) {
+        const std::size_t n = detail::utf8_sequence(body, i);
+        const std::size_t take = (blank ? 1 : 0) + (n == 0 ? 1 : n);
+        if (out.size() + take > most) {
             out += "...";
             return out;
         }
         if (blank) out += ' ';
         blank = false;
-        out += static_cast<unsigned char>(ch) < 0x20 ? '?' : ch;
+        const auto c = static_cast<unsigned char>(ch);
+        if (n == 0 || c < 0x20 || c == 0x7F)
+            out += '?';
+        else
+            out.append(body.substr(i, n));
+        i += n == 0 ? 1 : n;
     }
     return out;
 }

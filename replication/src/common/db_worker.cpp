@@ -189,8 +189,8 @@ db_committed db_worker::run_group(std::deque<db_job> group, group_statements& sq
             committing_group = true;
             sql.exec(db_, sql.commit);
             committing_group = false;
+            commits_.fetch_add(1, std::memory_order_relaxed);  // (a lone job rolled back: no commit)
         }
-        commits_.fetch_add(1, std::memory_order_relaxed);
         jobs_.fetch_add(group.size(), std::memory_order_relaxed);
     } catch (const std::exception& e) {
         commit_error = failure_of(e);

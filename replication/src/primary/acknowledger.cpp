@@ -3,7 +3,10 @@
 #include "../common/log.hpp"
 #include "config.hpp"
 
+#include <boost/asio/error.hpp>
 #include <boost/asio/post.hpp>
+
+#include <sqlite3.h>
 
 #include <algorithm>
 
@@ -27,7 +30,7 @@ void acknowledger::arm(std::chrono::milliseconds delay) {
     if (scheduled_) return;
     scheduled_ = true;
     timer_.expires_after(delay);
-    timer_.async_wait([this, alive = std::weak_ptr<const int>(life_)](const boost::system::error_code& ec) {
+    timer_.async_wait([this, alive = std::weak_ptr<acknowledger*>(life_)](const boost::system::error_code& ec) {
         // Cancelled only by ~acknowledger; expired and queued when it went,
         // it finds `life_` gone. (A mark acknowledged after flush() is
         // written by this timer if the loop still runs; both stops run it
@@ -41,9 +44,19 @@ void acknowledger::arm(std::chrono::milliseconds delay) {
 void acknowledger::forget(const std::string& stream) {
     auto it = marks_.find(stream);
     if (it == marks_.end()) return;
-    const mark& m = it->second;
-    if (m.dirty) write({{stream, m.target, m.last, m.version, true}});
-    marks_.erase(it);
+    mark& m = it->second;
+    m.retired = true;
+    if (m.dirty) {
+        m.dirty = false;
+        write({{stream, m.target, m.last, m.version, true}});
+    }
+    // Kept (held() still answers for it) until its last write is stored.
+    if (m.stored >= m.version) marks_.erase(it);
+}
+
+std::uint64_t acknowledger::held(std::string_view stream) const {
+    const auto it = marks_.find(stream);
+    return it == marks_.end() ? 0 : it->second.target;
 }
 
 void acknowledger::flush() {
@@ -64,17 +77,17 @@ void acknowledger::write_dirty(bool at_stop) {
 
 void acknowledger::write(std::vector<write_one> marks, bool at_stop) {
     auto streams = std::make_shared<const std::vector<write_one>>(std::move(marks));
-    const bool any_retired =
-        std::any_of(streams->begin(), streams->end(), [](const write_one& w) { return w.retired; });
     worker_.post(
         [this, streams](app::database&) {
             const auto now = now_ms();
             for (const auto& w : *streams) out_.acknowledge(w.stream, w.target, w.last, now);
             return true;
         },
-        // On the database thread or the flusher's: back to the event loop
-        // when there is something to do there (a failure, a retired mark).
-        [this, streams, any_retired, at_stop, alive = std::weak_ptr<const int>(life_)](const app::db_failure* err) {
+        // On the database thread or the flusher's, touching nothing of this
+        // object's (it may be gone when this runs late): back to the event
+        // loop, where it is asked whether it is still there.
+        [streams, at_stop, ex = timer_.get_executor(), limiter = failures_logged_,
+         alive = std::weak_ptr<acknowledger*>(life_)](const app::db_failure* err) {
             if (err && at_stop) {
                 // The last try: said whatever the one-line-a-second limit
                 // (a status read after the stop counts these as pending).
@@ -85,12 +98,16 @@ void acknowledger::write(std::vector<write_one> marks, bool at_stop) {
                           {"note",
                            "the outbox did not record what the secondary acknowledged on these streams; after the "
                            "restart those messages are sent again and answered duplicate"}});
-            } else if (err) {
-                for (const auto& w : *streams) failed(w.stream, err->what);
+                return;
             }
-            if (!err && !any_retired) return;
-            asio::post(timer_.get_executor(), [this, streams, ok = err == nullptr, alive] {
-                if (!alive.expired()) after_write(streams, ok);
+            if (err) failed(*limiter, streams->front().stream, err->what, streams->size());
+            // Not tried again: the database thread has stopped, or a flush
+            // failed (every write fails until the process restarts).
+            if (err && (err->code == boost::asio::error::shut_down ||
+                        err->code == app::make_db_error_code(SQLITE_IOERR_FSYNC)))
+                return;
+            asio::post(ex, [streams, ok = err == nullptr, alive] {
+                if (auto self = alive.lock()) (*self)->after_write(streams, ok);
             });
         });
 }
@@ -98,19 +115,14 @@ void acknowledger::write(std::vector<write_one> marks, bool at_stop) {
 void acknowledger::after_write(const writes& w, bool ok) {
     bool again = false;
     for (const auto& one : *w) {
-        if (ok) {
-            // Stored: a retired mark with nothing newer is done with.
-            auto it = marks_.find(one.stream);
-            if (it != marks_.end() && it->second.retired && it->second.version == one.version && !it->second.dirty)
-                marks_.erase(it);
-            continue;
-        }
-        auto [it, added] = marks_.try_emplace(one.stream);
+        auto it = marks_.find(one.stream);
+        if (it == marks_.end()) continue;  // stored since (a later write): nothing to do
         mark& m = it->second;
-        if (added) {  // retired before its write failed: kept until stored
-            m.last = one.last;
-            m.version = one.version;
-            m.retired = true;
+        if (ok) {
+            m.stored = std::max(m.stored, one.version);
+            // A retired mark, stored with nothing newer: done with.
+            if (m.retired && !m.dirty && m.stored >= m.version) marks_.erase(it);
+            continue;
         }
         // Written again, unless a newer state of it replaced this one (queued
         // or written after it, with a target at least as high).
@@ -125,16 +137,18 @@ void acknowledger::after_write(const writes& w, bool ok) {
 
 // On the database thread or the flusher's: at most one line a second
 // however many streams' marks fail (a full disk fails them all, every 10 ms).
-void acknowledger::failed(const std::string& stream, const std::string& error) {
-    const auto held = failures_logged_.allow();
+void acknowledger::failed(app::log_limiter& limiter, const std::string& stream, const std::string& error,
+                          std::size_t streams) {
+    const auto held = limiter.allow();
     if (!held) return;
     app::log(level::error, "ack_failed",
              {{"stream", stream},
+              {"streams", streams},
               {"error", error},
               {"also_failed_since_last_line", *held},
               {"note",
-               "the outbox did not record what the secondary acknowledged (after a restart those messages are "
-               "sent again and answered duplicate); at most one such line a second"}});
+               "the outbox did not record what the secondary acknowledged (tried again each second; after a restart "
+               "those messages are sent again and answered duplicate); at most one such line a second"}});
 }
 
 }  // namespace steadfast::primary

@@ -32,6 +32,8 @@ public:
     acknowledger(boost::asio::any_io_executor ex, outbox& out, app::db_worker& worker,
                  std::chrono::milliseconds retry = std::chrono::seconds(1))
         : out_(out), worker_(worker), timer_(std::move(ex)), retry_(retry) {}
+    acknowledger(const acknowledger&) = delete;  // (life_ holds its address)
+    acknowledger& operator=(const acknowledger&) = delete;
 
     /// `stream` is acknowledged up to `upto` (lower than before while a
     /// rewind resends: the outbox keeps the highest, and learns the latest).
@@ -44,10 +46,7 @@ public:
     /// The highest seq acknowledged on `stream` that this acknowledger still
     /// holds (0: none), stored or not: a stream starting again reads its
     /// position from the outbox, which is behind it while a write fails.
-    std::uint64_t held(std::string_view stream) const {
-        const auto it = marks_.find(stream);
-        return it == marks_.end() ? 0 : it->second.target;
-    }
+    std::uint64_t held(std::string_view stream) const;
     /// Streams whose marks are kept in memory (the active ones, and retired
     /// ones whose write failed and is not stored yet).
     std::size_t size() const noexcept { return marks_.size(); }
@@ -57,8 +56,9 @@ private:
         std::uint64_t target = 0;   // the highest seq acknowledged
         std::uint64_t last = 0;     // the latest acknowledgement's
         std::uint64_t version = 0;  // the acknowledger's count when it last changed
+        std::uint64_t stored = 0;   // the latest version known stored
         bool dirty = false;         // not queued for the database since it changed
-        bool retired = false;       // forgotten, kept only until a failed write of it is stored
+        bool retired = false;       // forgotten, kept only until its last write is stored
     };
     struct write_one {
         std::string stream;
@@ -74,7 +74,8 @@ private:
     /// On the event loop, after a write: a failed one's marks are dirty again
     /// (unless something newer replaced them); a retired mark stored is gone.
     void after_write(const writes& w, bool ok);
-    void failed(const std::string& stream, const std::string& error);
+    static void failed(app::log_limiter& limiter, const std::string& stream, const std::string& error,
+                       std::size_t streams);
 
     outbox& out_;
     app::db_worker& worker_;
@@ -83,8 +84,12 @@ private:
     bool scheduled_ = false;
     std::uint64_t versions_ = 0;
     std::map<std::string, mark, std::less<>> marks_;
-    app::log_limiter failures_logged_;  // ack_failed (the database thread's and the flusher's)
-    std::shared_ptr<const int> life_ = std::make_shared<const int>(0);  // the timer's handler: still here?
+    // ack_failed (from the database thread and the flusher, which may answer
+    // after this object is gone)
+    std::shared_ptr<app::log_limiter> failures_logged_ = std::make_shared<app::log_limiter>();
+    // Handlers queued on the event loop (the timer's, a write's answer) ask
+    // it whether this object is still there.
+    std::shared_ptr<acknowledger*> life_ = std::make_shared<acknowledger*>(this);
 };
 
 }  // namespace steadfast::primary

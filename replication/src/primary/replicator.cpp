@@ -388,7 +388,7 @@ asio::awaitable<void> replicator::deliver(std::string stream) {
                 break;
             case t::storage_failed: {
                 // A failing disk fails every stream's read at once: one line
-                // a second, in the process.
+                // a second from here.
                 static app::log_limiter read_failures;
                 app::log_limited(read_failures, level::error, "outbox_read_failed",
                                  {{"stream", stream}, {"error", a.detail}});

@@ -83,7 +83,9 @@ start_secondary
 dup0=$(metric "$SPORT" steadfast_secondary_duplicates_total)
 applied_all() { [ "$(metric "$SPORT" steadfast_secondary_applied_total)" -ge 20 ]; }
 wait_for 30 "the 20 messages applied while the primary cannot store its acknowledgements" applied_all
-sleep 6.5                                     # the streams retire (5 s idle), their marks not stored
+no_streams() { [ "$(metric "$PPORT" steadfast_primary_active_streams)" = 0 ]; }
+wait_for 30 "the streams retiring (5 s idle) while their marks cannot be stored" no_streams
+[ "$(pending)" -gt 0 ] || fail "the acknowledgements were stored while the primary's storage failed: $(status_json)"
 mend_storage "$PPID_"
 for s in r1 r2 r3 r4; do publish 1 "$s"; done  # at once: before the marks' next try
 wait_drained 60
@@ -118,8 +120,8 @@ mend_storage "$SPID"
 wait_for 30 "the secondary's /health answering 200 again" health_is 200
 wait_drained 60
 verify w
-primary_health_says '"secondary_error" not in j and j["secondary_online"]' ||
-  fail "the primary's /health once the secondary is back: $(curl -s -m 5 "http://127.0.0.1:$PPORT/health")"
+says_back() { primary_health_says '"secondary_error" not in j and j["secondary_online"]'; }
+wait_for 10 "the primary's /health without secondary_error once the secondary is back" says_back
 post=$(post_secondary '{"id":"direct-1","stream":"direct","seq":1,"payload":1}' 200)
 json_is "$post" 'j["status"] == "applied"' || fail "the post that got 503 was applied anyway: $post"
 [ "$(dead_letters)" = 0 ] || fail "storage failures must not make dead letters: $(status_json)"

@@ -222,6 +222,9 @@ BOOST_FIXTURE_TEST_CASE(a_job_alone_needs_no_savepoint, fixture) {
                    insert(d, 5000);
                    return true;
                }) == "");
+    const auto stats = w.get_stats();
+    BOOST_TEST(stats.jobs == 5u);
+    BOOST_TEST(stats.commits == 3u);  // the two rolled back committed nothing
     w.stop();
     const auto got = rows();
     BOOST_TEST(got.size() == 201u);

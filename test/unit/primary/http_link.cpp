@@ -214,6 +214,21 @@ BOOST_FIXTURE_TEST_CASE(a_failed_check_tells_what_the_answer_said, fixture) {
     const std::string said = "<html> <title>Not Found</title> ";
     BOOST_TEST(link->offline_error() == "HTTP 404: " + said + std::string(160 - said.size(), 'x') + "...");
     {
+        // Cut between characters (an "é" at bytes 160-161 is left out
+        // whole), a byte that is not UTF-8 as "?": valid UTF-8 for /health's
+        // JSON whatever the server sent.
+        std::lock_guard l(sec.m);
+        sec.health_body = "\xffok" + std::string(156, 'a') + "\xc3\xa9 and more";
+    }
+    BOOST_TEST(!check());
+    BOOST_TEST(link->offline_error() == "HTTP 404: ?ok" + std::string(156, 'a') + "...");
+    {
+        std::lock_guard l(sec.m);
+        sec.health_body = "caf\xc3\xa9 \x01";
+    }
+    BOOST_TEST(!check());
+    BOOST_TEST(link->offline_error() == "HTTP 404: caf\xc3\xa9 ?");
+    {
         std::lock_guard l(sec.m);
         sec.health = 503;
         sec.health_body.clear();
