@@ -239,6 +239,16 @@ int lock_directory(const std::string& dir) {
 }
 }  // namespace
 
+namespace {
+// The pair's other node's store in `dir`, if it is there (its file name).
+const char* other_nodes_store(const std::string& dir, const std::string& name) {
+    std::error_code ec;
+    for (const char* other : {"primary.db", "secondary.db"})
+        if (name != other && std::filesystem::exists(std::filesystem::path(dir) / other, ec)) return other;
+    return nullptr;
+}
+}  // namespace
+
 database::database(const std::string& dir, const std::string& name, const std::string& application, sync_mode sync,
                    open_mode mode) {
     namespace fs = std::filesystem;
@@ -249,10 +259,9 @@ database::database(const std::string& dir, const std::string& name, const std::s
         path_ = (fs::path(dir) / name).string();
         if (!fs::exists(path_, ec)) {
             // The other node's store there: the command of the other daemon.
-            for (const char* other : {"primary.db", "secondary.db"})
-                if (name != other && fs::exists(fs::path(dir) / other, ec))
-                    throw db_error("no database at \"" + path_ + "\": \"" + dir + "\" holds " + other +
-                                   ", another node's store (use that node's command)");
+            if (const char* other = other_nodes_store(dir, name))
+                throw db_error("no database at \"" + path_ + "\": \"" + dir + "\" holds " + other +
+                               ", another node's store (use that node's command)");
             throw db_error("no database at \"" + path_ + "\"");
         }
         // Inspection needs no write access and leaves no files behind. A
@@ -305,10 +314,9 @@ database::database(const std::string& dir, const std::string& name, const std::s
     // configuration) is refused, before it takes the lock, rather than given
     // a new, empty store there.
     if (created_)
-        for (const char* other : {"primary.db", "secondary.db"})
-            if (name != other && fs::exists(fs::path(dir) / other, ec))
-                throw db_error("data directory \"" + dir + "\" holds " + other +
-                               ", another node's store; give each node a directory of its own");
+        if (const char* other = other_nodes_store(dir, name))
+            throw db_error("data directory \"" + dir + "\" holds " + other +
+                           ", another node's store; give each node a directory of its own");
     lock_.acquire(dir);
     if (!created_) {
         std::ifstream probe(path_, std::ios::binary);

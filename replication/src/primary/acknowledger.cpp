@@ -100,7 +100,17 @@ void acknowledger::write(std::vector<write_one> marks, bool at_stop) {
                            "restart those messages are sent again and answered duplicate"}});
                 return;
             }
-            if (err) failed(*limiter, streams->front().stream, err->what, streams->size());
+            // At most a line a second however many streams' marks fail (a
+            // full disk fails them all, every 10 ms).
+            if (err)
+                app::log_limited(*limiter, level::error, "ack_failed",
+                                 {{"stream", streams->front().stream},
+                                  {"streams", streams->size()},
+                                  {"error", err->what},
+                                  {"note",
+                                   "the outbox did not record what the secondary acknowledged (tried again each "
+                                   "second; after a restart those messages are sent again and answered duplicate); "
+                                   "at most one such line a second"}});
             // Not tried again: the database thread has stopped, or a flush
             // failed (every write fails until the process restarts).
             if (err && (err->code == boost::asio::error::shut_down ||
@@ -133,22 +143,6 @@ void acknowledger::after_write(const writes& w, bool ok) {
         }
     }
     if (again) arm(retry_);
-}
-
-// On the database thread or the flusher's: at most one line a second
-// however many streams' marks fail (a full disk fails them all, every 10 ms).
-void acknowledger::failed(app::log_limiter& limiter, const std::string& stream, const std::string& error,
-                          std::size_t streams) {
-    const auto held = limiter.allow();
-    if (!held) return;
-    app::log(level::error, "ack_failed",
-             {{"stream", stream},
-              {"streams", streams},
-              {"error", error},
-              {"also_failed_since_last_line", *held},
-              {"note",
-               "the outbox did not record what the secondary acknowledged (tried again each second; after a restart "
-               "those messages are sent again and answered duplicate); at most one such line a second"}});
 }
 
 }  // namespace steadfast::primary

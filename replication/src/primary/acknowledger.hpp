@@ -74,8 +74,6 @@ private:
     /// On the event loop, after a write: a failed one's marks are dirty again
     /// (unless something newer replaced them); a retired mark stored is gone.
     void after_write(const writes& w, bool ok);
-    static void failed(app::log_limiter& limiter, const std::string& stream, const std::string& error,
-                       std::size_t streams);
 
     outbox& out_;
     app::db_worker& worker_;

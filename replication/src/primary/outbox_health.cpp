@@ -16,14 +16,11 @@ outbox_health::outbox_health(boost::asio::any_io_executor ex, const std::string&
 
 void outbox_health::publish_failed(const std::string& stream, const std::string& error) {
     ++failed_;
-    storage_.commit_failed(error);               // checks the watermark again
-    const auto held = failures_logged_.allow();  // else counted in the next line (or in storage_recovered)
-    if (!held) return;
-    app::log(level::error, "publish_failed",
-             {{"stream", stream},
-              {"error", error},
-              {"also_failed_since_last_line", *held},
-              {"note", notes_.failed + "; at most one such line a second"}});
+    storage_.commit_failed(error);  // checks the watermark again
+    // (Held back: counted in the next line, or in storage_recovered.)
+    app::log_limited(
+        failures_logged_, level::error, "publish_failed",
+        {{"stream", stream}, {"error", error}, {"note", notes_.failed + "; at most one such line a second"}});
 }
 
 void outbox_health::changed(bool ok, const std::string& why) {

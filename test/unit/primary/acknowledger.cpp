@@ -44,8 +44,7 @@ struct fixture {
             ioc.restart();  // (run_for returns at once once the loop ran out of work)
             ioc.run_for(2ms);
         }
-        ioc.restart();
-        ioc.run_for(30ms);
+        run(30ms);
     }
     // From now on, writing a mark fails (as a full disk would fail it), or
     // works again.
@@ -125,8 +124,7 @@ BOOST_FIXTURE_TEST_CASE(a_forgotten_stream_is_written_at_once_and_not_again, fix
     run_until_jobs(2);  // then the timer's job, for b alone
     BOOST_TEST(jobs() == 2u);
     acks->forget("b");  // written already: nothing more to write
-    ioc.restart();
-    ioc.run_for(30ms);
+    run(30ms);
     BOOST_TEST(jobs() == 2u);
     const auto got = acked();
     BOOST_TEST(got.at("a") == 2u);
