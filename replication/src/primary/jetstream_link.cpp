@@ -271,10 +271,7 @@ asio::awaitable<decision> jetstream_link::sync(const std::string& stream, std::u
     };
     auto got = co_await env_.worker.run<outbox_facts>(env_.ex, std::move(read));
     if (auto e = app::failed(got)) {
-        // A failing disk fails every stream's read at once: one line a
-        // second from here.
-        static app::log_limiter read_failures;
-        app::log_limited(read_failures, level::error, "outbox_read_failed", {{"stream", stream}, {"error", *e}});
+        host_.outbox_read_failed(stream, *e);
         co_await wait_until(env_.ex, std::chrono::steady_clock::now() + 1s, env_.stop);
         co_return decision{verdict::stop, 0, 0, "stopping", {}, {}};  // the processor restarts after a second
     }

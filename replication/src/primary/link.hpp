@@ -61,6 +61,10 @@ public:
     /// A send saw the secondary fail in a way its probe should see at once
     /// (its connection refused: restarting?), not at the probe's next check.
     virtual void check_secondary_soon() = 0;
+    /// Reading `stream`'s outbox failed (a failing disk fails every
+    /// stream's read at once): logged, at most one line a second for the
+    /// primary, whichever part read.
+    virtual void outbox_read_failed(const std::string& stream, const std::string& error) = 0;
 
 protected:
     ~link_host() = default;

@@ -190,6 +190,10 @@ std::optional<std::string> replicator::blocked(const std::string& stream) const 
 }
 
 // The recheck (http_link.cpp) found `stream` held for less than `upto`.
+void replicator::outbox_read_failed(const std::string& stream, const std::string& error) {
+    app::log_limited(read_failures_, level::error, "outbox_read_failed", {{"stream", stream}, {"error", error}});
+}
+
 bool replicator::resend_last(const std::string& stream, std::uint64_t upto) {
     if (table_.is_blocked(stream)) return false;
     if (auto* st = table_.find(stream)) {
@@ -387,11 +391,7 @@ asio::awaitable<void> replicator::deliver(std::string stream) {
                 demoted_->observe(a.epoch);
                 break;
             case t::storage_failed: {
-                // A failing disk fails every stream's read at once: one line
-                // a second from here.
-                static app::log_limiter read_failures;
-                app::log_limited(read_failures, level::error, "outbox_read_failed",
-                                 {{"stream", stream}, {"error", a.detail}});
+                outbox_read_failed(stream, a.detail);
                 co_await wait_for(a, st);
                 break;
             }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "../common/db_worker.hpp"
+#include "../common/log.hpp"
 #include "acknowledger.hpp"
 #include "config.hpp"
 #include "link.hpp"
@@ -77,6 +78,7 @@ public:
     /// Every stream waiting for a ladder step tries again now (SIGHUP).
     void retry_now(const char* why) override;
     void check_secondary_soon() override { online_->check_soon(); }
+    void outbox_read_failed(const std::string& stream, const std::string& error) override;
 
     /// Where the streams stand (stream_table.hpp): pending, blocked, busy.
     const stream_table& streams() const noexcept { return table_; }
@@ -120,8 +122,9 @@ private:
     std::unique_ptr<link> link_;
     std::shared_ptr<probe_condition<>> online_;
     watchable::subscription online_sub_, demoted_sub_;
-    stream_table table_;   // the streams in delivery, the blocked ones, what is pending
-    retention retention_;  // acknowledged messages kept, then purged
+    stream_table table_;              // the streams in delivery, the blocked ones, what is pending
+    retention retention_;             // acknowledged messages kept, then purged
+    app::log_limiter read_failures_;  // outbox_read_failed lines, the link's with the processors'
 };
 
 }  // namespace steadfast::primary

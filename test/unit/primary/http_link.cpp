@@ -89,6 +89,7 @@ struct recording_host final : primary::link_host {
     bool resend_last(const std::string&, std::uint64_t) override { return false; }
     void retry_now(const char* why) override { retried.emplace_back(why); }
     void check_secondary_soon() override { ++checks_asked; }
+    void outbox_read_failed(const std::string&, const std::string&) override {}
 };
 
 struct fixture {
