@@ -58,8 +58,8 @@ void log(level l, std::string_view event, nlohmann::json fields) {
     }
 }
 
-std::optional<std::uint64_t> log_limiter::allow() noexcept {
-    const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+std::optional<std::uint64_t> log_limiter::allow_at(std::chrono::steady_clock::time_point at) noexcept {
+    const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
     std::int64_t last = logged_at_ns_.load(std::memory_order_relaxed);
     const bool due = last == 0 || now - last >= std::chrono::nanoseconds(std::chrono::seconds(1)).count();
     if (!due || !logged_at_ns_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -26,7 +27,9 @@ void log(level l, std::string_view event, nlohmann::json fields = nlohmann::json
 /// counted). From any thread.
 class log_limiter {
 public:
-    std::optional<std::uint64_t> allow() noexcept;
+    std::optional<std::uint64_t> allow() noexcept { return allow_at(std::chrono::steady_clock::now()); }
+    /// The same at `now` (tests pass made-up times).
+    std::optional<std::uint64_t> allow_at(std::chrono::steady_clock::time_point now) noexcept;
     /// Forgets the lines held back (told elsewhere, such as a recovery).
     void reset() noexcept { held_.store(0, std::memory_order_relaxed); }
 
