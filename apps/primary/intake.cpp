@@ -4,6 +4,7 @@
 // acknowledged. A failed commit takes no seq and is answered 503 (HTTP) or
 // ends the process with a non-zero code (stdin).
 #include "node.hpp"
+#include <common/json_body.hpp>
 #include <common/nats_problem.hpp>
 #include <common/readiness.hpp>
 #include <common/token.hpp>
@@ -60,7 +61,7 @@ node::stream_admission::~stream_admission() {
 // token, content type, stream name, stream cap. nullopt: go on.
 std::optional<http::response> node::refuse_publish(const http::request& req, std::string& stream) {
     if (auto r = app::refuse_unauthorized(req, c_.tokens)) return r;
-    if (!http::is_json(req)) return http::response::error(415, "Content-Type must be application/json");
+    if (auto r = app::refuse_json_body(req, {"Idempotency-Key"})) return r;
     stream = o_.stream;
     // A misspelt parameter (?strem=x, ?STREAM=x) must not send the message
     // to the default stream: every parameter but stream is refused by name.

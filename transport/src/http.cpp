@@ -25,6 +25,12 @@ std::optional<std::string_view> find_header(const std::vector<header>& headers, 
     return std::nullopt;
 }
 
+std::size_t header_count(const std::vector<header>& headers, std::string_view name) {
+    std::size_t n = 0;
+    for (const auto& h : headers) n += iequals(h.name, name) ? 1 : 0;
+    return n;
+}
+
 void set_header(std::vector<header>& headers, std::string name, std::string value) {
     for (auto& h : headers)
         if (iequals(h.name, name)) {

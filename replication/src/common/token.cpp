@@ -79,12 +79,15 @@ bool constant_time_equal(std::string_view a, std::string_view b) noexcept {
 }
 
 bool bearer_matches(std::string_view v, std::string_view token) noexcept {
+    // RFC 6750: "Bearer" 1*SP b64token, the scheme in any case.
     constexpr std::string_view prefix = "Bearer ";
     if (v.size() < prefix.size()) return false;
     for (std::size_t i = 0; i < prefix.size(); ++i)
         if (std::tolower(static_cast<unsigned char>(v[i])) != std::tolower(static_cast<unsigned char>(prefix[i])))
             return false;
-    return constant_time_equal(v.substr(prefix.size()), token);
+    v.remove_prefix(prefix.size());
+    while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+    return constant_time_equal(v, token);
 }
 
 bool bearer_matches(std::string_view v, const std::vector<std::string>& tokens) noexcept {
@@ -95,6 +98,10 @@ bool bearer_matches(std::string_view v, const std::vector<std::string>& tokens) 
 
 std::optional<http::response> refuse_unauthorized(const http::request& req, const std::vector<std::string>& tokens) {
     if (tokens.empty()) return std::nullopt;
+    // Two of them: a proxy reading the last and this server the first would
+    // disagree about who was let in.
+    if (http::header_count(req.headers, "Authorization") > 1)
+        return http::response::error(400, "Authorization is given more than once; give it once");
     auto auth = req.get("Authorization");
     if (auth && bearer_matches(*auth, tokens)) return std::nullopt;
     auto r = http::response::error(401, auth ? "wrong bearer token" : "missing bearer token");

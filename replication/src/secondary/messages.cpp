@@ -1,5 +1,6 @@
 #include "messages.hpp"
 
+#include "../common/json_body.hpp"
 #include "../common/token.hpp"
 
 #include <steadfast/replication/envelope.hpp>
@@ -17,12 +18,12 @@ namespace steadfast::secondary {
 std::optional<http::response> refuse_messages(const http::request& req, const std::vector<std::string>& tokens,
                                               app::storage_health& health, std::string& reason) {
     if (auto denied = app::refuse_unauthorized(req, tokens)) {
-        reason = "unauthorized";
+        reason = denied->status == 401 ? "unauthorized" : "malformed";
         return denied;
     }
-    if (!http::is_json(req)) {
-        reason = "content_type";
-        return http::response::error(415, "Content-Type must be application/json");
+    if (auto refused = app::refuse_json_body(req)) {
+        reason = refused->status == 415 ? "content_type" : "malformed";
+        return refused;
     }
     if (health.disk_low_now()) {
         // Refused before SQLite fails on a full disk: the primary keeps it and retries.

@@ -78,3 +78,48 @@ PUBLISH_TOKEN=right-token
 wait_drained 15
 log_has "$WORK/primary.log" link_recovered ladder_steps=2 || fail "no link_recovered event after the restart"
 verify
+# Headers a proxy and this server could read differently are refused, on both
+# daemons and whichever copy comes first: two Authorization (400), two
+# Content-Type (400), two Idempotency-Key (400); a body in a Content-Encoding
+# it does not decode is 415 naming it; "Bearer" may be followed by several
+# spaces (RFC 6750). Nothing of these is stored.
+answer_of() {  # PORT PATH BODY HEADER...: "STATUS BODY" of one POST
+  local port=$1 path=$2 body=$3; shift 3
+  local args=()
+  for h in "$@"; do args+=(-H "$h"); done
+  curl -s -m 10 -w ' %{http_code}' -X POST "${args[@]}" --data-binary "$body" "http://127.0.0.1:$port$path"
+}
+expect_answer() {  # WANT_STATUS WANT_TEXT PORT PATH BODY HEADER...
+  local want=$1 text=$2; shift 2
+  local got; got=$(answer_of "$@")
+  [ "${got##* }" = "$want" ] && [[ "$got" == *"$text"* ]] || fail "POST $2 with ${*:4}: expected $want ($text), got $got"
+}
+published_before=$(metric "$PPORT" steadfast_primary_published_total)
+for order in "right-token wrong" "wrong right-token"; do
+  set -- $order
+  expect_answer 400 "Authorization is given more than once" "$PPORT" /publish?stream=h '{"h":1}' \
+    "Authorization: Bearer $1" "Authorization: Bearer $2" 'Content-Type: application/json'
+  expect_answer 400 "Authorization is given more than once" "$SPORT" /api/messages \
+    '{"id":"h-1","stream":"h","seq":1,"payload":1}' "Authorization: Bearer $1" "Authorization: Bearer $2" \
+    'Content-Type: application/json'
+done
+expect_answer 400 "Content-Type is given more than once" "$PPORT" /publish?stream=h '{"h":1}' \
+  'Authorization: Bearer right-token' 'Content-Type: application/json' 'Content-Type: text/plain'
+expect_answer 400 "Content-Type is given more than once" "$SPORT" /api/messages \
+  '{"id":"h-1","stream":"h","seq":1,"payload":1}' 'Authorization: Bearer right-token' \
+  'Content-Type: text/plain' 'Content-Type: application/json'
+expect_answer 400 "Idempotency-Key is given more than once" "$PPORT" /publish?stream=h '{"h":1}' \
+  'Authorization: Bearer right-token' 'Content-Type: application/json' 'Idempotency-Key: a' 'Idempotency-Key: b'
+printf '{"h":1}' | gzip >"$WORK/h.gz"
+expect_answer 415 'Content-Encoding \"gzip\" is not supported' "$PPORT" /publish?stream=h "$(cat "$WORK/h.gz" | base64 -w0)" \
+  'Authorization: Bearer right-token' 'Content-Type: application/json' 'Content-Encoding: gzip'
+expect_answer 415 'Content-Encoding \"br\" is not supported' "$SPORT" /api/messages \
+  '{"id":"h-1","stream":"h","seq":1,"payload":1}' 'Authorization: Bearer right-token' \
+  'Content-Type: application/json' 'Content-Encoding: br'
+[ "$(metric "$PPORT" steadfast_primary_published_total)" = "$published_before" ] \
+  || fail "a refused publish was stored"
+dump | grep -q '"stream":"h"' && fail "a refused post was applied on the secondary"
+expect_answer 202 '"seq":1' "$PPORT" /publish?stream=h '{"h":1}' 'Authorization: Bearer    right-token' \
+  'Content-Type: application/json' 'Content-Encoding: identity'
+wait_drained 15
+[ "$(dump | grep -c '"stream":"h"')" = 1 ] || fail "the secondary holds $(dump | grep -c '"stream":"h"') messages of stream h, not 1"

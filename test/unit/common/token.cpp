@@ -129,11 +129,14 @@ BOOST_AUTO_TEST_CASE(the_bearer_scheme_is_matched_without_case) {
     BOOST_TEST(bearer_matches("BEARER secret", "secret"));
     BOOST_TEST(!bearer_matches("Bearer secret2", "secret"));
     BOOST_TEST(!bearer_matches("Bearer SECRET", "secret"));   // the token itself is case-sensitive
-    BOOST_TEST(!bearer_matches("Bearer  secret", "secret"));  // one space
+    BOOST_TEST(bearer_matches("Bearer   secret", "secret"));  // RFC 6750: 1*SP
+    BOOST_TEST(!bearer_matches("Bearer secret ", "secret"));
+    BOOST_TEST(!bearer_matches("Bearer\tsecret", "secret"));
     BOOST_TEST(!bearer_matches("Basic secret", "secret"));
     BOOST_TEST(!bearer_matches("Bearersecret", "secret"));
     BOOST_TEST(!bearer_matches("secret", "secret"));
     BOOST_TEST(!bearer_matches("Bearer ", "secret"));
+    BOOST_TEST(!bearer_matches("Bearer    ", "secret"));
     BOOST_TEST(!bearer_matches("", "secret"));
     BOOST_TEST(!bearer_matches("Bearer", "secret"));
 }
@@ -161,6 +164,24 @@ BOOST_AUTO_TEST_CASE(the_401_answers) {
     BOOST_TEST(r->status == 401u);
     BOOST_TEST(has(r->body, "wrong bearer token"), r->body);
     BOOST_TEST(r->get("WWW-Authenticate").value_or("") == "Bearer");
+}
+
+BOOST_AUTO_TEST_CASE(two_authorization_headers_are_refused_whichever_comes_first) {
+    const std::vector<std::string> tokens{"secret"};
+    for (const auto& [first, second] : {std::pair{"Bearer secret", "Bearer wrong"},
+                                        {"Bearer wrong", "Bearer secret"},
+                                        {"Bearer secret", "Bearer secret"}}) {
+        http::request req;
+        req.headers.push_back({"Authorization", first});
+        req.headers.push_back({"authorization", second});
+        auto r = refuse_unauthorized(req, tokens);
+        BOOST_REQUIRE(r.has_value());
+        BOOST_TEST(r->status == 400u);
+        BOOST_TEST(has(r->body, "Authorization is given more than once"), r->body);
+    }
+    http::request open;  // no token set: nothing to disagree about
+    open.headers = {{"Authorization", "a"}, {"Authorization", "b"}};
+    BOOST_TEST(!refuse_unauthorized(open, {}).has_value());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

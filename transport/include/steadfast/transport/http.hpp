@@ -20,6 +20,8 @@ struct header {
 
 /// Case-insensitive header lookup.
 std::optional<std::string_view> find_header(const std::vector<header>& headers, std::string_view name);
+/// How many headers are named `name` (case-insensitive).
+std::size_t header_count(const std::vector<header>& headers, std::string_view name);
 /// Replaces the header's value (case-insensitive name), or adds it.
 void set_header(std::vector<header>& headers, std::string name, std::string value);
 

@@ -1,0 +1,46 @@
+#include "json_body.hpp"
+
+#include <steadfast/transport/server.hpp>
+
+#include <cctype>
+#include <string>
+
+namespace steadfast::app {
+
+namespace {
+http::response given_twice(std::string_view name) {
+    return http::response::error(400, std::string(name) + " is given more than once; give it once");
+}
+
+bool iequal(std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
+            return false;
+    return true;
+}
+
+bool is_identity(std::string_view coding) {
+    while (!coding.empty() && (coding.front() == ' ' || coding.front() == '\t')) coding.remove_prefix(1);
+    while (!coding.empty() && (coding.back() == ' ' || coding.back() == '\t')) coding.remove_suffix(1);
+    return iequal(coding, "identity");
+}
+}  // namespace
+
+std::optional<http::response> refuse_json_body(const http::request& req, std::initializer_list<std::string_view> once) {
+    if (http::header_count(req.headers, "Content-Type") > 1) return given_twice("Content-Type");
+    for (const auto name : once)
+        if (http::header_count(req.headers, name) > 1) return given_twice(name);
+    if (!http::is_json(req)) return http::response::error(415, "Content-Type must be application/json");
+    for (const auto& h : req.headers) {
+        if (!iequal(h.name, "Content-Encoding") || is_identity(h.value)) continue;
+        std::string coding = h.value.substr(0, 40);
+        for (char& c : coding)
+            if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
+        return http::response::error(
+            415, "Content-Encoding \"" + coding + "\" is not supported: send the JSON body uncompressed");
+    }
+    return std::nullopt;
+}
+
+}  // namespace steadfast::app
