@@ -48,9 +48,17 @@ int status(const std::string& dir) {
 int dead_letters(const std::string& dir) {
     app::database db(dir, "primary.db", "steadfast-primary", app::sync_mode::off, app::open_mode::read_only);
     outbox out(db);
-    const auto rows = out.dead_letters();
+    // A page at a time: memory stays bounded however many there are.
+    db.exec("BEGIN");  // one snapshot for every page
+    dead_letter_page page;
+    std::int64_t after = 0;
+    do {
+        page = out.dead_letters(after, 1000, std::size_t{8} << 20);
+        for (const auto& d : page.rows) std::cout << to_json(d) << "\n";
+        if (!page.rows.empty()) after = page.rows.back().n;
+    } while (page.more);
+    db.exec("COMMIT");
     db.check_unchanged();
-    for (const auto& d : rows) std::cout << to_json(d) << "\n";
     return 0;
 }
 

@@ -25,6 +25,8 @@
 #include <cstring>
 #include <iostream>
 #include <mutex>
+#include <tuple>
+#include <variant>
 
 namespace asio = boost::asio;
 using steadfast::app::level;
@@ -90,6 +92,29 @@ std::optional<http::response> node::refuse_publish(const http::request& req, std
     }
     return std::nullopt;
 }
+
+namespace {
+// GET /dead-letters' query: after (a dead letter's n, 0 by default) and
+// limit (1 to 1000, 1000 by default); anything else is refused by name.
+std::variant<std::pair<std::int64_t, std::size_t>, http::response> dead_letter_query(std::string_view target) {
+    if (auto unknown = http::unknown_query_params(target, {"after", "limit"}); !unknown.empty())
+        return http::response::error(400, "unknown query parameter(s) " + unknown + " (after=N, limit=N)");
+    std::int64_t after = 0, limit = 1000;
+    for (auto [name, value, low, high] : {std::tuple{"after", &after, std::int64_t{0}, INT64_MAX},
+                                          std::tuple{"limit", &limit, std::int64_t{1}, std::int64_t{1000}}}) {
+        if (http::query_param_count(target, name) > 1)
+            return http::response::error(400, std::string(name) + " is given more than once; give it once");
+        const auto q = http::query_param(target, name);
+        if (!q) continue;
+        const char* end = q->data() + q->size();
+        auto [p, ec] = std::from_chars(q->data(), end, *value);
+        if (ec != std::errc{} || p != end || q->empty() || *value < low || *value > high)
+            return http::response::error(400, std::string(name) + " must be a whole number from " +
+                                                  std::to_string(low) + " to " + std::to_string(high));
+    }
+    return std::pair{after, static_cast<std::size_t>(limit)};
+}
+}  // namespace
 
 http::router node::routes() {
     http::router r;
@@ -189,18 +214,31 @@ http::router node::routes() {
     });
     // Dead letters, for operators (the same token as /publish): the list, and
     // a requeue as a new message at the end of its stream.
+    // In pages: ?after=N (the last n seen) and ?limit=N (1 to 1000, the
+    // default), and no more once the page's payloads reach 8 MiB (a
+    // thousand dead letters of 1 MiB each must not be one answer). A page
+    // that is not the last says where the next starts: Link: <...>; rel="next".
     r.add("GET", "/dead-letters", [this](http::request& req) -> asio::awaitable<http::response> {
         if (auto refused = app::refuse_unauthorized(req, c_.tokens)) co_return std::move(*refused);
-        auto job = [this](app::database&, bool&) { return c_.out.dead_letters(); };
-        auto rows = co_await c_.worker.run<std::vector<dead_letter_row>>(ioc_.get_executor(), std::move(job));
-        if (auto e = app::failed(rows)) co_return http::response::error(503, "storage failure: " + *e);
+        auto q = dead_letter_query(req.target);
+        if (auto* bad = std::get_if<http::response>(&q)) co_return std::move(*bad);
+        const auto [after, limit] = std::get<std::pair<std::int64_t, std::size_t>>(q);
+        auto job = [this, after, limit](app::database&, bool&) {
+            return c_.out.dead_letters(after, limit, std::size_t{8} << 20);
+        };
+        auto page = co_await c_.worker.run<dead_letter_page>(ioc_.get_executor(), std::move(job));
+        if (auto e = app::failed(page)) co_return http::response::error(503, "storage failure: " + *e);
         std::string body = "[";
-        for (const auto& d : *rows) {
+        for (const auto& d : page->rows) {
             if (body.size() > 1) body += ',';
             body += to_json(d);
         }
         body += ']';
-        co_return http::response::json(200, std::move(body));
+        auto res = http::response::json(200, std::move(body));
+        if (page->more)
+            res.set("Link", "</dead-letters?after=" + std::to_string(page->rows.back().n) +
+                                "&limit=" + std::to_string(limit) + ">; rel=\"next\"");
+        co_return res;
     });
     r.add("POST", "/dead-letters/requeue", [this](http::request& req) -> asio::awaitable<http::response> {
         if (auto refused = app::refuse_unauthorized(req, c_.tokens)) co_return std::move(*refused);

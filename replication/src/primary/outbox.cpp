@@ -116,7 +116,12 @@ std::string to_json(const dead_letter_row& d) {
     std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     line.pop_back();
     line += ",\"payload\":";
+    const std::size_t at = line.size();
     line += d.payload;
+    // Raw line breaks in a JSON text are whitespace between tokens (inside a
+    // string they are escaped): spaces keep it one line and the same JSON.
+    for (std::size_t i = at; i < line.size(); ++i)
+        if (line[i] == '\n' || line[i] == '\r') line[i] = ' ';
     line += '}';
     return line;
 }
@@ -396,12 +401,23 @@ std::uint64_t outbox::dead_letter_count() {
 }
 
 std::vector<dead_letter_row> outbox::dead_letters() {
-    std::vector<dead_letter_row> out;
-    auto s = db_.prepare(
-        requeue_columns_
-            ? "SELECT n, stream, seq, id, payload, reason, at_ms, requeued_seq, requeued_ms FROM dead_letter ORDER BY n"
-            : "SELECT n, stream, seq, id, payload, reason, at_ms, NULL, NULL FROM dead_letter ORDER BY n");
+    return dead_letters(0, SIZE_MAX, SIZE_MAX).rows;
+}
+
+dead_letter_page outbox::dead_letters(std::int64_t after, std::size_t limit, std::size_t max_bytes) {
+    dead_letter_page page;
+    auto& out = page.rows;
+    std::size_t bytes = 0;
+    auto s = db_.prepare(requeue_columns_ ? "SELECT n, stream, seq, id, payload, reason, at_ms, requeued_seq, "
+                                            "requeued_ms FROM dead_letter WHERE n>? ORDER BY n"
+                                          : "SELECT n, stream, seq, id, payload, reason, at_ms, NULL, NULL FROM "
+                                            "dead_letter WHERE n>? ORDER BY n");
+    s.bind(1, after);
     while (s.step()) {
+        if (out.size() >= limit || bytes >= max_bytes) {
+            page.more = true;
+            break;
+        }
         dead_letter_row r;
         r.n = s.column_int(0);
         r.stream = std::string(s.column_text(1));
@@ -414,9 +430,10 @@ std::vector<dead_letter_row> outbox::dead_letters() {
             r.requeued_seq = static_cast<std::uint64_t>(s.column_int(7));
             r.requeued_ms = s.column_int(8);
         }
+        bytes += r.payload.size() + r.reason.size();
         out.push_back(std::move(r));
     }
-    return out;
+    return page;
 }
 
 requeue_result outbox::requeue(std::int64_t n, std::int64_t now_ms) {

@@ -71,8 +71,16 @@ struct requeue_result {
     published p;  // requeued: the new message; already: its stream and seq
 };
 
-/// One dead letter as a JSON object (its payload as stored, byte for byte):
-/// the line of `dead-letters` and an item of GET /dead-letters.
+/// Dead letters after some n, in n order, and whether more follow.
+struct dead_letter_page {
+    std::vector<dead_letter_row> rows;
+    bool more = false;
+};
+
+/// One dead letter as a JSON object on one line (its payload as stored, but
+/// for line breaks between its tokens, which become spaces: a JSON text has
+/// no other place for them): the line of `dead-letters` and an item of GET
+/// /dead-letters.
 std::string to_json(const dead_letter_row& d);
 
 /// The outbox's own tables and indexes (beside `meta`, the database's):
@@ -134,6 +142,9 @@ public:
     std::map<std::string, std::string> blocked();
     std::uint64_t dead_letter_count();
     std::vector<dead_letter_row> dead_letters();
+    /// Those with n > `after`: at most `limit`, and no more once their
+    /// payloads reach `max_bytes` (one at least, whatever its size).
+    dead_letter_page dead_letters(std::int64_t after, std::size_t limit, std::size_t max_bytes);
     /// Publishes dead letter `n`'s payload again as a new message at the end
     /// of its stream (once: the dead letter records the new seq).
     requeue_result requeue(std::int64_t n, std::int64_t now_ms);

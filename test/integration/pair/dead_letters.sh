@@ -130,6 +130,24 @@ PY
 list=$(curl -fs "http://127.0.0.1:$PPORT/dead-letters") || fail "GET /dead-letters failed"
 json_is "$list" 'len(j) == 3 and [(d["n"], d["stream"]) for d in j] == [(1, "x"), (2, "y"), (3, "z")] and j[0]["payload"] == {"poison": 422} and "requeued_seq" not in j[0]' \
   || fail "GET /dead-letters: $list"
+# In pages: ?limit and ?after, a Link to the next page while there is one; bad queries are 400.
+page() {  # page QUERY: the body in PAGE, the Link header (or nothing) in LINK
+  PAGE=$(curl -fs -D "$WORK/headers" "http://127.0.0.1:$PPORT/dead-letters$1") || fail "GET /dead-letters$1 failed"
+  LINK=$(tr -d '\r' <"$WORK/headers" | sed -n 's/^[Ll]ink: //p')
+}
+page '?limit=2'
+json_is "$PAGE" '[d["n"] for d in j] == [1, 2]' || fail "GET /dead-letters?limit=2: $PAGE"
+[ "$LINK" = '</dead-letters?after=2&limit=2>; rel="next"' ] || fail "the first page's Link: '$LINK'"
+page '?after=2&limit=2'
+json_is "$PAGE" '[d["n"] for d in j] == [3]' && [ -z "$LINK" ] || fail "the last page: $PAGE, Link '$LINK'"
+page '?after=3'
+[ "$PAGE" = '[]' ] && [ -z "$LINK" ] || fail "after the last dead letter: $PAGE, Link '$LINK'"
+page ''
+[ -z "$LINK" ] || fail "one page of 3 dead letters has a Link: '$LINK'"
+for q in '?limit=0' '?limit=1001' '?after=x' '?after=-1' '?limit=1&limit=2' '?n=1'; do
+  code=$(curl -s -o "$WORK/bad" -w '%{http_code}' "http://127.0.0.1:$PPORT/dead-letters$q")
+  [ "$code" = 400 ] || fail "GET /dead-letters$q answered $code $(cat "$WORK/bad")"
+done
 stop "$PPID_"; kill "$FAKE_PID"
 SECONDARY_URL=""  # the secondary of part 1, still running
 start_primary "${LADDER[@]}"
@@ -159,6 +177,10 @@ out=$("$BIN/steadfast-primary" dead-letters --data "$PDATA" --requeue 2) || fail
 json_is "$out" 'j["requeued"] == 2 and j["stream"] == "y" and j["seq"] == 6' || fail "--requeue 2 printed: $out"
 rc=0; "$BIN/steadfast-primary" dead-letters --data "$PDATA" --requeue 2 2>"$WORK/err" || rc=$?
 [ "$rc" = 1 ] && grep -q 'requeued already' "$WORK/err" || fail "a second --requeue 2: exit $rc, $(cat "$WORK/err")"
+"$BIN/steadfast-primary" dead-letters --data "$PDATA" | python3 -c '
+import json, sys
+n = [json.loads(l)["n"] for l in sys.stdin]
+assert n == [1, 2, 3], n' || fail "dead-letters does not print one JSON line for each of the 3 dead letters"
 start_primary "${LADDER[@]}"
 y_done() { dump | python3 -c '
 import json, sys

@@ -4,6 +4,7 @@
 #include <primary/outbox.hpp>
 
 #include <boost/test/unit_test.hpp>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <random>
@@ -193,6 +194,53 @@ BOOST_FIXTURE_TEST_CASE(a_dead_letter_is_requeued_once_at_the_end_of_its_stream,
     BOOST_REQUIRE(dl.size() == 1u);
     BOOST_TEST(dl[0].requeued_seq.value_or(0) == 5u);
     BOOST_TEST(primary::to_json(dl[0]).find("\"requeued_seq\":5") != std::string::npos);
+}
+
+BOOST_FIXTURE_TEST_CASE(dead_letters_come_in_pages_bounded_by_count_and_bytes, fixture) {
+    std::vector<std::pair<std::string, std::string>> items;
+    for (int i = 0; i < 5; ++i) items.emplace_back("s", "\"" + std::string(1000, 'a' + i) + "\"");
+    out->publish(items, 0);
+    for (const auto& m : out->pending("s", 0, 10, 1 << 20)) out->dead_letter("s", m, "422 no", 1'000);
+    auto ns = [](const primary::dead_letter_page& p) {
+        std::vector<std::int64_t> v;
+        for (const auto& d : p.rows) v.push_back(d.n);
+        return v;
+    };
+    auto p = out->dead_letters(0, 2, SIZE_MAX);
+    BOOST_TEST(ns(p) == (std::vector<std::int64_t>{1, 2}), boost::test_tools::per_element());
+    BOOST_TEST(p.more);
+    p = out->dead_letters(2, 2, SIZE_MAX);
+    BOOST_TEST(ns(p) == (std::vector<std::int64_t>{3, 4}), boost::test_tools::per_element());
+    BOOST_TEST(p.more);
+    p = out->dead_letters(4, 2, SIZE_MAX);
+    BOOST_TEST(ns(p) == (std::vector<std::int64_t>{5}), boost::test_tools::per_element());
+    BOOST_TEST(!p.more);
+    p = out->dead_letters(0, 5, SIZE_MAX);  // exactly all: nothing more
+    BOOST_TEST(p.rows.size() == 5u);
+    BOOST_TEST(!p.more);
+    BOOST_TEST(out->dead_letters(5, 10, SIZE_MAX).rows.empty());
+    // Bytes: a page stops once its payloads and reasons reach the budget
+    // (each here 1,002 + 6 bytes), one row at least.
+    p = out->dead_letters(0, 100, 2'016);
+    BOOST_TEST(ns(p) == (std::vector<std::int64_t>{1, 2}), boost::test_tools::per_element());
+    BOOST_TEST(p.more);
+    p = out->dead_letters(0, 100, 2'017);
+    BOOST_TEST(ns(p) == (std::vector<std::int64_t>{1, 2, 3}), boost::test_tools::per_element());
+    p = out->dead_letters(1, 100, 1);
+    BOOST_TEST(ns(p) == (std::vector<std::int64_t>{2}), boost::test_tools::per_element());
+    BOOST_TEST(p.more);
+    BOOST_TEST(p.rows[0].payload == "\"" + std::string(1000, 'b') + "\"");
+}
+
+BOOST_FIXTURE_TEST_CASE(a_dead_letter_is_one_json_line_whatever_its_payload_s_line_breaks, fixture) {
+    out->publish({{"s", "{\"a\":\r\n [1,\n2],\n\"b\":\"x\\ny\"}"}}, 0);
+    out->dead_letter("s", out->pending("s", 0, 10, 1 << 20).at(0), "400 no", 1'000);
+    const auto line = primary::to_json(out->dead_letters().at(0));
+    BOOST_TEST(line.find('\n') == std::string::npos, line);
+    BOOST_TEST(line.find('\r') == std::string::npos, line);
+    const auto j = nlohmann::json::parse(line);
+    BOOST_TEST(j["payload"] == nlohmann::json::parse("{\"a\":[1,2],\"b\":\"x\\ny\"}"));  // the same JSON
+    BOOST_TEST(out->dead_letters().at(0).payload.find('\n') != std::string::npos);       // as stored: unchanged
 }
 
 BOOST_FIXTURE_TEST_CASE(read_only_opens_change_nothing, fixture) {
