@@ -287,7 +287,12 @@ std::uint64_t outbox::purge(std::int64_t cutoff_ms) {
     auto& m = stmt(purge_done_, "DELETE FROM acks WHERE at_ms<=?");
     m.bind(1, cutoff_ms);
     m.step();
-    auto& k = stmt(purge_keys_, "DELETE FROM publish_keys WHERE at_ms<=?");
+    // A key goes once it is old enough and its message was acknowledged: a
+    // publisher retrying through a long outage of the secondary still finds
+    // the first message, not a second copy.
+    auto& k = stmt(purge_keys_,
+                   "DELETE FROM publish_keys WHERE at_ms<=? AND seq<=coalesce((SELECT acked_seq FROM streams WHERE "
+                   "streams.stream=publish_keys.stream), 0)");
     k.bind(1, cutoff_ms);
     k.step();
     return n;

@@ -103,9 +103,9 @@ public:
     std::vector<published> publish(const std::vector<std::pair<std::string, std::string>>& stream_payloads,
                                    std::int64_t now_ms);
     /// publish() of one message, remembered under `key` (a publisher's
-    /// Idempotency-Key) until purge() drops it with the acknowledged messages
-    /// of --retain: a publisher that lost an answer may send again without a
-    /// second copy.
+    /// Idempotency-Key) until purge() drops it: used before the cutoff and
+    /// its message acknowledged. A publisher that lost an answer may send
+    /// again without a second copy, however long the secondary is away.
     keyed_publish publish_once(const std::string& key, const std::string& stream, const std::string& payload,
                                std::int64_t now_ms);
     /// Up to `max_count` messages / `max_bytes` of payload after `after_seq`, in
