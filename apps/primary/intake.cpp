@@ -242,6 +242,10 @@ http::router node::routes() {
     });
     r.add("POST", "/dead-letters/requeue", [this](http::request& req) -> asio::awaitable<http::response> {
         if (auto refused = app::refuse_unauthorized(req, c_.tokens)) co_return std::move(*refused);
+        if (auto unknown = http::unknown_query_params(req.target, {"n"}); !unknown.empty())
+            co_return http::response::error(400, "unknown query parameter(s) " + unknown + " (requeue?n=N)");
+        if (http::query_param_count(req.target, "n") > 1)
+            co_return http::response::error(400, "n is given more than once; requeue one dead letter a request");
         std::int64_t n = 0;
         const auto q = http::query_param(req.target, "n");
         if (q) {

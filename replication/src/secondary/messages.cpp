@@ -25,6 +25,10 @@ std::optional<http::response> refuse_messages(const http::request& req, const st
         reason = refused->status == 415 ? "content_type" : "malformed";
         return refused;
     }
+    if (auto unknown = http::unknown_query_params(req.target, {}); !unknown.empty()) {
+        reason = "malformed";
+        return http::response::error(400, "unknown query parameter(s) " + unknown + " (/api/messages takes none)");
+    }
     if (health.disk_low_now()) {
         // Refused before SQLite fails on a full disk: the primary keeps it and retries.
         reason = "storage";

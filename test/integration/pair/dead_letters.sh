@@ -160,6 +160,9 @@ requeue 1
 requeue 1;   [ "$RQ_CODE" = 409 ] || fail "a second requeue of dead letter 1 answered $RQ_CODE $RQ_BODY"
 requeue 99;  [ "$RQ_CODE" = 404 ] || fail "requeue of a dead letter that does not exist answered $RQ_CODE $RQ_BODY"
 requeue abc; [ "$RQ_CODE" = 400 ] || fail "requeue?n=abc answered $RQ_CODE $RQ_BODY"
+requeue '2&x=1'; [ "$RQ_CODE" = 400 ] && [[ "$RQ_BODY" == *"unknown query parameter"*x* ]] \
+  || fail "requeue?n=2&x=1 answered $RQ_CODE $RQ_BODY"
+requeue '2&n=3'; [ "$RQ_CODE" = 400 ] || fail "requeue?n=2&n=3 answered $RQ_CODE $RQ_BODY"
 wait_drained 30
 x_done() { dump | python3 -c '
 import json, sys

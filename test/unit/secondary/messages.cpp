@@ -69,6 +69,31 @@ BOOST_AUTO_TEST_CASE(refusals_come_in_the_contracts_order) {
     BOOST_TEST(!secondary::refuse_messages(post("{}"), {}, d.health, reason).has_value());
 }
 
+BOOST_AUTO_TEST_CASE(headers_read_two_ways_and_query_parameters_are_malformed) {
+    disk d;
+    const std::vector<std::string> tokens{"t1"};
+    std::string reason;
+    auto twice = post("{}", "application/json", "t1");
+    twice.headers.push_back({"Authorization", "Bearer nope"});
+    auto r = secondary::refuse_messages(twice, tokens, d.health, reason);
+    BOOST_REQUIRE(r.has_value());
+    BOOST_TEST(r->status == 400u);
+    BOOST_TEST(reason == "malformed");  // not a wrong token
+    auto coded = post("{}", "application/json", "t1");
+    coded.set("Content-Encoding", "gzip");
+    r = secondary::refuse_messages(coded, tokens, d.health, reason);
+    BOOST_REQUIRE(r.has_value());
+    BOOST_TEST(r->status == 415u);
+    BOOST_TEST(reason == "content_type");
+    auto query = post("{}", "application/json", "t1");
+    query.target = "/api/messages?x=1";
+    r = secondary::refuse_messages(query, tokens, d.health, reason);
+    BOOST_REQUIRE(r.has_value());
+    BOOST_TEST(r->status == 400u);
+    BOOST_TEST(r->body.find("unknown query parameter(s) x") != std::string::npos, r->body);
+    BOOST_TEST(reason == "malformed");
+}
+
 BOOST_AUTO_TEST_CASE(bodies_decode_or_name_the_fault) {
     auto ok = secondary::decode_messages(R"({"id":"a-1","stream":"a","seq":1,"payload":{"x":1}})", 1 << 20);
     BOOST_TEST(std::holds_alternative<envelope::decoded>(ok));
