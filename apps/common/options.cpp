@@ -24,8 +24,8 @@ void add_common_options(po::options_description& d) {
         "config", po::value<std::string>(),
         "a file of `flag = value` lines (`#` comments); the command line and STEADFAST_* variables win over it")(
         "log-level", po::value<std::string>()->default_value("info"),
-        "debug, info, warn or error: the least severe line written")("version", "print the version and exit")(
-        "help", "this help");
+        "debug, info, warn (the lines say warning) or error: the least severe line written")(
+        "version", "print the version and exit")("help", "this help");
 }
 
 namespace {

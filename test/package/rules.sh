@@ -32,4 +32,12 @@ for m in $named; do
   case "$m" in steadfast_primary_|steadfast_) continue ;; esac
   grep -qE "^# TYPE $m " "$WORK/metrics" || fail "the rules name $m, which neither daemon exports"
 done
+# The labelled counters the rules read are there from the start at 0 (a
+# series that first appears at 1 is invisible to increase()).
+for series in 'steadfast_primary_link_errors_total{reason="transport"} 0' \
+              'steadfast_primary_link_errors_total{reason="auth"} 0' \
+              'steadfast_secondary_rejected_total{reason="gap"} 0' \
+              'steadfast_secondary_rejected_total{reason="unauthorized"} 0'; do
+  grep -qxF "$series" "$WORK/metrics" || fail "a fresh daemon does not export $series"
+done
 echo "rules: promtool check and test passed; every metric named is exported"

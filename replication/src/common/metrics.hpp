@@ -73,7 +73,9 @@ public:
         : commits_(counter(r, app, "commits_total",
                            "Transactions committed by the database thread (each holds a group of jobs)")),
           jobs_(counter(r, app, "jobs_total",
-                        "Jobs run in those transactions (a publish, a batch, a read, an acknowledgement mark, ...)")),
+                        app == "primary"
+                            ? "Jobs run in those transactions (a publish, a read, an acknowledgement mark, ...)"
+                            : "Jobs run in those transactions (a request's batch, a read, ...)")),
           work_(counter(r, app, "work_seconds_total", "Time the database thread spent running jobs")),
           commit_(counter(r, app, "commit_seconds_total",
                           "Time the database thread spent committing (the WAL write; the fsync is the flusher's)")),

@@ -36,8 +36,10 @@ struct metrics {
     prometheus::Counter& rewinds =
         app::counter(*registry, "steadfast_primary_rewinds_total",
                      "Resends from retention after the secondary lost acknowledged messages");
-    prometheus::Counter& refused = app::counter(*registry, "steadfast_primary_connections_rejected_total",
-                                                "Connections to /publish closed at once: over --max-connections");
+    prometheus::Counter& refused =
+        app::counter(*registry, "steadfast_primary_connections_rejected_total",
+                     "Connections turned away at the --max-connections cap: closed at once past the reserve, "
+                     "answered 503 at the cap, or an idle one closed to make room for a request");
     prometheus::Counter& redeliveries =
         app::counter(*registry, "steadfast_primary_redeliveries_total",
                      "Durable redeliveries scheduled (ladder steps) after the quick retries were used up");
@@ -104,6 +106,15 @@ struct metrics {
     prometheus::Counter& recheck_failures =
         app::counter(*registry, "steadfast_primary_recheck_failures_total",
                      "Rechecks of a secondary that could not ask it what it holds (tried again in 5 s)");
+
+    metrics() {
+        // The reasons every link meets, there from the start at 0: a series
+        // that first appears at 1 is invisible to increase() and rate().
+        // (An HTTP status's own reason, http_503 say, appears with it.)
+        for (const char* r : {"transport", "tls", "auth"}) link_errors.Add({{"reason", r}});
+    }
+    metrics(const metrics&) = delete;
+    metrics& operator=(const metrics&) = delete;
 };
 
 }  // namespace steadfast::primary

@@ -37,8 +37,10 @@ struct metrics {
                                                "Free bytes on the data directory's filesystem (as of the last check)");
     prometheus::Gauge& epoch = app::gauge(*registry, "steadfast_secondary_epoch",
                                           "The epoch fence: messages of a lower epoch are refused (409 stale_epoch)");
-    prometheus::Counter& refused = app::counter(*registry, "steadfast_secondary_connections_rejected_total",
-                                                "Connections closed at once: over --max-connections");
+    prometheus::Counter& refused =
+        app::counter(*registry, "steadfast_secondary_connections_rejected_total",
+                     "Connections turned away at the --max-connections cap: closed at once past the reserve, "
+                     "answered 503 at the cap, or an idle one closed to make room for a request");
     prometheus::Counter& accepted = app::counter(*registry, "steadfast_secondary_connections_accepted_total",
                                                  "Connections accepted (keep-alive reuses them)");
     prometheus::Counter& accept_failures =
@@ -78,6 +80,12 @@ struct metrics {
     metrics() {
         storage_ok.Set(1);
         app::register_build_info(*registry, "steadfast-secondary");
+        // Every reason there from the start, at 0: a series that first
+        // appears at 1 is invisible to increase() and rate(). (Fault
+        // injection's reasons appear when it is on.)
+        for (const char* r : {"unauthorized", "content_type", "malformed", "storage", "stopping", "apply_failed",
+                              "stale_epoch", "conflict", "gap", "epoch_too_high"})
+            rejected.Add({{"reason", r}});
     }
     metrics(const metrics&) = delete;
     metrics& operator=(const metrics&) = delete;
