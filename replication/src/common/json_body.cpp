@@ -32,6 +32,13 @@ std::optional<http::response> refuse_json_body(const http::request& req, std::in
     for (const auto name : once)
         if (http::header_count(req.headers, name) > 1) return given_twice(name);
     if (!http::is_json(req)) return http::response::error(415, "Content-Type must be application/json");
+    // Without a length or chunks a request has no body (RFC 9112 6.3): what
+    // a client sent after its header would be read as the next request.
+    if (req.body.empty() && http::header_count(req.headers, "Content-Length") == 0 &&
+        http::header_count(req.headers, "Transfer-Encoding") == 0)
+        return http::response::error(411,
+                                     "Content-Length is required (or a chunked body): without it the "
+                                     "request has no body");
     for (const auto& h : req.headers) {
         if (!iequal(h.name, "Content-Encoding") || is_identity(h.value)) continue;
         std::string coding = h.value.substr(0, 40);

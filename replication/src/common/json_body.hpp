@@ -16,6 +16,8 @@ namespace steadfast::app {
 ///   "; charset=utf-8" allowed): 415;
 /// - a Content-Encoding other than identity (gzip, br, ...): 415 naming it,
 ///   as the body is not decoded here and would be read as JSON as it is;
+/// - no body and neither Content-Length nor Transfer-Encoding: 411 (a
+///   client that sent its body without saying how long it is);
 /// - Content-Type, or any header named in `once`, given more than once: 400
 ///   naming it (a proxy reading the last copy and this server the first
 ///   would disagree about the request).
