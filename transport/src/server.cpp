@@ -108,6 +108,14 @@ std::optional<response> read_error_answer(const beast::error_code& ec, const ser
     return std::nullopt;
 }
 
+bool asks_to_close(const response& res) {
+    const auto c = res.get("Connection");
+    if (!c || c->size() != 5) return false;
+    for (std::size_t i = 0; i < 5; ++i)
+        if (std::tolower(static_cast<unsigned char>((*c)[i])) != "close"[i]) return false;
+    return true;
+}
+
 request to_request(bhttp::request<bhttp::string_body>& breq) {
     request req;
     req.method = std::string(breq.method_string());
@@ -485,7 +493,9 @@ struct server::impl : std::enable_shared_from_this<impl> {
                 break;
             }
             // A reserve connection answers one request: its place is for the next health check.
-            const bool keep = breq.keep_alive() && !stopping && !conn.reserve;
+            // (A handler closes with "Connection: close": what follows on the
+            // connection cannot be read as a request, say.)
+            const bool keep = breq.keep_alive() && !stopping && !conn.reserve && !asks_to_close(res);
             auto wec = co_await write(stream, res, breq.version(), keep);
             if (wec || !keep) break;
         }

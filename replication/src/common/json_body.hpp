@@ -17,10 +17,12 @@ namespace steadfast::app {
 /// - a Content-Encoding other than identity (gzip, br, ...): 415 naming it,
 ///   as the body is not decoded here and would be read as JSON as it is;
 /// - no body and neither Content-Length nor Transfer-Encoding: 411 (a
-///   client that sent its body without saying how long it is);
-/// - Content-Type, or any header named in `once`, given more than once: 400
-///   naming it (a proxy reading the last copy and this server the first
-///   would disagree about the request).
+///   client that sent its body without saying how long it is), and the
+///   connection closed;
+/// - Content-Type given more than once: 415, any header named in `once`:
+///   400, naming it (a proxy reading the last copy and this server the
+///   first would disagree about the request). Not 400 for what a primary
+///   sends: it reads a 400 from its secondary as its message's fault.
 std::optional<http::response> refuse_json_body(const http::request& req,
                                                std::initializer_list<std::string_view> once = {});
 

@@ -99,9 +99,13 @@ bool bearer_matches(std::string_view v, const std::vector<std::string>& tokens) 
 std::optional<http::response> refuse_unauthorized(const http::request& req, const std::vector<std::string>& tokens) {
     if (tokens.empty()) return std::nullopt;
     // Two of them: a proxy reading the last and this server the first would
-    // disagree about who was let in.
-    if (http::header_count(req.headers, "Authorization") > 1)
-        return http::response::error(400, "Authorization is given more than once; give it once");
+    // disagree about who was let in. (401, not 400: a primary reads a 400
+    // from its secondary as its message's fault.)
+    if (http::header_count(req.headers, "Authorization") > 1) {
+        auto r = http::response::error(401, "Authorization is given more than once; give it once");
+        r.set("WWW-Authenticate", "Bearer");
+        return r;
+    }
     auto auth = req.get("Authorization");
     if (auth && bearer_matches(*auth, tokens)) return std::nullopt;
     auto r = http::response::error(401, auth ? "wrong bearer token" : "missing bearer token");

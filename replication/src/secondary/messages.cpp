@@ -18,16 +18,12 @@ namespace steadfast::secondary {
 std::optional<http::response> refuse_messages(const http::request& req, const std::vector<std::string>& tokens,
                                               app::storage_health& health, std::string& reason) {
     if (auto denied = app::refuse_unauthorized(req, tokens)) {
-        reason = denied->status == 401 ? "unauthorized" : "malformed";
+        reason = "unauthorized";
         return denied;
     }
     if (auto refused = app::refuse_json_body(req)) {
-        reason = refused->status == 415 ? "content_type" : "malformed";
+        reason = refused->status == 415 ? "content_type" : "malformed";  // (411)
         return refused;
-    }
-    if (auto unknown = http::unknown_query_params(req.target, {}); !unknown.empty()) {
-        reason = "malformed";
-        return http::response::error(400, "unknown query parameter(s) " + unknown + " (/api/messages takes none)");
     }
     if (health.disk_low_now()) {
         // Refused before SQLite fails on a full disk: the primary keeps it and retries.

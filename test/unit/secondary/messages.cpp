@@ -69,7 +69,10 @@ BOOST_AUTO_TEST_CASE(refusals_come_in_the_contracts_order) {
     BOOST_TEST(!secondary::refuse_messages(post("{}"), {}, d.health, reason).has_value());
 }
 
-BOOST_AUTO_TEST_CASE(headers_read_two_ways_and_query_parameters_are_malformed) {
+// No 400 for what is wrong with the request rather than its messages: a
+// primary dead-letters what a 400 answers. A header doubled on the way, a
+// query parameter a proxy adds: retried as a link error, or let through.
+BOOST_AUTO_TEST_CASE(what_is_wrong_with_the_request_is_never_a_400) {
     disk d;
     const std::vector<std::string> tokens{"t1"};
     std::string reason;
@@ -77,8 +80,14 @@ BOOST_AUTO_TEST_CASE(headers_read_two_ways_and_query_parameters_are_malformed) {
     twice.headers.push_back({"Authorization", "Bearer nope"});
     auto r = secondary::refuse_messages(twice, tokens, d.health, reason);
     BOOST_REQUIRE(r.has_value());
-    BOOST_TEST(r->status == 400u);
-    BOOST_TEST(reason == "malformed");  // not a wrong token
+    BOOST_TEST(r->status == 401u);
+    BOOST_TEST(reason == "unauthorized");
+    auto types = post("{}", "application/json", "t1");
+    types.headers.push_back({"Content-Type", "application/json"});
+    r = secondary::refuse_messages(types, tokens, d.health, reason);
+    BOOST_REQUIRE(r.has_value());
+    BOOST_TEST(r->status == 415u);
+    BOOST_TEST(reason == "content_type");
     auto coded = post("{}", "application/json", "t1");
     coded.set("Content-Encoding", "gzip");
     r = secondary::refuse_messages(coded, tokens, d.health, reason);
@@ -86,12 +95,8 @@ BOOST_AUTO_TEST_CASE(headers_read_two_ways_and_query_parameters_are_malformed) {
     BOOST_TEST(r->status == 415u);
     BOOST_TEST(reason == "content_type");
     auto query = post("{}", "application/json", "t1");
-    query.target = "/api/messages?x=1";
-    r = secondary::refuse_messages(query, tokens, d.health, reason);
-    BOOST_REQUIRE(r.has_value());
-    BOOST_TEST(r->status == 400u);
-    BOOST_TEST(r->body.find("unknown query parameter(s) x") != std::string::npos, r->body);
-    BOOST_TEST(reason == "malformed");
+    query.target = "/api/messages?via=lb";
+    BOOST_TEST(!secondary::refuse_messages(query, tokens, d.health, reason).has_value());
 }
 
 BOOST_AUTO_TEST_CASE(bodies_decode_or_name_the_fault) {
