@@ -85,8 +85,10 @@ std::string to_json(const dead_letter_row& d);
 
 /// The outbox's own tables and indexes (beside `meta`, the database's):
 /// an application's schema in the same file may not touch them.
-inline const std::vector<std::string_view> own_tables{
-    "streams", "outbox", "acks", "schedule", "dead_letter", "blocked", "publish_keys", "publish_keys_at", "meta"};
+inline const std::vector<std::string_view> own_tables{"streams",      "outbox",          "acks",
+                                                      "schedule",     "dead_letter",     "blocked",
+                                                      "publish_keys", "publish_keys_at", "publish_keys_stream",
+                                                      "meta"};
 
 class outbox {
 public:
@@ -103,9 +105,9 @@ public:
     std::vector<published> publish(const std::vector<std::pair<std::string, std::string>>& stream_payloads,
                                    std::int64_t now_ms);
     /// publish() of one message, remembered under `key` (a publisher's
-    /// Idempotency-Key) until purge() drops it: used before the cutoff and
-    /// its message acknowledged. A publisher that lost an answer may send
-    /// again without a second copy, however long the secondary is away.
+    /// Idempotency-Key) until purge() drops it with its message (acknowledged
+    /// before the cutoff). A publisher that lost an answer may send again
+    /// without a second copy, however long the secondary is away.
     keyed_publish publish_once(const std::string& key, const std::string& stream, const std::string& payload,
                                std::int64_t now_ms);
     /// Up to `max_count` messages / `max_bytes` of payload after `after_seq`, in

@@ -89,13 +89,33 @@ BOOST_FIXTURE_TEST_CASE(a_publish_key_finds_its_first_message_until_purged, fixt
     // cutoff (a publisher may still be retrying through the outage).
     out->purge(5'000);
     BOOST_TEST((out->publish_once("key-1", "s", "{\"a\":1}", 6'000).what == k::replayed));
+    // Acknowledged at 6,000: the key goes with its message, when the
+    // cutoff passes the acknowledgement, not the publish.
     out->acknowledge("s", 1, 1, 6'000);
-    out->purge(999);  // acknowledged, but used after this cutoff
+    out->purge(5'999);
     BOOST_TEST((out->publish_once("key-1", "s", "{\"a\":1}", 6'000).what == k::replayed));
-    out->purge(1'000);  // used at 1,000 and acknowledged: forgotten at that cutoff
-    auto later = out->publish_once("key-1", "s", "{\"a\":1}", 3'000);
+    BOOST_TEST(kept("s") == range(1, 1));
+    out->purge(6'000);
+    BOOST_TEST(kept("s").empty());
+    auto later = out->publish_once("key-1", "s", "{\"a\":1}", 7'000);
     BOOST_TEST((later.what == k::stored));
     BOOST_TEST(later.p.seq == 2u);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_key_goes_with_its_own_stream_s_message, fixture) {
+    using k = primary::keyed_publish::status;
+    BOOST_TEST(out->publish_once("key-a", "a", "1", 1'000).p.seq == 1u);
+    BOOST_TEST(out->publish_once("key-b", "b", "1", 1'000).p.seq == 1u);
+    publish("b", 3);                     // b: 2..4
+    out->acknowledge("b", 4, 1, 2'000);  // b acknowledged, a not
+    out->purge(10'000);
+    BOOST_TEST((out->publish_once("key-a", "a", "1", 11'000).what == k::replayed));  // a's message is still here
+    BOOST_TEST((out->publish_once("key-b", "b", "1", 11'000).what == k::stored));    // b's went with its message
+    // A key's seq above what was acknowledged stays too.
+    BOOST_TEST(out->publish_once("key-b2", "b", "2", 11'000).p.seq == 6u);
+    out->acknowledge("b", 5, 5, 12'000);
+    out->purge(20'000);
+    BOOST_TEST((out->publish_once("key-b2", "b", "2", 21'000).what == k::replayed));
 }
 
 BOOST_FIXTURE_TEST_CASE(marks_within_a_second_merge_and_keep_the_latest_time, fixture) {
