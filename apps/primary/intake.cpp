@@ -222,7 +222,9 @@ http::router node::routes() {
         if (auto refused = app::refuse_unauthorized(req, c_.tokens)) co_return std::move(*refused);
         auto q = dead_letter_query(req.target);
         if (auto* bad = std::get_if<http::response>(&q)) co_return std::move(*bad);
-        const auto [after, limit] = std::get<std::pair<std::int64_t, std::size_t>>(q);
+        // (Not a structured binding: clang 14 cannot capture one.)
+        const std::int64_t after = std::get<std::pair<std::int64_t, std::size_t>>(q).first;
+        const std::size_t limit = std::get<std::pair<std::int64_t, std::size_t>>(q).second;
         auto job = [this, after, limit](app::database&, bool&) {
             return c_.out.dead_letters(after, limit, std::size_t{8} << 20);
         };

@@ -122,5 +122,25 @@ expect_answer 415 'Content-Encoding \"br\" is not supported' "$SPORT" /api/messa
 dump | grep -q '"stream":"h"' && fail "a refused post was applied on the secondary"
 expect_answer 202 '"seq":1' "$PPORT" /publish?stream=h '{"h":1}' 'Authorization: Bearer    right-token' \
   'Content-Type: application/json' 'Content-Encoding: identity'
+# A POST without a length has no body: 411, and the connection is closed (what
+# the client sent after its header is no request: not answered as one).
+for target in "$PPORT /publish?stream=h" "$SPORT /api/messages"; do
+  set -- $target
+  port=$1
+  out=$(python3 - "$port" "$2" <<'PY'
+import socket, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1]))); c.settimeout(5)
+c.sendall(b"POST " + sys.argv[2].encode() + b" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer right-token\r\n"
+          b"Content-Type: application/json\r\n\r\n{\"a\":1}")
+got = b""
+while True:
+    b = c.recv(4096)
+    if not b: break
+    got += b
+print(got.count(b"HTTP/1.1 "), got.split(b"\r\n")[0].decode())
+PY
+  ) || fail "a POST without a length: the connection to $port was not closed ($out)"
+  [ "$out" = "1 HTTP/1.1 411 Length Required" ] || fail "a POST without a length to $port: $out"
+done
 wait_drained 15
 [ "$(dump | grep -c '"stream":"h"')" = 1 ] || fail "the secondary holds $(dump | grep -c '"stream":"h"') messages of stream h, not 1"

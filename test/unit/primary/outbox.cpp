@@ -116,6 +116,16 @@ BOOST_FIXTURE_TEST_CASE(a_key_goes_with_its_own_stream_s_message, fixture) {
     out->acknowledge("b", 5, 5, 12'000);
     out->purge(20'000);
     BOOST_TEST((out->publish_once("key-b2", "b", "2", 21'000).what == k::replayed));
+    // Two marks, one before the cutoff and one after: a key between them
+    // stays with its message (what the stream acknowledged since does not
+    // take it early).
+    out->acknowledge("b", 6, 6, 30'000);  // key-b2's message
+    BOOST_TEST(out->publish_once("key-b3", "b", "3", 31'000).p.seq == 7u);
+    out->acknowledge("b", 7, 7, 40'000);  // key-b3's, a mark of its own
+    out->purge(35'000);
+    BOOST_TEST((out->publish_once("key-b2", "b", "2", 41'000).what == k::stored));    // went with seq 6
+    BOOST_TEST((out->publish_once("key-b3", "b", "3", 41'000).what == k::replayed));  // seq 7 is still here
+    BOOST_TEST(kept("b") == range(7, 8), boost::test_tools::per_element());
 }
 
 BOOST_FIXTURE_TEST_CASE(marks_within_a_second_merge_and_keep_the_latest_time, fixture) {

@@ -575,6 +575,7 @@ BOOST_FIXTURE_TEST_CASE(a_schema_that_touches_the_nodes_own_tables_is_refused_by
              {"CREATE TABLE orders2(id INTEGER); CREATE INDEX mine ON META(value)", "meta"},
              {"CREATE TRIGGER t AFTER INSERT ON meta BEGIN SELECT 1; END", "meta"},
              {"CREATE TABLE publish_keys_at(x)", "publish_keys_at"},
+             {"CREATE TABLE publish_keys_stream(x)", "publish_keys_stream"},
              {"INSERT INTO meta(key, value) VALUES('x', 'y')", "meta"}}) {
         auto c = pc;
         c.schema = pc.schema + ";" + sql;

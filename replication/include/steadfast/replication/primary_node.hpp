@@ -75,7 +75,8 @@ struct primary_config {
     /// for the transactional form: CREATE TABLE IF NOT EXISTS ...). The
     /// outbox's tables are not the application's: a statement that makes,
     /// alters, drops, indexes or writes streams, outbox, acks, schedule,
-    /// dead_letter, blocked, publish_keys(_at) or meta is refused
+    /// dead_letter, blocked, publish_keys (and its indexes publish_keys_at and
+    /// publish_keys_stream) or meta is refused
     /// (std::invalid_argument naming it), and none of the schema is kept.
     /// It runs in a savepoint: no BEGIN or COMMIT of its own.
     std::string schema;
