@@ -497,6 +497,14 @@ bool is_error_answer(std::string_view body) {
     return it != j->end() && it->is_string();
 }
 
+bool is_framing_refusal(std::string_view body) {
+    auto parsed = parse_json(body, 4);
+    auto* j = std::get_if<json>(&parsed);
+    if (!j || !j->is_object()) return false;
+    auto it = j->find("error");
+    return it != j->end() && it->is_string() && it->get_ref<const std::string&>().starts_with("malformed HTTP request");
+}
+
 std::string encode(const positions_page& p) {
     std::string out = "{\"streams\":[";
     out.reserve(32 + p.streams.size() * 40);

@@ -68,6 +68,10 @@ decision decide(const sent_batch& b, const delivery_outcome& o) {
         }
         return make(verdict::redeliver, 0, 0, "409 " + head(o.body), {link_fault::kind::http_status, 409});
     }
+    // The secondary could not read the request's HTTP framing: something
+    // on the way mangled it (a proxy), the messages are not at fault.
+    if (s == 400 && envelope::is_framing_refusal(o.body))
+        return make(verdict::redeliver, 0, 0, "400 " + head(o.body), {link_fault::kind::http_status, 400});
     if (s == 400 || s == 413 || s == 422) {
         // Not the secondary's refusal (a proxy's page, another service at a
         // wrong address): the link is wrong, not the message.
@@ -167,7 +171,8 @@ std::vector<part_fate> split_answer(const std::vector<std::string_view>& streams
     if (status == 400 || status == 413 || status == 422) {
         // The secondary's own refusal is of some message: each part alone
         // finds out whose. Anyone else's is everyone's (decide()).
-        if (envelope::is_error_answer(body)) fates.assign(streams.size(), part_fate::resend_alone);
+        if (envelope::is_error_answer(body) && !(status == 400 && envelope::is_framing_refusal(body)))
+            fates.assign(streams.size(), part_fate::resend_alone);
         return fates;
     }
     if (status != 409) return fates;

@@ -1,6 +1,8 @@
 // The primary's decision table: every row, without sockets or timers.
 #include <primary/decide.hpp>
 
+#include <steadfast/transport/server.hpp>
+
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -89,6 +91,23 @@ BOOST_AUTO_TEST_CASE(only_400_413_422_reject_messages) {
         }
         BOOST_TEST(!decide(sent_batch{5, 5}, answer(s, refusal)).not_a_secondary);
     }
+    // The secondary's own 400 for a request it could not frame (a proxy
+    // mangled it: two Content-Length, a bad chunk): the link's fault, as
+    // the transport server words it.
+    http::server::options limits;
+    const auto framing =
+        http::parse_request("POST /api/messages HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n{}", limits);
+    BOOST_REQUIRE(framing.error.has_value());
+    BOOST_TEST(framing.error->status == 400u);
+    for (const sent_batch& b : {batch, sent_batch{5, 5}}) {
+        auto d = decide(b, answer(400, framing.error->body));
+        BOOST_TEST((d.what == verdict::redeliver), framing.error->body);
+        BOOST_TEST(d.link_error.label() == "http_400");
+        BOOST_TEST(!d.not_a_secondary);
+    }
+    BOOST_TEST((split_answer({"a", "b"}, true, 400, framing.error->body) ==
+                std::vector<part_fate>{part_fate::answer, part_fate::answer}));
+    BOOST_TEST((decide(sent_batch{5, 5}, answer(413, framing.error->body)).what == verdict::dead_letter));  // 400 only
     for (unsigned s : {401u, 403u, 404u, 405u, 415u, 418u, 429u, 500u, 501u, 502u, 503u, 504u, 599u}) {
         auto d = decide(sent_batch{5, 5}, answer(s));
         BOOST_TEST((d.what == verdict::redeliver), "status " << s);

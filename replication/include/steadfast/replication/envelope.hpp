@@ -148,6 +148,11 @@ rejection decode_rejection(std::string_view body);
 /// 413 or 422 without it comes from something else (a proxy, another
 /// service at a wrong address), which says nothing of the message.
 bool is_error_answer(std::string_view body);
+/// Whether a 400's body says the request's HTTP framing could not be read,
+/// {"error":"malformed HTTP request: ..."} (the transport server's answer
+/// to a request Beast cannot parse): the link's fault, a proxy mangling
+/// requests, never a message's.
+bool is_framing_refusal(std::string_view body);
 
 // ---- the primary ----
 
