@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -489,20 +490,25 @@ std::string encode(const rejection& r) {
     return "{\"error\":\"unknown\"}";
 }
 
-bool is_error_answer(std::string_view body) {
+namespace {
+// The text of an error answer, {"error":"..."}; nullopt for any other body.
+std::optional<std::string> error_text(std::string_view body) {
     auto parsed = parse_json(body, 4);
     auto* j = std::get_if<json>(&parsed);
-    if (!j || !j->is_object()) return false;
+    if (!j || !j->is_object()) return std::nullopt;
     auto it = j->find("error");
-    return it != j->end() && it->is_string();
+    if (it == j->end() || !it->is_string()) return std::nullopt;
+    return it->get<std::string>();
+}
+}  // namespace
+
+bool is_error_answer(std::string_view body) {
+    return error_text(body).has_value();
 }
 
 bool is_framing_refusal(std::string_view body) {
-    auto parsed = parse_json(body, 4);
-    auto* j = std::get_if<json>(&parsed);
-    if (!j || !j->is_object()) return false;
-    auto it = j->find("error");
-    return it != j->end() && it->is_string() && it->get_ref<const std::string&>().starts_with("malformed HTTP request");
+    const auto e = error_text(body);
+    return e && e->starts_with("malformed HTTP request");
 }
 
 std::string encode(const positions_page& p) {

@@ -38,10 +38,7 @@ bool is_json(const request& r) {
     auto semi = v.find(';');
     v = v.substr(0, semi);
     while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
-    if (v.size() != 16) return false;
-    for (std::size_t i = 0; i < 16; ++i)
-        if (std::tolower(static_cast<unsigned char>(v[i])) != "application/json"[i]) return false;
-    return true;
+    return beast::iequals(v, "application/json");
 }
 
 router& router::add(std::string method, std::string path, handler h) {
@@ -110,10 +107,7 @@ std::optional<response> read_error_answer(const beast::error_code& ec, const ser
 
 bool asks_to_close(const response& res) {
     const auto c = res.get("Connection");
-    if (!c || c->size() != 5) return false;
-    for (std::size_t i = 0; i < 5; ++i)
-        if (std::tolower(static_cast<unsigned char>((*c)[i])) != "close"[i]) return false;
-    return true;
+    return c && beast::iequals(*c, "close");
 }
 
 request to_request(bhttp::request<bhttp::string_body>& breq) {

@@ -2,7 +2,8 @@
 
 #include <steadfast/transport/server.hpp>
 
-#include <cctype>
+#include <boost/beast/core/string.hpp>
+
 #include <string>
 
 namespace steadfast::app {
@@ -12,18 +13,10 @@ http::response given_twice(unsigned status, std::string_view name) {
     return http::response::error(status, std::string(name) + " is given more than once; give it once");
 }
 
-bool iequal(std::string_view a, std::string_view b) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i)
-        if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
-            return false;
-    return true;
-}
-
 bool is_identity(std::string_view coding) {
     while (!coding.empty() && (coding.front() == ' ' || coding.front() == '\t')) coding.remove_prefix(1);
     while (!coding.empty() && (coding.back() == ' ' || coding.back() == '\t')) coding.remove_suffix(1);
-    return coding.empty() || iequal(coding, "identity");
+    return coding.empty() || boost::beast::iequals(coding, "identity");
 }
 }  // namespace
 
@@ -47,7 +40,7 @@ std::optional<http::response> refuse_json_body(const http::request& req, std::in
         return r;
     }
     for (const auto& h : req.headers) {
-        if (!iequal(h.name, "Content-Encoding") || is_identity(h.value)) continue;
+        if (!boost::beast::iequals(h.name, "Content-Encoding") || is_identity(h.value)) continue;
         std::string coding = h.value.substr(0, 40);
         for (char& c : coding)
             if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';

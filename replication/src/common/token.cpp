@@ -1,5 +1,7 @@
 #include "token.hpp"
 
+#include <boost/beast/core/string.hpp>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -81,10 +83,7 @@ bool constant_time_equal(std::string_view a, std::string_view b) noexcept {
 bool bearer_matches(std::string_view v, std::string_view token) noexcept {
     // RFC 6750: "Bearer" 1*SP b64token, the scheme in any case.
     constexpr std::string_view prefix = "Bearer ";
-    if (v.size() < prefix.size()) return false;
-    for (std::size_t i = 0; i < prefix.size(); ++i)
-        if (std::tolower(static_cast<unsigned char>(v[i])) != std::tolower(static_cast<unsigned char>(prefix[i])))
-            return false;
+    if (!boost::beast::iequals(v.substr(0, prefix.size()), prefix)) return false;
     v.remove_prefix(prefix.size());
     while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
     return constant_time_equal(v, token);
