@@ -13,12 +13,20 @@
 #     4. the floor for this work: a fresh primary alone (its secondary a
 #        closed port), the same wrk on /publish: acknowledged a second, its
 #        ratio to /health, and the pair's delivered rate against it.
+#     5. the machine's floor written the leanest way (lean_intake.cpp), in
+#        the same run: its /health, and /publish with the outbox's layout and
+#        with a table keyed by arrival (LEAN=0 skips it).
 #   PERF=1: also perf-records the primary while it takes publishes, and
 #   prints where its cycles go (self time by library and symbol).
 # Goals (issue 29): delivered / /health >= 0.28 with 16 publishers, >= 0.5 with 64.
 BENCH_NAME=group
 source "$(dirname "$0")/lib.sh"
 build_apps
+if [ "${LEAN:-1}" = 1 ]; then
+  cmake -S . -B build/bench -DSTEADFAST_BUILD_TESTS=ON -DSTEADFAST_BUILD_BENCHMARKS=ON >/dev/null
+  cmake --build build/bench -j "$(nproc)" --target steadfast_lean_intake >/dev/null
+  LEAN_BIN=build/bench/test/bench/steadfast_lean_intake
+fi
 CONNS=${CONNS:-16 64}
 
 # run C: one round with C connections.
@@ -97,6 +105,27 @@ PY
   echo "  the intake alone's database thread: $(db_stats "http://127.0.0.1:$A/metrics" primary)"
   kill "$AP" 2>/dev/null || true
   wait "$AP" 2>/dev/null || true
+  # 5. The machine's floor for the same work, written the leanest way
+  #    (lean_intake.cpp: Beast, simdjson, one SQLite thread, an fsync a
+  #    commit, nothing else checked): its /health, then /publish with the
+  #    outbox's layout (a table keyed by stream and seq) and keyed by arrival.
+  [ "${LEAN:-1}" = 1 ] || return 0
+  local L lh lrate
+  for layout in stream arrival; do
+    L=$(port)
+    "$LEAN_BIN" "$L" "$WORK/lean-$layout$c.db" "$layout" 2>"$WORK/lean$c.log" &
+    AP=$!; PIDS+=($AP); wait_up "http://127.0.0.1:$L/health"
+    if [ "$layout" = stream ]; then
+      wrk -t2 -c"$c" -d4s "http://127.0.0.1:$L/health" >"$WORK/wrklh$c"
+      lh=$(awk '/Requests\/sec/ {print int($2)}' "$WORK/wrklh$c")
+    fi
+    wrk -t2 -c"$c" -d5s -s test/bench/publish16.lua "http://127.0.0.1:$L" >"$WORK/wrkl$layout$c"
+    lrate=$(awk '/Requests\/sec/ {print int($2)}' "$WORK/wrkl$layout$c")
+    python3 -c "import sys; l, lh, h, a, lay = sys.argv[1:]; l, lh, h, a = map(float, (l, lh, h, a)); print(f'  the lean intake ({lay}): {l:.0f} publishes/s, {l / max(lh, 1):.3f} of its /health ({lh:.0f}/s), {l / max(h, 1):.3f} of the primary\'s; the primary\'s intake alone is {a / max(l, 1):.2f} of it')" \
+      "$lrate" "$lh" "$hrate" "$arate" "$([ "$layout" = stream ] && echo "the outbox's layout, keyed by stream and seq" || echo "keyed by arrival, one leaf a commit")"
+    kill "$AP" 2>/dev/null || true
+    wait "$AP" 2>/dev/null || true
+  done
 }
 
 echo "== 16 streams, fsync on both sides, delivered end to end, against /health with the same connections"
