@@ -28,10 +28,18 @@ struct core {
           tokens(c.tokens),
           rep({c, std::move(ex), out, worker, m, tokens}, std::move(hooks)) {}
     /// Before the event loop's pending handlers are destroyed: nothing more
-    /// from the secondary's side, and queued database jobs finish (they refer
-    /// to the streams).
+    /// from the secondary's side, queued database jobs finish (they refer
+    /// to the streams), and the outbox's tail is folded.
     void close() {
         rep.close();
+        // The tail folded in the last commit: a cleanly stopped store holds
+        // every message in `outbox`, where a version before the tail reads it.
+        worker.post(
+            [this](app::database&) {
+                out.fold();
+                return true;
+            },
+            [](const app::db_failure*) {});
         worker.stop();
     }
     /// The envelope's size around a payload of `stream` at its largest id and

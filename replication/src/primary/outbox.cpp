@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 namespace steadfast::primary {
 
 namespace {
@@ -27,6 +29,11 @@ void outbox::prepare_tables(app::database& db) {
     db.exec(
         "CREATE TABLE IF NOT EXISTS outbox(stream TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL, "
         "payload TEXT NOT NULL, at_ms INTEGER NOT NULL, PRIMARY KEY(stream, seq)) WITHOUT ROWID");
+    // The newest small messages in arrival order, until folded into outbox
+    // (outbox.hpp). No index: it stays small, and a read scans it.
+    db.exec(
+        "CREATE TABLE IF NOT EXISTS outbox_tail(n INTEGER PRIMARY KEY, stream TEXT NOT NULL, seq INTEGER NOT NULL, "
+        "id TEXT NOT NULL, payload TEXT NOT NULL, at_ms INTEGER NOT NULL)");
     // When messages were acknowledged, for --retain: one mark per stream and
     // second ("everything up to `upto` was acknowledged by `at_ms`; the mark
     // was started at `from_ms`"), not a time on every row, so that
@@ -92,10 +99,20 @@ outbox::outbox(app::database& db) : db_(db) {
         auto get = db.prepare("SELECT value FROM meta WHERE key='instance'");
         if (get.step()) instance_ = std::string(get.column_text(0));
         requeue_columns_ = has_column(db, "dead_letter", "requeued_seq");
+        auto t = db.prepare("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='outbox_tail'");
+        has_tail_ = t.step() && t.column_int(0) != 0;
         return;
     }
     prepare_tables(db);
     requeue_columns_ = true;
+    has_tail_ = true;
+    {
+        auto t = db.prepare("SELECT count(*), coalesce(sum(length(CAST(payload AS BLOB))), 0) FROM outbox_tail");
+        if (t.step()) {
+            tail_rows_ = static_cast<std::size_t>(t.column_int(0));
+            tail_bytes_ = static_cast<std::size_t>(t.column_int(1));
+        }
+    }
     auto get = db.prepare("SELECT value FROM meta WHERE key='instance'");
     if (get.step()) {
         instance_ = std::string(get.column_text(0));
@@ -152,7 +169,6 @@ std::vector<published> outbox::publish(const std::vector<std::pair<std::string, 
     // Next seqs are read in this transaction and written back in it: when the
     // commit fails, no seq was taken.
     std::map<std::string, std::uint64_t, std::less<>> next;
-    auto& ins = stmt(insert_, "INSERT INTO outbox(stream, seq, id, payload, at_ms) VALUES(?,?,?,?,?)");
     for (const auto& [stream, payload] : items) {
         auto it = next.find(stream);
         if (it == next.end()) {
@@ -164,9 +180,16 @@ std::vector<published> outbox::publish(const std::vector<std::pair<std::string, 
         }
         const std::uint64_t seq = it->second;
         published p{stream, seq, make_id(instance_, stream, seq)};
-        ins.reset();
+        const bool to_tail = items.size() <= tail_batch_max && payload.size() <= tail_payload_max;
+        auto& ins =
+            to_tail ? stmt(insert_tail_, "INSERT INTO outbox_tail(stream, seq, id, payload, at_ms) VALUES(?,?,?,?,?)")
+                    : stmt(insert_, "INSERT INTO outbox(stream, seq, id, payload, at_ms) VALUES(?,?,?,?,?)");
         ins.bind(1, stream).bind(2, static_cast<std::int64_t>(seq)).bind(3, p.id).bind(4, payload).bind(5, now_ms);
         ins.step();
+        if (to_tail) {
+            ++tail_rows_;
+            tail_bytes_ += payload.size();
+        }
         it->second = seq + 1;
         out.push_back(std::move(p));
     }
@@ -178,7 +201,36 @@ std::vector<published> outbox::publish(const std::vector<std::pair<std::string, 
         up.bind(1, stream).bind(2, static_cast<std::int64_t>(n));
         up.step();
     }
+    if (tail_rows_ >= fold_at_rows_ || tail_bytes_ >= fold_bytes) fold();
     return out;
+}
+
+std::uint64_t outbox::fold() {
+    if (!has_tail_) return 0;
+    std::uint64_t moved = 0;
+    db_.exec("SAVEPOINT fold");
+    try {
+        auto& m = stmt(fold_move_,
+                       "INSERT INTO outbox(stream, seq, id, payload, at_ms) "
+                       "SELECT stream, seq, id, payload, at_ms FROM outbox_tail ORDER BY n");
+        m.step();
+        moved = static_cast<std::uint64_t>(sqlite3_changes(db_.handle()));
+        auto& c = stmt(fold_clear_, "DELETE FROM outbox_tail");
+        c.step();
+        db_.exec("RELEASE fold");
+    } catch (const app::db_error&) {
+        // Undone, and tried again after as many messages more (not at every
+        // publish). If SQLite rolled back the whole transaction (a full disk
+        // can), there is no savepoint left: that failure is the caller's.
+        db_.exec("ROLLBACK TO fold");
+        db_.exec("RELEASE fold");
+        ++fold_failures_;
+        fold_at_rows_ = tail_rows_ + fold_rows;
+        return 0;
+    }
+    tail_rows_ = tail_bytes_ = 0;
+    fold_at_rows_ = fold_rows;
+    return moved;
 }
 
 namespace {
@@ -228,18 +280,34 @@ keyed_publish outbox::publish_once(const std::string& key, const std::string& st
 
 std::vector<pending_message> outbox::pending(const std::string& stream, std::uint64_t after, std::size_t max_count,
                                              std::size_t max_bytes) {
-    auto& s = stmt(select_, "SELECT seq, id, payload, at_ms FROM outbox WHERE stream=? AND seq>? ORDER BY seq LIMIT ?");
-    s.bind(1, stream).bind(2, static_cast<std::int64_t>(after)).bind(3, static_cast<std::int64_t>(max_count));
+    // Both tables in seq order, merged: a stream's messages may be in either.
+    auto& a = stmt(select_, "SELECT seq, id, payload, at_ms FROM outbox WHERE stream=? AND seq>? ORDER BY seq LIMIT ?");
+    a.bind(1, stream).bind(2, static_cast<std::int64_t>(after)).bind(3, static_cast<std::int64_t>(max_count));
+    app::statement* b = nullptr;
+    if (has_tail_) {
+        b = &stmt(select_tail_,
+                  "SELECT seq, id, payload, at_ms FROM outbox_tail WHERE stream=? AND seq>? ORDER BY seq LIMIT ?");
+        b->bind(1, stream).bind(2, static_cast<std::int64_t>(after)).bind(3, static_cast<std::int64_t>(max_count));
+    }
+    bool in_a = a.step(), in_b = b && b->step();
     std::vector<pending_message> out;
     std::size_t bytes = 0;
-    while (s.step()) {
+    while ((in_a || in_b) && out.size() < max_count) {
+        const bool from_a = in_a && (!in_b || a.column_int(0) <= b->column_int(0));
+        app::statement& s = from_a ? a : *b;
         pending_message m{static_cast<std::uint64_t>(s.column_int(0)), std::string(s.column_text(1)),
                           std::string(s.column_text(2)), s.column_int(3)};
         bytes += m.payload.size() + m.id.size() + 64;
         if (!out.empty() && bytes > max_bytes) break;
+        if (from_a && in_b && b->column_int(0) == a.column_int(0)) in_b = b->step();  // never twice
         out.push_back(std::move(m));
+        if (from_a)
+            in_a = a.step();
+        else
+            in_b = b->step();
     }
-    s.reset();
+    a.reset();
+    if (b) b->reset();
     return out;
 }
 
@@ -278,6 +346,9 @@ std::uint64_t outbox::purge(std::int64_t cutoff_ms) {
         while (q.step()) upto.emplace_back(std::string(q.column_text(0)), q.column_int(1));
         q.reset();
     }
+    // The tail first: what it holds is then in outbox, where a stream's
+    // messages are deleted by range.
+    fold();
     std::uint64_t n = 0;
     auto& d = stmt(purge_, "DELETE FROM outbox WHERE stream=? AND seq<=?");
     // A key goes with its message: a publisher retrying through a long
@@ -307,11 +378,16 @@ std::map<std::string, std::uint64_t> outbox::recently_acknowledged() {
 }
 
 std::optional<std::uint64_t> outbox::oldest_seq(const std::string& stream) {
-    auto& o = stmt(oldest_, "SELECT min(seq) FROM outbox WHERE stream=?");
-    o.bind(1, stream);
     std::optional<std::uint64_t> r;
-    if (o.step() && !o.column_null(0)) r = static_cast<std::uint64_t>(o.column_int(0));
-    o.reset();
+    for (auto* q : {&oldest_, &oldest_tail_}) {
+        if (q == &oldest_tail_ && !has_tail_) break;
+        auto& o = stmt(*q, q == &oldest_ ? "SELECT min(seq) FROM outbox WHERE stream=?"
+                                         : "SELECT min(seq) FROM outbox_tail WHERE stream=?");
+        o.bind(1, stream);
+        if (o.step() && !o.column_null(0))
+            r = std::min(r.value_or(UINT64_MAX), static_cast<std::uint64_t>(o.column_int(0)));
+        o.reset();
+    }
     return r;
 }
 
@@ -325,9 +401,15 @@ void outbox::dead_letter(const std::string& stream, const pending_message& m, co
         .bind(5, reason)
         .bind(6, now_ms);
     i.step();
-    auto& t = stmt(tombstone_, "UPDATE outbox SET payload=? WHERE stream=? AND seq=?");
-    t.bind(1, envelope::encode_tombstone(m.id, reason)).bind(2, stream).bind(3, static_cast<std::int64_t>(m.seq));
-    t.step();
+    // In whichever table holds it.
+    const std::string tombstone = envelope::encode_tombstone(m.id, reason);
+    for (auto* q : {&tombstone_, &tombstone_tail_}) {
+        if (q == &tombstone_tail_ && !has_tail_) break;
+        auto& t = stmt(*q, q == &tombstone_ ? "UPDATE outbox SET payload=? WHERE stream=? AND seq=?"
+                                            : "UPDATE outbox_tail SET payload=? WHERE stream=? AND seq=?");
+        t.bind(1, tombstone).bind(2, stream).bind(3, static_cast<std::int64_t>(m.seq));
+        t.step();
+    }
     auto& c = stmt(del_sched_, "DELETE FROM schedule WHERE stream=?");
     c.bind(1, stream);
     c.step();
@@ -386,10 +468,12 @@ std::map<std::string, stream_status> outbox::status() {
     while (s.step())
         out[std::string(s.column_text(0))] = {static_cast<std::uint64_t>(s.column_int(1)),
                                               static_cast<std::uint64_t>(s.column_int(2)), 0};
-    auto p = db_.prepare(
-        "SELECT o.stream, count(*) FROM outbox o JOIN streams s ON s.stream=o.stream "
-        "WHERE o.seq>s.acked_seq GROUP BY o.stream");
-    while (p.step()) out[std::string(p.column_text(0))].pending = static_cast<std::uint64_t>(p.column_int(1));
+    for (std::string_view table : {"outbox", "outbox_tail"}) {
+        if (table == "outbox_tail" && !has_tail_) break;
+        auto p = db_.prepare("SELECT o.stream, count(*) FROM " + std::string(table) +
+                             " o JOIN streams s ON s.stream=o.stream WHERE o.seq>s.acked_seq GROUP BY o.stream");
+        while (p.step()) out[std::string(p.column_text(0))].pending += static_cast<std::uint64_t>(p.column_int(1));
+    }
     return out;
 }
 

@@ -4,6 +4,10 @@
 //   outbox(stream, seq, id, payload, at_ms)         accepted messages; acknowledged
 //                                                   ones are kept for --retain, to
 //                                                   resend after a rewind
+//   outbox_tail(n, stream, seq, id, payload, at_ms) the newest small messages, in
+//                                                   arrival order, until folded into
+//                                                   outbox (each message is in one
+//                                                   of the two)
 //   acks(stream, upto, from_ms, at_ms)              when they were acknowledged: one
 //                                                   mark per stream and second
 //   schedule(stream, attempts, next_at_ms, head_seq) durable redelivery of a stream's head
@@ -14,7 +18,20 @@
 //
 // Every method runs inside the database worker's transaction; nothing is
 // cached across transactions, so a rolled-back commit leaves no trace (a
-// failed publish takes no seq).
+// failed publish takes no seq). (The tail's size is counted in memory, but
+// only to decide when to fold: a count off after a rollback folds early or
+// late, never loses a row.)
+//
+// Why a tail: `outbox` is keyed by stream and seq, so that a stream's
+// messages are read in one range; but a commit of messages over N streams
+// then writes N leaves (N pages to the log and to disk for a few hundred
+// bytes of messages). The tail is keyed by arrival: a commit's small
+// messages share one or two leaves, and a fold moves a few thousand of them
+// into `outbox` at once, each stream's leaf written once for all of them.
+// Payloads over tail_payload_max, and batches over tail_batch_max (--stdin's
+// groups), go to `outbox` directly: their own pages outweigh a leaf, and
+// through the tail they would be written twice. Reads take both tables,
+// merged by seq.
 #pragma once
 
 #include "../common/sqlite.hpp"
@@ -85,10 +102,9 @@ std::string to_json(const dead_letter_row& d);
 
 /// The outbox's own tables and indexes (beside `meta`, the database's):
 /// an application's schema in the same file may not touch them.
-inline const std::vector<std::string_view> own_tables{"streams",      "outbox",          "acks",
-                                                      "schedule",     "dead_letter",     "blocked",
-                                                      "publish_keys", "publish_keys_at", "publish_keys_stream",
-                                                      "meta"};
+inline const std::vector<std::string_view> own_tables{
+    "streams",      "outbox",          "outbox_tail",         "acks", "schedule", "dead_letter", "blocked",
+    "publish_keys", "publish_keys_at", "publish_keys_stream", "meta"};
 
 class outbox {
 public:
@@ -97,6 +113,14 @@ public:
     /// (idempotent): before an application's schema runs beside them, so
     /// that it is checked against them on a fresh store as on an old one.
     static void prepare_tables(app::database& db);
+
+    /// Payloads up to this size, published up to tail_batch_max at a time,
+    /// go to the tail; others to `outbox` directly (a large batch fills its
+    /// streams' leaves itself: through the tail it would be written twice).
+    static constexpr std::size_t tail_payload_max = 2048, tail_batch_max = 64;
+    /// The tail is folded into `outbox` once it holds this many messages or
+    /// payload bytes (and at every purge).
+    static constexpr std::size_t fold_rows = 2048, fold_bytes = 256 * 1024;
 
     /// A message id: unique across data directories (the instance), streams and seqs.
     static std::string make_id(std::string_view instance, std::string_view stream, std::uint64_t seq);
@@ -118,8 +142,15 @@ public:
     /// the schedule if its head is at or below `head_acked` (the last
     /// acknowledgement's seq: below `seq` while a rewind resends).
     void acknowledge(const std::string& stream, std::uint64_t seq, std::uint64_t head_acked, std::int64_t now_ms);
-    /// Deletes acknowledged messages acknowledged at or before `cutoff_ms`. Returns how many.
+    /// Deletes acknowledged messages acknowledged at or before `cutoff_ms`
+    /// (the tail folded first). Returns how many.
     std::uint64_t purge(std::int64_t cutoff_ms);
+    /// Moves every message of the tail into `outbox`, in a savepoint of its
+    /// own: a fold that fails is undone and tried again later, and the
+    /// messages stay where they are. Returns how many moved.
+    std::uint64_t fold();
+    /// Folds that failed (a full disk, say) since the outbox was opened.
+    std::uint64_t fold_failures() const noexcept { return fold_failures_; }
     /// Each stream's last acknowledged seq, for streams acknowledged within
     /// --retain (those with an acknowledgement mark: their last acknowledged
     /// message is still kept). Reads only the marks, never the messages.
@@ -157,9 +188,14 @@ private:
     app::database& db_;
     std::string instance_;          // makes ids unique across data directories
     bool requeue_columns_ = false;  // dead_letter has requeued_seq (a database of this version)
-    std::optional<app::statement> get_next_, put_stream_, insert_, select_, ack_, ack_move_, ack_mark_, get_sched_,
-        put_sched_, del_sched_, del_sched_acked_, dl_insert_, tombstone_, purge_marks_, purge_, purge_done_, oldest_,
-        put_blocked_, position_, get_key_, put_key_, purge_keys_;
+    bool has_tail_ = false;         // outbox_tail exists (read-only, an older database may lack it)
+    // The tail's size as this process wrote it: when to fold (see above).
+    std::size_t tail_rows_ = 0, tail_bytes_ = 0, fold_at_rows_ = fold_rows;
+    std::uint64_t fold_failures_ = 0;
+    std::optional<app::statement> get_next_, put_stream_, insert_, insert_tail_, select_, select_tail_, ack_, ack_move_,
+        ack_mark_, get_sched_, put_sched_, del_sched_, del_sched_acked_, dl_insert_, tombstone_, tombstone_tail_,
+        purge_marks_, purge_, purge_done_, oldest_, oldest_tail_, put_blocked_, position_, get_key_, put_key_,
+        purge_keys_, fold_move_, fold_clear_;
 };
 
 }  // namespace steadfast::primary

@@ -180,7 +180,7 @@ for l in open(sys.argv[1]):
         && fail "the storage_failed event names a savepoint, not the full disk ($size): $(grep storage_failed "$WORK/stdin4.log")"
       stored=$(python3 - "$WORK/small/p/primary.db" "$first" "$size" <<'PY'
 import json, sqlite3, sys
-rows = sqlite3.connect(sys.argv[1]).execute("SELECT seq, payload FROM outbox ORDER BY seq").fetchall()
+rows = sqlite3.connect(sys.argv[1]).execute("SELECT seq, payload FROM (SELECT seq, payload FROM outbox UNION ALL SELECT seq, payload FROM outbox_tail) ORDER BY seq").fetchall()
 lines = [json.loads(p)["i"] for _, p in rows]
 assert lines == list(range(1, len(lines) + 1)), f"stored lines {lines[:3]}..{lines[-3:]}, not 1..{len(lines)}"
 assert int(sys.argv[2]) == len(lines) + 1, f"first_line_not_stored {sys.argv[2]}, but {len(lines)} lines are stored"
@@ -216,7 +216,7 @@ stop "$TPID"
 # And in the end every line, once, in order.
 python3 - "$WORK/pdata5/primary.db" <<'PY' || fail "the trickle was not stored as written"
 import json, sqlite3, sys
-rows = sqlite3.connect(sys.argv[1]).execute("SELECT seq, payload FROM outbox WHERE stream='default' ORDER BY seq").fetchall()
+rows = sqlite3.connect(sys.argv[1]).execute("SELECT seq, payload FROM (SELECT stream, seq, payload FROM outbox UNION ALL SELECT stream, seq, payload FROM outbox_tail) WHERE stream='default' ORDER BY seq").fetchall()
 got = [(seq, json.loads(p)["t"]) for seq, p in rows]
 assert got == [(i, i) for i in range(1, 601)], f"{len(got)} rows: {got[:3]} .. {got[-3:]}"
 PY
