@@ -29,6 +29,10 @@ struct metrics {
         app::counter(*registry, "steadfast_primary_outbox_reads_total",
                      "Reads of a stream's pending messages back from the outbox (a message that joined its "
                      "stream's send window when committed is not read back)");
+    prometheus::Counter& fold_failures =
+        app::counter(*registry, "steadfast_primary_outbox_fold_failures_total",
+                     "Folds of the outbox's tail (its newest small messages) into the outbox that failed and were "
+                     "undone (logged as fold_failed; the messages stay in the tail, read and delivered as usual)");
     prometheus::Counter& retries =
         app::counter(*registry, "steadfast_primary_retries_total", "Send attempts that were retries");
     prometheus::Counter& dead_letters =

@@ -1,5 +1,6 @@
 #include "outbox.hpp"
 
+#include "../common/log.hpp"
 #include "../common/random_id.hpp"
 
 #include <steadfast/replication/envelope.hpp>
@@ -201,11 +202,11 @@ std::vector<published> outbox::publish(const std::vector<std::pair<std::string, 
         up.bind(1, stream).bind(2, static_cast<std::int64_t>(n));
         up.step();
     }
-    if (tail_rows_ >= fold_at_rows_ || tail_bytes_ >= fold_bytes) fold();
+    if (tail_rows_ >= fold_at_rows_ || tail_bytes_ >= fold_at_bytes_) fold();
     return out;
 }
 
-std::uint64_t outbox::fold() {
+std::optional<std::uint64_t> outbox::fold() {
     if (!has_tail_) return 0;
     std::uint64_t moved = 0;
     db_.exec("SAVEPOINT fold");
@@ -218,18 +219,29 @@ std::uint64_t outbox::fold() {
         auto& c = stmt(fold_clear_, "DELETE FROM outbox_tail");
         c.step();
         db_.exec("RELEASE fold");
-    } catch (const app::db_error&) {
-        // Undone, and tried again after as many messages more (not at every
-        // publish). If SQLite rolled back the whole transaction (a full disk
-        // can), there is no savepoint left: that failure is the caller's.
+    } catch (const app::db_error& e) {
+        // Tried again after as many messages (or bytes) more, not at every
+        // publish; logged each time (so at most once in fold_rows messages).
+        fold_failures_.fetch_add(1, std::memory_order_relaxed);
+        fold_at_rows_ = tail_rows_ + fold_rows;
+        fold_at_bytes_ = tail_bytes_ + fold_bytes;
+        app::log(app::level::error, "fold_failed",
+                 {{"error", e.what()},
+                  {"tail", tail_rows_},
+                  {"note",
+                   "the outbox's newest messages stay in its tail (read and delivered as usual); the fold is "
+                   "tried again later"}});
+        // SQLite may have rolled back the whole transaction (a full disk or
+        // temporary directory can): no savepoint is left, and the failure is
+        // the transaction's, with SQLite's own code.
+        if (sqlite3_get_autocommit(db_.handle())) throw;
         db_.exec("ROLLBACK TO fold");
         db_.exec("RELEASE fold");
-        ++fold_failures_;
-        fold_at_rows_ = tail_rows_ + fold_rows;
-        return 0;
+        return std::nullopt;
     }
     tail_rows_ = tail_bytes_ = 0;
     fold_at_rows_ = fold_rows;
+    fold_at_bytes_ = fold_bytes;
     return moved;
 }
 
@@ -347,8 +359,10 @@ std::uint64_t outbox::purge(std::int64_t cutoff_ms) {
         q.reset();
     }
     // The tail first: what it holds is then in outbox, where a stream's
-    // messages are deleted by range.
-    fold();
+    // messages are deleted by range. If it cannot fold, nothing goes this
+    // time: deleting the outbox's range alone would leave retained messages
+    // with holes (a stream's messages may be in both tables).
+    if (!fold()) return 0;
     std::uint64_t n = 0;
     auto& d = stmt(purge_, "DELETE FROM outbox WHERE stream=? AND seq<=?");
     // A key goes with its message: a publisher retrying through a long

@@ -28,15 +28,16 @@
 // bytes of messages). The tail is keyed by arrival: a commit's small
 // messages share one or two leaves, and a fold moves a few thousand of them
 // into `outbox` at once, each stream's leaf written once for all of them.
-// Payloads over tail_payload_max, and batches over tail_batch_max (--stdin's
-// groups), go to `outbox` directly: their own pages outweigh a leaf, and
-// through the tail they would be written twice. Reads take both tables,
-// merged by seq.
+// Payloads over tail_payload_max, and batches (--stdin's groups,
+// primary_node's publish_batch), go to `outbox` directly: their own pages
+// outweigh a leaf, and through the tail they would be written twice. Reads
+// take both tables, merged by seq.
 #pragma once
 
 #include "../common/sqlite.hpp"
 #include "ladder.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -114,10 +115,12 @@ public:
     /// that it is checked against them on a fresh store as on an old one.
     static void prepare_tables(app::database& db);
 
-    /// Payloads up to this size, published up to tail_batch_max at a time,
-    /// go to the tail; others to `outbox` directly (a large batch fills its
-    /// streams' leaves itself: through the tail it would be written twice).
-    static constexpr std::size_t tail_payload_max = 2048, tail_batch_max = 64;
+    /// Payloads up to this size, published alone (tail_batch_max: HTTP's
+    /// publishes, primary_node::async_publish), go to the tail; others to
+    /// `outbox` directly: a batch fills its stream's leaf itself, and its
+    /// rows are read back rather than handed to delivery (a read scans the
+    /// tail).
+    static constexpr std::size_t tail_payload_max = 2048, tail_batch_max = 1;
     /// The tail is folded into `outbox` once it holds this many messages or
     /// payload bytes (and at every purge).
     static constexpr std::size_t fold_rows = 2048, fold_bytes = 256 * 1024;
@@ -146,11 +149,14 @@ public:
     /// (the tail folded first). Returns how many.
     std::uint64_t purge(std::int64_t cutoff_ms);
     /// Moves every message of the tail into `outbox`, in a savepoint of its
-    /// own: a fold that fails is undone and tried again later, and the
-    /// messages stay where they are. Returns how many moved.
-    std::uint64_t fold();
-    /// Folds that failed (a full disk, say) since the outbox was opened.
-    std::uint64_t fold_failures() const noexcept { return fold_failures_; }
+    /// own. Returns how many moved; nullopt when it failed: undone (the
+    /// messages stay in the tail), logged (`fold_failed`), and tried again
+    /// only after fold_rows messages or fold_bytes more. If SQLite rolled
+    /// back the whole transaction under it (a full disk or temporary
+    /// directory), SQLite's error is thrown instead, as any statement's.
+    std::optional<std::uint64_t> fold();
+    /// Folds that failed since the outbox was opened (from any thread).
+    std::uint64_t fold_failures() const noexcept { return fold_failures_.load(std::memory_order_relaxed); }
     /// Each stream's last acknowledged seq, for streams acknowledged within
     /// --retain (those with an acknowledgement mark: their last acknowledged
     /// message is still kept). Reads only the marks, never the messages.
@@ -190,8 +196,8 @@ private:
     bool requeue_columns_ = false;  // dead_letter has requeued_seq (a database of this version)
     bool has_tail_ = false;         // outbox_tail exists (read-only, an older database may lack it)
     // The tail's size as this process wrote it: when to fold (see above).
-    std::size_t tail_rows_ = 0, tail_bytes_ = 0, fold_at_rows_ = fold_rows;
-    std::uint64_t fold_failures_ = 0;
+    std::size_t tail_rows_ = 0, tail_bytes_ = 0, fold_at_rows_ = fold_rows, fold_at_bytes_ = fold_bytes;
+    std::atomic<std::uint64_t> fold_failures_{0};  // read by the metrics, on the event loop
     std::optional<app::statement> get_next_, put_stream_, insert_, insert_tail_, select_, select_tail_, ack_, ack_move_,
         ack_mark_, get_sched_, put_sched_, del_sched_, del_sched_acked_, dl_insert_, tombstone_, tombstone_tail_,
         purge_marks_, purge_, purge_done_, oldest_, oldest_tail_, put_blocked_, position_, get_key_, put_key_,

@@ -74,7 +74,7 @@ struct primary_config {
     /// anything else (the application's own tables,
     /// for the transactional form: CREATE TABLE IF NOT EXISTS ...). The
     /// outbox's tables are not the application's: a statement that makes,
-    /// alters, drops, indexes or writes streams, outbox, acks, schedule,
+    /// alters, drops, indexes or writes streams, outbox, outbox_tail, acks, schedule,
     /// dead_letter, blocked, publish_keys (and its indexes publish_keys_at and
     /// publish_keys_stream) or meta is refused
     /// (std::invalid_argument naming it), and none of the schema is kept.
