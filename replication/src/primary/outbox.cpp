@@ -221,16 +221,19 @@ std::optional<std::uint64_t> outbox::fold() {
         db_.exec("RELEASE fold");
     } catch (const app::db_error& e) {
         // Tried again after as many messages (or bytes) more, not at every
-        // publish; logged each time (so at most once in fold_rows messages).
+        // publish (nor at every purge: see purge()); logged each time.
         fold_failures_.fetch_add(1, std::memory_order_relaxed);
         fold_at_rows_ = tail_rows_ + fold_rows;
         fold_at_bytes_ = tail_bytes_ + fold_bytes;
+        purges_since_failure_ = 0;
+        failing_ = true;
         app::log(app::level::error, "fold_failed",
                  {{"error", e.what()},
                   {"tail", tail_rows_},
                   {"note",
-                   "the outbox's newest messages stay in its tail (read and delivered as usual); the fold is "
-                   "tried again later"}});
+                   "the outbox's newest messages stay in its tail (read and delivered as usual), and "
+                   "nothing is purged; the fold is tried again after 2,048 messages or 256 KiB more, at every "
+                   "tenth purge, and at a stop"}});
         // SQLite may have rolled back the whole transaction (a full disk or
         // temporary directory can): no savepoint is left, and the failure is
         // the transaction's, with SQLite's own code.
@@ -242,6 +245,7 @@ std::optional<std::uint64_t> outbox::fold() {
     tail_rows_ = tail_bytes_ = 0;
     fold_at_rows_ = fold_rows;
     fold_at_bytes_ = fold_bytes;
+    failing_ = false;
     return moved;
 }
 
@@ -361,7 +365,12 @@ std::uint64_t outbox::purge(std::int64_t cutoff_ms) {
     // The tail first: what it holds is then in outbox, where a stream's
     // messages are deleted by range. If it cannot fold, nothing goes this
     // time: deleting the outbox's range alone would leave retained messages
-    // with holes (a stream's messages may be in both tables).
+    // with holes (a stream's messages may be in both tables). After a failed
+    // fold, only every tenth purge tries again: a fold SQLite gives up with
+    // its whole transaction (a full temporary directory) fails the
+    // publishes grouped with it, which a short --retain would do every
+    // 100 ms.
+    if (failing_ && ++purges_since_failure_ % 10 != 0) return 0;
     if (!fold()) return 0;
     std::uint64_t n = 0;
     auto& d = stmt(purge_, "DELETE FROM outbox WHERE stream=? AND seq<=?");

@@ -146,7 +146,9 @@ public:
     /// acknowledgement's seq: below `seq` while a rewind resends).
     void acknowledge(const std::string& stream, std::uint64_t seq, std::uint64_t head_acked, std::int64_t now_ms);
     /// Deletes acknowledged messages acknowledged at or before `cutoff_ms`
-    /// (the tail folded first). Returns how many.
+    /// (the tail folded first; nothing while the tail cannot be folded, and
+    /// after a failed fold the fold is tried at every tenth purge). Returns
+    /// how many.
     std::uint64_t purge(std::int64_t cutoff_ms);
     /// Moves every message of the tail into `outbox`, in a savepoint of its
     /// own. Returns how many moved; nullopt when it failed: undone (the
@@ -197,6 +199,8 @@ private:
     bool has_tail_ = false;         // outbox_tail exists (read-only, an older database may lack it)
     // The tail's size as this process wrote it: when to fold (see above).
     std::size_t tail_rows_ = 0, tail_bytes_ = 0, fold_at_rows_ = fold_rows, fold_at_bytes_ = fold_bytes;
+    bool failing_ = false;                         // the last fold failed
+    std::size_t purges_since_failure_ = 0;         // purge() tries again at every tenth
     std::atomic<std::uint64_t> fold_failures_{0};  // read by the metrics, on the event loop
     std::optional<app::statement> get_next_, put_stream_, insert_, insert_tail_, select_, select_tail_, ack_, ack_move_,
         ack_mark_, get_sched_, put_sched_, del_sched_, del_sched_acked_, dl_insert_, tombstone_, tombstone_tail_,

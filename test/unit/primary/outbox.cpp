@@ -563,9 +563,15 @@ BOOST_FIXTURE_TEST_CASE(a_purge_whose_fold_fails_deletes_nothing, fixture) {
     BOOST_TEST(kept("s") == range(1, 4));
     BOOST_TEST(marks() == 1);
     db->exec("DELETE FROM outbox WHERE id='dup'");
+    // After a failed fold, a purge tries again at every tenth: nine more
+    // delete nothing and try nothing, the tenth folds and deletes.
+    for (int i = 0; i < 9; ++i) BOOST_TEST(out->purge(1'000) == 0u);
+    BOOST_TEST(in_tail() == 3);
+    BOOST_TEST(out->fold_failures() == 1u);
     BOOST_TEST(out->purge(1'000) == 3u);
     BOOST_TEST(kept("s") == range(4, 4));
     BOOST_TEST(marks() == 0);
+    BOOST_TEST(out->purge(1'000) == 0u);  // folding again as usual
 }
 
 // A dead letter's tombstone replaces its payload in whichever table holds it.
