@@ -146,8 +146,10 @@ private:
             ok = ok && sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) == SQLITE_OK;
             if (!ok) {
                 sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-                for (auto& it : group) it.w->seq = 0;
-                next_seq_.clear();  // re-read is not needed for a benchmark that never fails
+                for (auto& it : group) {
+                    it.w->seq = 0;           // answered 503
+                    --next_seq_[it.stream];  // no seq taken
+                }
             }
             // One completion post for the whole group.
             asio::post(ioc_, [g = std::move(group)] {

@@ -401,16 +401,17 @@ std::map<std::string, std::uint64_t> outbox::recently_acknowledged() {
 }
 
 std::optional<std::uint64_t> outbox::oldest_seq(const std::string& stream) {
+    // The lower of the two tables' (a stream's messages may be in either).
     std::optional<std::uint64_t> r;
-    for (auto* q : {&oldest_, &oldest_tail_}) {
-        if (q == &oldest_tail_ && !has_tail_) break;
-        auto& o = stmt(*q, q == &oldest_ ? "SELECT min(seq) FROM outbox WHERE stream=?"
-                                         : "SELECT min(seq) FROM outbox_tail WHERE stream=?");
+    auto lowest = [&](std::optional<app::statement>& q, std::string_view sql) {
+        auto& o = stmt(q, sql);
         o.bind(1, stream);
         if (o.step() && !o.column_null(0))
             r = std::min(r.value_or(UINT64_MAX), static_cast<std::uint64_t>(o.column_int(0)));
         o.reset();
-    }
+    };
+    lowest(oldest_, "SELECT min(seq) FROM outbox WHERE stream=?");
+    if (has_tail_) lowest(oldest_tail_, "SELECT min(seq) FROM outbox_tail WHERE stream=?");
     return r;
 }
 
@@ -426,13 +427,11 @@ void outbox::dead_letter(const std::string& stream, const pending_message& m, co
     i.step();
     // In whichever table holds it.
     const std::string tombstone = envelope::encode_tombstone(m.id, reason);
-    for (auto* q : {&tombstone_, &tombstone_tail_}) {
-        if (q == &tombstone_tail_ && !has_tail_) break;
-        auto& t = stmt(*q, q == &tombstone_ ? "UPDATE outbox SET payload=? WHERE stream=? AND seq=?"
-                                            : "UPDATE outbox_tail SET payload=? WHERE stream=? AND seq=?");
-        t.bind(1, tombstone).bind(2, stream).bind(3, static_cast<std::int64_t>(m.seq));
-        t.step();
-    }
+    auto bury = [&](std::optional<app::statement>& q, std::string_view sql) {
+        stmt(q, sql).bind(1, tombstone).bind(2, stream).bind(3, static_cast<std::int64_t>(m.seq)).step();
+    };
+    bury(tombstone_, "UPDATE outbox SET payload=? WHERE stream=? AND seq=?");
+    if (has_tail_) bury(tombstone_tail_, "UPDATE outbox_tail SET payload=? WHERE stream=? AND seq=?");
     auto& c = stmt(del_sched_, "DELETE FROM schedule WHERE stream=?");
     c.bind(1, stream);
     c.step();
