@@ -164,7 +164,7 @@ app::statement& outbox::stmt(std::optional<app::statement>& s, std::string_view 
 }
 
 std::vector<published> outbox::publish(const std::vector<std::pair<std::string, std::string>>& items,
-                                       std::int64_t now_ms) {
+                                       std::int64_t now_ms, bool each_alone) {
     std::vector<published> out;
     out.reserve(items.size());
     // Next seqs are read in this transaction and written back in it: when the
@@ -181,7 +181,7 @@ std::vector<published> outbox::publish(const std::vector<std::pair<std::string, 
         }
         const std::uint64_t seq = it->second;
         published p{stream, seq, make_id(instance_, stream, seq)};
-        const bool to_tail = items.size() <= tail_batch_max && payload.size() <= tail_payload_max;
+        const bool to_tail = (each_alone || items.size() <= tail_batch_max) && payload.size() <= tail_payload_max;
         auto& ins =
             to_tail ? stmt(insert_tail_, "INSERT INTO outbox_tail(stream, seq, id, payload, at_ms) VALUES(?,?,?,?,?)")
                     : stmt(insert_, "INSERT INTO outbox(stream, seq, id, payload, at_ms) VALUES(?,?,?,?,?)");

@@ -116,7 +116,7 @@ public:
     static void prepare_tables(app::database& db);
 
     /// Payloads up to this size, published alone (tail_batch_max: HTTP's
-    /// publishes, primary_node::async_publish), go to the tail; others to
+    /// publishes, grouped or not, primary_node::async_publish), go to the tail; others to
     /// `outbox` directly: a batch fills its stream's leaf itself, and its
     /// rows are read back rather than handed to delivery (a read scans the
     /// tail).
@@ -128,9 +128,11 @@ public:
     /// A message id: unique across data directories (the instance), streams and seqs.
     static std::string make_id(std::string_view instance, std::string_view stream, std::uint64_t seq);
 
-    /// Assigns seqs and ids and stores the messages (in the caller's transaction).
+    /// Assigns seqs and ids and stores the messages (in the caller's
+    /// transaction). `each_alone`: they were published one by one and only
+    /// share a commit (publish_batcher): each goes where a publish alone goes.
     std::vector<published> publish(const std::vector<std::pair<std::string, std::string>>& stream_payloads,
-                                   std::int64_t now_ms);
+                                   std::int64_t now_ms, bool each_alone = false);
     /// publish() of one message, remembered under `key` (a publisher's
     /// Idempotency-Key) until purge() drops it with its message (acknowledged
     /// before the cutoff). A publisher that lost an answer may send again
