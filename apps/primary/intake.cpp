@@ -148,18 +148,18 @@ http::router node::routes() {
         c_.m.db.sync(c_.worker.get_stats());
         health_.storage().check_disk();
         c_.m.free_bytes.Set(static_cast<double>(health_.storage().available()));
-        c_.rep.refresh_metrics();
+        c_.refresh_metrics();
         co_return app::metrics_response(*c_.m.registry);
     });
     r.add("POST", "/publish", [this](http::request& req) -> asio::awaitable<http::response> {
         std::string stream;
         if (auto refused = refuse_publish(req, stream)) co_return std::move(*refused);
         const stream_admission admitted(*this, stream);  // until the commit's outcome is known
-        auto checked = envelope::check_payload(req.body, envelope_overhead(stream));
+        const std::size_t overhead = envelope_overhead(stream);
+        auto checked = envelope::check_payload(req.body, overhead);
         if (auto* e = std::get_if<envelope::payload_error>(&checked))
             co_return http::response::error(e->status, e->what);
-        if (auto big =
-                c_.rep.secondary().too_large(envelope_overhead(stream) + std::get<std::string_view>(checked).size()))
+        if (auto big = c_.rep.secondary().too_large(overhead + std::get<std::string_view>(checked).size()))
             co_return http::response::error(413, *big);
         // A publisher's Idempotency-Key: the same key again finds the first
         // message instead of storing a second (outbox::publish_once).
@@ -171,19 +171,45 @@ http::router node::routes() {
             key = std::string(*k);
         }
         ++publishing_;
-        auto items = std::make_shared<std::vector<std::pair<std::string, std::string>>>();
-        items->emplace_back(stream, std::string(std::get<std::string_view>(checked)));
-        // Job lambdas are named before the co_await: g++ 12 released a
-        // shared_ptr captured by a lambda temporary inside co_await twice (ASan).
         const std::int64_t at_ms = now_ms();
-        auto job = [this, items, key, at_ms](app::database&, bool&) {
-            if (key.empty()) return keyed_publish{keyed_publish::status::stored, c_.out.publish(*items, at_ms).front()};
-            return c_.out.publish_once(key, items->front().first, items->front().second, at_ms);
-        };
-        auto result = co_await c_.worker.run<keyed_publish>(ioc_.get_executor(), std::move(job));
+        keyed_publish::status what = keyed_publish::status::stored;
+        published p;
+        std::optional<std::string> failure;
+        if (key.empty()) {
+            // One by one, grouped with the publishes made meanwhile
+            // (publish_batcher.hpp); delivery learns of the message there.
+            auto stored = co_await c_.batch.async_publish(stream, std::string(std::get<std::string_view>(checked)),
+                                                          at_ms, asio::use_awaitable);
+            if (stored)
+                p = std::move(*stored);
+            else
+                failure = std::move(stored.error().what);
+        } else {
+            // A publisher's Idempotency-Key: a job of its own, which may find
+            // the key's first message instead of storing a second.
+            std::string payload(std::get<std::string_view>(checked));
+            // Job lambdas are named before the co_await: g++ 12 released a
+            // shared_ptr captured by a lambda temporary inside co_await twice (ASan).
+            auto job = [this, key, stream, payload, at_ms](app::database&, bool&) {
+                return c_.out.publish_once(key, stream, payload, at_ms);
+            };
+            auto result = co_await c_.worker.run<keyed_publish>(ioc_.get_executor(), std::move(job));
+            if (auto e = app::failed(result)) {
+                failure = std::move(*e);
+            } else {
+                what = result->what;
+                p = std::move(result->p);
+                if (what == keyed_publish::status::stored) {
+                    // First, before anything that could throw: delivery must
+                    // learn of every stored message.
+                    pending_message m{p.seq, p.id, std::move(payload), at_ms};  // as stored
+                    c_.rep.committed(p.stream, 1, &m);
+                }
+            }
+        }
         --publishing_;
-        if (auto e = app::failed(result)) {
-            health_.publish_failed(stream, *e);  // checks the watermark again
+        if (failure) {
+            health_.publish_failed(stream, *failure);  // checks the watermark again
             if (health_.storage().disk_low()) {
                 // The same answer as the refusals before the store is tried.
                 auto res = http::response::error(507, "insufficient storage: " + health_.storage().low_message());
@@ -191,19 +217,13 @@ http::router node::routes() {
                 check_drained();
                 co_return res;
             }
-            auto res = http::response::error(503, "storage failure, nothing stored: " + *e);
+            auto res = http::response::error(503, "storage failure, nothing stored: " + *failure);
             res.set("Retry-After", "1");
             check_drained();
             co_return res;
         }
-        const auto& [what, p] = *result;
-        if (what == keyed_publish::status::stored) {
-            // First, before anything that could throw: delivery must learn of
-            // every stored message.
-            pending_message m{p.seq, p.id, std::move(items->front().second), at_ms};  // as stored
-            c_.rep.committed(p.stream, 1, &m);
-            health_.works();  // only a commit that wrote shows the store works again (not a replay's read)
-        }
+        // Only a commit that wrote shows the store works again (not a replay's read).
+        if (what == keyed_publish::status::stored) health_.works();
         if (what == keyed_publish::status::conflict)
             co_return http::response::error(422, "Idempotency-Key was first used for another payload or stream (seq " +
                                                      std::to_string(p.seq) + " of stream " + p.stream + ")");

@@ -218,7 +218,7 @@ struct primary_node::impl {
             core.m.db.sync(core.worker.get_stats());
             health.storage().check_disk();
             core.m.free_bytes.Set(static_cast<double>(health.storage().available()));
-            core.rep.refresh_metrics();
+            core.refresh_metrics();
             arm_refresh();
         });
     }
@@ -252,6 +252,13 @@ struct primary_node::impl {
     template <class R, class Signature, class Write, class Wrote, class Stored>
     void write_for(std::shared_ptr<pending_op<Signature>> op, const std::string& stream, Write write, Wrote wrote,
                    Stored stored);
+
+    // A publish without the application's writes, on the node's loop once
+    // refuse() let it through: grouped with the others made meanwhile
+    // (publish_batcher.hpp), taken from `op` on the database thread before
+    // anything is written (nothing, if a cancellation withdrew it first).
+    template <class Op>
+    void publish_alone(std::shared_ptr<Op> op, std::string stream, std::string payload, std::int64_t at_ms);
 
     // A publish's commit failed (`subject`: its stream): the storage's
     // failure, counted and logged, unless the application's code in its
@@ -394,6 +401,7 @@ void primary_node::impl::read_for(std::shared_ptr<pending_op<void(error_code, R)
 template <class R, class Signature, class Write, class Wrote, class Stored>
 void primary_node::impl::write_for(std::shared_ptr<pending_op<Signature>> op, const std::string& stream, Write write,
                                    Wrote wrote, Stored stored) {
+    core.batch.seal();  // a publish made after this one is stored after it
     ++in_flight;
     auto job = [op, write = std::move(write)](app::database& d, bool& keep) -> R {
         if (!op->take()) {
@@ -415,6 +423,27 @@ void primary_node::impl::write_for(std::shared_ptr<pending_op<Signature>> op, co
         stored(std::move(*r));
     };
     core.worker.async_run<R>(loop.get_executor(), std::move(job), std::move(done));
+}
+
+template <class Op>
+void primary_node::impl::publish_alone(std::shared_ptr<Op> op, std::string stream, std::string payload,
+                                       std::int64_t at_ms) {
+    ++in_flight;
+    // Delivery learns of the stored message from the batcher (core.hpp).
+    core.batch.async_publish(
+        stream, std::move(payload), at_ms, [op] { return op->take(); },
+        [this, op, stream](primary::publish_batcher::result r) {
+            --in_flight;
+            if (!op->take()) return;  // cancelled (and completed); else ours to complete, once
+            if (!r) {
+                if (!commit_failed(stream, r.error()))
+                    app::log(app::level::warn, "publish_writes_failed",
+                             {{"stream", stream}, {"error", r.error().what}, {"note", "nothing stored"}});
+                return op->fail(r.error().code);
+            }
+            health.works();
+            op->complete(error_code{}, r->seq);
+        });
 }
 
 namespace {
@@ -502,6 +531,7 @@ void primary_node::start_publish(std::string stream, std::string payload, transa
         if (op->withdrawn()) return;
         if (auto refused = m.refuse(stream, payload)) return op->refuse(*refused);
         const std::int64_t at_ms = primary::now_ms();
+        if (!writes) return m.publish_alone(op, std::move(stream), std::move(payload), at_ms);
         struct outcome {
             primary::published p;  // seq 0: nothing stored
             error_code writes;     // the application's writes threw (nothing stored)

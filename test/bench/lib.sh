@@ -21,15 +21,21 @@ port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); 
 # metric METRICS_URL NAME: an unlabelled metric's value as an integer (0 when absent or unreachable)
 metric() { { curl -fs --max-time 2 "$1" 2>/dev/null || true; } | awk -v m="$2" '$1==m {printf "%d", $2; f=1} END {if (!f) printf "0"}'; }
 # db_stats METRICS_URL APP: the database thread's group commits so far, from
-# the steadfast_<APP>_db_* counters: commits, jobs a commit, mean commit time.
+# the steadfast_<APP>_db_* counters: commits, jobs a commit, messages a commit
+# (the primary's published, the secondary's applied), mean commit time; and
+# the primary's HTTP publishes a group (publish_batcher: one job a group).
 db_stats() {
   { curl -fs --max-time 2 "$1" 2>/dev/null || true; } | awk -v p="steadfast_$2_db_" '
     index($1, p) == 1 { v[substr($1, length(p) + 1)] = $2 }
+    $1 == "steadfast_primary_published_total" || $1 == "steadfast_secondary_applied_total" { msgs = $2 }
+    $1 == "steadfast_primary_publish_groups_total" { groups = $2 }
     END { c = v["commits_total"] + 0; if (c == 0) { print "no commits"; exit }
           f = v["flushes_total"] + 0
-          printf "%d commits, %.1f jobs a commit, %.0f us a commit (%.0f us of jobs before it); %d flushes, %.1f commits a flush, %.0f us a flush\n",
-                 c, v["jobs_total"] / c, v["commit_seconds_total"] / c * 1e6, v["work_seconds_total"] / c * 1e6,
-                 f, (f > 0 ? c / f : 0), (f > 0 ? v["flush_seconds_total"] / f * 1e6 : 0) }'
+          printf "%d commits, %.1f jobs a commit, %.1f messages a commit, %.0f us a commit (%.0f us of jobs before it); %d flushes, %.1f commits a flush, %.0f us a flush",
+                 c, v["jobs_total"] / c, msgs / c, v["commit_seconds_total"] / c * 1e6, v["work_seconds_total"] / c * 1e6,
+                 f, (f > 0 ? c / f : 0), (f > 0 ? v["flush_seconds_total"] / f * 1e6 : 0)
+          if (groups > 0) printf "; %d publish groups, %.1f messages a group", groups, msgs / groups
+          printf "\n" }'
 }
 # cpu_s PID: the CPU time (user + system, all threads) a running process has used, in seconds
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }

@@ -11,6 +11,11 @@ std::int64_t now_ms() {
         .count();
 }
 
+void core::refresh_metrics() {
+    rep.refresh_metrics();
+    app::sync_counter(m.publish_groups, batch.groups());
+}
+
 std::size_t core::envelope_overhead(std::string_view stream, std::uint64_t epoch) const {
     const std::string id = outbox::make_id(out.instance(), stream, UINT64_MAX);
     return envelope::encoded_size(id, stream, UINT64_MAX, epoch, 0);

@@ -9,6 +9,7 @@
 #include <primary/config.hpp>
 #include <primary/metrics.hpp>
 #include <primary/outbox.hpp>
+#include <primary/publish_batcher.hpp>
 #include <primary/replicator.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -26,7 +27,11 @@ struct core {
           out(d),
           worker(d),
           tokens(c.tokens),
-          rep({c, std::move(ex), out, worker, m, tokens}, std::move(hooks)) {}
+          rep({c, ex, out, worker, m, tokens}, std::move(hooks)),
+          batch(worker, out, std::move(ex), [this](const published& p, std::string payload, std::int64_t at_ms) {
+              pending_message msg{p.seq, p.id, std::move(payload), at_ms};  // as stored
+              rep.committed(p.stream, 1, &msg);
+          }) {}
     /// Before the event loop's pending handlers are destroyed: nothing more
     /// from the secondary's side, queued database jobs finish (they refer
     /// to the streams), and the outbox's tail is folded.
@@ -42,6 +47,8 @@ struct core {
             [](const app::db_failure*) {});
         worker.stop();
     }
+    /// The series read from the parts when scraped.
+    void refresh_metrics();
     /// The envelope's size around a payload of `stream` at its largest id and
     /// seq: the check holds for every message of the stream.
     std::size_t envelope_overhead(std::string_view stream, std::uint64_t epoch) const;
@@ -51,7 +58,10 @@ struct core {
     app::db_worker worker;
     std::vector<std::string> tokens;  // the first is sent; reloaded in place (SIGHUP)
     metrics m;
-    replicator rep;  // last: it refers to the others
+    replicator rep;  // it refers to the others
+    // Publishes made one by one on the loop (HTTP's), to the database
+    // thread in groups; each stored message is handed to rep.
+    publish_batcher batch;
 };
 
 }  // namespace steadfast::primary

@@ -33,6 +33,10 @@ struct metrics {
         app::counter(*registry, "steadfast_primary_outbox_fold_failures_total",
                      "Folds of the outbox's tail (its newest small messages) into the outbox that failed and were "
                      "undone (logged as fold_failed; the messages stay in the tail, read and delivered as usual)");
+    prometheus::Counter& publish_groups =
+        app::counter(*registry, "steadfast_primary_publish_groups_total",
+                     "Groups of HTTP publishes handed to the database thread together (those made while it had "
+                     "not yet taken the group before), one job and one hand-off back each");
     prometheus::Counter& retries =
         app::counter(*registry, "steadfast_primary_retries_total", "Send attempts that were retries");
     prometheus::Counter& dead_letters =

@@ -691,6 +691,46 @@ BOOST_FIXTURE_TEST_CASE(a_cancelled_publish_not_yet_taken_stores_nothing, pair_f
     BOOST_TEST(next == 1u);
 }
 
+// Plain publishes made one by one share a group commit (publish_batcher);
+// a batch, a transactional publish or a publish under a key started between
+// two of them still takes its seqs between theirs: the order of the calls.
+BOOST_FIXTURE_TEST_CASE(publishes_of_every_kind_take_seqs_in_the_order_they_were_made, pair_fixture) {
+    asio::io_context ioc;
+    replication::primary_node primary(ioc.get_executor(), pc);
+    database_hold hold(primary);  // everything below waits behind it, the first plain group not taken
+    std::vector<std::pair<std::string, std::uint64_t>> seqs;
+    auto record = [&](std::string what) {
+        return [&seqs, what](boost::system::error_code ec, auto r) {
+            BOOST_TEST(!ec, what << ": " << ec.message());
+            if constexpr (std::is_same_v<decltype(r), std::uint64_t>)
+                seqs.emplace_back(what, r);
+            else
+                seqs.emplace_back(what, r.seq);
+        };
+    };
+    primary.async_publish("o", "{\"a\":1}", record("plain 1"));
+    primary.async_publish("o", "{\"a\":2}", record("plain 2"));
+    primary.async_publish_batch("o", {"3", "4"}, record("batch"));
+    primary.async_publish("o", "{\"a\":5}", record("plain 5"));
+    primary.async_publish_with(
+        "o", "{\"a\":6}", [](sqlite3*) {}, record("transactional"));
+    primary.async_publish("o", "{\"a\":7}", record("plain 7"));
+    primary.async_publish_once("o", "{\"a\":8}", "key-8", record("keyed"));
+    primary.async_publish("o", "{\"a\":9}", record("plain 9"));
+    BOOST_REQUIRE(hold.holding());
+    hold.release();
+    for (int i = 0; i < 2000 && seqs.size() < 8; ++i) ioc.run_for(10ms);
+    std::sort(seqs.begin(), seqs.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    const std::vector<std::pair<std::string, std::uint64_t>> expected{
+        {"plain 1", 1},       {"plain 2", 2}, {"batch", 4}, {"plain 5", 5},
+        {"transactional", 6}, {"plain 7", 7}, {"keyed", 8}, {"plain 9", 9}};
+    BOOST_TEST_REQUIRE(seqs.size() == expected.size());
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+        BOOST_TEST(seqs[i].first == expected[i].first);
+        BOOST_TEST(seqs[i].second == expected[i].second);
+    }
+}
+
 // The caller's executor: says when it has been called, then waits (at most
 // 2 s) until the caller has emitted its cancellation before it posts (as a
 // thread preempted there would). Never inline.

@@ -155,7 +155,10 @@ public:
     /// thread has not taken yet completes at once with operation_aborted (it
     /// does not wait for what is ahead of it) and is never stored; one
     /// already in its commit completes as usual. Never completes inline.
-    /// The same holds for every operation below.
+    /// The same holds for every operation below. Publishes made while the
+    /// database thread is busy share one job and one commit, each answered
+    /// on its own; seqs follow the order of the calls, across every kind of
+    /// publish.
     template <class CompletionToken = boost::asio::deferred_t>
     auto async_publish(std::string stream, std::string payload, CompletionToken&& token = {}) {
         return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, std::uint64_t)>(
