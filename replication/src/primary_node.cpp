@@ -634,8 +634,10 @@ void primary_node::start_transaction(transaction_writes fn, asio::any_completion
         op->complete(*r);
     };
     // Through the node's loop, as publishes go: one started after a publish
-    // runs after it.
+    // runs after it, and a publish started after it is stored after it (the
+    // open group of publishes is sealed).
     asio::post(m.loop, [&m, job = std::move(job), done = std::move(done)]() mutable {
+        m.core.batch.seal();
         m.core.worker.async_run<error_code>(m.loop.get_executor(), std::move(job), std::move(done));
     });
 }

@@ -3,6 +3,7 @@
 // fsync; the time until the secondary has acknowledged every one (delivered
 // end to end). run-embedded.sh runs it beside --stdin in the same run.
 //   steadfast_embedded_bench SECONDARY_URL DATA_DIR [MESSAGES] [COROUTINES] [BATCH]
+//   (BATCH 0: each coroutine calls async_publish, one message at a time)
 // Prints one JSON line: messages, seconds to durable, seconds to delivered, rates.
 #include <steadfast/replication/primary_node.hpp>
 
@@ -24,7 +25,10 @@ using clock_type = std::chrono::steady_clock;
 
 int main(int argc, char** argv) {
     if (argc < 3) {
-        std::fputs("usage: steadfast_embedded_bench SECONDARY_URL DATA_DIR [MESSAGES] [COROUTINES] [BATCH]\n", stderr);
+        std::fputs(
+            "usage: steadfast_embedded_bench SECONDARY_URL DATA_DIR [MESSAGES] [COROUTINES] [BATCH]\n"
+            "  (BATCH 0: async_publish one message at a time)\n",
+            stderr);
         return 2;
     }
     const std::size_t messages = argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 300'000;
@@ -46,6 +50,20 @@ int main(int argc, char** argv) {
                 const std::string stream = "s" + std::to_string(c);
                 const std::size_t mine = messages / coroutines + (c < messages % coroutines ? 1 : 0);
                 for (std::size_t sent = 0; sent < mine;) {
+                    if (batch == 0) {  // one at a time: async_publish, which shares group commits
+                        ++sent;
+                        auto one = node.async_publish(
+                            stream, "{\"n\":" + std::to_string(sent) + ",\"pad\":\"abcdefghijklmnopqrstuvwxyz\"}",
+                            asio::use_awaitable);
+                        try {
+                            co_await std::move(one);
+                        } catch (const std::exception& e) {
+                            std::fprintf(stderr, "publish failed: %s\n", e.what());
+                            ++failed;
+                            break;
+                        }
+                        continue;
+                    }
                     std::vector<std::string> payloads;
                     for (std::size_t i = 0; i < batch && sent < mine; ++i, ++sent)
                         payloads.push_back("{\"n\":" + std::to_string(sent + 1) +

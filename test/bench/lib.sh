@@ -23,7 +23,9 @@ metric() { { curl -fs --max-time 2 "$1" 2>/dev/null || true; } | awk -v m="$2" '
 # db_stats METRICS_URL APP: the database thread's group commits so far, from
 # the steadfast_<APP>_db_* counters: commits, jobs a commit, messages a commit
 # (the primary's published, the secondary's applied), mean commit time; and
-# the primary's HTTP publishes a group (publish_batcher: one job a group).
+# the primary's messages a publish group (publish_batcher: one job a group;
+# all its messages over its groups, exact when every publish is an HTTP one
+# without a key, as in run-group.sh).
 db_stats() {
   { curl -fs --max-time 2 "$1" 2>/dev/null || true; } | awk -v p="steadfast_$2_db_" '
     index($1, p) == 1 { v[substr($1, length(p) + 1)] = $2 }

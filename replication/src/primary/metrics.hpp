@@ -35,8 +35,9 @@ struct metrics {
                      "undone (logged as fold_failed; the messages stay in the tail, read and delivered as usual)");
     prometheus::Counter& publish_groups =
         app::counter(*registry, "steadfast_primary_publish_groups_total",
-                     "Groups of HTTP publishes handed to the database thread together (those made while it had "
-                     "not yet taken the group before), one job and one hand-off back each");
+                     "Groups of publishes made one by one (HTTP's without an Idempotency-Key, primary_node's "
+                     "async_publish) handed to the database thread together (those made while it had not yet "
+                     "taken the group before), one job and one hand-off back each");
     prometheus::Counter& retries =
         app::counter(*registry, "steadfast_primary_retries_total", "Send attempts that were retries");
     prometheus::Counter& dead_letters =

@@ -96,17 +96,24 @@ void publish_batcher::submit(const std::shared_ptr<group>& g) {
 }
 
 void publish_batcher::answer(group& g, const std::optional<app::db_failure>& failure) {
+    // Answered: the group no longer holds its payloads (nor its claims'
+    // operations) until the next publish.
+    if (open_.get() == &g) open_.reset();
     auto wanted = [&](std::size_t i) { return !g.claimed || g.wanted.empty() || g.wanted[i]; };
     // Delivery learns of every stored message before any publisher hears
-    // back; a publisher's handler that throws does not keep the others from
-    // their answers.
+    // back; neither a hook nor a publisher's handler that throws keeps the
+    // others from theirs (the first exception leaves afterwards).
+    std::exception_ptr thrown;
     if (!failure)
         for (std::size_t i = 0, k = 0; i < g.items.size(); ++i)
             if (wanted(i)) {
-                stored_(g.stored[k], std::move(g.items[i].second), g.at_ms);
+                try {
+                    stored_(g.stored[k], std::move(g.items[i].second), g.at_ms);
+                } catch (...) {
+                    if (!thrown) thrown = std::current_exception();
+                }
                 ++k;
             }
-    std::exception_ptr thrown;
     for (std::size_t i = 0, k = 0; i < g.handlers.size(); ++i) {
         try {
             auto h = std::move(g.handlers[i]);

@@ -40,7 +40,10 @@ public:
 
     /// Groups go to `worker`'s database thread, which runs them on `out`;
     /// answers come back on `ex` (the event loop the publishes are made on).
-    /// All three outlive it.
+    /// `out` and `ex` outlive it, and `worker` is stopped before it is
+    /// destroyed (its queued groups' answers use it). Holds no outstanding
+    /// work on `ex`: its owner keeps the loop running while publishes are
+    /// under way.
     publish_batcher(app::db_worker& worker, outbox& out, boost::asio::any_io_executor ex, stored_fn stored)
         : worker_(worker), out_(out), ex_(std::move(ex)), stored_(std::move(stored)) {}
     publish_batcher(const publish_batcher&) = delete;
@@ -59,7 +62,7 @@ public:
     /// The same; `claim`, when given, is asked on the database thread as its
     /// group is taken, before anything is written: false (its publisher
     /// withdrew it) stores nothing of it, and it completes with
-    /// operation_aborted.
+    /// operation_aborted (or with its group's failure, if the group failed).
     template <class CompletionToken>
     auto async_publish(std::string stream, std::string payload, std::int64_t at_ms, claim_fn claim,
                        CompletionToken&& token) {

@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <steadfast_test/scratch_dir.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace steadfast;
@@ -31,14 +32,21 @@ struct fixture {
     std::optional<primary::publish_batcher> batch;
     std::vector<std::string> events;  // "stored s 1", "answer 0 s 1", "failed 1: ..." in the loop's order
     std::vector<bool> answered;
+    const std::thread::id loop_thread = std::this_thread::get_id();  // the test runs `ioc` here
+    bool off_loop = false;                                           // a hook or an answer ran on another thread
+    std::string throw_on_stored;                                     // the hook throws for this payload
 
     explicit fixture(app::sync_mode sync = app::sync_mode::off, app::db_worker::flush_fn flush = {}) {
         db.emplace(scratch.path.string(), "primary.db", "steadfast-primary", sync);
         out.emplace(*db);
         worker.emplace(*db, std::move(flush));
         batch.emplace(*worker, *out, ioc.get_executor(),
-                      [this](const primary::published& p, std::string payload, std::int64_t) {
-                          events.push_back("stored " + p.stream + " " + std::to_string(p.seq) + " " + payload);
+                      [this](const primary::published& p, std::string payload, std::int64_t at_ms) {
+                          off_loop = off_loop || std::this_thread::get_id() != loop_thread;
+                          events.push_back("stored " + p.stream + " " + std::to_string(p.seq) + " " + payload +
+                                           (at_ms == 1'000 ? "" : " at " + std::to_string(at_ms)));
+                          if (!throw_on_stored.empty() && payload == throw_on_stored)
+                              throw std::runtime_error("the hook's own");
                       });
     }
     ~fixture() { worker->stop(); }
@@ -47,6 +55,7 @@ struct fixture {
     void publish(std::size_t i, const std::string& stream, const std::string& payload = "{}") {
         if (answered.size() <= i) answered.resize(i + 1, false);
         batch->async_publish(stream, payload, 1'000, [this, i](primary::publish_batcher::result r) {
+            off_loop = off_loop || std::this_thread::get_id() != loop_thread;
             answered[i] = true;
             if (r)
                 events.push_back("answer " + std::to_string(i) + " " + r->stream + " " + std::to_string(r->seq));
@@ -129,6 +138,7 @@ BOOST_FIXTURE_TEST_CASE(publishes_made_while_the_thread_is_busy_share_one_job_an
                                             "answer 1 b 1",         "answer 2 a 2",         "answer 3 a 3",
                                             "answer 4 b 2"};
     BOOST_TEST(events == expected, boost::test_tools::per_element());
+    BOOST_TEST(!off_loop);                       // hooks and answers on the loop, never the database's threads
     BOOST_TEST(worker->get_stats().jobs == 2u);  // the hold, and the group's one job
     // Small messages published alone go to the outbox's tail, grouped or not.
     BOOST_TEST(count("SELECT count(*) FROM outbox_tail") == 5);
@@ -140,6 +150,7 @@ BOOST_FIXTURE_TEST_CASE(publishes_made_while_the_thread_is_busy_share_one_job_an
 // in its group are stored as usual.
 BOOST_FIXTURE_TEST_CASE(a_publish_whose_claim_fails_stores_nothing_and_completes_aborted, fixture) {
     std::vector<int> claims_asked;
+    std::vector<std::thread::id> claim_threads;
     std::optional<primary::publish_batcher::result> withdrawn;
     {
         hold busy(*worker);
@@ -148,6 +159,7 @@ BOOST_FIXTURE_TEST_CASE(a_publish_whose_claim_fails_stores_nothing_and_completes
             "a", "{\"withdrawn\":1}", 1'000,
             [&] {
                 claims_asked.push_back(1);
+                claim_threads.push_back(std::this_thread::get_id());
                 return false;
             },
             [&](primary::publish_batcher::result r) { withdrawn = std::move(r); });
@@ -156,6 +168,7 @@ BOOST_FIXTURE_TEST_CASE(a_publish_whose_claim_fails_stores_nothing_and_completes
             "a", "{}", 1'000,
             [&] {
                 claims_asked.push_back(2);
+                claim_threads.push_back(std::this_thread::get_id());
                 return true;
             },
             [this](primary::publish_batcher::result r) {
@@ -168,7 +181,8 @@ BOOST_FIXTURE_TEST_CASE(a_publish_whose_claim_fails_stores_nothing_and_completes
         busy.release();
     }
     BOOST_REQUIRE(run_until([&] { return all_answered() && withdrawn; }));
-    BOOST_TEST((claims_asked == std::vector<int>{1, 2}));  // on the database thread, in order, once each
+    BOOST_TEST((claims_asked == std::vector<int>{1, 2}));         // on the database thread, in order, once each
+    for (auto t : claim_threads) BOOST_TEST((t != loop_thread));  // (as the group is taken, not when made)
     BOOST_REQUIRE(!withdrawn->has_value());
     BOOST_TEST((withdrawn->error().code == asio::error::operation_aborted));
     const std::vector<std::string> expected{"stored a 1 {}", "stored a 2 {}", "stored a 3 {}",
@@ -296,6 +310,65 @@ BOOST_FIXTURE_TEST_CASE(a_publisher_that_throws_keeps_no_other_from_its_answer, 
     }
     BOOST_TEST(second);
     BOOST_TEST(thrown);  // not swallowed: it leaves the loop's run() after the others' answers
+}
+
+BOOST_FIXTURE_TEST_CASE(a_group_whose_publishes_were_all_withdrawn_stores_nothing, fixture) {
+    std::vector<primary::publish_batcher::result> results;
+    {
+        hold busy(*worker);
+        for (int i = 0; i < 2; ++i)
+            batch->async_publish(
+                "a", "{}", 1'000, [] { return false; },
+                [&](primary::publish_batcher::result r) { results.push_back(std::move(r)); });
+        busy.release();
+    }
+    BOOST_REQUIRE(run_until([&] { return results.size() == 2; }));
+    for (auto& r : results) {
+        BOOST_REQUIRE(!r.has_value());
+        BOOST_TEST((r.error().code == asio::error::operation_aborted));
+    }
+    BOOST_TEST(events.empty());  // delivery was told of nothing
+    BOOST_TEST(count("SELECT count(*) FROM outbox_tail") == 0);
+    BOOST_TEST(count("SELECT count(*) FROM streams") == 0);
+}
+
+// The worker stopped (the node is ending): answered with shut_down through
+// the loop, never inline.
+BOOST_FIXTURE_TEST_CASE(a_publish_after_the_worker_stopped_is_answered_through_the_loop, fixture) {
+    worker->stop();
+    publish(0, "a");
+    BOOST_TEST(events.empty());  // not inline
+    BOOST_REQUIRE(run_until([&] { return all_answered(); }));
+    BOOST_TEST(events.at(0).find("failed 0: the database thread has stopped") == 0u, events.at(0));
+    BOOST_TEST(!off_loop);
+}
+
+// A hook that throws (delivery failing to take a message) keeps neither the
+// other messages' hooks nor any publisher from their answers; its exception
+// leaves the loop's run() afterwards.
+BOOST_FIXTURE_TEST_CASE(a_hook_that_throws_keeps_no_publisher_from_its_answer, fixture) {
+    throw_on_stored = "{\"throws\":1}";
+    {
+        hold busy(*worker);
+        publish(0, "a");
+        publish(1, "a", "{\"throws\":1}");
+        publish(2, "a");
+        busy.release();
+    }
+    bool thrown = false;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!all_answered() && std::chrono::steady_clock::now() < end) {
+        try {
+            ioc.restart();
+            ioc.run_for(std::chrono::milliseconds(5));
+        } catch (const std::runtime_error& e) {
+            thrown = std::string(e.what()) == "the hook's own";
+        }
+    }
+    BOOST_TEST(thrown);
+    const std::vector<std::string> expected{
+        "stored a 1 {}", "stored a 2 {\"throws\":1}", "stored a 3 {}", "answer 0 a 1", "answer 1 a 2", "answer 2 a 3"};
+    BOOST_TEST(events == expected, boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

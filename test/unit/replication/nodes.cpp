@@ -717,13 +717,28 @@ BOOST_FIXTURE_TEST_CASE(publishes_of_every_kind_take_seqs_in_the_order_they_were
     primary.async_publish("o", "{\"a\":7}", record("plain 7"));
     primary.async_publish_once("o", "{\"a\":8}", "key-8", record("keyed"));
     primary.async_publish("o", "{\"a\":9}", record("plain 9"));
+    // A transaction stores no message, but a publish made after it is
+    // stored (and answered) after it.
+    primary.async_transaction([](sqlite3*) {},
+                              [&](boost::system::error_code ec) {
+                                  BOOST_TEST(!ec, ec.message());
+                                  seqs.emplace_back("transaction", 0);
+                              });
+    primary.async_publish("o", "{\"a\":10}", record("plain 10"));
+    // A refusal answered through the node's loop: it has taken every call
+    // above (the groups formed) before the database thread goes on.
+    std::optional<boost::system::error_code> refused;
+    primary.async_publish("not a stream!", "{}", [&](boost::system::error_code ec, std::uint64_t) { refused = ec; });
+    for (int i = 0; i < 2000 && !refused; ++i) ioc.run_for(10ms);
+    BOOST_TEST_REQUIRE(refused.has_value());
+    BOOST_TEST(seqs.empty());  // nothing answered while the database thread is held
     BOOST_REQUIRE(hold.holding());
     hold.release();
-    for (int i = 0; i < 2000 && seqs.size() < 8; ++i) ioc.run_for(10ms);
-    std::sort(seqs.begin(), seqs.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    for (int i = 0; i < 2000 && seqs.size() < 10; ++i) ioc.run_for(10ms);
+    // Answered in the order of the calls, with seqs in that order.
     const std::vector<std::pair<std::string, std::uint64_t>> expected{
-        {"plain 1", 1},       {"plain 2", 2}, {"batch", 4}, {"plain 5", 5},
-        {"transactional", 6}, {"plain 7", 7}, {"keyed", 8}, {"plain 9", 9}};
+        {"plain 1", 1}, {"plain 2", 2}, {"batch", 4},   {"plain 5", 5},     {"transactional", 6},
+        {"plain 7", 7}, {"keyed", 8},   {"plain 9", 9}, {"transaction", 0}, {"plain 10", 10}};
     BOOST_TEST_REQUIRE(seqs.size() == expected.size());
     for (std::size_t i = 0; i < seqs.size(); ++i) {
         BOOST_TEST(seqs[i].first == expected[i].first);
