@@ -269,6 +269,17 @@ struct primary_node::impl {
         return true;
     }
 
+    // A publish's write failed: the storage's failure counted against
+    // `stream`, or the application's (another job of its group ended the
+    // transaction) logged; `op` completes with its code.
+    template <class Op>
+    void publish_failed(Op& op, const std::string& stream, const app::db_failure& f) {
+        if (!commit_failed(stream, f))
+            app::log(app::level::warn, "publish_writes_failed",
+                     {{"stream", stream}, {"error", f.what}, {"note", "nothing stored"}});
+        op.fail(f.code);
+    }
+
     // On the node's thread: why `payload` may not be stored in `stream`;
     // else `payload` becomes what is stored (without surrounding blanks, as
     // the daemon stores it).
@@ -413,12 +424,7 @@ void primary_node::impl::write_for(std::shared_ptr<pending_op<Signature>> op, co
     auto done = [this, op, stream, wrote = std::move(wrote), stored = std::move(stored)](app::db_result<R> r) mutable {
         --in_flight;
         if (!op->take()) return;  // cancelled (and completed); else ours to complete, once
-        if (!r) {
-            if (!commit_failed(stream, r.error()))
-                app::log(app::level::warn, "publish_writes_failed",
-                         {{"stream", stream}, {"error", r.error().what}, {"note", "nothing stored"}});
-            return op->fail(r.error().code);
-        }
+        if (!r) return publish_failed(*op, stream, r.error());
         if (wrote(*r)) health.works();
         stored(std::move(*r));
     };
@@ -435,12 +441,7 @@ void primary_node::impl::publish_alone(std::shared_ptr<Op> op, std::string strea
         [this, op, stream](primary::publish_batcher::result r) {
             --in_flight;
             if (!op->take()) return;  // cancelled (and completed); else ours to complete, once
-            if (!r) {
-                if (!commit_failed(stream, r.error()))
-                    app::log(app::level::warn, "publish_writes_failed",
-                             {{"stream", stream}, {"error", r.error().what}, {"note", "nothing stored"}});
-                return op->fail(r.error().code);
-            }
+            if (!r) return publish_failed(*op, stream, r.error());
             health.works();
             op->complete(error_code{}, r->seq);
         });

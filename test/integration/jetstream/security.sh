@@ -101,6 +101,13 @@ on_fail() {
     grep -E '^steadfast_primary_(delivered|outbox|pending|jetstream|nats|published|redeliver)' || true
   echo "--- the secondary's metrics (port $S_PORT)"
   curl -s -m 5 "http://127.0.0.1:$S_PORT/metrics" | grep -E '^steadfast_secondary_(applied|jetstream|last|nats)' || true
+  # Whether its source still runs, and what it says of itself (consuming,
+  # problem, lag): a stalled consumer and an ended one look alike in metrics.
+  echo "--- the secondary's /health and /ready"
+  curl -s -m 5 "http://127.0.0.1:$S_PORT/health" || true
+  echo
+  curl -s -m 5 "http://127.0.0.1:$S_PORT/ready" || true
+  echo
 }
 delivered() { [ "$(metric "$1" steadfast_primary_delivered_total)" -ge "$2" ]; }               # delivered PORT N
 stop_pair() {
