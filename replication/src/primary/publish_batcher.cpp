@@ -18,20 +18,20 @@ namespace steadfast::primary {
 // the loop's alone.
 struct publish_batcher::group {
     std::mutex m;
-    bool taken = false;    // the database thread has it (or its answer is decided): nothing joins any more
-    bool claimed = false;  // some publish has a claim (then `wanted` says which were stored)
+    bool taken = false;  // the database thread has it (or its answer is decided): nothing joins any more
     std::int64_t at_ms = 0;
     std::vector<std::pair<std::string, std::string>> items;  // stream, payload
     std::vector<claim_fn> claims;                            // one per item, empty: always wanted
     // The database thread's, once committed: each wanted item's message, in
-    // item order, and (with claims) which items were wanted.
+    // item order, and (when some publish has a claim) which items were
+    // wanted; empty: all.
     std::vector<published> stored;
     std::vector<bool> wanted;
     std::vector<handler> handlers;  // the loop's: one per item
 
     // Stores the wanted items (on the database thread, the group taken).
     void store(outbox& out) {
-        if (claimed) {
+        if (std::any_of(claims.begin(), claims.end(), [](const claim_fn& c) { return static_cast<bool>(c); })) {
             wanted.resize(items.size());
             for (std::size_t i = 0; i < items.size(); ++i) wanted[i] = !claims[i] || claims[i]();
         }
@@ -45,14 +45,13 @@ struct publish_batcher::group {
         if (!some.empty()) stored = out.publish(some, at_ms, true);
     }
     std::size_t wanted_count() const {
-        return claimed ? static_cast<std::size_t>(std::count(wanted.begin(), wanted.end(), true)) : items.size();
+        return wanted.empty() ? items.size() : static_cast<std::size_t>(std::count(wanted.begin(), wanted.end(), true));
     }
 };
 
 void publish_batcher::add(std::string stream, std::string payload, std::int64_t at_ms, claim_fn claim, handler done) {
     ++publishes_;
     auto join = [&](group& g) {
-        g.claimed = g.claimed || static_cast<bool>(claim);
         g.items.emplace_back(std::move(stream), std::move(payload));
         g.claims.push_back(std::move(claim));
         g.handlers.push_back(std::move(done));
@@ -99,7 +98,7 @@ void publish_batcher::answer(group& g, const std::optional<app::db_failure>& fai
     // Answered: the group no longer holds its payloads (nor its claims'
     // operations) until the next publish.
     if (open_.get() == &g) open_.reset();
-    auto wanted = [&](std::size_t i) { return !g.claimed || g.wanted.empty() || g.wanted[i]; };
+    auto wanted = [&](std::size_t i) { return g.wanted.empty() || g.wanted[i]; };
     // Delivery learns of every stored message before any publisher hears
     // back; neither a hook nor a publisher's handler that throws keeps the
     // others from theirs (the first exception leaves afterwards).
