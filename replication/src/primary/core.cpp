@@ -13,6 +13,7 @@ std::int64_t now_ms() {
 
 void core::refresh_metrics() {
     rep.refresh_metrics();
+    app::sync_counter(m.fold_failures, out.fold_failures());
     app::sync_counter(m.publish_groups, batch.groups());
 }
 

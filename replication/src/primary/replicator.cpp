@@ -135,7 +135,6 @@ void replicator::committed(const std::string& stream, std::size_t n, pending_mes
 
 void replicator::refresh_metrics() {
     table_.refresh_metrics(now_ms());
-    app::sync_counter(env_.m.fold_failures, env_.out.fold_failures());
     link_->refresh_metrics();
 }
 
