@@ -187,11 +187,12 @@ http::router node::routes() {
         } else {
             // A publisher's Idempotency-Key: a job of its own, which may find
             // the key's first message instead of storing a second.
-            std::string payload(std::get<std::string_view>(checked));
+            // (Shared with the job: the payload is not copied again.)
+            auto payload = std::make_shared<std::string>(std::get<std::string_view>(checked));
             // Job lambdas are named before the co_await: g++ 12 released a
             // shared_ptr captured by a lambda temporary inside co_await twice (ASan).
             auto job = [this, key, stream, payload, at_ms](app::database&, bool&) {
-                return c_.out.publish_once(key, stream, payload, at_ms);
+                return c_.out.publish_once(key, stream, *payload, at_ms);
             };
             auto result = co_await c_.worker.run<keyed_publish>(ioc_.get_executor(), std::move(job));
             if (auto e = app::failed(result)) {
@@ -202,7 +203,7 @@ http::router node::routes() {
                 if (what == keyed_publish::status::stored) {
                     // First, before anything that could throw: delivery must
                     // learn of every stored message.
-                    pending_message m{p.seq, p.id, std::move(payload), at_ms};  // as stored
+                    pending_message m{p.seq, p.id, std::move(*payload), at_ms};  // as stored
                     c_.rep.committed(p.stream, 1, &m);
                 }
             }
