@@ -61,6 +61,15 @@ requests=$(metric "$PPORT" steadfast_primary_requests_total); attempts=$(metric 
 echo "the primary's metrics: $requests requests for $attempts stream batches"
 [ "$requests" -gt 0 ] && [ "$requests" -lt "$attempts" ] \
   || fail "steadfast_primary_requests_total ($requests) must count requests, fewer than the batches sent ($attempts)"
+# Concurrent publishes share database jobs (publish_batcher): counted in groups, fewer than the messages.
+groups=$(metric "$PPORT" steadfast_primary_publish_groups_total); published=$(metric "$PPORT" steadfast_primary_published_total)
+echo "$published messages published in $groups groups"
+[ "$published" = $((16 * N + 800)) ] || fail "steadfast_primary_published_total is $published, not $((16 * N + 800))"
+[ "$groups" -gt 0 ] && [ "$groups" -lt "$published" ] \
+  || fail "steadfast_primary_publish_groups_total ($groups) must count groups of concurrent publishes, fewer than $published"
+metrics=$(curl -fs "http://127.0.0.1:$PPORT/metrics")  # (read whole: grep -q leaving early would fail curl under pipefail)
+grep -q '^steadfast_primary_outbox_fold_failures_total 0$' <<<"$metrics" \
+  || fail "no steadfast_primary_outbox_fold_failures_total 0 in the primary's metrics"
 [ "$(dead_letters)" = 0 ] || fail "dead letters: $(status_json)"
 [ "$(blocked)" = "{}" ] || fail "streams blocked: $(status_json)"
 
