@@ -302,6 +302,16 @@ error_code decode_consumer_state(const message& m, consumer_state& out, api_erro
     out.ack_pending = count("num_ack_pending");
     out.pending = count("num_pending");
     out.redelivered = count("num_redelivered");
+    out.waiting = count("num_waiting");
+    // {"delivered": {"consumer_seq": .., "stream_seq": ..}, "ack_floor": {..}}
+    auto stream_seq = [&j](const char* name) {
+        auto it = j.find(name);
+        if (it == j.end() || !it->is_object()) return std::uint64_t{0};
+        auto s = it->find("stream_seq");
+        return s != it->end() && s->is_number_unsigned() ? s->get<std::uint64_t>() : std::uint64_t{0};
+    };
+    out.delivered_seq = stream_seq("delivered");
+    out.ack_floor_seq = stream_seq("ack_floor");
     if (auto c = j.find("config"); c != j.end() && c->is_object()) {
         auto w = c->find("ack_wait");  // in nanoseconds
         if (w != c->end() && w->is_number_unsigned())
@@ -1062,7 +1072,27 @@ void pull_consumer::on_messages() {
             // 404 no messages, 408 the pull expired, 409 the pull was ended
             // (leadership change, consumer deleted, limits): ask again.
             // 100: an idle heartbeat, ignored.
-            if (m.status != 100) pulling_ = false;
+            if (m.status == 100) continue;
+            pulling_ = false;
+            switch (m.status) {
+                case 404:
+                    ++endings_.no_messages;
+                    break;
+                case 408:
+                    ++endings_.expired;
+                    break;
+                case 409:
+                    ++endings_.ended;
+                    break;
+                case 503:
+                    ++endings_.no_responders;
+                    break;
+                default:
+                    ++endings_.other;
+                    break;
+            }
+            endings_.last_status = m.status;
+            endings_.last_description = m.description;
             continue;
         }
         auto info = parse_ack_subject(m.reply);
@@ -1130,6 +1160,7 @@ void pull_consumer::start_fetch(std::size_t batch, std::chrono::milliseconds wai
     w->timer.async_wait([this, weak = std::weak_ptr<waiter>(w)](const boost::system::error_code& e) {
         auto alive = weak.lock();
         if (e || !alive || alive != waiting_) return;
+        if (pulling_) ++endings_.unanswered;  // (not a pull that already ended: a waiter whose messages were taken)
         pulling_ = false;
         finish({});
     });

@@ -354,6 +354,10 @@ BOOST_AUTO_TEST_CASE(pull_consumer_fetches_in_order_acks_and_redelivers) {
         BOOST_TEST(!ec);
         BOOST_TEST(ds.empty());
         BOOST_TEST((std::chrono::steady_clock::now() - t0) < 5s);
+        // How it ended is counted (the server's 408 for an expired pull).
+        BOOST_TEST(pc.endings().expired == 1u);
+        BOOST_TEST(pc.endings().last_status == 408u);
+        BOOST_TEST(pc.endings().unanswered == 0u);
         // Three more delivered and not acknowledged (a secondary killed before
         // its commit): the consumer, found again, says so.
         for (int i = 21; i <= 23; ++i) {
@@ -375,6 +379,8 @@ BOOST_AUTO_TEST_CASE(pull_consumer_fetches_in_order_acks_and_redelivers) {
         BOOST_REQUIRE_MESSAGE(!ce2, ce2.message() << " " << why2);
         BOOST_TEST(cs2.ack_pending == 3u);
         BOOST_TEST(cs2.pending == 0u);
+        BOOST_TEST(cs2.delivered_seq == *last);      // the stream seq it last delivered (23)
+        BOOST_TEST(cs2.ack_floor_seq == *last - 3);  // everything up to 20 acknowledged
         // A fetch cancelled while it waits completes with operation_aborted.
         asio::cancellation_signal sig;
         asio::steady_timer t(co_await asio::this_coro::executor, 50ms);
@@ -382,6 +388,31 @@ BOOST_AUTO_TEST_CASE(pull_consumer_fetches_in_order_acks_and_redelivers) {
         auto token = asio::bind_cancellation_slot(sig.slot(), asio::as_tuple(asio::use_awaitable));
         auto [ec2, ds2] = co_await pc.async_fetch(10, 10s, token);
         BOOST_TEST(ec2 == asio::error::operation_aborted);
+    });
+}
+
+// A pull the server never answers ends on this side's timer (its wait and
+// 2 s), and is counted as unanswered: one to a durable that does not exist
+// (JetStream's API takes the request and says nothing; no 503 either).
+BOOST_AUTO_TEST_CASE(a_pull_the_server_never_answers_ends_on_its_own_timer) {
+    run([](js::client& c) -> asio::awaitable<void> {
+        const auto name = unique("N");
+        const js::stream_config cfg{name, {name + ".>"}, 3, 60s};  // (named: g++ 12 and a braced temporary in co_await)
+        co_await ensure(c, cfg);
+        const js::consumer_config cc{name, "nobody"};
+        js::pull_consumer pc(c, cc);
+        const auto t0 = std::chrono::steady_clock::now();
+        auto [ec, ds] = co_await pc.async_fetch(10, 300ms, asio::as_tuple(asio::use_awaitable));
+        const auto took = std::chrono::steady_clock::now() - t0;
+        BOOST_TEST(!ec);
+        BOOST_TEST(ds.empty());
+        BOOST_TEST((took >= 2300ms));  // not the server's expiry at 300 ms: nothing came
+        BOOST_TEST((took < 10s));
+        BOOST_TEST(pc.endings().unanswered == 1u);
+        BOOST_TEST(pc.endings().last_status == 0u);
+        BOOST_TEST(pc.endings().expired + pc.endings().no_messages + pc.endings().ended + pc.endings().no_responders +
+                       pc.endings().other ==
+                   0u);
     });
 }
 

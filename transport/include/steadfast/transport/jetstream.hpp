@@ -362,6 +362,9 @@ struct consumer_state {
     std::uint64_t ack_pending = 0;         // delivered and not yet acknowledged (come again after ack_wait)
     std::uint64_t pending = 0;             // in the stream, not yet delivered (the lag)
     std::uint64_t redelivered = 0;         // delivered more than once and not yet acknowledged
+    std::uint64_t waiting = 0;             // pull requests the server holds for it
+    std::uint64_t delivered_seq = 0;       // the stream seq it last delivered
+    std::uint64_t ack_floor_seq = 0;       // the stream seq up to which everything is acknowledged
     std::chrono::nanoseconds ack_wait{0};  // its configuration's (0: not said)
 };
 /// Decodes a consumer create or info reply (an API error as a value).
@@ -398,6 +401,18 @@ public:
     std::uint64_t deliveries() const noexcept { return deliveries_; }      // every delivery, as it arrives
     std::uint64_t redeliveries() const noexcept { return redeliveries_; }
 
+    /// How its pulls ended without messages, since it was made: the
+    /// server's status replies (404 no messages, 408 expired, 409 ended by
+    /// the server, 503 no responders; heartbeats not counted), the last of
+    /// them, and pulls the server never answered (ended by this side's own
+    /// timer, `wait` and 2 s after the pull).
+    struct pull_endings {
+        std::uint64_t no_messages = 0, expired = 0, ended = 0, no_responders = 0, other = 0, unanswered = 0;
+        unsigned last_status = 0;
+        std::string last_description;
+    };
+    const pull_endings& endings() const noexcept { return endings_; }
+
 private:
     void on_messages() override;
     void start_fetch(std::size_t batch, std::chrono::milliseconds wait, fetch_handler h);
@@ -412,6 +427,7 @@ private:
     std::size_t pull_left_ = 0;
     std::chrono::steady_clock::time_point pull_until_{};
     std::uint64_t last_pending_ = 0, deliveries_ = 0, redeliveries_ = 0;
+    pull_endings endings_;
     std::vector<delivery> ready_;
 };
 
