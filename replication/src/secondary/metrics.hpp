@@ -63,7 +63,8 @@ struct metrics {
                    "TLS does not match theirs, or the connection closed for good (restart once fixed)");
     prometheus::Gauge& js_lag =
         app::gauge(*registry, "steadfast_secondary_jetstream_consumer_pending",
-                   "Messages in the stream not yet delivered to this consumer (its lag), as of the last delivery");
+                   "Messages in the stream not yet delivered to this consumer (its lag), as of the last delivery "
+                   "or, when pulls end empty, the consumer's last info");
     prometheus::Gauge& js_blocked =
         app::gauge(*registry, "steadfast_secondary_jetstream_blocked_streams", "Streams not applying (conflict, gap)");
     prometheus::Counter& js_deliveries =
@@ -73,6 +74,9 @@ struct metrics {
     prometheus::Counter& js_redeliveries =
         app::counter(*registry, "steadfast_secondary_jetstream_redeliveries_total",
                      "Messages JetStream delivered again (not acknowledged in time, or nak'd)");
+    prometheus::Counter& js_stalls =
+        app::counter(*registry, "steadfast_secondary_jetstream_consumer_stalls_total",
+                     "Times messages waited for this consumer while its pulls kept ending empty: subscribed again");
     prometheus::Counter& js_repairs = app::counter(*registry, "steadfast_secondary_jetstream_repair_requests_total",
                                                    "Requests to the primary to resend a hole in the log");
     app::db_metrics db{*registry, "secondary"};

@@ -54,6 +54,7 @@ std::string js_source::nats_problem() const {
     return connected() ? std::string{} : js_->problem();
 }
 std::uint64_t js_source::lag() const noexcept {
+    if (info_lag_) return *info_lag_;
     return pc_ ? pc_->last_pending() : 0;
 }
 std::uint64_t js_source::redeliveries() const noexcept {
@@ -80,18 +81,20 @@ void js_source::drop_consumer() {
 }
 
 nlohmann::json js_source::health() const {
-    return {{"connected", connected()},
-            {"server", js_->connected_url()},
-            {"stream", o_.stream},
-            {"consumer", o_.consumer},
-            {"consuming", consuming_},
-            {"lag", lag()},
-            {"deliveries", deliveries()},
-            {"redeliveries", redeliveries()},
-            {"problem", problem_},
-            {"nats_problem", nats_problem()},
-            {"consumer_in_use_by", claim_->in_use_by()},
-            {"blocked", holds_.reasons()}};
+    nlohmann::json j = {{"connected", connected()},
+                        {"server", js_->connected_url()},
+                        {"stream", o_.stream},
+                        {"consumer", o_.consumer},
+                        {"consuming", consuming_},
+                        {"lag", lag()},
+                        {"deliveries", deliveries()},
+                        {"redeliveries", redeliveries()},
+                        {"problem", problem_},
+                        {"nats_problem", nats_problem()},
+                        {"consumer_in_use_by", claim_->in_use_by()},
+                        {"blocked", holds_.reasons()}};
+    j["stalls"] = stalls();
+    return j;
 }
 
 // Asks the primary (core NATS, nothing stored) to resend `stream` from
@@ -176,8 +179,9 @@ asio::awaitable<bool> js_source::ensure_consumer() {
     co_return true;
 }
 
-// Whether the consumer still exists (INFO, answered by its leader), and
-// created again if it does not. False only when stopping.
+// After an empty pull: whether the consumer still exists (INFO, answered by
+// its leader), and created again if it does not; whether it is stalled
+// (stall_watch.hpp), and subscribed again if it is. False only when stopping.
 asio::awaitable<bool> js_source::check_consumer() {
     std::string subject = "$JS.API.CONSUMER.INFO." + o_.stream + "." + o_.consumer, empty;
     auto token = asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable));
@@ -199,7 +203,35 @@ asio::awaitable<bool> js_source::check_consumer() {
         drop_consumer();
         co_return co_await ensure_consumer();
     }
-    co_return true;
+    jetstream::consumer_state st;
+    if (ec || jetstream::decode_consumer_state(m, st, e)) co_return true;  // (no answer: the next check asks again)
+    info_lag_ = st.pending;
+    const std::uint64_t empty_pulls = stall_.empty_pulls();
+    if (!stall_.info(st.pending)) co_return true;
+    // Messages wait for this consumer, and its pulls keep ending empty: the
+    // server is not answering them (stall_watch.hpp). A new pull consumer
+    // subscribes a new inbox.
+    const auto& end = pc_->endings();
+    app::log(level::warn, "consumer_stalled",
+             {{"stream", o_.stream},
+              {"consumer", o_.consumer},
+              {"pending", st.pending},
+              {"ack_pending", st.ack_pending},
+              {"waiting", st.waiting},
+              {"delivered_stream_seq", st.delivered_seq},
+              {"ack_floor_stream_seq", st.ack_floor_seq},
+              {"empty_pulls", empty_pulls},
+              {"pulls_unanswered", end.unanswered},
+              {"pulls_expired", end.expired},
+              {"pulls_no_messages", end.no_messages},
+              {"pulls_ended", end.ended},
+              {"pulls_no_responders", end.no_responders},
+              {"last_status", end.last_status},
+              {"last_status_description", end.last_description},
+              {"server", js_->connected_url()},
+              {"note", "messages wait for this consumer while its pulls end empty: subscribing again"}});
+    drop_consumer();
+    co_return co_await ensure_consumer();
 }
 
 asio::awaitable<void> js_source::restart_consumer(const std::string& why) {
@@ -305,16 +337,18 @@ asio::awaitable<void> js_source::run() {
             consuming_ = true;
         }
         if (ds.empty()) {
-            // The pull ended without messages: also what a deleted consumer or
-            // a lost leader looks like. Every 10th time (or when it ended at
-            // once), make sure the consumer is there: a cheap INFO, a create
-            // only when it is missing.
+            // The pull ended without messages: also what a deleted consumer, a
+            // lost leader or a stalled consumer looks like. Now and then (or
+            // when it ended at once: stall_watch.hpp says when), ask for the
+            // consumer's info: a cheap INFO; a create only when it is missing,
+            // a new subscription when it is stalled.
             const bool quick = std::chrono::steady_clock::now() - fetch_started < 100ms;
             if (quick) co_await pause(200ms);
-            if (connected() && (quick || ++n_.empty_fetches % 10 == 0) && !co_await check_consumer()) break;
+            if (stall_.empty_pull(quick) && connected() && !co_await check_consumer()) break;
             continue;
         }
-        n_.empty_fetches = 0;
+        stall_.delivered();
+        info_lag_.reset();
         co_await apply(ds);
     }
     consuming_ = false;

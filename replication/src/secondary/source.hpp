@@ -28,6 +28,7 @@
 #include "../common/log.hpp"
 #include "claim.hpp"
 #include "holds.hpp"
+#include "stall_watch.hpp"
 #include "store.hpp"
 
 #include <steadfast/conditions.hpp>
@@ -42,6 +43,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -82,6 +84,8 @@ public:
     std::uint64_t redeliveries() const noexcept;
     std::uint64_t deliveries() const noexcept;
     std::uint64_t repair_requests() const noexcept { return holds_.repair_requests(); }
+    /// Times the consumer was found stalled and subscribed again (stall_watch.hpp).
+    std::uint64_t stalls() const noexcept { return stall_.stalls(); }
     const std::map<std::string, std::string>& blocked() const noexcept { return holds_.reasons(); }
     nlohmann::json health() const;
 
@@ -108,10 +112,13 @@ private:
     bool stopping_ = false, consuming_ = false;
     std::string problem_;  // the last consumer problem logged ("" none)
     stream_holds holds_;   // what is held back per stream, and what a lasting gap calls for (holds.hpp)
+    stall_watch stall_;    // when to ask for the consumer's info, and what it means (stall_watch.hpp)
+    // The lag as the consumer's last info said it (pending), when that came
+    // after the last delivery: during a stall no delivery tells it.
+    std::optional<std::uint64_t> info_lag_;
     static constexpr std::uint64_t not_read = UINT64_MAX;
     struct counts {
         std::uint64_t deliveries_before = 0, redeliveries_before = 0;  // of pull consumers replaced
-        std::uint64_t empty_fetches = 0;                               // in a row
         // What a previous run was delivered and never acknowledged, as the
         // process's first consumer found it (not_read: not yet; then 0).
         std::uint64_t left_unacked = not_read;
