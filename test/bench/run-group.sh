@@ -18,6 +18,9 @@
 #        with a table keyed by arrival (LEAN=0 skips it).
 #   PERF=1: also perf-records the primary while it takes publishes, and
 #   prints where its cycles go (self time by library and symbol).
+#   SCHED=1: also records the scheduler for 1 s while the pair takes
+#   publishes and prints which threads ran together (overlap.py): the time
+#   the event loop and wrk wait for the database pipeline.
 # Goals (issue 29): delivered / /health >= 0.28 with 16 publishers, >= 0.5 with 64.
 BENCH_NAME=group
 source "$(dirname "$0")/lib.sh"
@@ -28,6 +31,21 @@ if [ "${LEAN:-1}" = 1 ]; then
   LEAN_BIN=build/bench/test/bench/steadfast_lean_intake
 fi
 CONNS=${CONNS:-16 64}
+
+# SCHED=1: sched_start TAG starts a 1 s scheduler recording 2 s from now
+# (sched_pid); sched_report TAG WHAT PRIMARY_PID [SECONDARY_PID] prints which
+# threads ran together in it.
+sched_start() {
+  [ "${SCHED:-0}" = 1 ] || return 0
+  (sleep 2; perf sched record -q -o "$WORK/sched$1.data" -- sleep 1 >/dev/null 2>&1) &
+  sched_pid=$!
+}
+sched_report() {
+  [ -n "$sched_pid" ] || return 0
+  wait "$sched_pid" || true
+  echo "  which threads ran together while $2 took publishes (perf sched, overlap.py):"
+  { perf sched timehist -i "$WORK/sched$1.data" 2>/dev/null || true; } | python3 test/bench/overlap.py "${@:3}" || true
+}
 
 # run C: one round with C connections.
 run() {
@@ -51,6 +69,8 @@ run() {
     perf record -q -g -o "$WORK/perf$c.data" -p "$PP" -- sleep 5 >/dev/null 2>&1 &
     perf_pid=$!
   fi
+  local sched_pid=""
+  sched_start "pair$c"
   watch_delivered "$P"
   t0=$EPOCHREALTIME
   run_timed "$WORK/wrkp$c.cpu" wrk -t2 -c"$c" -d5s -s test/bench/publish16.lua "http://127.0.0.1:$P" >"$WORK/wrkp$c"
@@ -80,6 +100,7 @@ PY
     { perf report -q -i "$WORK/perf$c.data" --no-children --sort dso,symbol --stdio 2>/dev/null || true; } |
       grep -E '^ +[0-9.]+%' | head -15 | cut -c1-110 | sed 's/ *$//; s/^/    /' || true
   fi
+  sched_report "pair$c" "the pair" "$PP" "$SP"
   kill "$PP" "$SP" 2>/dev/null || true
   wait "$PP" "$SP" 2>/dev/null || true
   # 4. The floor for a durable publish on this machine in this run: the
@@ -93,6 +114,8 @@ PY
   AP=$!; PIDS+=($AP); wait_up "http://127.0.0.1:$A/health"
   local ta0 acount
   ta0=$(thread_cpu "$AP")
+  sched_pid=""
+  sched_start "alone$c"
   run_timed "$WORK/wrka$c.cpu" wrk -t2 -c"$c" -d5s -s test/bench/publish16.lua "http://127.0.0.1:$A" >"$WORK/wrka$c"
   arate=$(awk '/Requests\/sec/ {print int($2)}' "$WORK/wrka$c")
   acount=$(awk '/requests in/ {print $1}' "$WORK/wrka$c")
@@ -103,6 +126,7 @@ PY
   # Its commits and flushes beside the pair's: what a flush costs with nothing
   # delivered (the same disk, the same hour).
   echo "  the intake alone's database thread: $(db_stats "http://127.0.0.1:$A/metrics" primary)"
+  sched_report "alone$c" "the intake alone" "$AP"
   kill "$AP" 2>/dev/null || true
   wait "$AP" 2>/dev/null || true
   # 5. The machine's floor for the same work, written the leanest way
