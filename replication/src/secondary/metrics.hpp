@@ -76,7 +76,11 @@ struct metrics {
                      "Messages JetStream delivered again (not acknowledged in time, or nak'd)");
     prometheus::Counter& js_stalls =
         app::counter(*registry, "steadfast_secondary_jetstream_consumer_stalls_total",
-                     "Times messages waited for this consumer while its pulls kept ending empty: subscribed again");
+                     "Times the server answered none of this consumer's last 3 pulls (not even their expiry): "
+                     "subscribed again");
+    prometheus::Counter& js_unanswered =
+        app::counter(*registry, "steadfast_secondary_jetstream_pulls_unanswered_total",
+                     "Pulls the server never answered, not even with their expiry (ended on the secondary's timer)");
     prometheus::Counter& js_repairs = app::counter(*registry, "steadfast_secondary_jetstream_repair_requests_total",
                                                    "Requests to the primary to resend a hole in the log");
     app::db_metrics db{*registry, "secondary"};

@@ -107,6 +107,7 @@ http::router service::routes() {
             app::sync_counter(m_.js_redeliveries, source_->redeliveries());
             app::sync_counter(m_.js_repairs, source_->repair_requests());
             app::sync_counter(m_.js_stalls, source_->stalls());
+            app::sync_counter(m_.js_unanswered, source_->pulls_unanswered());
         }
         using positions_t = std::pair<std::uint64_t, std::vector<std::pair<std::string, std::uint64_t>>>;
         auto read = [this](app::database&, bool&) { return positions_t{st_.fence(), st_.last_applied()}; };

@@ -60,6 +60,9 @@ std::uint64_t js_source::lag() const noexcept {
 std::uint64_t js_source::redeliveries() const noexcept {
     return n_.redeliveries_before + (pc_ ? pc_->redeliveries() : 0);
 }
+std::uint64_t js_source::pulls_unanswered() const noexcept {
+    return n_.unanswered_before + (pc_ ? pc_->endings().unanswered : 0);
+}
 std::uint64_t js_source::deliveries() const noexcept {
     return n_.deliveries_before + (pc_ ? pc_->deliveries() : 0);
 }
@@ -77,6 +80,7 @@ void js_source::drop_consumer() {
     if (!pc_) return;
     n_.deliveries_before += pc_->deliveries();
     n_.redeliveries_before += pc_->redeliveries();
+    n_.unanswered_before += pc_->endings().unanswered;
     pc_.reset();
 }
 
@@ -94,6 +98,8 @@ nlohmann::json js_source::health() const {
                         {"consumer_in_use_by", claim_->in_use_by()},
                         {"blocked", holds_.reasons()}};
     j["stalls"] = stalls();
+    j["stalled"] = stall_.in_a_row() > 0;  // the last pulls went unanswered, even after subscribing again
+    j["pulls_unanswered"] = pulls_unanswered();
     return j;
 }
 
@@ -169,6 +175,7 @@ asio::awaitable<bool> js_source::ensure_consumer() {
     problem_.clear();
     if (!pc_) {
         pc_ = std::make_unique<jetstream::pull_consumer>(*js_, cc);
+        stall_.new_consumer();
         // Only the process's first consumer: one found again later (after a
         // restart_consumer whose delete failed) owes this run's own naks.
         if (n_.left_unacked == not_read) n_.left_unacked = found.ack_pending;
@@ -179,10 +186,9 @@ asio::awaitable<bool> js_source::ensure_consumer() {
     co_return true;
 }
 
-// After an empty pull: whether the consumer still exists (INFO, answered by
-// its leader), and created again if it does not; whether it is stalled
-// (stall_watch.hpp), and subscribed again if it is. False only when stopping.
-asio::awaitable<bool> js_source::check_consumer() {
+// The consumer's INFO, answered by its leader (3 s at most: a cluster
+// without one may not answer at all); ec says why there is none.
+asio::awaitable<js_source::info_reply> js_source::consumer_info() {
     std::string subject = "$JS.API.CONSUMER.INFO." + o_.stream + "." + o_.consumer, empty;
     auto token = asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable));
     asio::steady_timer limit(ex_, 3s);  // a request without an answer (no leader) ends here
@@ -195,41 +201,64 @@ asio::awaitable<bool> js_source::check_consumer() {
     auto [ec, m] = co_await js_->async_request(std::move(subject), std::move(empty), {}, token);
     *answered = true;
     limit.cancel();
-    if (stopping_) co_return false;
+    info_reply r;
     jetstream::api_error e;
     if (!ec) ec = jetstream::api_reply_error(m, e);
-    if (ec == make_error_code(jetstream::errc::not_found)) {
+    if (!ec) ec = jetstream::decode_consumer_state(m, r.state, e);
+    r.ec = ec;
+    if (!ec) info_lag_ = r.state.pending;  // (the lag, while pulls bring nothing to tell it)
+    co_return r;
+}
+
+// Whether the consumer still exists, and created again if it does not.
+// False only when stopping.
+asio::awaitable<bool> js_source::check_consumer() {
+    const info_reply r = co_await consumer_info();
+    if (stopping_) co_return false;
+    if (r.ec == make_error_code(jetstream::errc::not_found)) {
         app::log(level::warn, "consumer_missing", {{"consumer", o_.consumer}, {"note", "creating it again"}});
         drop_consumer();
         co_return co_await ensure_consumer();
     }
-    jetstream::consumer_state st;
-    if (ec || jetstream::decode_consumer_state(m, st, e)) co_return true;  // (no answer: the next check asks again)
-    info_lag_ = st.pending;
-    const std::uint64_t empty_pulls = stall_.empty_pulls();
-    if (!stall_.info(st.pending)) co_return true;
-    // Messages wait for this consumer, and its pulls keep ending empty: the
-    // server is not answering them (stall_watch.hpp). A new pull consumer
-    // subscribes a new inbox.
-    const auto& end = pc_->endings();
-    app::log(level::warn, "consumer_stalled",
-             {{"stream", o_.stream},
-              {"consumer", o_.consumer},
-              {"pending", st.pending},
-              {"ack_pending", st.ack_pending},
-              {"waiting", st.waiting},
-              {"delivered_stream_seq", st.delivered_seq},
-              {"ack_floor_stream_seq", st.ack_floor_seq},
-              {"empty_pulls", empty_pulls},
-              {"pulls_unanswered", end.unanswered},
-              {"pulls_expired", end.expired},
-              {"pulls_no_messages", end.no_messages},
-              {"pulls_ended", end.ended},
-              {"pulls_no_responders", end.no_responders},
-              {"last_status", end.last_status},
-              {"last_status_description", end.last_description},
-              {"server", js_->connected_url()},
-              {"note", "messages wait for this consumer while its pulls end empty: subscribing again"}});
+    co_return true;
+}
+
+// The server has not answered this consumer's last pulls (stall_watch.hpp):
+// said, with what the consumer's info and its pulls' endings tell, and
+// subscribed again (a new pull consumer, a new inbox). False only when
+// stopping.
+asio::awaitable<bool> js_source::resubscribe_stalled() {
+    const auto end = pc_->endings();
+    const info_reply r = co_await consumer_info();
+    if (stopping_) co_return false;
+    const bool again = stall_.in_a_row() > 1;
+    nlohmann::json f = {{"stream", o_.stream},
+                        {"consumer", o_.consumer},
+                        {"unanswered_in_a_row", stall_watch::unanswered_in_a_row},
+                        {"stalls_in_a_row", stall_.in_a_row()},
+                        {"pulls_unanswered", end.unanswered},
+                        {"pulls_expired", end.expired},
+                        {"pulls_no_messages", end.no_messages},
+                        {"pulls_ended", end.ended},
+                        {"pulls_no_responders", end.no_responders},
+                        {"last_status", end.last_status},
+                        {"last_status_description", end.last_description},
+                        {"server", js_->connected_url()}};
+    if (!r.ec) {
+        f["pending"] = r.state.pending;
+        f["ack_pending"] = r.state.ack_pending;
+        f["waiting"] = r.state.waiting;
+        f["delivered_stream_seq"] = r.state.delivered_seq;
+        f["ack_floor_stream_seq"] = r.state.ack_floor_seq;
+    } else {
+        f["info_error"] = r.ec.message();
+    }
+    f["note"] = "the server answers none of this consumer's pulls (not even their expiry): subscribing again";
+    if (again)
+        f["hint"] =
+            "still stalled after subscribing again: check the NATS server's log for this consumer and account; "
+            "a restart of the secondary connects afresh";
+    app::log(again ? level::error : level::warn, "consumer_stalled", std::move(f));
     drop_consumer();
     co_return co_await ensure_consumer();
 }
@@ -311,6 +340,7 @@ asio::awaitable<void> js_source::run() {
             if (stopping_) break;
         }
         const auto fetch_started = std::chrono::steady_clock::now();
+        const std::uint64_t unanswered_before = pc_->endings().unanswered;
         auto [ec, ds] = co_await pc_->async_fetch(
             o_.batch, fetch_expiry,
             asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable)));
@@ -337,17 +367,25 @@ asio::awaitable<void> js_source::run() {
             consuming_ = true;
         }
         if (ds.empty()) {
-            // The pull ended without messages: also what a deleted consumer, a
-            // lost leader or a stalled consumer looks like. Now and then (or
-            // when it ended at once: stall_watch.hpp says when), ask for the
-            // consumer's info: a cheap INFO; a create only when it is missing,
-            // a new subscription when it is stalled.
+            // The pull ended without messages. One the server never answered
+            // (not even with its expiry) counts toward a stall
+            // (stall_watch.hpp): a new subscription then. Otherwise, also
+            // what a deleted consumer or a lost leader looks like: every
+            // 10th time (or when it ended at once), make sure the consumer is
+            // there: a cheap INFO, a create only when it is missing.
+            if (pc_->endings().unanswered == unanswered_before)
+                stall_.answered();
+            else if (connected() && stall_.unanswered()) {
+                if (!co_await resubscribe_stalled()) break;
+                continue;
+            }
             const bool quick = std::chrono::steady_clock::now() - fetch_started < 100ms;
             if (quick) co_await pause(200ms);
-            if (stall_.empty_pull(quick) && connected() && !co_await check_consumer()) break;
+            if (connected() && (quick || ++n_.empty_fetches % 10 == 0) && !co_await check_consumer()) break;
             continue;
         }
-        stall_.delivered();
+        stall_.answered();
+        n_.empty_fetches = 0;
         info_lag_.reset();
         co_await apply(ds);
     }

@@ -86,6 +86,8 @@ public:
     std::uint64_t repair_requests() const noexcept { return holds_.repair_requests(); }
     /// Times the consumer was found stalled and subscribed again (stall_watch.hpp).
     std::uint64_t stalls() const noexcept { return stall_.stalls(); }
+    /// Pulls the server never answered (ended on this side's timer).
+    std::uint64_t pulls_unanswered() const noexcept;
     const std::map<std::string, std::string>& blocked() const noexcept { return holds_.reasons(); }
     nlohmann::json health() const;
 
@@ -94,7 +96,13 @@ private:
     boost::asio::awaitable<void> pause(std::chrono::milliseconds d);
     boost::asio::awaitable<void> apply(std::vector<jetstream::pull_consumer::delivery>& ds);
     boost::asio::awaitable<void> restart_consumer(const std::string& why);
+    struct info_reply {
+        boost::system::error_code ec;
+        jetstream::consumer_state state;
+    };
+    boost::asio::awaitable<info_reply> consumer_info();
     boost::asio::awaitable<bool> check_consumer();
+    boost::asio::awaitable<bool> resubscribe_stalled();
     void ask_repair(const std::string& stream, std::uint64_t from, std::uint64_t to);
     void drop_consumer();  // pc_ goes; its counts are kept
     void unavailable(std::string problem, app::level how, std::string_view hint);
@@ -112,13 +120,15 @@ private:
     bool stopping_ = false, consuming_ = false;
     std::string problem_;  // the last consumer problem logged ("" none)
     stream_holds holds_;   // what is held back per stream, and what a lasting gap calls for (holds.hpp)
-    stall_watch stall_;    // when to ask for the consumer's info, and what it means (stall_watch.hpp)
+    stall_watch stall_;    // whether the server still answers the consumer's pulls (stall_watch.hpp)
     // The lag as the consumer's last info said it (pending), when that came
     // after the last delivery: during a stall no delivery tells it.
     std::optional<std::uint64_t> info_lag_;
     static constexpr std::uint64_t not_read = UINT64_MAX;
     struct counts {
-        std::uint64_t deliveries_before = 0, redeliveries_before = 0;  // of pull consumers replaced
+        std::uint64_t deliveries_before = 0, redeliveries_before = 0,
+                      unanswered_before = 0;  // of pull consumers replaced
+        std::uint64_t empty_fetches = 0;      // in a row
         // What a previous run was delivered and never acknowledged, as the
         // process's first consumer found it (not_read: not yet; then 0).
         std::uint64_t left_unacked = not_read;

@@ -1,19 +1,21 @@
-// When the secondary asks JetStream about its consumer, and when what it hears
-// means the consumer is stalled: the server holds messages for it (pending)
-// while its pulls keep ending empty.
+// When the secondary's JetStream consumer is stalled: the server drops its
+// pulls without a word.
 //
-// A pull the server drops without a word (no interest in its reply inbox as
-// the server sees it, a request that expired before the consumer took it:
-// nats-server 2.9 answers neither) ends on the client's own timer, empty, and
-// looks like an idle stream. So while pulls end empty the source asks for the
-// consumer's info (a cheap request): after an empty pull that ended at once,
-// at the 3rd empty pull in a row and every 10th after it, and at the next
-// one whenever the last info said messages were pending. Two infos in a row
-// that say messages are pending, with no delivery between them, mean the
-// consumer is stalled: the source subscribes again (a new pull consumer, a
-// new inbox) and says so (consumer_stalled).
+// nats-server answers every pull it holds: with messages, or with a status
+// when the pull expires (408) or is ended (409) or finds nothing (404). A
+// pull it drops (no interest in its reply inbox as the server sees it, a
+// request that expired before the consumer took it, a consumer with no
+// leader or that does not exist) ends on the client's own timer, empty, and
+// looks like an idle stream. So the source tells this watch how each pull
+// ended: `unanswered_in_a_row` pulls in a row that the server never answered,
+// while connected, are a stall; the source then subscribes again (a new pull
+// consumer, a new inbox) and says so (consumer_stalled). Each stall takes
+// that many pulls to find (about 9 s: a pull waits 1 s, then 2 s more for
+// its answer), so a consumer that stays stalled is subscribed again at most
+// that often; `in_a_row` says how many stalls came with no answered pull
+// between them.
 //
-// Sans-IO: the source tells it what happened and asks what to do.
+// Sans-IO: the source tells it what happened and asks what it means.
 #pragma once
 
 #include <cstdint>
@@ -22,41 +24,33 @@ namespace steadfast::secondary {
 
 class stall_watch {
 public:
-    /// A pull brought messages: nothing is stalled.
-    void delivered() noexcept {
-        empty_ = 0;
-        suspect_ = false;
+    static constexpr std::uint64_t unanswered_in_a_row = 3;
+
+    /// The server answered a pull (messages or a status): pulls are heard.
+    void answered() noexcept {
+        unanswered_ = 0;
+        in_a_row_ = 0;
     }
-    /// A pull ended empty (`quick`: at once, not after its wait). Whether to
-    /// ask for the consumer's info now.
-    bool empty_pull(bool quick) noexcept {
-        ++empty_;
-        return quick || suspect_ || empty_ == 3 || empty_ % 10 == 0;
-    }
-    /// The consumer's info said `pending` messages wait for it. True: stalled
-    /// (the second such info in a row with no delivery between them); the
-    /// watch starts over, as for a new consumer.
-    bool info(std::uint64_t pending) noexcept {
-        if (pending == 0) {
-            suspect_ = false;
-            return false;
-        }
-        if (!suspect_) {
-            suspect_ = true;
-            return false;
-        }
+    /// A pull the server never answered. True: stalled (the
+    /// unanswered_in_a_row-th in a row); the count starts over.
+    bool unanswered() noexcept {
+        if (++unanswered_ < unanswered_in_a_row) return false;
+        unanswered_ = 0;
         ++stalls_;
-        delivered();
+        ++in_a_row_;
         return true;
     }
-    /// Empty pulls in a row.
-    std::uint64_t empty_pulls() const noexcept { return empty_; }
+    /// A new consumer (subscribed again, created again): its pulls start a
+    /// count of their own.
+    void new_consumer() noexcept { unanswered_ = 0; }
+
     /// Stalls found since the source started.
     std::uint64_t stalls() const noexcept { return stalls_; }
+    /// Stalls with no answered pull between them (0: not stalled now).
+    std::uint64_t in_a_row() const noexcept { return in_a_row_; }
 
 private:
-    std::uint64_t empty_ = 0, stalls_ = 0;
-    bool suspect_ = false;  // the last info said messages were pending
+    std::uint64_t unanswered_ = 0, stalls_ = 0, in_a_row_ = 0;
 };
 
 }  // namespace steadfast::secondary
