@@ -80,7 +80,8 @@ struct metrics {
                      "subscribed again");
     prometheus::Counter& js_unanswered =
         app::counter(*registry, "steadfast_secondary_jetstream_pulls_unanswered_total",
-                     "Pulls the server never answered, not even with their expiry (ended on the secondary's timer)");
+                     "Pulls that ended on the secondary's timer, unanswered by the server (not even with their "
+                     "expiry); now and then one whose expiry met a message arriving");
     prometheus::Counter& js_repairs = app::counter(*registry, "steadfast_secondary_jetstream_repair_requests_total",
                                                    "Requests to the primary to resend a hole in the log");
     app::db_metrics db{*registry, "secondary"};

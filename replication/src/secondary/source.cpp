@@ -202,6 +202,8 @@ asio::awaitable<js_source::info_reply> js_source::consumer_info() {
     *answered = true;
     limit.cancel();
     info_reply r;
+    // Cancelled by the limit above, not by stop(): no answer in 3 s.
+    if (ec == asio::error::operation_aborted && !stopping_) ec = make_error_code(jetstream::errc::request_timeout);
     jetstream::api_error e;
     if (!ec) ec = jetstream::api_reply_error(m, e);
     if (!ec) ec = jetstream::decode_consumer_state(m, r.state, e);
@@ -339,8 +341,16 @@ asio::awaitable<void> js_source::run() {
             co_await pause(wait);
             if (stopping_) break;
         }
+        // Not while the connection is down and coming back: the C client
+        // would keep each pull in its reconnect buffer and send them all at
+        // once when it is back, each for up to a batch. (Closed for good:
+        // the fetch fails below and says why.)
+        if (!connected() && nats_problem().empty()) {
+            co_await pause(200ms);
+            continue;
+        }
         const auto fetch_started = std::chrono::steady_clock::now();
-        const std::uint64_t unanswered_before = pc_->endings().unanswered;
+        const std::uint64_t unanswered_before = pc_->endings().unanswered, disconnects_before = js_->disconnects();
         auto [ec, ds] = co_await pc_->async_fetch(
             o_.batch, fetch_expiry,
             asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable)));
@@ -373,9 +383,11 @@ asio::awaitable<void> js_source::run() {
             // what a deleted consumer or a lost leader looks like: every
             // 10th time (or when it ended at once), make sure the consumer is
             // there: a cheap INFO, a create only when it is missing.
+            // (A pull that lived through a reconnect is not the server's
+            // silence: neither answered nor counted.)
             if (pc_->endings().unanswered == unanswered_before)
                 stall_.answered();
-            else if (connected() && stall_.unanswered()) {
+            else if (connected() && js_->disconnects() == disconnects_before && stall_.unanswered()) {
                 if (!co_await resubscribe_stalled()) break;
                 continue;
             }
