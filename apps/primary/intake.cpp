@@ -200,12 +200,9 @@ http::router node::routes() {
             } else {
                 what = result->what;
                 p = std::move(result->p);
-                if (what == keyed_publish::status::stored) {
-                    // First, before anything that could throw: delivery must
-                    // learn of every stored message.
-                    pending_message m{p.seq, p.id, std::move(*payload), at_ms};  // as stored
-                    c_.rep.committed(p.stream, 1, &m);
-                }
+                // First, before anything that could throw: delivery learns of every
+                // stored message.
+                if (what == keyed_publish::status::stored) c_.stored(p, std::move(*payload), at_ms);
             }
         }
         --publishing_;

@@ -17,6 +17,11 @@ void core::refresh_metrics() {
     app::sync_counter(m.publish_groups, batch.groups());
 }
 
+void core::stored(const published& p, std::string payload, std::int64_t at_ms) {
+    pending_message msg{p.seq, p.id, std::move(payload), at_ms};
+    rep.committed(p.stream, 1, &msg);
+}
+
 std::size_t core::envelope_overhead(std::string_view stream, std::uint64_t epoch) const {
     const std::string id = outbox::make_id(out.instance(), stream, UINT64_MAX);
     return envelope::encoded_size(id, stream, UINT64_MAX, epoch, 0);

@@ -29,8 +29,7 @@ struct core {
           tokens(c.tokens),
           rep({c, ex, out, worker, m, tokens}, std::move(hooks)),
           batch(worker, out, std::move(ex), [this](const published& p, std::string payload, std::int64_t at_ms) {
-              pending_message msg{p.seq, p.id, std::move(payload), at_ms};  // as stored
-              rep.committed(p.stream, 1, &msg);
+              stored(p, std::move(payload), at_ms);
           }) {}
     /// Before the event loop's pending handlers are destroyed: nothing more
     /// from the secondary's side, queued database jobs finish (they refer
@@ -49,6 +48,10 @@ struct core {
     }
     /// The series read from the parts when scraped.
     void refresh_metrics();
+    /// Delivery learns of one message just stored: `payload` as stored,
+    /// `at_ms` its time (before anything that could throw: it must learn of
+    /// every stored message).
+    void stored(const published& p, std::string payload, std::int64_t at_ms);
     /// The envelope's size around a payload of `stream` at its largest id and
     /// seq: the check holds for every message of the stream.
     std::size_t envelope_overhead(std::string_view stream, std::uint64_t epoch) const;
