@@ -56,4 +56,12 @@ keyed order-1 k '{"order":1}'
 start_secondary
 wait_drained 30
 verify k
+# With the secondary up, a keyed message alone on its stream is delivered:
+# delivery learns of it from its publish (not from a later publish on the
+# stream, nor from a restart's read, as above).
+keyed alone-1 k3 '{"alone":1}'
+[ "$CODE" = 202 ] && [ -z "$REPLAYED" ] || fail "a keyed publish with the secondary up: $CODE $REPLAYED $ANSWER"
+record_ack "$WORK/acks.k3" "$ANSWER" '{"alone":1}'
+wait_drained 30
+verify k3
 echo "idempotency keys: one message a key, replays answered as the first, conflicts refused"
