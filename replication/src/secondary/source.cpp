@@ -350,7 +350,8 @@ asio::awaitable<void> js_source::run() {
             continue;
         }
         const auto fetch_started = std::chrono::steady_clock::now();
-        const std::uint64_t unanswered_before = pc_->endings().unanswered, disconnects_before = js_->disconnects();
+        const std::uint64_t unanswered_before = pc_->endings().unanswered, ended_before = pc_->endings().ended,
+                            disconnects_before = js_->disconnects();
         auto [ec, ds] = co_await pc_->async_fetch(
             o_.batch, fetch_expiry,
             asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable)));
@@ -381,10 +382,13 @@ asio::awaitable<void> js_source::run() {
             // (not even with its expiry) counts toward a stall
             // (stall_watch.hpp): a new subscription then. Otherwise, also
             // what a deleted consumer or a lost leader looks like: every
-            // 10th time (or when it ended at once), make sure the consumer is
-            // there: a cheap INFO, a create only when it is missing.
-            // (A pull that lived through a reconnect is not the server's
-            // silence: neither answered nor counted.)
+            // 10th time (or when it ended at once, or the server ended it
+            // saying the consumer was deleted), make sure the consumer is
+            // there: a cheap INFO, a create only when it is missing. (A
+            // deleted consumer's later pulls are never answered: without the
+            // check at its 409, a stall would be found only after three of
+            // them.) A pull that lived through a reconnect is not the
+            // server's silence: neither answered nor counted.
             if (pc_->endings().unanswered == unanswered_before)
                 stall_.answered();
             else if (connected() && js_->disconnects() == disconnects_before && stall_.unanswered()) {
@@ -392,8 +396,10 @@ asio::awaitable<void> js_source::run() {
                 continue;
             }
             const bool quick = std::chrono::steady_clock::now() - fetch_started < 100ms;
+            const bool deleted =
+                pc_->endings().ended != ended_before && pc_->endings().last_description == "Consumer Deleted";
             if (quick) co_await pause(200ms);
-            if (connected() && (quick || ++n_.empty_fetches % 10 == 0) && !co_await check_consumer()) break;
+            if (connected() && (quick || deleted || ++n_.empty_fetches % 10 == 0) && !co_await check_consumer()) break;
             continue;
         }
         stall_.answered();
