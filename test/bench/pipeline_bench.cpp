@@ -20,6 +20,13 @@
 //                       from the heap), so what it still counts is heap
 //                       beyond the frames (goal: 0); PIPELINE_TRACE_ALLOCS=1
 //                       prints the call stack of each allocation of one call.
+//  pipeline_overhead_post  the same pieces around an operation that is one
+//                       post through the io_context: the nanoseconds a call
+//                       spends above that operation, without the socket's
+//                       noise (what each piece costs in CPU: the five, the
+//                       five without hedging, hedging and timeout alone, a
+//                       bare co_spawn, retry() with an attempt timeout,
+//                       retry() alone).
 //  hedging_tail         many calls against a local server that stalls 5 % of
 //                       requests for 100 ms, unhedged and hedged (2 attempts,
 //                       the hedge after 2 ms), interleaved in one run: p50
@@ -168,6 +175,80 @@ void pipeline_overhead_socket(benchmark::State& state) {
     state.counters["async_execute_allocs"] = static_cast<double>(async_allocs) / n;
 }
 BENCHMARK(pipeline_overhead_socket)->Iterations(100)->Unit(benchmark::kMillisecond);
+
+// The pipeline's own cost a call, without the socket's noise: the operation
+// is one post through the io_context (the floor: nothing but scheduling),
+// and each figure is the nanoseconds a call spends above it.
+void pipeline_overhead_post(benchmark::State& state) {
+    steadfast::breaker_options o;
+    o.consecutive_failures = 1000;
+    auto breaker = std::make_shared<steadfast::circuit_breaker>(o);
+    asio::io_context ioc(1);
+    auto rate = std::make_shared<steadfast::rate_limit>(
+        ioc.get_executor(), steadfast::rate_limit::options{.per_second = 1e9, .burst = 1000000});
+    const auto five = steadfast::pipeline{}
+                          .with_rate_limit(rate)
+                          .with_breaker(breaker)
+                          .with_hedging({.max_attempts = 2, .delay = 10s})
+                          .with_timeout(10s);
+    const auto four = steadfast::pipeline{}.with_rate_limit(rate).with_breaker(breaker).with_timeout(10s);
+    const auto hedged = steadfast::pipeline{}.with_hedging({.max_attempts = 2, .delay = 10s}).with_timeout(10s);
+    const auto watched = steadfast::retry_policy{}.with_attempt_timeout(10s);
+    constexpr int batch = 2000;
+    double bare = 0, exec = 0, unhedged = 0, hedge_only = 0, spawn = 0, watch = 0, plain = 0;
+    long long batches = 0;
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+            auto op = []() -> asio::awaitable<error_code> {
+                co_await asio::post(asio::use_awaitable);
+                co_return error_code{};
+            };
+            auto attempt = [&](const attempt_context&) { return op(); };
+            for (auto _ : state) {
+                const auto t0 = clk::now();
+                for (int i = 0; i < batch; ++i) benchmark::DoNotOptimize(co_await op());
+                const auto t1 = clk::now();
+                for (int i = 0; i < batch; ++i)
+                    if (!(co_await steadfast::execute(five, attempt)).ok()) std::abort();
+                const auto t2 = clk::now();
+                for (int i = 0; i < batch; ++i)
+                    if (!(co_await steadfast::execute(four, attempt)).ok()) std::abort();
+                const auto t3 = clk::now();
+                for (int i = 0; i < batch; ++i)
+                    if (!(co_await steadfast::execute(hedged, attempt)).ok()) std::abort();
+                const auto t4 = clk::now();
+                for (int i = 0; i < batch; ++i)
+                    if (co_await asio::co_spawn(ioc, op(), asio::use_awaitable)) std::abort();
+                const auto t5 = clk::now();
+                for (int i = 0; i < batch; ++i)
+                    if (!(co_await steadfast::retry(watched, attempt)).ok()) std::abort();
+                const auto t6 = clk::now();
+                for (int i = 0; i < batch; ++i)
+                    if (!(co_await steadfast::retry(steadfast::retry_policy{}, attempt)).ok()) std::abort();
+                const auto t7 = clk::now();
+                bare += ns_between(t0, t1);
+                exec += ns_between(t1, t2);
+                unhedged += ns_between(t2, t3);
+                hedge_only += ns_between(t3, t4);
+                spawn += ns_between(t4, t5);
+                watch += ns_between(t5, t6);
+                plain += ns_between(t6, t7);
+                ++batches;
+            }
+        },
+        asio::detached);
+    ioc.run();
+    const double n = static_cast<double>(batches) * batch;
+    state.counters["bare_ns"] = bare / n;
+    state.counters["execute_extra_ns"] = (exec - bare) / n;                // the five pieces
+    state.counters["unhedged_extra_ns"] = (unhedged - bare) / n;           // rate limit, breaker, timeout
+    state.counters["hedging_timeout_extra_ns"] = (hedge_only - bare) / n;  // hedging and timeout alone
+    state.counters["spawn_extra_ns"] = (spawn - bare) / n;                 // co_spawn(op, use_awaitable)
+    state.counters["watched_retry_extra_ns"] = (watch - bare) / n;         // retry() with an attempt timeout
+    state.counters["retry_extra_ns"] = (plain - bare) / n;                 // retry() alone
+}
+BENCHMARK(pipeline_overhead_post)->Iterations(50)->Unit(benchmark::kMillisecond);
 
 // A local server that answers each one-byte request with one byte, after a
 // 100 ms stall for 5 % of requests (drawn from a fixed seed). Each client
