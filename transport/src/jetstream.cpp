@@ -977,12 +977,16 @@ error_code client::publish_request(std::string_view subject, std::string_view re
         natsConnection_PublishRequest(impl_->nc, s.c_str(), r.c_str(), data.data(), static_cast<int>(data.size())));
 }
 
-std::unique_ptr<client::inbox> client::subscribe_inbox(inbox_sink& sink) {
+std::string client::new_inbox() {
     char* name = nullptr;
     check(natsInbox_Create(&name), "inbox");
-    const std::string subject = name;
+    std::string subject = name;
     natsInbox_Destroy(name);
-    return subscribe(subject, sink);
+    return subject;
+}
+
+std::unique_ptr<client::inbox> client::subscribe_inbox(inbox_sink& sink) {
+    return subscribe(new_inbox(), sink);
 }
 
 std::unique_ptr<client::inbox> client::subscribe(const std::string& subject, inbox_sink& sink, std::size_t max_queued) {
@@ -1057,8 +1061,9 @@ struct pull_consumer::waiter {
           batch(b) {}
 };
 
-pull_consumer::pull_consumer(client& c, consumer_config cfg) : c_(c), cfg_(std::move(cfg)) {
-    inbox_ = c_.subscribe_inbox(*this);
+pull_consumer::pull_consumer(client& c, consumer_config cfg)
+    : c_(c), cfg_(std::move(cfg)), inbox_base_(client::new_inbox()) {
+    inbox_ = c_.subscribe(inbox_base_ + ".*", *this);
 }
 
 pull_consumer::~pull_consumer() {
@@ -1071,8 +1076,16 @@ void pull_consumer::on_messages() {
         if (m.status != 0) {
             // 404 no messages, 408 the pull expired, 409 the pull was ended
             // (leadership change, consumer deleted, limits): ask again.
-            // 100: an idle heartbeat, ignored.
+            // 100: an idle heartbeat, ignored. A status comes on its pull's
+            // reply subject: an earlier pull's (one this side gave up on)
+            // ends nothing, the pull under way goes on.
             if (m.status == 100) continue;
+            // News of the consumer, whichever pull it ends.
+            if (m.status == 409 && m.description == "Consumer Deleted") ++endings_.deleted;
+            if (pull_reply_.empty() || m.subject != pull_reply_) {
+                ++endings_.late;
+                continue;
+            }
             pulling_ = false;
             switch (m.status) {
                 case 404:
@@ -1097,6 +1110,8 @@ void pull_consumer::on_messages() {
         }
         auto info = parse_ack_subject(m.reply);
         if (!info) continue;  // not a JetStream delivery
+        // (A delivery comes with its stream subject, not its pull's: it is
+        // counted against the pull under way.)
         if (pull_left_ > 0 && --pull_left_ == 0) pulling_ = false;
         ++deliveries_;
         if (info->delivered > 1) ++redeliveries_;
@@ -1146,8 +1161,10 @@ void pull_consumer::start_fetch(std::size_t batch, std::chrono::milliseconds wai
                 {"batch", w->batch}, {"max_bytes", 32 << 20}, {"expires", std::chrono::nanoseconds(wait).count()}}
                 .dump();
         const std::string api = "$JS.API.CONSUMER.MSG.NEXT." + cfg_.stream + "." + cfg_.durable;
-        auto ec = c_.publish_request(api, inbox_->subject(), body);
+        pull_reply_ = inbox_base_ + '.' + std::to_string(++pulls_);
+        auto ec = c_.publish_request(api, pull_reply_, body);
         if (ec) {
+            pull_reply_.clear();
             finish(ec);
             return;
         }
@@ -1160,7 +1177,10 @@ void pull_consumer::start_fetch(std::size_t batch, std::chrono::milliseconds wai
     w->timer.async_wait([this, weak = std::weak_ptr<waiter>(w)](const boost::system::error_code& e) {
         auto alive = weak.lock();
         if (e || !alive || alive != waiting_) return;
-        if (pulling_) ++endings_.unanswered;  // (not a pull that already ended: a waiter whose messages were taken)
+        if (pulling_) {  // (not a pull that already ended: a waiter whose messages were taken)
+            ++endings_.unanswered;
+            pull_reply_.clear();  // an answer that comes after all is late
+        }
         pulling_ = false;
         finish({});
     });

@@ -11,6 +11,7 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -413,6 +414,47 @@ BOOST_AUTO_TEST_CASE(a_pull_the_server_never_answers_ends_on_its_own_timer) {
         BOOST_TEST(pc.endings().expired + pc.endings().no_messages + pc.endings().ended + pc.endings().no_responders +
                        pc.endings().other ==
                    0u);
+    });
+}
+
+// Each pull has a reply subject of its own, so a status is its pull's: one
+// for an earlier pull (a pull this side gave up on, answered after all)
+// ends nothing. Here a 408 comes on the first pull's subject while the
+// second pull waits: the second goes on to its own expiry.
+BOOST_AUTO_TEST_CASE(a_status_for_an_earlier_pull_ends_nothing) {
+    run([](js::client& c) -> asio::awaitable<void> {
+        const auto name = unique("L");
+        const js::stream_config cfg{name, {name + ".>"}, 3, 60s};  // (named: g++ 12 and a braced temporary in co_await)
+        co_await ensure(c, cfg);
+        const js::consumer_config cc{name, "late"};
+        auto [ce, cs, why] = co_await js::async_ensure_consumer(c, cc, asio::as_tuple(asio::use_awaitable));
+        BOOST_REQUIRE_MESSAGE(!ce, ce.message() << " " << why);
+        js::pull_consumer pc(c, cc);
+        BOOST_TEST(pc.pull_subject().empty());
+        auto [e1, d1] = co_await pc.async_fetch(10, 200ms, asio::as_tuple(asio::use_awaitable));
+        BOOST_TEST(!e1);
+        BOOST_TEST(d1.empty());
+        BOOST_REQUIRE(pc.endings().expired == 1u);  // the server's 408
+        const std::string first = pc.pull_subject();
+        BOOST_REQUIRE(!first.empty());
+        asio::steady_timer t(co_await asio::this_coro::executor, 300ms);
+        t.async_wait([&](const boost::system::error_code& e) {
+            if (e) return;
+            // What the server sends when a pull expires, on the first pull's subject.
+            std::vector<js::header> status{{"Status", "408"}, {"Description", "Request Timeout"}};
+            c.async_request(first, "", std::move(status), asio::detached);  // (no reply ever comes)
+        });
+        const auto t0 = std::chrono::steady_clock::now();
+        auto [e2, d2] = co_await pc.async_fetch(10, 2s, asio::as_tuple(asio::use_awaitable));
+        const auto took = std::chrono::steady_clock::now() - t0;
+        BOOST_TEST(!e2);
+        BOOST_TEST(d2.empty());
+        BOOST_TEST((took >= 1500ms));  // its own expiry at 2 s, not the first pull's 408 at 300 ms
+        BOOST_TEST((took < 10s));
+        BOOST_TEST(pc.endings().late == 1u);
+        BOOST_TEST(pc.endings().expired == 2u);
+        BOOST_TEST(pc.endings().unanswered == 0u);
+        BOOST_TEST(pc.pull_subject() != first);
     });
 }
 

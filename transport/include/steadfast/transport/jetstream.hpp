@@ -259,6 +259,8 @@ public:
         std::string subject_;
     };
     std::unique_ptr<inbox> subscribe_inbox(inbox_sink& sink);
+    /// A fresh inbox name (_INBOX.<unique>), subscribed to nothing.
+    static std::string new_inbox();
     /// The same on a subject of the caller's (no reply inbox): what is
     /// published to `subject` is handed to `sink`.
     /// At most `max_queued` wait to be drained; more are dropped and counted
@@ -405,13 +407,24 @@ public:
     /// server's status replies (404 no messages, 408 expired, 409 ended by
     /// the server, 503 no responders; heartbeats not counted), the last of
     /// them, and pulls the server never answered (ended by this side's own
-    /// timer, `wait` and 2 s after the pull).
+    /// timer, `wait` and 2 s after the pull). Each pull has a reply subject
+    /// of its own, so a status is its pull's: one for an earlier pull (a
+    /// pull this side gave up on, answered after all) ends nothing and is
+    /// counted in `late` only. (Messages delivered to an earlier pull are
+    /// taken as any others.) `deleted`: 409s saying "Consumer Deleted", for
+    /// whichever pull (the consumer is gone: its later pulls are never
+    /// answered).
     struct pull_endings {
-        std::uint64_t no_messages = 0, expired = 0, ended = 0, no_responders = 0, other = 0, unanswered = 0;
+        std::uint64_t no_messages = 0, expired = 0, ended = 0, no_responders = 0, other = 0, unanswered = 0, late = 0,
+                      deleted = 0;
         unsigned last_status = 0;
         std::string last_description;
     };
     const pull_endings& endings() const noexcept { return endings_; }
+    /// The reply subject of the pull under way, or of the last one if it
+    /// ended with the server's answer ("" before the first pull and after
+    /// one ended on this side's timer).
+    const std::string& pull_subject() const noexcept { return pull_reply_; }
 
 private:
     void on_messages() override;
@@ -421,7 +434,10 @@ private:
 
     client& c_;
     consumer_config cfg_;
-    std::unique_ptr<client::inbox> inbox_;
+    std::string inbox_base_;                // each pull's reply subject is inbox_base_.<its number>
+    std::unique_ptr<client::inbox> inbox_;  // on inbox_base_.*
+    std::string pull_reply_;
+    std::uint64_t pulls_ = 0;
     std::shared_ptr<waiter> waiting_;
     bool pulling_ = false;
     std::size_t pull_left_ = 0;
