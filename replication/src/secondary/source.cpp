@@ -81,6 +81,7 @@ void js_source::drop_consumer() {
     n_.deliveries_before += pc_->deliveries();
     n_.redeliveries_before += pc_->redeliveries();
     n_.unanswered_before += pc_->endings().unanswered;
+    n_.deleted_seen = 0;  // (the next one counts from 0)
     pc_.reset();
 }
 
@@ -243,6 +244,7 @@ asio::awaitable<bool> js_source::resubscribe_stalled() {
                         {"pulls_no_messages", end.no_messages},
                         {"pulls_ended", end.ended},
                         {"pulls_no_responders", end.no_responders},
+                        {"pulls_late", end.late},  // answers to pulls this side had given up on
                         {"last_status", end.last_status},
                         {"last_status_description", end.last_description},
                         {"server", js_->connected_url()}};
@@ -350,8 +352,7 @@ asio::awaitable<void> js_source::run() {
             continue;
         }
         const auto fetch_started = std::chrono::steady_clock::now();
-        const std::uint64_t unanswered_before = pc_->endings().unanswered, ended_before = pc_->endings().ended,
-                            disconnects_before = js_->disconnects();
+        const std::uint64_t unanswered_before = pc_->endings().unanswered, disconnects_before = js_->disconnects();
         auto [ec, ds] = co_await pc_->async_fetch(
             o_.batch, fetch_expiry,
             asio::bind_cancellation_slot(stop_signal_.slot(), asio::as_tuple(asio::use_awaitable)));
@@ -370,6 +371,12 @@ asio::awaitable<void> js_source::run() {
             co_await pause(200ms);
             continue;
         }
+        // The server said the consumer was deleted (409 Consumer Deleted, on
+        // this pull or an earlier one, maybe while messages were applied):
+        // checked, and created again, now (its later pulls would never be
+        // answered: the stall would be found only after three of them).
+        const bool deleted = pc_->endings().deleted != n_.deleted_seen;
+        n_.deleted_seen = pc_->endings().deleted;
         if (!consuming_) {
             // Back after a problem named in the loop above.
             app::log(level::info, "consuming",
@@ -382,13 +389,11 @@ asio::awaitable<void> js_source::run() {
             // (not even with its expiry) counts toward a stall
             // (stall_watch.hpp): a new subscription then. Otherwise, also
             // what a deleted consumer or a lost leader looks like: every
-            // 10th time (or when it ended at once, or the server ended it
-            // saying the consumer was deleted), make sure the consumer is
-            // there: a cheap INFO, a create only when it is missing. (A
-            // deleted consumer's later pulls are never answered: without the
-            // check at its 409, a stall would be found only after three of
-            // them.) A pull that lived through a reconnect is not the
-            // server's silence: neither answered nor counted.
+            // 10th time (or when it ended at once, or the server said the
+            // consumer was deleted), make sure the consumer is there: a cheap
+            // INFO, a create only when it is missing. A pull that lived
+            // through a reconnect is not the server's silence: neither
+            // answered nor counted.
             if (pc_->endings().unanswered == unanswered_before)
                 stall_.answered();
             else if (connected() && js_->disconnects() == disconnects_before && stall_.unanswered()) {
@@ -396,8 +401,6 @@ asio::awaitable<void> js_source::run() {
                 continue;
             }
             const bool quick = std::chrono::steady_clock::now() - fetch_started < 100ms;
-            const bool deleted =
-                pc_->endings().ended != ended_before && pc_->endings().last_description == "Consumer Deleted";
             if (quick) co_await pause(200ms);
             if (connected() && (quick || deleted || ++n_.empty_fetches % 10 == 0) && !co_await check_consumer()) break;
             continue;
@@ -406,6 +409,7 @@ asio::awaitable<void> js_source::run() {
         n_.empty_fetches = 0;
         info_lag_.reset();
         co_await apply(ds);
+        if (deleted && !stopping_ && connected() && !co_await check_consumer()) break;
     }
     consuming_ = false;
 }

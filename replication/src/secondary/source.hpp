@@ -129,6 +129,7 @@ private:
         std::uint64_t deliveries_before = 0, redeliveries_before = 0,
                       unanswered_before = 0;  // of pull consumers replaced
         std::uint64_t empty_fetches = 0;      // in a row
+        std::uint64_t deleted_seen = 0;       // the pull consumer's endings().deleted, as last acted on
         // What a previous run was delivered and never acknowledged, as the
         // process's first consumer found it (not_read: not yet; then 0).
         std::uint64_t left_unacked = not_read;
