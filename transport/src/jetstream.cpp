@@ -1177,7 +1177,12 @@ void pull_consumer::start_fetch(std::size_t batch, std::chrono::milliseconds wai
     w->timer.async_wait([this, weak = std::weak_ptr<waiter>(w)](const boost::system::error_code& e) {
         auto alive = weak.lock();
         if (e || !alive || alive != waiting_) return;
-        if (pulling_) {  // (not a pull that already ended: a waiter whose messages were taken)
+        // What came already goes first: after the process was held up (a
+        // busy machine, SIGSTOP) the pull's own answer may wait in the inbox
+        // behind this timer, and the pull was answered.
+        on_messages();
+        if (alive != waiting_) return;  // (it ended the fetch)
+        if (pulling_) {                 // (not a pull that already ended: a waiter whose messages were taken)
             ++endings_.unanswered;
             pull_reply_.clear();  // an answer that comes after all is late
         }

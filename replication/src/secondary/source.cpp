@@ -216,8 +216,14 @@ asio::awaitable<js_source::info_reply> js_source::consumer_info() {
 // Whether the consumer still exists, and created again if it does not.
 // False only when stopping.
 asio::awaitable<bool> js_source::check_consumer() {
+    // The news of a deletion so far is acted on once the INFO answers (the
+    // consumer is there, or created again below); an INFO that failed
+    // leaves it for the next fetch.
+    const jetstream::pull_consumer* before = pc_.get();
+    const std::uint64_t news = pc_ ? pc_->endings().deleted : 0;
     const info_reply r = co_await consumer_info();
     if (stopping_) co_return false;
+    if (!r.ec && pc_.get() == before) n_.deleted_seen = news;
     if (r.ec == make_error_code(jetstream::errc::not_found)) {
         app::log(level::warn, "consumer_missing", {{"consumer", o_.consumer}, {"note", "creating it again"}});
         drop_consumer();
@@ -375,8 +381,8 @@ asio::awaitable<void> js_source::run() {
         // this pull or an earlier one, maybe while messages were applied):
         // checked, and created again, now (its later pulls would never be
         // answered: the stall would be found only after three of them).
+        // (Until an INFO answers: see check_consumer.)
         const bool deleted = pc_->endings().deleted != n_.deleted_seen;
-        n_.deleted_seen = pc_->endings().deleted;
         if (!consuming_) {
             // Back after a problem named in the loop above.
             app::log(level::info, "consuming",

@@ -419,8 +419,9 @@ BOOST_AUTO_TEST_CASE(a_pull_the_server_never_answers_ends_on_its_own_timer) {
 
 // Each pull has a reply subject of its own, so a status is its pull's: one
 // for an earlier pull (a pull this side gave up on, answered after all)
-// ends nothing. Here a 408 comes on the first pull's subject while the
-// second pull waits: the second goes on to its own expiry.
+// ends nothing. Here a 408 and a 409 Consumer Deleted come on the first
+// pull's subject while the second pull waits: the second goes on to its own
+// expiry, and the deletion is counted.
 BOOST_AUTO_TEST_CASE(a_status_for_an_earlier_pull_ends_nothing) {
     run([](js::client& c) -> asio::awaitable<void> {
         const auto name = unique("L");
@@ -440,9 +441,12 @@ BOOST_AUTO_TEST_CASE(a_status_for_an_earlier_pull_ends_nothing) {
         asio::steady_timer t(co_await asio::this_coro::executor, 300ms);
         t.async_wait([&](const boost::system::error_code& e) {
             if (e) return;
-            // What the server sends when a pull expires, on the first pull's subject.
-            std::vector<js::header> status{{"Status", "408"}, {"Description", "Request Timeout"}};
-            c.async_request(first, "", std::move(status), asio::detached);  // (no reply ever comes)
+            // What the server sends when a pull expires, and when its
+            // consumer is deleted, on the first pull's subject.
+            std::vector<js::header> expired{{"Status", "408"}, {"Description", "Request Timeout"}},
+                deleted{{"Status", "409"}, {"Description", "Consumer Deleted"}};
+            c.async_request(first, "", std::move(expired), asio::detached);  // (no reply ever comes)
+            c.async_request(first, "", std::move(deleted), asio::detached);
         });
         const auto t0 = std::chrono::steady_clock::now();
         auto [e2, d2] = co_await pc.async_fetch(10, 2s, asio::as_tuple(asio::use_awaitable));
@@ -451,8 +455,10 @@ BOOST_AUTO_TEST_CASE(a_status_for_an_earlier_pull_ends_nothing) {
         BOOST_TEST(d2.empty());
         BOOST_TEST((took >= 1500ms));  // its own expiry at 2 s, not the first pull's 408 at 300 ms
         BOOST_TEST((took < 10s));
-        BOOST_TEST(pc.endings().late == 1u);
+        BOOST_TEST(pc.endings().late == 2u);
         BOOST_TEST(pc.endings().expired == 2u);
+        BOOST_TEST(pc.endings().ended == 0u);    // no pull of its own was ended by a 409...
+        BOOST_TEST(pc.endings().deleted == 1u);  // ...but the news of the consumer counts, whichever pull it ends
         BOOST_TEST(pc.endings().unanswered == 0u);
         BOOST_TEST(pc.pull_subject() != first);
     });
