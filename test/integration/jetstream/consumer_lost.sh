@@ -71,8 +71,11 @@ wait_for 5 "the secondary applying all 60 after subscribing again" applied 60
 [ "$(health_field "['jetstream']['stalls']")" -ge 1 ] || fail "/health does not count the stall: $(curl -s "http://127.0.0.1:$SPORT/health")"
 [ "$(health_field "['jetstream']['stalled']")" = False ] ||
   fail "/health still says stalled after delivery resumed: $(curl -s "http://127.0.0.1:$SPORT/health")"
-curl -fs "http://127.0.0.1:$SPORT/metrics" | grep -q '^steadfast_secondary_jetstream_consumer_stalls_total [1-9]' ||
-  fail "the stall metric did not count it"
+# (Read whole first: grep -q would stop reading, and with pipefail curl's
+# broken pipe would fail the check.)
+metrics=$(curl -fs "http://127.0.0.1:$SPORT/metrics") || fail "/metrics did not answer"
+grep -q '^steadfast_secondary_jetstream_consumer_stalls_total [1-9]' <<<"$metrics" ||
+  fail "the stall metric did not count it: $(grep stalls_total <<<"$metrics")"
 
 echo "== every message once, in order"
 verify s
