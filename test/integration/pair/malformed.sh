@@ -41,7 +41,7 @@ expect 405 -X GET "$P/publish"
 expect 200 "$S/health"
 expect 202 -X POST "${J[@]}" -d '{"ok":true}' "$P/publish"
 wait_drained 20
-"$BIN/steadfast-secondary" dump --data "$WORK/sdata" | grep -q '"ok":true' || fail "the good message was not delivered"
+"$BIN/steadfast-secondary" dump --data "$WORK/sdata" | grep -c '"ok":true' >/dev/null || fail "the good message was not delivered"
 # A percent-encoded stream name is decoded (Boost.URL): a%2Eb is the stream a.b.
 answer=$(curl -fsS -X POST "${CT[@]}" -d '{"enc":1}' "http://127.0.0.1:$PPORT/publish?stream=a%2Eb") || fail "?stream=a%2Eb refused"
 echo "$answer" | grep -q '"stream":"a.b"' || fail "?stream=a%2Eb should be the stream a.b: $answer"

@@ -137,7 +137,7 @@ echo "$answer" | grep -q '"seq":1' || fail "unexpected answer: $answer"
 curl -fs -o /dev/null "${CT[@]}" -d '{"x":1}' "http://127.0.0.1:$PPORT/publish?stream=e" && fail "plain HTTP to an HTTPS --listen was answered"
 tls_refused() { [ "$(curl -fs "${CA[@]}" "https://127.0.0.1:$PPORT/metrics" | awk '$1 == "steadfast_primary_tls_handshake_failures_total" {print int($2)}')" -ge 1 ]; }
 wait_for 10 "steadfast_primary_tls_handshake_failures_total counting the plain client" tls_refused
-delivered_e() { dump | grep -q '"payload":{"over":"https"}'; }
+delivered_e() { dump | grep -c '"payload":{"over":"https"}' >/dev/null; }
 wait_for 30 "the message published over HTTPS delivered" delivered_e
 stop "$PPID_"
 
