@@ -69,24 +69,38 @@ double ns_between(clk::time_point a, clk::time_point b) {
     return std::chrono::duration<double, std::nano>(b - a).count();
 }
 
+// The five pieces, in its order (rate limit -> breaker -> retry ->
+// hedge -> timeout), and the same without hedging; the limits have room and
+// the breaker stays closed.
+struct pieces {
+    explicit pieces(asio::io_context& ioc)
+        : breaker(std::make_shared<steadfast::circuit_breaker>(closed())),
+          rate(std::make_shared<steadfast::rate_limit>(
+              ioc.get_executor(), steadfast::rate_limit::options{.per_second = 1e9, .burst = 1000000})),
+          five(steadfast::pipeline{}
+                   .with_rate_limit(rate)
+                   .with_breaker(breaker)
+                   .with_hedging({.max_attempts = 2, .delay = 10s})
+                   .with_timeout(10s)),
+          four(steadfast::pipeline{}.with_rate_limit(rate).with_breaker(breaker).with_timeout(10s)) {}
+    static steadfast::breaker_options closed() {
+        steadfast::breaker_options o;
+        o.consecutive_failures = 1000;
+        return o;
+    }
+    std::shared_ptr<steadfast::circuit_breaker> breaker;
+    std::shared_ptr<steadfast::rate_limit> rate;
+    steadfast::pipeline five, four;
+};
+
 void pipeline_overhead_socket(benchmark::State& state) {
-    steadfast::breaker_options o;
-    o.consecutive_failures = 1000;
-    auto breaker = std::make_shared<steadfast::circuit_breaker>(o);
     asio::io_context ioc(1);
+    const pieces p(ioc);
+    const auto& five = p.five;
+    const auto& four = p.four;
+    // The same with a bulkhead too (six pieces).
     auto bulkhead = std::make_shared<steadfast::concurrency_limit>(steadfast::concurrency_limit::options{.limit = 64});
-    auto rate = std::make_shared<steadfast::rate_limit>(
-        ioc.get_executor(), steadfast::rate_limit::options{.per_second = 1e9, .burst = 1000000});
-    // The five pieces, in its order: rate limit -> breaker -> retry
-    // -> hedge -> timeout.
-    const auto five = steadfast::pipeline{}
-                          .with_rate_limit(rate)
-                          .with_breaker(breaker)
-                          .with_hedging({.max_attempts = 2, .delay = 10s})
-                          .with_timeout(10s);
-    // The same with a bulkhead too (six pieces), and without hedging.
     const auto six = five.with_concurrency_limit(bulkhead);
-    const auto four = steadfast::pipeline{}.with_rate_limit(rate).with_breaker(breaker).with_timeout(10s);
     // Floors, in the same run: the operation spawned as a coroutine of its
     // own (what any concurrent attempt costs, hedged or timed) and a retry
     // whose attempt is watched (a timeout: spawned, with its deadline).
@@ -180,18 +194,10 @@ BENCHMARK(pipeline_overhead_socket)->Iterations(100)->Unit(benchmark::kMilliseco
 // is one post through the io_context (the floor: nothing but scheduling),
 // and each figure is the nanoseconds a call spends above it.
 void pipeline_overhead_post(benchmark::State& state) {
-    steadfast::breaker_options o;
-    o.consecutive_failures = 1000;
-    auto breaker = std::make_shared<steadfast::circuit_breaker>(o);
     asio::io_context ioc(1);
-    auto rate = std::make_shared<steadfast::rate_limit>(
-        ioc.get_executor(), steadfast::rate_limit::options{.per_second = 1e9, .burst = 1000000});
-    const auto five = steadfast::pipeline{}
-                          .with_rate_limit(rate)
-                          .with_breaker(breaker)
-                          .with_hedging({.max_attempts = 2, .delay = 10s})
-                          .with_timeout(10s);
-    const auto four = steadfast::pipeline{}.with_rate_limit(rate).with_breaker(breaker).with_timeout(10s);
+    const pieces p(ioc);
+    const auto& five = p.five;
+    const auto& four = p.four;
     const auto hedged = steadfast::pipeline{}.with_hedging({.max_attempts = 2, .delay = 10s}).with_timeout(10s);
     const auto watched = steadfast::retry_policy{}.with_attempt_timeout(10s);
     constexpr int batch = 2000;
