@@ -36,6 +36,7 @@ CONNS=${CONNS:-16 64}
 # (sched_pid); sched_report TAG WHAT PRIMARY_PID [SECONDARY_PID] prints which
 # threads ran together in it.
 sched_start() {
+  sched_pid=""
   [ "${SCHED:-0}" = 1 ] || return 0
   (sleep 2; perf sched record -q -o "$WORK/sched$1.data" -- sleep 1 >/dev/null 2>&1) &
   sched_pid=$!
@@ -69,7 +70,7 @@ run() {
     perf record -q -g -o "$WORK/perf$c.data" -p "$PP" -- sleep 5 >/dev/null 2>&1 &
     perf_pid=$!
   fi
-  local sched_pid=""
+  local sched_pid
   sched_start "pair$c"
   watch_delivered "$P"
   t0=$EPOCHREALTIME
@@ -114,7 +115,6 @@ PY
   AP=$!; PIDS+=($AP); wait_up "http://127.0.0.1:$A/health"
   local ta0 acount
   ta0=$(thread_cpu "$AP")
-  sched_pid=""
   sched_start "alone$c"
   run_timed "$WORK/wrka$c.cpu" wrk -t2 -c"$c" -d5s -s test/bench/publish16.lua "http://127.0.0.1:$A" >"$WORK/wrka$c"
   arate=$(awk '/Requests\/sec/ {print int($2)}' "$WORK/wrka$c")
