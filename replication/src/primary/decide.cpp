@@ -36,11 +36,40 @@ std::string link_fault::label() const {
     return {};
 }
 
+std::string_view hint_for(const decision& d) {
+    using k = link_fault::kind;
+    if (d.link_error.what == k::auth) return "check --token-file against the secondary's";
+    if (d.not_a_secondary)
+        return "is --secondary the address of a steadfast-secondary? (its answer is not one a secondary gives)";
+    switch (d.link_error.what) {
+        case k::transport:
+            if (d.no_answer_in_time)
+                return "the secondary took the request but did not answer within --attempt-timeout: is it "
+                       "overloaded, or its disk slow? Raise --attempt-timeout above its answer time (the resend is "
+                       "deduplicated: what it applied meanwhile is not applied twice)";
+            return "is the secondary running and reachable? (if it serves HTTPS, --secondary must be https://)";
+        case k::jetstream_unavailable:
+            return "are the NATS servers of --secondary running, with JetStream on, and does the stream have a "
+                   "leader?";
+        case k::jetstream_refused:
+            return "JetStream refused the publish: check the account's permissions and limits and the stream's "
+                   "configuration";
+        case k::tls:
+            return "check --tls-ca (the CA that signed the secondary's certificate), --tls-server-name, "
+                   "--tls-cert/--tls-key if the secondary asks for a certificate, and that the secondary serves HTTPS";
+        default:
+            return "the secondary is failing; messages are kept and sent again";
+    }
+}
+
 decision decide(const sent_batch& b, const delivery_outcome& o) {
     using k = delivery_outcome::kind;
     if (o.what == k::stopped) return make(verdict::stop, 0, 0, "stopping");
-    if (o.what == k::transport)
-        return make(verdict::redeliver, 0, 0, "transport: " + o.detail, {link_fault::kind::transport});
+    if (o.what == k::transport) {
+        decision d = make(verdict::redeliver, 0, 0, "transport: " + o.detail, {link_fault::kind::transport});
+        d.no_answer_in_time = o.no_answer_in_time;
+        return d;
+    }
     if (o.what == k::tls) return make(verdict::redeliver, 0, 0, "tls: " + o.detail, {link_fault::kind::tls});
 
     const unsigned s = o.status;

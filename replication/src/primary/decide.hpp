@@ -31,6 +31,9 @@ struct delivery_outcome {
     unsigned status = 0;  // answered: the HTTP status
     std::string body;     // answered: the body (409s are decoded from it)
     std::string detail;   // transport, tls: what failed, for the log
+    // transport: the request went out whole and its answer did not come
+    // within the attempt's timeout (a slow secondary, not a missing one).
+    bool no_answer_in_time = false;
 };
 
 enum class verdict {
@@ -78,6 +81,9 @@ struct decision {
     // 415, 501, or a 400/413/422 without its {"error":..} body): --secondary
     // points at something else (a typo, another service, a proxy's page).
     bool not_a_secondary = false;
+    // redeliver, transport: the secondary took the request and did not
+    // answer in time (it may have applied it: the resend is deduplicated).
+    bool no_answer_in_time = false;
 };
 
 /// The decision table (contract v2):
@@ -95,6 +101,11 @@ struct decision {
 /// - every other answer and every transport failure: the link or the
 ///   secondary is wrong, not the message: redeliver (reported as a link error).
 decision decide(const sent_batch& b, const delivery_outcome& o);
+
+/// What an operator should check after a redeliver `d` (the link_error
+/// line's hint): the token, the address, the secondary's speed against
+/// --attempt-timeout, TLS, NATS.
+std::string_view hint_for(const decision& d);
 
 // ---- JetStream (a nats:// --secondary): the log is the secondary ----
 

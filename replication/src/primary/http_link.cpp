@@ -18,7 +18,9 @@
 #include <steadfast/transport/pool.hpp>
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/error.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/error.hpp>
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
@@ -229,7 +231,16 @@ asio::awaitable<decision> http_link::send(const std::string& stream, const std::
         // of OpenSSL's, not a reset, a timeout or a truncated stream.
         const bool handshake = r.has_value() && http::is_tls_error(r.value().error().ec);
         outcome.what = handshake ? delivery_outcome::kind::tls : delivery_outcome::kind::transport;
-        outcome.detail = std::string(to_string(r.reason())) + ": " + r.last_error().message();
+        outcome.detail = std::string(to_string(r.reason())) + ": ";
+        if (r.has_value()) {
+            // The phase too: a read that timed out is a slow secondary, a
+            // connect that did is a missing one (the hint differs).
+            const http::transport_error& t = r.value().error();
+            outcome.detail += std::string(http::to_string(t.phase)) + ": ";
+            outcome.no_answer_in_time = !handshake && t.request_sent && t.phase == http::phase::read &&
+                                        (t.ec == boost::beast::error::timeout || t.ec == asio::error::timed_out);
+        }
+        outcome.detail += r.last_error().message();
     }
     co_return decide(sent_batch{batch.front().seq, batch.back().seq}, outcome);
 }

@@ -26,31 +26,6 @@ using steadfast::app::level;
 
 namespace steadfast::primary {
 
-namespace {
-
-std::string_view hint_for(const decision& d) {
-    using k = link_fault::kind;
-    if (d.link_error.what == k::auth) return "check --token-file against the secondary's";
-    if (d.not_a_secondary)
-        return "is --secondary the address of a steadfast-secondary? (its answer is not one a secondary gives)";
-    switch (d.link_error.what) {
-        case k::transport:
-            return "is the secondary running and reachable? (if it serves HTTPS, --secondary must be https://)";
-        case k::jetstream_unavailable:
-            return "are the NATS servers of --secondary running, with JetStream on, and does the stream have a "
-                   "leader?";
-        case k::jetstream_refused:
-            return "JetStream refused the publish: check the account's permissions and limits and the stream's "
-                   "configuration";
-        case k::tls:
-            return "check --tls-ca (the CA that signed the secondary's certificate), --tls-server-name, "
-                   "--tls-cert/--tls-key if the secondary asks for a certificate, and that the secondary serves HTTPS";
-        default:
-            return "the secondary is failing; messages are kept and sent again";
-    }
-}
-}  // namespace
-
 replicator::replicator(const replicator_env& env, replicator_hooks hooks)
     : env_(env),
       hooks_(std::move(hooks)),

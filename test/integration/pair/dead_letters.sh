@@ -80,6 +80,28 @@ for c in "${STATUSES[@]}"; do verify "c$c"; done   # (ok and slow went to the fa
 [ "$(dead_letters)" = 0 ] || fail "dead letters after the switch: $(status_json)"
 stop "$PPID_"
 
+# 2b. A secondary that takes the request and answers after --attempt-timeout is slow, not missing: the hint
+#     names --attempt-timeout, not "is the secondary running?" (the detail names the phase: read).
+FPORT=$(free_port); PPORT=$(free_port)
+start_fake "$FPORT" apply
+SECONDARY_URL="http://127.0.0.1:$FPORT"
+PDATA="$WORK/pdata2b"
+LOG_FROM=$(log_size "$WORK/primary.log")
+start_primary "${LADDER[@]}" --attempt-timeout 1s
+publish 1 slowt       # answered after 2.5 s: after the attempt's 1 s
+hint_is_timeout() { hint_of slowt | grep -q -- '--attempt-timeout'; }
+wait_for 10 "a link_error on the slow stream" hint_is_timeout
+hint_of slowt | grep -q 'is the secondary running' && fail "a read timeout got the unreachable hint: $(hint_of slowt)"
+log_has "$WORK/primary.log" link_error stream=slowt || fail "no link_error line for the slow stream"
+python3 - "$LOG_FROM" "$WORK/primary.log" <<'PY' || fail "the slow stream's link_error does not name the read phase"
+import json, sys
+f = open(sys.argv[2], "rb"); f.seek(int(sys.argv[1]))
+lines = [json.loads(l) for l in f if l.startswith(b"{")]
+d = [j for j in lines if j.get("event") == "link_error" and j.get("stream") == "slowt"][0]["detail"]
+assert "read: " in d and "timeout" in d, d
+PY
+stop "$PPID_"; kill "$FAKE_PID"
+
 # 3. 422, 400 and 413 for one message each: exactly those dead-lettered, their streams go on.
 FPORT=$(free_port); PPORT=$(free_port)
 start_fake "$FPORT" apply

@@ -125,9 +125,34 @@ BOOST_AUTO_TEST_CASE(transport_failures_and_stops) {
     auto d = decide(sent_batch{5, 5}, t);
     BOOST_TEST((d.what == verdict::redeliver));
     BOOST_TEST(d.link_error.label() == "transport");
+    BOOST_TEST(!d.no_answer_in_time);
+    BOOST_TEST(hint_for(d).find("is the secondary running and reachable") != std::string_view::npos, hint_for(d));
     delivery_outcome s;
     s.what = delivery_outcome::kind::stopped;
     BOOST_TEST((decide(batch, s).what == verdict::stop));
+}
+
+// A secondary that takes the request and answers too late is slow, not
+// missing: the hint names --attempt-timeout, not the address (a cold trial
+// met "is the secondary running?" while the secondary applied every batch).
+BOOST_AUTO_TEST_CASE(an_answer_that_did_not_come_in_time_points_at_the_attempt_timeout) {
+    delivery_outcome t;
+    t.what = delivery_outcome::kind::transport;
+    t.detail = "attempts_exhausted: read: The socket was closed due to a timeout";
+    t.no_answer_in_time = true;
+    auto d = decide(sent_batch{5, 5}, t);
+    BOOST_TEST((d.what == verdict::redeliver));
+    BOOST_TEST(d.link_error.label() == "transport");  // the metric's label is unchanged
+    BOOST_TEST(d.no_answer_in_time);
+    BOOST_TEST(hint_for(d).find("--attempt-timeout") != std::string_view::npos, hint_for(d));
+    BOOST_TEST(hint_for(d).find("is the secondary running") == std::string_view::npos, hint_for(d));
+    // The other hints stay theirs.
+    BOOST_TEST(hint_for(decide(batch, answer(401, "{\"error\":\"unauthorized\"}"))).find("--token-file") !=
+               std::string_view::npos);
+    BOOST_TEST(hint_for(decide(batch, answer(404, "not found"))).find("is --secondary the address") !=
+               std::string_view::npos);
+    BOOST_TEST(hint_for(decide(batch, answer(503, "{\"error\":\"busy\"}"))).find("the secondary is failing") !=
+               std::string_view::npos);
 }
 
 BOOST_AUTO_TEST_CASE(a_failed_tls_handshake_is_the_links_fault_and_keeps_the_messages) {
