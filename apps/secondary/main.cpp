@@ -8,6 +8,7 @@
 #include <common/log.hpp>
 #include <common/names.hpp>
 
+#include <steadfast/replication/envelope.hpp>
 #include <steadfast/transport/jetstream.hpp>
 #include <steadfast/version.hpp>
 
@@ -124,7 +125,12 @@ int main(int argc, char** argv) {
             throw std::invalid_argument("--drop-rate must be between 0 and 1");
         if (o.faults.fault_status < 400 || o.faults.fault_status > 599)
             throw std::invalid_argument("--fault-status must be a 4xx or 5xx status");
-        if (o.max_body < 1024) throw std::invalid_argument("--max-body must be at least 1024");
+        // (Above 64 MiB it would only hold memory: a primary's request is at
+        // most 1 MiB. The default --min-free-space is 4 times it.)
+        if (o.max_body < 1024 || o.max_body > (64u << 20))
+            throw std::invalid_argument("--max-body must be from 1024 to 67108864 (64 MiB; a primary sends at most " +
+                                        std::to_string(steadfast::envelope::limits{}.max_body_bytes) +
+                                        " bytes a request)");
         if (o.max_epoch_step == 0) throw std::invalid_argument("--max-epoch-step must be at least 1");
         app::listener_from(vm, o.listener);
         o.min_free = app::min_free_space_from(vm, o.max_body);
