@@ -120,7 +120,15 @@ http::router node::routes() {
     http::router r;
     r.add("GET", "/health", [this](http::request&) -> asio::awaitable<http::response> {
         const bool online = c_.rep.secondary_online();
-        nlohmann::json j{{"status", "ok"}, {"secondary_online", online}};
+        // (Liveness: 200 while the process works. A store that cannot commit
+        // or a disk under --min-free-space is named here too, and makes
+        // /ready 503: a restart would not fix either.)
+        const auto& st = health_.storage();
+        nlohmann::json j{{"status", "ok"},
+                         {"secondary_online", online},
+                         {"storage", st.ok()         ? "ok"
+                                     : st.disk_low() ? "low_disk_space"
+                                                     : "commit_failed"}};
         c_.rep.secondary().health(j);
         if (online) j.erase("secondary_error");  // a check failed, not yet enough to call it offline
         // (Text from the secondary's answers: bytes that are not UTF-8 are

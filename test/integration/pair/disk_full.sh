@@ -38,9 +38,14 @@ ready_is "$PPORT" 503 || fail "/ready came back while the disk is still full"
 [ "$(count_events "$WORK/primary.log" storage_failed)" = 1 ] || fail "storage_failed logged $(count_events "$WORK/primary.log" storage_failed) times (once a transition)"
 log_has "$WORK/primary.log" storage_failed error="low disk space" || fail "storage_failed does not name the low disk space"
 [ "$(metric "$PPORT" steadfast_primary_storage_ok)" = 0 ] || fail "steadfast_primary_storage_ok is not 0 under the watermark"
+# /health stays 200 (the process works; a restart would not free space) and names the store's state.
+health_of() { curl -s -m 5 -w ' %{http_code}' "http://127.0.0.1:$1/health"; }
+h=$(health_of "$PPORT"); [ "${h##* }" = 200 ] || fail "the primary's /health under the watermark: $h"
+json_is "${h% *}" 'j["storage"] == "low_disk_space"' || fail "the primary's /health does not name the low disk: $h"
 rm "$WORK/pdisk/fill"
 # Back without a publish: the watermark is checked every second.
 wait_for 5 "the primary's /ready answering 200 once space is freed" ready_is "$PPORT" 200
+h=$(health_of "$PPORT"); json_is "${h% *}" 'j["storage"] == "ok"' || fail "the primary's /health once space is freed: $h"
 [ "$(count_events "$WORK/primary.log" storage_recovered)" = 1 ] || fail "storage_recovered logged $(count_events "$WORK/primary.log" storage_recovered) times"
 publish 5 s
 wait_drained 30
@@ -93,6 +98,7 @@ for i in 1 2 3; do
   r=$(ready_of "$PPORT")
   [ "${r##* }" = 503 ] || fail "/ready while a large message cannot be stored: $r (check $i)"
 done
+h=$(health_of "$PPORT"); json_is "${h% *}" 'j["storage"] == "commit_failed"' || fail "the primary's /health after a failed commit: $h"
 prlimit --pid "$PPID_" --fsize=unlimited:unlimited || fail "prlimit"
 wait_for 5 "the primary's /ready once the limit is lifted" ready_is "$PPORT" 200
 echo "PASS"
