@@ -328,6 +328,7 @@ void node::read_stdin() {
     std::mutex m;
     std::condition_variable cv;
     int in_flight = 0;
+    std::uint64_t first_not_stored = 0;  // (under m) the first line of the first group that failed; 0: none
     const std::size_t overhead = envelope_overhead(o_.stream);
     std::uint64_t group_first_line = 0;  // the input line of the group's first message
     // `last`: the flush after reading stopped, which stores what was read
@@ -361,7 +362,7 @@ void node::read_stdin() {
                 }
                 return true;
             },
-            [this, items, result, first_line, &m, &cv, &in_flight](const app::db_failure* failure) {
+            [this, items, result, first_line, &m, &cv, &in_flight, &first_not_stored](const app::db_failure* failure) {
                 if (failure) {
                     stdin_failed_ = true;  // a failed commit: later groups must not be stored either
                     stdin_stop_ = true;    // and reading stops
@@ -397,6 +398,7 @@ void node::read_stdin() {
                         check_drained();
                     });
                 std::lock_guard l(m);
+                if (failure && (first_not_stored == 0 || first_line < first_not_stored)) first_not_stored = first_line;
                 --in_flight;
                 cv.notify_all();
             },
@@ -480,12 +482,22 @@ void node::read_stdin() {
         // Stopped before the end of the input (a signal, or a storage failure
         // logged as storage_failed): say where to go on from. The event loop
         // may have stopped already, so this is logged from here.
-        app::log(level::info, "input_stopped",
-                 {{"lines_read", line_no},
-                  {"partial_line_not_read", !partial.empty()},
-                  {"hint",
-                   "every line up to lines_read was stored, unless storage_failed names an earlier first line "
-                   "not stored; feed the input again from the line after"}});
+        // (Groups fail from the first failed one on: what is stored is the
+        // lines before it, however many were read after it.)
+        if (first_not_stored != 0)
+            app::log(level::info, "input_stopped",
+                     {{"lines_read", line_no},
+                      {"first_line_not_stored", first_not_stored},
+                      {"partial_line_not_read", !partial.empty()},
+                      {"hint",
+                       "storing failed (storage_failed): the lines before first_line_not_stored were stored; feed "
+                       "the input again from first_line_not_stored (after a failed flush, storage_failed's hint says "
+                       "to check the streams' next seqs first)"}});
+        else
+            app::log(level::info, "input_stopped",
+                     {{"lines_read", line_no},
+                      {"partial_line_not_read", !partial.empty()},
+                      {"hint", "every line up to lines_read was stored; feed the input again from the line after"}});
     }
     asio::post(ioc_, [this, line_no, eof, read_failed] {
         app::log(level::info, "input_closed", {{"lines", line_no}, {"eof", eof}});

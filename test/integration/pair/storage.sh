@@ -221,4 +221,33 @@ got = [(seq, json.loads(p)["t"]) for seq, p in rows]
 assert got == [(i, i) for i in range(1, 601)], f"{len(got)} rows: {got[:3]} .. {got[-3:]}"
 PY
 echo "a steady trickle on --stdin: $mid lines stored while it went on, all 600 in order in the end"
+# 6. --stdin under a file-size limit (ulimit -f, a quota statvfs cannot see), fed an input without end:
+# storing fails, reading stops before the end, and input_stopped names the line to feed again from, the same
+# first line not stored as storage_failed (it used to say "every line up to lines_read was stored, unless ...",
+# with lines_read far past what was stored).
+rc=0
+( ulimit -f 4096; exec timeout 60 "$BIN/steadfast-primary" --secondary "http://127.0.0.1:1" --data "$WORK/pdata6" --stdin \
+    --min-free-space 0 ) 2>"$WORK/stdin6.log" < <(python3 -c 'import sys
+i = 0
+try:
+    while True:
+        i += 1
+        sys.stdout.write("{\"i\":%d,\"pad\":\"%s\"}\n" % (i, "q" * 300))
+except BrokenPipeError:
+    pass' 2>/dev/null) || rc=$?
+[ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "--stdin under ulimit -f: exit code $rc (expected a storage failure's)"
+python3 - "$WORK/stdin6.log" "$WORK/pdata6/primary.db" <<'PY' || fail "--stdin under ulimit -f: $(grep -E 'storage_failed|input_stopped' "$WORK/stdin6.log")"
+import json, sqlite3, sys
+ev = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+failed = [e for e in ev if e.get("event") == "storage_failed"]
+stopped = [e for e in ev if e.get("event") == "input_stopped"]
+assert failed and stopped, "no storage_failed or no input_stopped event"
+first = failed[0]["first_line_not_stored"]
+assert stopped[0].get("first_line_not_stored") == first, (stopped[0], first)
+assert stopped[0]["lines_read"] >= first and "first_line_not_stored" in stopped[0]["hint"], stopped[0]
+rows = sqlite3.connect(sys.argv[2]).execute("SELECT payload FROM (SELECT seq, payload FROM outbox UNION ALL SELECT seq, payload FROM outbox_tail) ORDER BY seq").fetchall()
+lines = [json.loads(p)["i"] for (p,) in rows]
+assert lines == list(range(1, first)), f"first_line_not_stored {first}, stored {len(lines)}: {lines[:2]}..{lines[-2:]}"
+print(f"--stdin under ulimit -f: lines 1-{first - 1} stored, {stopped[0]['lines_read']} read, input_stopped and storage_failed both say {first}")
+PY
 echo "storage failures: as documented"
