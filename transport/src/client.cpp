@@ -52,6 +52,10 @@ bool transport_error::refused() const noexcept {
     return phase == phase::connect && ec == asio::error::connection_refused;
 }
 
+bool transport_error::answer_timed_out() const noexcept {
+    return phase == phase::read && request_sent && ec == beast::error::timeout;
+}
+
 namespace {
 bool has_line_break(std::string_view s) noexcept {
     return s.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos;

@@ -44,9 +44,10 @@ std::string_view hint_for(const decision& d) {
     switch (d.link_error.what) {
         case k::transport:
             if (d.no_answer_in_time)
-                return "the secondary took the request but did not answer within --attempt-timeout: is it "
-                       "overloaded, or its disk slow? Raise --attempt-timeout above its answer time (the resend is "
-                       "deduplicated: what it applied meanwhile is not applied twice)";
+                return "the request was sent but no answer came within --attempt-timeout: the secondary is slow "
+                       "or hung, or the network dropped the connection; if its /health answers, raise "
+                       "--attempt-timeout above its answer time (a resend is deduplicated: what it applied "
+                       "meanwhile is not applied twice)";
             return "is the secondary running and reachable? (if it serves HTTPS, --secondary must be https://)";
         case k::jetstream_unavailable:
             return "are the NATS servers of --secondary running, with JetStream on, and does the stream have a "

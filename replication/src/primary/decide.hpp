@@ -32,7 +32,8 @@ struct delivery_outcome {
     std::string body;     // answered: the body (409s are decoded from it)
     std::string detail;   // transport, tls: what failed, for the log
     // transport: the request went out whole and its answer did not come
-    // within the attempt's timeout (a slow secondary, not a missing one).
+    // within the attempt's timeout (http::transport_error::answer_timed_out:
+    // a slow or hung secondary, or a dropped connection; not a missing one).
     bool no_answer_in_time = false;
 };
 
@@ -81,8 +82,8 @@ struct decision {
     // 415, 501, or a 400/413/422 without its {"error":..} body): --secondary
     // points at something else (a typo, another service, a proxy's page).
     bool not_a_secondary = false;
-    // redeliver, transport: the secondary took the request and did not
-    // answer in time (it may have applied it: the resend is deduplicated).
+    // redeliver, transport: the request went out and no answer came in time
+    // (it may have been applied: the resend is deduplicated).
     bool no_answer_in_time = false;
 };
 

@@ -18,9 +18,7 @@
 #include <steadfast/transport/pool.hpp>
 
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/error.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/beast/core/error.hpp>
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
@@ -237,8 +235,7 @@ asio::awaitable<decision> http_link::send(const std::string& stream, const std::
             // connect that did is a missing one (the hint differs).
             const http::transport_error& t = r.value().error();
             outcome.detail += std::string(http::to_string(t.phase)) + ": ";
-            outcome.no_answer_in_time = !handshake && t.request_sent && t.phase == http::phase::read &&
-                                        (t.ec == boost::beast::error::timeout || t.ec == asio::error::timed_out);
+            outcome.no_answer_in_time = !handshake && t.answer_timed_out();
         }
         outcome.detail += r.last_error().message();
     }

@@ -18,6 +18,8 @@
 #include <boost/asio/use_future.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <sys/socket.h>
+
 #include <chrono>
 #include <mutex>
 #include <optional>
@@ -257,6 +259,8 @@ BOOST_FIXTURE_TEST_CASE(a_refused_send_asks_for_a_check_at_once, fixture) {
     to(closed_port());
     const auto d = send_one();
     BOOST_TEST((d.what == primary::verdict::redeliver));
+    BOOST_TEST(!d.no_answer_in_time);  // nothing listens: not a slow secondary
+    BOOST_TEST(d.reason.find("connect: ") != std::string::npos, d.reason);
     BOOST_TEST(host->checks_asked == 1);
     BOOST_TEST(host->retried.empty());
 }
@@ -324,6 +328,50 @@ BOOST_FIXTURE_TEST_CASE(a_stop_ends_a_send_in_flight, fixture) {
                                                   << " ms: it waited for the answer");
     std::lock_guard l(sec.m);
     BOOST_TEST(sec.posts == 1);  // sent once, not again after the stop
+}
+
+// A secondary that answers after the attempt's timeout is slow, not missing
+// (decide.hpp's no_answer_in_time, the hint about --attempt-timeout); one that
+// reads the request and closes without an answer is neither.
+BOOST_FIXTURE_TEST_CASE(an_answer_after_the_attempt_timeout_is_no_answer_in_time, fixture) {
+    fake_secondary sec;
+    sec.post_delay = 1500ms;
+    o.attempt_timeout = 300ms;
+    to(sec.port);
+    const auto d = send_one();
+    BOOST_TEST((d.what == primary::verdict::redeliver));
+    BOOST_TEST(d.link_error.label() == "transport");
+    BOOST_TEST(d.no_answer_in_time);
+    BOOST_TEST(d.reason.find("read: ") != std::string::npos, d.reason);
+    BOOST_TEST(primary::hint_for(d).find("--attempt-timeout") != std::string_view::npos);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_request_read_and_closed_unanswered_is_not_a_timeout, fixture) {
+    // A stand-in that takes each connection, reads the request and closes it.
+    asio::io_context sioc;
+    asio::ip::tcp::acceptor acceptor(sioc, {asio::ip::make_address("127.0.0.1"), 0});
+    const auto port = acceptor.local_endpoint().port();
+    std::thread closer([&] {
+        for (;;) {
+            boost::system::error_code ec;
+            asio::ip::tcp::socket s(sioc);
+            acceptor.accept(s, ec);
+            if (ec) return;  // the acceptor closed: the test is over
+            char buf[4096];
+            s.read_some(asio::buffer(buf), ec);
+            s.close(ec);
+        }
+    });
+    o.attempt_timeout = 5s;  // longer than the test: a timeout would be the wrong answer
+    to(port);
+    const auto d = send_one();
+    ::shutdown(acceptor.native_handle(), SHUT_RDWR);  // wakes the blocking accept
+    closer.join();
+    boost::system::error_code ignored;
+    acceptor.close(ignored);
+    BOOST_TEST((d.what == primary::verdict::redeliver));
+    BOOST_TEST(!d.no_answer_in_time, d.reason);
+    BOOST_TEST(d.reason.find("read: ") != std::string::npos, d.reason);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

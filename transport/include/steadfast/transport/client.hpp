@@ -51,6 +51,11 @@ struct transport_error {
     /// The peer's host refused the connection: nothing listens at the
     /// address (a peer restarting, or not started).
     bool refused() const noexcept;
+    /// The request was written whole and no answer came within the read
+    /// timeout (the client's own timer: a slow or hung peer, or a connection
+    /// the network dropped). Not the kernel's ETIMEDOUT, which means the
+    /// request was never acknowledged, nor a reset or a truncated answer.
+    bool answer_timed_out() const noexcept;
 };
 
 /// What one request produced: an answer (any status), or a transport failure.
