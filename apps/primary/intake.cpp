@@ -128,7 +128,7 @@ http::router node::routes() {
                          {"secondary_online", online},
                          {"storage", st.ok()         ? "ok"
                                      : st.disk_low() ? "low_disk_space"
-                                                     : "commit_failed"}};
+                                                     : "storage_failed"}};
         c_.rep.secondary().health(j);
         if (online) j.erase("secondary_error");  // a check failed, not yet enough to call it offline
         // (Text from the secondary's answers: bytes that are not UTF-8 are

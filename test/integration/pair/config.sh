@@ -91,7 +91,14 @@ refused "--min-free-space" "${P[@]}" --min-free-space 12XB
 refused "at least the largest message" "${S[@]}" --min-free-space 1000
 refused "--max-epoch-step" "${S[@]}" --max-epoch-step 0
 refused "--max-body must be from 1024 to 67108864" "${S[@]}" --max-body 99999999999   # (its 4x would be the free-space floor)
+refused "--max-body must be from 1024 to 67108864" "${S[@]}" --max-body 67108865
 refused "--max-body must be from 1024" "${S[@]}" --max-body 1023
+# ... and the bound itself is taken.
+MPORT=$(free_port)
+_launch "$WORK/maxbody.log" "$BIN/steadfast-secondary" --listen "127.0.0.1:$MPORT" --data "$WORK/smax" --max-body 67108864 \
+  --min-free-space 0
+wait_http "http://127.0.0.1:$MPORT/health" 10 "$LAUNCHED"
+stop "$LAUNCHED"
 refused "out of range" "${P[@]}" --max-backoff-ms 10000000000000
 refused "--attempt-timeout" "${P[@]}" --attempt-timeout-ms 9300000000000
 refused "--attempt-timeout must be from 10ms to 3600s" "${P[@]}" --attempt-timeout-ms 7200000

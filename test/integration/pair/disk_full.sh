@@ -98,7 +98,7 @@ for i in 1 2 3; do
   r=$(ready_of "$PPORT")
   [ "${r##* }" = 503 ] || fail "/ready while a large message cannot be stored: $r (check $i)"
 done
-h=$(health_of "$PPORT"); json_is "${h% *}" 'j["storage"] == "commit_failed"' || fail "the primary's /health after a failed commit: $h"
+h=$(health_of "$PPORT"); json_is "${h% *}" 'j["storage"] == "storage_failed"' || fail "the primary's /health after a failed commit: $h"
 prlimit --pid "$PPID_" --fsize=unlimited:unlimited || fail "prlimit"
 wait_for 5 "the primary's /ready once the limit is lifted" ready_is "$PPORT" 200
 echo "PASS"
