@@ -47,6 +47,7 @@ import json, sqlite3, sys
 read = [json.loads(l) for l in open(sys.argv[1]) if '"input_stopped"' in l]
 assert read, "no input_stopped event"
 n = read[0]["lines_read"]
+assert "first_line_not_stored" not in read[0], read[0]  # nothing failed: every line read was stored
 stored = [json.loads(p)["i"] for (p,) in sqlite3.connect(sys.argv[2]).execute("SELECT payload FROM (SELECT seq, payload FROM outbox UNION ALL SELECT seq, payload FROM outbox_tail) ORDER BY seq")]
 assert stored == list(range(1, n + 1)), f"{n} lines read, stored {len(stored)}: {stored[:2]}..{stored[-2:]}"
 assert 0 < n < 200000, f"lines_read {n}: the input should have been cut off mid-way"
