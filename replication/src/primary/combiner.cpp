@@ -248,7 +248,9 @@ asio::awaitable<void> combiner::sender(bool at_once) {
             // (Out of memory.) Its parts are not left waiting for good.
             for (auto& p : group)
                 if (!p->abandoned && !p->result && !p->queued) {
-                    p->result = http::outcome{http::transport_error{asio::error::no_memory}};
+                    // (Phase write, nothing sent: as the client says of a
+                    // request it could not send; the log reads "write:".)
+                    p->result = http::outcome{http::transport_error{asio::error::no_memory, http::phase::write}};
                     p->done->set();
                 }
         }
