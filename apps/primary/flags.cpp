@@ -16,9 +16,11 @@
 #include <steadfast/transport/http.hpp>
 #include <steadfast/version.hpp>
 
+#include <boost/asio/ip/address.hpp>
 #include <boost/program_options.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <iostream>
 
 namespace po = boost::program_options;
@@ -32,6 +34,32 @@ constexpr const char* exit_codes_help =
     "            streams left blocked with --exit-when-drained); 2 bad flags or\n"
     "            configuration (the listen address in use); 3 demoted\n"
     "            (a secondary has seen a newer --epoch: another primary took over)\n";
+
+// Refuses a --secondary that names this primary's own --listen (a copied
+// line): every send would reach the primary itself. Only what is sure by
+// the addresses alone: the same host, or a loopback one against a listener
+// on every address, or localhost against 127.0.0.1 or ::1; a name that
+// resolves here is found at the first send (link_error, http_404).
+void refuse_own_address(const http::client::options& secondary, const std::string& listen_host,
+                        std::uint16_t listen_port) {
+    if (secondary.port != std::to_string(listen_port)) return;
+    auto lower = [](std::string h) {
+        if (h.size() > 1 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+        std::transform(h.begin(), h.end(), h.begin(),
+                       [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+        return h;
+    };
+    const std::string sh = lower(secondary.host), lh = lower(listen_host);
+    boost::system::error_code ec_s, ec_l;
+    const auto sa = boost::asio::ip::make_address(sh, ec_s);
+    const auto la = boost::asio::ip::make_address(lh, ec_l);
+    const bool s_loopback = sh == "localhost" || (!ec_s && sa.is_loopback());
+    const bool same = sh == lh || (!ec_s && !ec_l && sa == la) || (!ec_l && la.is_unspecified() && s_loopback) ||
+                      (sh == "localhost" && !ec_l && la.is_loopback());
+    if (same)
+        throw std::invalid_argument("--secondary " + secondary.host + ":" + secondary.port +
+                                    " is this primary's own --listen address: give the secondary's address");
+}
 }  // namespace
 
 std::optional<options> parse_flags(int argc, char** argv) {
@@ -164,7 +192,10 @@ std::optional<options> parse_flags(int argc, char** argv) {
                 "--tls-cert/--tls-key are the primary's certificate for an https:// --secondary "
                 "or for --tls-listen; neither is set");
     }
-    if (!o.listen.empty()) (void)http::parse_listen_address(o.listen);
+    if (!o.listen.empty()) {
+        const auto [lhost, lport] = http::parse_listen_address(o.listen);
+        if (!o.jetstream()) refuse_own_address(http::client::from_url(o.secondary), lhost, lport);
+    }
     app::init_log("primary", log_level);
     if (o.listen_tls)
         app::warn_invalid_certificate(o.listen_tls->cert_file, "--tls-cert (served on --listen)");

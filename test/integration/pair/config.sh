@@ -107,6 +107,19 @@ refused "--epoch must not be negative" "${P[@]}" --epoch -1
 refused "--batch-max must not be negative" env STEADFAST_BATCH_MAX=-1 "${P[@]}"
 refused "--batch-max must be 1 to 10000" "${P[@]}" --batch-max 10001   # more than a secondary takes
 refused "--data is empty" "$BIN/steadfast-primary" --secondary "http://127.0.0.1:$SPORT" --data ''
+# A --secondary that is this primary's own --listen (every send would reach the primary itself).
+OWN=$(free_port)
+refused "is this primary's own --listen address" "$BIN/steadfast-primary" --secondary "http://127.0.0.1:$OWN" \
+  --listen "127.0.0.1:$OWN" --data "$WORK/own"
+refused "is this primary's own --listen address" "$BIN/steadfast-primary" --secondary "http://localhost:$OWN" \
+  --listen "0.0.0.0:$OWN" --data "$WORK/own"
+refused "is this primary's own --listen address" "$BIN/steadfast-primary" --secondary "http://[::1]:$OWN" \
+  --listen "[::1]:$OWN" --data "$WORK/own"
+# ... but the same port on another host is a secondary like any (both on 8080 is the common case).
+_launch "$WORK/own.log" "$BIN/steadfast-primary" --secondary "http://192.0.2.1:$OWN" --listen "0.0.0.0:$OWN" \
+  --data "$WORK/own2"
+wait_http "http://127.0.0.1:$OWN/health" 10 "$LAUNCHED"
+stop "$LAUNCHED"
 refused "--listen is empty" "${P[@]}" --listen ''
 refused "--ladder: step 1 is shorter than 100ms" "${P[@]}" --ladder 0s   # a busy loop of attempts and log lines
 refused "--ladder: step 2 is shorter than 100ms" "${P[@]}" --ladder "1s,50ms"

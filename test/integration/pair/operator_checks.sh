@@ -25,7 +25,7 @@ verify x
 # 2. The address in use.
 for b in primary secondary; do
   if [ "$b" = primary ]; then
-    args=(--secondary "http://127.0.0.1:$SPORT" --data "$WORK/p-busy" --listen "127.0.0.1:$SPORT")
+    args=(--secondary "http://127.0.0.1:$SPORT" --data "$WORK/p-busy" --listen "127.0.0.1:$PPORT")  # (the running primary's)
   else
     args=(--data "$WORK/s-busy" --listen "127.0.0.1:$PPORT")
   fi
