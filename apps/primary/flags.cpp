@@ -21,7 +21,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <iostream>
+#include <optional>
 
 namespace po = boost::program_options;
 using steadfast::app::level;
@@ -37,27 +39,36 @@ constexpr const char* exit_codes_help =
 
 // Refuses a --secondary that names this primary's own --listen (a copied
 // line): every send would reach the primary itself. Only what is sure by
-// the addresses alone: the same host, or a loopback one against a listener
-// on every address, or localhost against 127.0.0.1 or ::1; a name that
-// resolves here is found at the first send (link_error, http_404).
-void refuse_own_address(const http::client::options& secondary, const std::string& listen_host,
+// the addresses alone: the same address and port; a loopback secondary
+// against a listener on every address of its family (:: also takes IPv4,
+// the socket being dual-stack); localhost against 127.0.0.1 or ::1. A name
+// that resolves here is found at the first send (link_error, http_404).
+void refuse_own_address(const std::string& url, const http::client::options& secondary, const std::string& listen_host,
                         std::uint16_t listen_port) {
-    if (secondary.port != std::to_string(listen_port)) return;
-    auto lower = [](std::string h) {
+    unsigned long port = 0;
+    const auto& p = secondary.port;
+    if (std::from_chars(p.data(), p.data() + p.size(), port).ptr != p.data() + p.size() || port != listen_port) return;
+    namespace ip = boost::asio::ip;
+    auto address_of = [](std::string h, bool& is_localhost) -> std::optional<ip::address> {
         if (h.size() > 1 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
         std::transform(h.begin(), h.end(), h.begin(),
                        [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-        return h;
+        is_localhost = h == "localhost";
+        boost::system::error_code ec;
+        auto a = ip::make_address(h, ec);
+        if (ec) return std::nullopt;
+        if (a.is_v6() && a.to_v6().is_v4_mapped()) return ip::address(ip::make_address_v4(ip::v4_mapped, a.to_v6()));
+        return a;
     };
-    const std::string sh = lower(secondary.host), lh = lower(listen_host);
-    boost::system::error_code ec_s, ec_l;
-    const auto sa = boost::asio::ip::make_address(sh, ec_s);
-    const auto la = boost::asio::ip::make_address(lh, ec_l);
-    const bool s_loopback = sh == "localhost" || (!ec_s && sa.is_loopback());
-    const bool same = sh == lh || (!ec_s && !ec_l && sa == la) || (!ec_l && la.is_unspecified() && s_loopback) ||
-                      (sh == "localhost" && !ec_l && la.is_loopback());
+    bool s_localhost = false, l_named = false;
+    const auto s = address_of(secondary.host, s_localhost), l = address_of(listen_host, l_named);
+    if (!l) return;  // (a listener takes addresses only)
+    const bool l_exact_loopback =
+        *l == ip::address(ip::address_v4::loopback()) || *l == ip::address(ip::address_v6::loopback());
+    const bool same = (s && *s == *l) || (s_localhost && l_exact_loopback) ||
+                      (l->is_unspecified() && (s_localhost || (s && s->is_loopback() && (l->is_v6() || s->is_v4()))));
     if (same)
-        throw std::invalid_argument("--secondary " + secondary.host + ":" + secondary.port +
+        throw std::invalid_argument("--secondary " + url +
                                     " is this primary's own --listen address: give the secondary's address");
 }
 }  // namespace
@@ -194,7 +205,7 @@ std::optional<options> parse_flags(int argc, char** argv) {
     }
     if (!o.listen.empty()) {
         const auto [lhost, lport] = http::parse_listen_address(o.listen);
-        if (!o.jetstream()) refuse_own_address(http::client::from_url(o.secondary), lhost, lport);
+        if (!o.jetstream()) refuse_own_address(o.secondary, http::client::from_url(o.secondary), lhost, lport);
     }
     app::init_log("primary", log_level);
     if (o.listen_tls)

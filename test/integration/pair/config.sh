@@ -115,10 +115,17 @@ refused "is this primary's own --listen address" "$BIN/steadfast-primary" --seco
   --listen "0.0.0.0:$OWN" --data "$WORK/own"
 refused "is this primary's own --listen address" "$BIN/steadfast-primary" --secondary "http://[::1]:$OWN" \
   --listen "[::1]:$OWN" --data "$WORK/own"
+refused "is this primary's own --listen address" "$BIN/steadfast-primary" --secondary "http://[::ffff:127.0.0.1]:0$OWN" \
+  --listen "127.0.0.1:$OWN" --data "$WORK/own"   # (an IPv4-mapped address, a leading zero in the port)
 # ... but the same port on another host is a secondary like any (both on 8080 is the common case).
 _launch "$WORK/own.log" "$BIN/steadfast-primary" --secondary "http://192.0.2.1:$OWN" --listen "0.0.0.0:$OWN" \
   --data "$WORK/own2"
 wait_http "http://127.0.0.1:$OWN/health" 10 "$LAUNCHED"
+stop "$LAUNCHED"
+# ... and localhost is 127.0.0.1 or ::1, not every loopback address.
+_launch "$WORK/own3.log" "$BIN/steadfast-primary" --secondary "http://localhost:$OWN" --listen "127.0.0.2:$OWN" \
+  --data "$WORK/own3"
+wait_http "http://127.0.0.2:$OWN/health" 10 "$LAUNCHED"
 stop "$LAUNCHED"
 refused "--listen is empty" "${P[@]}" --listen ''
 refused "--ladder: step 1 is shorter than 100ms" "${P[@]}" --ladder 0s   # a busy loop of attempts and log lines
