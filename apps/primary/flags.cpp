@@ -17,10 +17,10 @@
 #include <steadfast/version.hpp>
 
 #include <boost/asio/ip/address.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/program_options.hpp>
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <iostream>
 #include <optional>
@@ -49,19 +49,17 @@ void refuse_own_address(const std::string& url, const http::client::options& sec
     const auto& p = secondary.port;
     if (std::from_chars(p.data(), p.data() + p.size(), port).ptr != p.data() + p.size() || port != listen_port) return;
     namespace ip = boost::asio::ip;
-    auto address_of = [](std::string h, bool& is_localhost) -> std::optional<ip::address> {
-        if (h.size() > 1 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
-        std::transform(h.begin(), h.end(), h.begin(),
-                       [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-        is_localhost = h == "localhost";
+    // (Both hosts come without brackets: from_url's host_address() and
+    // parse_listen_address drop them.)
+    auto address_of = [](const std::string& h) -> std::optional<ip::address> {
         boost::system::error_code ec;
         auto a = ip::make_address(h, ec);
         if (ec) return std::nullopt;
         if (a.is_v6() && a.to_v6().is_v4_mapped()) return ip::address(ip::make_address_v4(ip::v4_mapped, a.to_v6()));
         return a;
     };
-    bool s_localhost = false, l_named = false;
-    const auto s = address_of(secondary.host, s_localhost), l = address_of(listen_host, l_named);
+    const bool s_localhost = boost::beast::iequals(secondary.host, "localhost");
+    const auto s = address_of(secondary.host), l = address_of(listen_host);
     if (!l) return;  // (a listener takes addresses only)
     const bool l_exact_loopback =
         *l == ip::address(ip::address_v4::loopback()) || *l == ip::address(ip::address_v6::loopback());

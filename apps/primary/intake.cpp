@@ -484,20 +484,17 @@ void node::read_stdin() {
         // may have stopped already, so this is logged from here.
         // (Groups fail from the first failed one on: what is stored is the
         // lines before it, however many were read after it.)
-        if (first_not_stored != 0)
-            app::log(level::info, "input_stopped",
-                     {{"lines_read", line_no},
-                      {"first_line_not_stored", first_not_stored},
-                      {"partial_line_not_read", !partial.empty()},
-                      {"hint",
-                       "storing failed (storage_failed): the lines before first_line_not_stored were stored; feed "
-                       "the input again from first_line_not_stored (after a failed flush, storage_failed's hint says "
-                       "to check the streams' next seqs first)"}});
-        else
-            app::log(level::info, "input_stopped",
-                     {{"lines_read", line_no},
-                      {"partial_line_not_read", !partial.empty()},
-                      {"hint", "every line up to lines_read was stored; feed the input again from the line after"}});
+        nlohmann::json f{{"lines_read", line_no}, {"partial_line_not_read", !partial.empty()}};
+        if (first_not_stored != 0) {
+            f["first_line_not_stored"] = first_not_stored;
+            f["hint"] =
+                "storing failed (storage_failed): the lines before first_line_not_stored were stored; feed the "
+                "input again from first_line_not_stored (after a failed flush, storage_failed's hint says to check "
+                "the streams' next seqs first)";
+        } else {
+            f["hint"] = "every line up to lines_read was stored; feed the input again from the line after";
+        }
+        app::log(level::info, "input_stopped", std::move(f));
     }
     asio::post(ioc_, [this, line_no, eof, read_failed] {
         app::log(level::info, "input_closed", {{"lines", line_no}, {"eof", eof}});

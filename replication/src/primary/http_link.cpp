@@ -235,7 +235,7 @@ asio::awaitable<decision> http_link::send(const std::string& stream, const std::
             // connect that did is a missing one (the hint differs).
             const http::transport_error& t = r.value().error();
             outcome.detail += std::string(http::to_string(t.phase)) + ": ";
-            outcome.no_answer_in_time = !handshake && t.answer_timed_out();
+            outcome.no_answer_in_time = t.answer_timed_out();  // (never a TLS error)
         }
         outcome.detail += r.last_error().message();
     }
