@@ -123,12 +123,7 @@ http::router node::routes() {
         // (Liveness: 200 while the process works. A store that cannot commit
         // or a disk under --min-free-space is named here too, and makes
         // /ready 503: a restart would not fix either.)
-        const auto& st = health_.storage();
-        nlohmann::json j{{"status", "ok"},
-                         {"secondary_online", online},
-                         {"storage", st.ok()         ? "ok"
-                                     : st.disk_low() ? "low_disk_space"
-                                                     : "storage_failed"}};
+        nlohmann::json j{{"status", "ok"}, {"secondary_online", online}, {"storage", health_.storage().state()}};
         c_.rep.secondary().health(j);
         if (online) j.erase("secondary_error");  // a check failed, not yet enough to call it offline
         // (Text from the secondary's answers: bytes that are not UTF-8 are
@@ -377,7 +372,7 @@ void node::read_stdin() {
                             if (stdin_failure_logged_) return;  // a later group: "nothing after it" said it
                             stdin_failure_logged_ = true;
                             app::log(
-                                level::error, "storage_failed",
+                                level::error, app::storage_health::storage_failed,
                                 {{"input", "stdin"},
                                  {"first_line_not_stored", first_line},
                                  {"error", err},

@@ -38,14 +38,15 @@ asio::awaitable<http::response> readiness(const char* not_ready, storage_health&
                                           asio::any_io_executor ex, std::size_t probe_bytes) {
     if (not_ready) co_return http::response::json(503, nlohmann::json{{"status", not_ready}}.dump());
     if (storage.disk_low())
-        co_return http::response::json(503, nlohmann::json{{"status", "low_disk_space"},
+        co_return http::response::json(503, nlohmann::json{{"status", storage_health::low_disk_space},
                                                            {"available", storage.available()},
                                                            {"min_free_space", storage.min_free()}}
                                                 .dump());
     // Awaited into a local: with g++ 12.2, `if (!(co_await f()).empty())`
     // here corrupted the frame's result (free(): invalid pointer at the end).
     const std::string failed = co_await recheck_storage(storage, worker, ex, probe_bytes);
-    if (!failed.empty()) co_return http::response::json(503, "{\"status\":\"storage_failed\"}");
+    if (!failed.empty())
+        co_return http::response::json(503, nlohmann::json{{"status", storage_health::storage_failed}}.dump());
     co_return http::response::json(200, "{\"status\":\"ready\"}");
 }
 

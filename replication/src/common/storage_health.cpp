@@ -47,7 +47,7 @@ bool storage_health::check_disk() {
     if (!free) return disk_low_;
     available_ = *free;
     if (s_.min_free == 0) return false;
-    update(available_ < s_.min_free, commit_failing_, "low_disk_space");
+    update(available_ < s_.min_free, commit_failing_, low_disk_space);
     return disk_low_;
 }
 

@@ -29,8 +29,12 @@ public:
         // Free bytes on dir's filesystem; tests pass their own.
         std::function<std::optional<std::uint64_t>(const std::string&, std::string&)> free_space = available_bytes;
     };
+    /// The words for a state that is not ok, in /health, /ready and the logs
+    /// of both daemons (one home: operators' alerts match them).
+    static constexpr const char* low_disk_space = "low_disk_space";
+    static constexpr const char* storage_failed = "storage_failed";
     /// Called on every change of ok(), with why when it turned false:
-    /// "low_disk_space" or the failed commit's error.
+    /// low_disk_space or the failed commit's error.
     using on_change = std::function<void(bool ok, const std::string& why)>;
 
     storage_health(boost::asio::any_io_executor ex, settings s, on_change cb);
@@ -42,6 +46,8 @@ public:
     bool ok() const noexcept { return !disk_low_ && !commit_failing_; }
     bool disk_low() const noexcept { return disk_low_; }
     bool commit_failing() const noexcept { return commit_failing_; }
+    /// "ok", low_disk_space or storage_failed (a full disk named first).
+    const char* state() const noexcept { return disk_low_ ? low_disk_space : commit_failing_ ? storage_failed : "ok"; }
     /// As of the last check (0 before one, or when statvfs failed).
     std::uint64_t available() const noexcept { return available_; }
     std::uint64_t min_free() const noexcept { return s_.min_free; }

@@ -38,11 +38,12 @@ service::~service() = default;
 // Logged once a transition: a full disk refuses writes before they fail.
 void service::storage_changed(bool ok, const std::string& why) {
     nlohmann::json f = nlohmann::json::object();
-    if (!ok && why == "low_disk_space")
+    if (!ok && why == app::storage_health::low_disk_space)
         f = {{"error", "low disk space"}, {"available", health_.available()}, {"min_free_space", o_.min_free}};
     else if (!ok)
         f = {{"error", why}};
-    app::log(ok ? level::info : level::error, ok ? "storage_recovered" : "storage_failed", std::move(f));
+    app::log(ok ? level::info : level::error, ok ? "storage_recovered" : app::storage_health::storage_failed,
+             std::move(f));
     m_.storage_ok.Set(ok ? 1 : 0);
 }
 
@@ -67,8 +68,8 @@ http::router service::routes() {
     });
     routes.add("GET", "/health", [this](http::request&) -> asio::awaitable<http::response> {
         if (auto e = co_await recheck_storage(); !e.empty())
-            co_return http::response::json(
-                503, "{\"status\":\"storage_failed\",\"error\":\"" + http::json_escape(e) + "\"}");
+            co_return http::response::json(503, "{\"status\":\"" + std::string(app::storage_health::storage_failed) +
+                                                    "\",\"error\":\"" + http::json_escape(e) + "\"}");
         if (source_) {
             // The JetStream link: 503 while no NATS server is reachable (or
             // they refuse this secondary), the consumer is not there, or a

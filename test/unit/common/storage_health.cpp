@@ -34,11 +34,13 @@ BOOST_AUTO_TEST_SUITE(app_storage_health)
 BOOST_FIXTURE_TEST_CASE(the_watermark_and_commits_make_one_state, fixture) {
     auto h = make(50);
     BOOST_TEST(h.ok());
+    BOOST_TEST(h.state() == std::string("ok"));
     BOOST_TEST(!h.check_disk());
     BOOST_TEST(h.available() == 100u);
     free_bytes = 49;  // under
     BOOST_TEST(h.check_disk());
     BOOST_TEST(!h.ok());
+    BOOST_TEST(h.state() == std::string("low_disk_space"));
     BOOST_TEST(h.check_disk());  // still under: no second report
     BOOST_TEST(h.low_message().find("49 bytes free, under --min-free-space (50 bytes)") != std::string::npos);
     free_bytes = 50;  // at the watermark is enough
@@ -53,11 +55,13 @@ BOOST_FIXTURE_TEST_CASE(the_watermark_and_commits_make_one_state, fixture) {
     h.commit_failed("disk I/O error");
     BOOST_TEST(!h.ok());
     BOOST_TEST(h.commit_failing());
+    BOOST_TEST(h.state() == std::string("storage_failed"));
     BOOST_TEST(!h.check_disk());
     BOOST_TEST(!h.ok());
-    // Both at once: recovered only when both are.
+    // Both at once: recovered only when both are; the full disk is named.
     free_bytes = 10;
     h.check_disk();
+    BOOST_TEST(h.state() == std::string("low_disk_space"));
     h.commit_ok();
     BOOST_TEST(!h.ok());
     free_bytes = 60;
