@@ -19,6 +19,7 @@
 #include <boost/system/system_error.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <exception>
 #include <set>
@@ -162,6 +163,8 @@ struct server::impl : std::enable_shared_from_this<impl> {
         bool evicted = false;     // closed to make room (in the reserve, or for a request)
         std::uint64_t order = 0;  // accept order: the oldest idle one is evicted first
         bool idle = false;        // between requests (keep-alive), waiting for the next one's first byte
+        bool unread = false;      // answered before its request was read whole: lingers (options::linger_timeout)
+        bool lingering = false;   // doing so: the first closed when its place is wanted
         std::chrono::steady_clock::time_point idle_since{};
     };
 
@@ -177,6 +180,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
     tcp::acceptor acceptor;
     asio::steady_timer drained;
     std::set<connection*> connections;
+    std::array<char, 16384> linger_sink;  // what lingering connections read, dropped (one executor)
     bool stopping = false;
     std::size_t reserve_active = 0;  // of st.active_connections, those in the reserve
     std::uint64_t accepted_order = 0;
@@ -191,6 +195,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
     bool make_room_in_reserve() {
         if (opts.reserved_connections == 0) return false;
         if (reserve_active < opts.reserved_connections) return true;
+        if (close_lingering(true)) return true;
         connection* oldest = nullptr;
         for (auto* c : connections) {
             if (!c->reserve || c->answering || c->evicted) continue;
@@ -230,6 +235,11 @@ struct server::impl : std::enable_shared_from_this<impl> {
             --reserve_active;
             return true;
         }
+        if (close_lingering(false)) {
+            conn.reserve = false;
+            --reserve_active;
+            return true;
+        }
         if (!may_evict) return false;
         connection* oldest = nullptr;
         for (auto* c : connections) {
@@ -246,6 +256,22 @@ struct server::impl : std::enable_shared_from_this<impl> {
         conn.reserve = false;
         --reserve_active;
         return true;
+    }
+
+    // A lingering connection (in the reserve, or a regular one) closed to
+    // free its place: it was answered already, and lingers only as a
+    // courtesy, so it goes before any connection still waiting for an answer
+    // (an attacker that sends bodies beyond the limit cannot hold places by
+    // never closing). False: none.
+    bool close_lingering(bool in_reserve) {
+        for (auto* c : connections) {
+            if (!c->lingering || c->evicted || c->reserve != in_reserve) continue;
+            c->evicted = true;
+            beast::error_code ignored;
+            c->stream->socket().close(ignored);  // its linger ends and frees the place
+            return true;
+        }
+        return false;
     }
 
     asio::awaitable<void> accept_loop() {
@@ -347,12 +373,35 @@ struct server::impl : std::enable_shared_from_this<impl> {
                 ++st.tls_handshake_failures;
             else
                 co_await serve(stream, conn);
+            co_await linger(conn);
             end(conn);
         } else {
             connection conn{&tcp_stream, false, reserve, false, false, false, order};
             connections.insert(&conn);
             co_await serve(tcp_stream, conn);
+            co_await linger(conn);
             end(conn);
+        }
+    }
+
+    // After an answer given before the request was read whole: our side
+    // shut, the client's bytes read and dropped until it closes or
+    // linger_timeout passes, so that closing sends no reset ahead of the
+    // answer (options::linger_timeout). Raw TCP under TLS too: nothing more
+    // is answered. Idle meanwhile: a shutdown closes it at once.
+    asio::awaitable<void> linger(connection& conn) {
+        if (!conn.unread || stopping || opts.linger_timeout <= std::chrono::nanoseconds::zero()) co_return;
+        beast::tcp_stream& tcp_layer = *conn.stream;
+        if (!tcp_layer.socket().is_open()) co_return;
+        beast::error_code ignored;
+        tcp_layer.socket().shutdown(tcp::socket::shutdown_send, ignored);
+        conn.busy = false;
+        conn.lingering = true;
+        tcp_layer.expires_after(opts.linger_timeout);
+        for (;;) {
+            auto [ec, n] =
+                co_await tcp_layer.async_read_some(asio::buffer(linger_sink), asio::as_tuple(asio::use_awaitable));
+            if (ec) break;  // the client closed (or reset), the time is up, or a shutdown closed it
         }
     }
 
@@ -407,7 +456,10 @@ struct server::impl : std::enable_shared_from_this<impl> {
             if (hec) {
                 if (first && hec == beast::error::timeout) ++st.header_timeouts;
                 auto err = read_error_answer(hec, opts);
-                if (err && tcp_layer.socket().is_open()) co_await write(stream, *err, 11, false);
+                if (err && tcp_layer.socket().is_open()) {
+                    co_await write(stream, *err, 11, false);
+                    conn.unread = true;
+                }
                 break;
             }
             if (conn.evicted) break;  // closed for a newer one while its header arrived
@@ -432,6 +484,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
                                                         "without a body");
                     res.set("Retry-After", "1");
                     co_await write(stream, res, h.version(), false);
+                    conn.unread = body;
                     break;
                 }
             }
@@ -450,15 +503,19 @@ struct server::impl : std::enable_shared_from_this<impl> {
                         // No route for it (404, 405): the final answer at
                         // once instead, and the body is never sent.
                         response no_route;
+                        // (A client that stops waiting sends the body anyway: curl
+                        // after a second. So these linger too.)
                         if (!routes.find(std::string(h.method_string()), h.target(), no_route)) {
                             conn.answering = true;
                             co_await write(stream, no_route, h.version(), false);
+                            conn.unread = true;
                             break;
                         }
                         if (opts.before_continue) {
                             if (auto early = opts.before_continue(to_request(parser.get()))) {
                                 conn.answering = true;
                                 co_await write(stream, *early, h.version(), false);
+                                conn.unread = true;
                                 break;
                             }
                         }
@@ -471,7 +528,10 @@ struct server::impl : std::enable_shared_from_this<impl> {
                 auto [ec, n] = co_await bhttp::async_read(stream, buf, parser, asio::as_tuple(asio::use_awaitable));
                 if (ec) {
                     auto err = read_error_answer(ec, opts);
-                    if (err && tcp_layer.socket().is_open()) co_await write(stream, *err, 11, false);
+                    if (err && tcp_layer.socket().is_open()) {
+                        co_await write(stream, *err, 11, false);
+                        conn.unread = true;
+                    }
                     break;
                 }
             }

@@ -6,6 +6,7 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -105,6 +106,108 @@ BOOST_AUTO_TEST_CASE(limits_and_malformed_requests) {
     // The server keeps serving after all of that.
     BOOST_TEST(starts_with(raw_exchange(t.port, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
                            "HTTP/1.1 200"));
+}
+
+// Answered 413 from its header while the client still sends the body: the
+// server shuts its side and reads the rest away (a lingering close), so the
+// client's writes all go through and it reads the whole answer, then a clean
+// end. Closed at once instead, the unread bytes make the kernel send a reset,
+// and the client's next write fails (reset or broken pipe) before it reads.
+BOOST_AUTO_TEST_CASE(an_early_answer_reaches_a_client_still_sending) {
+    http::server::options o;
+    o.max_body_bytes = 1024;
+    test_server t(o);
+    const std::size_t body = 16 << 20;  // far more than loopback buffers hold
+    asio::io_context ioc;
+    tcp::socket s(ioc);
+    s.connect({asio::ip::make_address("127.0.0.1"), t.port});
+    asio::write(
+        s, asio::buffer("POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body) + "\r\n\r\n"));
+    const std::string chunk(64 * 1024, 'x');
+    boost::system::error_code wec;
+    for (std::size_t sent = 0; sent < body && !wec; sent += chunk.size()) asio::write(s, asio::buffer(chunk), wec);
+    BOOST_TEST(!wec, wec.message());
+    boost::system::error_code sec;
+    s.shutdown(tcp::socket::shutdown_send, sec);
+    std::string out;
+    boost::system::error_code rec;
+    asio::read(s, asio::dynamic_buffer(out), rec);
+    BOOST_TEST(starts_with(out, "HTTP/1.1 413"));
+    BOOST_TEST(out.find("over 1024 bytes") != std::string::npos);
+    BOOST_TEST((rec == asio::error::eof), rec.message());
+}
+
+// A client that neither sends nor closes after such an answer holds its
+// connection for linger_timeout, no longer.
+BOOST_AUTO_TEST_CASE(a_lingering_connection_ends_after_linger_timeout) {
+    http::server::options o;
+    o.max_body_bytes = 1024;
+    o.linger_timeout = 200ms;
+    test_server t(o);
+    asio::io_context ioc;
+    tcp::socket s(ioc);
+    s.connect({asio::ip::make_address("127.0.0.1"), t.port});
+    asio::write(s, asio::buffer(std::string("POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n")));
+    std::string out;
+    boost::system::error_code rec;
+    asio::read(s, asio::dynamic_buffer(out), rec);  // the answer, then the server's side shut
+    BOOST_TEST(starts_with(out, "HTTP/1.1 413"));
+    BOOST_TEST((rec == asio::error::eof), rec.message());
+    // Our socket stays open and silent; the server's connection ends on its own.
+    auto active = [&] {
+        std::promise<std::uint64_t> p;
+        asio::post(t.ioc, [&] { p.set_value(t.srv->get_stats().active_connections); });
+        return p.get_future().get();
+    };
+    std::uint64_t n = active();
+    for (int i = 0; i < 100 && n != 0; ++i) {
+        std::this_thread::sleep_for(50ms);
+        n = active();
+    }
+    BOOST_TEST(n == 0u);
+}
+
+// A lingering connection holds no place anyone wants: at the connection
+// limit, a request takes a lingering connection's place, regular or in the
+// reserve, however long it could still linger.
+BOOST_AUTO_TEST_CASE(a_lingering_connection_gives_up_its_place) {
+    http::server::options o;
+    o.max_body_bytes = 1024;
+    o.max_connections = 1;
+    o.reserved_connections = 1;
+    o.linger_timeout = 60s;
+    asio::io_context ioc;
+    const std::string over = "POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n";
+    auto refused = [&](tcp::socket& s, std::uint16_t port, const std::string& request) {
+        s.connect({asio::ip::make_address("127.0.0.1"), port});
+        asio::write(s, asio::buffer(request));
+        std::string out;
+        boost::system::error_code ec;
+        asio::read(s, asio::dynamic_buffer(out), ec);  // the answer, then the server's side shut; ours stays open
+        return out;
+    };
+    {
+        // The regular place lingering: a request beyond the cap takes it.
+        test_server t(o);
+        tcp::socket lingering(ioc);
+        BOOST_TEST(starts_with(refused(lingering, t.port, over), "HTTP/1.1 413"));
+        BOOST_TEST(starts_with(raw_exchange(t.port, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+                               "HTTP/1.1 200"));
+    }
+    {
+        // The regular place busy (a header arriving), the reserve's lingering
+        // after a request with a body was refused there (503, its body
+        // unread): a health check takes it.
+        test_server t(o);
+        tcp::socket busy(ioc), lingering(ioc);
+        busy.connect({asio::ip::make_address("127.0.0.1"), t.port});
+        asio::write(busy, asio::buffer(std::string("GET /hello HTTP/1.1\r\n")));
+        const auto r = refused(lingering, t.port, "POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n");
+        BOOST_TEST(starts_with(r, "HTTP/1.1 503"), r);
+        // (No /health route here: a 404 shows it was answered, not turned away.)
+        BOOST_TEST(starts_with(raw_exchange(t.port, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+                               "HTTP/1.1 404"));
+    }
 }
 
 BOOST_AUTO_TEST_CASE(slow_clients_time_out) {

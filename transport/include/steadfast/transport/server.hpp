@@ -75,6 +75,14 @@ public:
         std::chrono::nanoseconds read_timeout = std::chrono::seconds(10);  // once a request started
         std::chrono::nanoseconds write_timeout = std::chrono::seconds(10);
         std::chrono::nanoseconds shutdown_grace = std::chrono::seconds(10);
+        // Answered before its body was read (413, 431, 400, a refusal at the
+        // connection limit), a connection is not closed at once: closing a
+        // socket with bytes unread sends a reset, which can reach the client
+        // before it has read the answer (it then sees "connection reset", not
+        // the status). Its sending side is shut, and what the client still
+        // sends is read and dropped until it closes too, for at most this
+        // long (nginx's lingering close). 0: closed at once.
+        std::chrono::nanoseconds linger_timeout = std::chrono::seconds(2);
         // Connections open at once; one more is closed as soon as it is
         // accepted (and counted), so that idle keep-alive connections cannot
         // use up descriptors and memory. 0: no limit.
