@@ -165,6 +165,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
         bool idle = false;        // between requests (keep-alive), waiting for the next one's first byte
         bool unread = false;      // answered before its request was read whole: lingers (options::linger_timeout)
         bool lingering = false;   // doing so: the first closed when its place is wanted
+        std::chrono::steady_clock::time_point lingering_since{};
         std::chrono::steady_clock::time_point idle_since{};
     };
 
@@ -180,7 +181,6 @@ struct server::impl : std::enable_shared_from_this<impl> {
     tcp::acceptor acceptor;
     asio::steady_timer drained;
     std::set<connection*> connections;
-    std::array<char, 16384> linger_sink;  // what lingering connections read, dropped (one executor)
     bool stopping = false;
     std::size_t reserve_active = 0;  // of st.active_connections, those in the reserve
     std::uint64_t accepted_order = 0;
@@ -259,19 +259,21 @@ struct server::impl : std::enable_shared_from_this<impl> {
     }
 
     // A lingering connection (in the reserve, or a regular one) closed to
-    // free its place: it was answered already, and lingers only as a
-    // courtesy, so it goes before any connection still waiting for an answer
-    // (an attacker that sends bodies beyond the limit cannot hold places by
-    // never closing). False: none.
+    // free its place, the one lingering longest: it was answered already,
+    // and lingers only as a courtesy, so it goes before any connection still
+    // waiting for an answer (an attacker that sends bodies beyond the limit
+    // cannot hold places by never closing). False: none.
     bool close_lingering(bool in_reserve) {
-        for (auto* c : connections) {
-            if (!c->lingering || c->evicted || c->reserve != in_reserve) continue;
-            c->evicted = true;
-            beast::error_code ignored;
-            c->stream->socket().close(ignored);  // its linger ends and frees the place
-            return true;
-        }
-        return false;
+        connection* oldest = nullptr;
+        for (auto* c : connections)
+            if (c->lingering && !c->evicted && c->reserve == in_reserve &&
+                (!oldest || c->lingering_since < oldest->lingering_since))
+                oldest = c;
+        if (!oldest) return false;
+        oldest->evicted = true;
+        beast::error_code ignored;
+        oldest->stream->socket().close(ignored);  // its linger ends and frees the place
+        return true;
     }
 
     asio::awaitable<void> accept_loop() {
@@ -292,7 +294,10 @@ struct server::impl : std::enable_shared_from_this<impl> {
                 co_await backoff.async_wait(asio::as_tuple(asio::use_awaitable));
                 continue;
             }
-            const bool reserve = opts.max_connections && st.active_connections - reserve_active >= opts.max_connections;
+            // At the cap, a lingering connection's place goes to the new one
+            // (with no reserve, nothing else could take it).
+            bool reserve = opts.max_connections && st.active_connections - reserve_active >= opts.max_connections;
+            if (reserve && close_lingering(false)) reserve = false;
             if (reserve && !make_room_in_reserve()) {
                 ++st.connections_rejected;
                 beast::error_code ignored;
@@ -385,10 +390,14 @@ struct server::impl : std::enable_shared_from_this<impl> {
     }
 
     // After an answer given before the request was read whole: our side
-    // shut, the client's bytes read and dropped until it closes or
-    // linger_timeout passes, so that closing sends no reset ahead of the
-    // answer (options::linger_timeout). Raw TCP under TLS too: nothing more
-    // is answered. Idle meanwhile: a shutdown closes it at once.
+    // shut, the client's bytes read and dropped until it closes, or
+    // linger_timeout passes, or linger_max_bytes came, so that closing sends
+    // no reset ahead of the answer (options::linger_timeout). Raw TCP under
+    // TLS too: nothing more is answered. Idle meanwhile: a shutdown closes it
+    // at once. The deadline has a timer of its own, not the stream's: each
+    // read restarts and cancels that one, and a read that finishes at once
+    // (bytes already waiting) cancels it before an expiry is seen, so a
+    // client sending without a pause would never be cut off by it.
     asio::awaitable<void> linger(connection& conn) {
         if (!conn.unread || stopping || opts.linger_timeout <= std::chrono::nanoseconds::zero()) co_return;
         beast::tcp_stream& tcp_layer = *conn.stream;
@@ -397,12 +406,28 @@ struct server::impl : std::enable_shared_from_this<impl> {
         tcp_layer.socket().shutdown(tcp::socket::shutdown_send, ignored);
         conn.busy = false;
         conn.lingering = true;
-        tcp_layer.expires_after(opts.linger_timeout);
+        conn.lingering_since = std::chrono::steady_clock::now();
+        tcp_layer.expires_never();
+        // (Its handler may run after this coroutine ended, with the
+        // connection gone: it closes the socket only while `on` says the
+        // linger still runs; one executor, so no race.)
+        auto on = std::make_shared<bool>(true);
+        asio::steady_timer cut(ex, conn.lingering_since + opts.linger_timeout);
+        cut.async_wait([on, &conn](const beast::error_code& ec) {
+            beast::error_code close_ec;
+            if (!ec && *on) conn.stream->socket().close(close_ec);  // ends the read below
+        });
+        std::array<char, 16384> sink;  // in this coroutine's frame: only while lingering
+        std::uint64_t dropped = 0;
         for (;;) {
-            auto [ec, n] =
-                co_await tcp_layer.async_read_some(asio::buffer(linger_sink), asio::as_tuple(asio::use_awaitable));
-            if (ec) break;  // the client closed (or reset), the time is up, or a shutdown closed it
+            auto [ec, n] = co_await tcp_layer.async_read_some(asio::buffer(sink), asio::as_tuple(asio::use_awaitable));
+            // The client closed (or reset), the time is up, or a shutdown or
+            // a newer connection closed it.
+            if (ec) break;
+            dropped += n;
+            if (dropped >= opts.linger_max_bytes) break;
         }
+        *on = false;
     }
 
     // The connection is done: closed without a TLS close_notify (every answer

@@ -14,6 +14,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <future>
 #include <steadfast_test/threaded_server.hpp>
 #include <thread>
@@ -137,6 +138,46 @@ BOOST_AUTO_TEST_CASE(an_early_answer_reaches_a_client_still_sending) {
     BOOST_TEST((rec == asio::error::eof), rec.message());
 }
 
+// While it lingers, the connection's side is shut at once (the client reads
+// the answer and then its end, not a wait of linger_timeout), and the
+// connection still counts until it ends.
+BOOST_AUTO_TEST_CASE(a_lingering_connection_shuts_its_side_at_once) {
+    http::server::options o;
+    o.max_body_bytes = 1024;
+    o.linger_timeout = 60s;
+    test_server t(o);
+    asio::io_context ioc;
+    tcp::socket s(ioc);
+    s.connect({asio::ip::make_address("127.0.0.1"), t.port});
+    asio::write(s, asio::buffer(std::string("POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n")));
+    auto answer = std::async(std::launch::async, [&s] {
+        std::string out;
+        boost::system::error_code ec;
+        asio::read(s, asio::dynamic_buffer(out), ec);
+        return std::pair{out, ec};
+    });
+    if (answer.wait_for(10s) != std::future_status::ready) {
+        BOOST_ERROR("no end of the answer within 10 s: the server's side is not shut while it lingers");
+        boost::system::error_code ignored;
+        s.shutdown(tcp::socket::shutdown_both, ignored);  // ends the read
+        answer.wait();
+        return;
+    }
+    auto [out, ec] = answer.get();
+    BOOST_TEST(starts_with(out, "HTTP/1.1 413"));
+    BOOST_TEST((ec == asio::error::eof), ec.message());
+    std::promise<std::uint64_t> active;
+    asio::post(t.ioc, [&] { active.set_value(t.srv->get_stats().active_connections); });
+    BOOST_TEST(active.get_future().get() == 1u);  // lingering (the server's shutdown closes it at once)
+}
+
+// The number of connections the server has open, read on its own thread.
+std::uint64_t active_connections(test_server& t) {
+    std::promise<std::uint64_t> p;
+    asio::post(t.ioc, [&] { p.set_value(t.srv->get_stats().active_connections); });
+    return p.get_future().get();
+}
+
 // A client that neither sends nor closes after such an answer holds its
 // connection for linger_timeout, no longer.
 BOOST_AUTO_TEST_CASE(a_lingering_connection_ends_after_linger_timeout) {
@@ -152,19 +193,41 @@ BOOST_AUTO_TEST_CASE(a_lingering_connection_ends_after_linger_timeout) {
     boost::system::error_code rec;
     asio::read(s, asio::dynamic_buffer(out), rec);  // the answer, then the server's side shut
     BOOST_TEST(starts_with(out, "HTTP/1.1 413"));
-    BOOST_TEST((rec == asio::error::eof), rec.message());
     // Our socket stays open and silent; the server's connection ends on its own.
-    auto active = [&] {
-        std::promise<std::uint64_t> p;
-        asio::post(t.ioc, [&] { p.set_value(t.srv->get_stats().active_connections); });
-        return p.get_future().get();
-    };
-    std::uint64_t n = active();
+    std::uint64_t n = active_connections(t);
     for (int i = 0; i < 100 && n != 0; ++i) {
         std::this_thread::sleep_for(50ms);
-        n = active();
+        n = active_connections(t);
     }
     BOOST_TEST(n == 0u);
+}
+
+// A client that sends without a pause after such an answer is cut off too:
+// at linger_timeout, or at linger_max_bytes. Its writes then fail (a reset).
+BOOST_AUTO_TEST_CASE(a_client_sending_without_pause_is_cut_off) {
+    for (const bool by_time : {true, false}) {
+        BOOST_TEST_CONTEXT("cut off by " << (by_time ? "linger_timeout" : "linger_max_bytes")) {
+            http::server::options o;
+            o.max_body_bytes = 1024;
+            o.linger_timeout = by_time ? std::chrono::nanoseconds(300ms) : std::chrono::nanoseconds(60s);
+            o.linger_max_bytes = by_time ? UINT64_MAX : 1 << 20;
+            test_server t(o);
+            asio::io_context ioc;
+            tcp::socket s(ioc);
+            s.connect({asio::ip::make_address("127.0.0.1"), t.port});
+            asio::write(s, asio::buffer(
+                               std::string("POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000000\r\n\r\n")));
+            const std::string chunk(64 * 1024, 'x');
+            boost::system::error_code wec;
+            std::uint64_t sent = 0;
+            const auto give_up = std::chrono::steady_clock::now() + 30s;
+            while (!wec && std::chrono::steady_clock::now() < give_up) sent += asio::write(s, asio::buffer(chunk), wec);
+            BOOST_TEST(wec.failed(), "still sending after 30 s (" << sent << " bytes)");
+            // (Bounded by bytes: what the server read, plus what the two
+            // sockets' buffers held when it closed.)
+            if (!by_time) BOOST_TEST(sent < std::uint64_t(64) << 20);
+        }
+    }
 }
 
 // A lingering connection holds no place anyone wants: at the connection
@@ -207,6 +270,16 @@ BOOST_AUTO_TEST_CASE(a_lingering_connection_gives_up_its_place) {
         // (No /health route here: a 404 shows it was answered, not turned away.)
         BOOST_TEST(starts_with(raw_exchange(t.port, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
                                "HTTP/1.1 404"));
+    }
+    {
+        // No reserve: a new connection takes the lingering one's place when it is accepted.
+        auto none = o;
+        none.reserved_connections = 0;
+        test_server t(none);
+        tcp::socket lingering(ioc);
+        BOOST_TEST(starts_with(refused(lingering, t.port, over), "HTTP/1.1 413"));
+        BOOST_TEST(starts_with(raw_exchange(t.port, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+                               "HTTP/1.1 200"));
     }
 }
 

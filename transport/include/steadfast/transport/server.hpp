@@ -81,8 +81,12 @@ public:
         // before it has read the answer (it then sees "connection reset", not
         // the status). Its sending side is shut, and what the client still
         // sends is read and dropped until it closes too, for at most this
-        // long (nginx's lingering close). 0: closed at once.
+        // long and at most linger_max_bytes (nginx's lingering close); then
+        // it is closed (a client still sending then sees a reset). A
+        // lingering connection is the first closed when its place is wanted.
+        // 0: closed at once.
         std::chrono::nanoseconds linger_timeout = std::chrono::seconds(2);
+        std::uint64_t linger_max_bytes = 64 << 20;
         // Connections open at once; one more is closed as soon as it is
         // accepted (and counted), so that idle keep-alive connections cannot
         // use up descriptors and memory. 0: no limit.
