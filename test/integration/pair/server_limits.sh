@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # (v2) The servers' own limits: --max-streams on the primary (429 for a new stream while that many have pending
 # messages), --max-connections on both (connections past the limit are closed at once and counted); and a
-# client that sends Expect: 100-continue is told to go on before it sends its body (curl waits a second for it).
+# client that sends Expect: 100-continue is told to go on before it sends its body (curl waits a second for it);
+# one that sends a body over the limit whole before reading gets the 413.
 source "$(dirname "$0")/lib.sh"
 
 # 1. --max-streams 2, the secondary down: a and b pending, c refused, a still taken.
@@ -157,6 +158,21 @@ for line, want in ((b"POST /nope", b"HTTP/1.1 404"), (b"PUT /publish", b"HTTP/1.
 PY
 # The secondary's own POST (an envelope it refuses: the answer is the point, after the 100).
 expect_continue "$SPORT" "/api/messages" 400 || fail "Expect: 100-continue on the secondary"
+# 4. A client that writes its whole body before it reads (Python's http.client does) gets the 413 of a
+#    body over the limit, on both daemons, not a broken pipe: the server reads the rest away first.
+python3 - "$PPORT" "$SPORT" <<'PY' || fail "a body over the limit sent whole: not answered 413"
+import http.client, sys
+body = b"x" * (20 << 20)
+for port, path in ((int(sys.argv[1]), "/publish?stream=big"), (int(sys.argv[2]), "/api/messages")):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        c.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        text = r.read()
+    except OSError as e:
+        sys.exit(f"port {port} {path}: {e!r} instead of an answer")
+    assert r.status == 413 and b"request body over" in text, f"port {port} {path}: {r.status} {text[:200]!r}"
+PY
 wait_drained 30
 n=$(dump | grep -c '"stream":"expect".*"payload":{"expect":"continue"}}$') || true
 [ "$n" = 2 ] || fail "the two publishes after 100 Continue: $n delivered, want 2"
