@@ -412,7 +412,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
         // connection gone: it closes the socket only while `on` says the
         // linger still runs; one executor, so no race.)
         auto on = std::make_shared<bool>(true);
-        asio::steady_timer cut(ex, conn.lingering_since + opts.linger_timeout);
+        asio::steady_timer cut(ex, opts.linger_timeout);  // (relative: saturates, where a time point would overflow)
         cut.async_wait([on, &conn](const beast::error_code& ec) {
             beast::error_code close_ec;
             if (!ec && *on) conn.stream->socket().close(close_ec);  // ends the read below

@@ -62,6 +62,9 @@ std::string unknown_query_params(std::string_view target, std::initializer_list<
 /// Whether the Content-Type is application/json (parameters allowed).
 bool is_json(const request& r);
 
+/// An HTTP/1.1 server. All of its work (accepting, every connection,
+/// shutdown) runs on the executor it is made with: an io_context run by one
+/// thread, or a strand when the io_context has several.
 class server {
 public:
     struct options {
@@ -83,7 +86,8 @@ public:
         // sends is read and dropped until it closes too, for at most this
         // long and at most linger_max_bytes (nginx's lingering close); then
         // it is closed (a client still sending then sees a reset). A
-        // lingering connection is the first closed when its place is wanted.
+        // lingering connection is the first closed when its place is wanted
+        // (and is not counted in connections_rejected: it was answered).
         // 0: closed at once.
         std::chrono::nanoseconds linger_timeout = std::chrono::seconds(2);
         std::uint64_t linger_max_bytes = 64 << 20;
