@@ -1,5 +1,7 @@
 #include "storage_health.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <sys/statvfs.h>
 
 #include <cerrno>
@@ -77,6 +79,11 @@ std::string storage_health::low_message() const {
     return "the data directory's filesystem has " + std::to_string(available_) +
            " bytes free, under --min-free-space (" + std::to_string(s_.min_free) +
            " bytes): nothing is stored until space is freed";
+}
+
+nlohmann::json storage_health::failure_fields(const std::string& why) const {
+    if (why != low_disk_space) return {{"error", why}};
+    return {{"error", "low disk space"}, {"available", available_}, {"min_free_space", s_.min_free}};
 }
 
 }  // namespace steadfast::app

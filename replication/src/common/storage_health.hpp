@@ -7,6 +7,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -65,6 +66,10 @@ public:
 
     /// Why writes are refused while disk_low(), for an answer or a log line.
     std::string low_message() const;
+    /// The fields of the storage_failed line an owner logs when ok() turned
+    /// false with `why` (as on_change gives it): the error, and under the
+    /// watermark the free space and the watermark.
+    nlohmann::json failure_fields(const std::string& why) const;
 
 private:
     void arm();

@@ -26,12 +26,8 @@ void outbox_health::publish_failed(const std::string& stream, const std::string&
 void outbox_health::changed(bool ok, const std::string& why) {
     m_.storage_ok.Set(ok ? 1 : 0);
     if (!ok) {
-        nlohmann::json f{{"error", why == app::storage_health::low_disk_space ? std::string("low disk space") : why}};
-        if (why == app::storage_health::low_disk_space) {
-            f["available"] = storage_.available();
-            f["min_free_space"] = storage_.min_free();
-            f["note"] = notes_.disk_low;
-        }
+        nlohmann::json f = storage_.failure_fields(why);
+        if (why == app::storage_health::low_disk_space) f["note"] = notes_.disk_low;
         app::log(level::error, app::storage_health::storage_failed, std::move(f));
         return;
     }

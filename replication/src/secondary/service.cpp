@@ -37,11 +37,7 @@ service::~service() = default;
 
 // Logged once a transition: a full disk refuses writes before they fail.
 void service::storage_changed(bool ok, const std::string& why) {
-    nlohmann::json f = nlohmann::json::object();
-    if (!ok && why == app::storage_health::low_disk_space)
-        f = {{"error", "low disk space"}, {"available", health_.available()}, {"min_free_space", o_.min_free}};
-    else if (!ok)
-        f = {{"error", why}};
+    nlohmann::json f = ok ? nlohmann::json::object() : health_.failure_fields(why);
     app::log(ok ? level::info : level::error, ok ? "storage_recovered" : app::storage_health::storage_failed,
              std::move(f));
     m_.storage_ok.Set(ok ? 1 : 0);

@@ -4,6 +4,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/test/unit_test.hpp>
+#include <nlohmann/json.hpp>
 
 #include <string>
 #include <vector>
@@ -43,6 +44,8 @@ BOOST_FIXTURE_TEST_CASE(the_watermark_and_commits_make_one_state, fixture) {
     BOOST_TEST(h.state() == std::string("low_disk_space"));
     BOOST_TEST(h.check_disk());  // still under: no second report
     BOOST_TEST(h.low_message().find("49 bytes free, under --min-free-space (50 bytes)") != std::string::npos);
+    BOOST_TEST(h.failure_fields("low_disk_space").dump() ==
+               R"({"available":49,"error":"low disk space","min_free_space":50})");
     free_bytes = 50;  // at the watermark is enough
     BOOST_TEST(!h.check_disk());
     BOOST_TEST(h.ok());
@@ -68,6 +71,7 @@ BOOST_FIXTURE_TEST_CASE(the_watermark_and_commits_make_one_state, fixture) {
     h.check_disk();
     BOOST_TEST(h.ok());
     BOOST_TEST((reports == std::vector<std::string>{"failed: disk I/O error", "ok"}));
+    BOOST_TEST(h.failure_fields("disk I/O error").dump() == R"({"error":"disk I/O error"})");
 }
 
 // A failed commit checks the watermark at once (the likeliest cause), with
