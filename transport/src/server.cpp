@@ -230,12 +230,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
     // `may_evict`: options::may_take_place let this request close another.
     bool take_idle_place(connection& conn, bool may_evict) {
         if (conn.evicted) return false;
-        if (st.active_connections - reserve_active < opts.max_connections) {
-            conn.reserve = false;
-            --reserve_active;
-            return true;
-        }
-        if (close_lingering(false)) {
+        if (st.active_connections - reserve_active < opts.max_connections || close_lingering(false)) {
             conn.reserve = false;
             --reserve_active;
             return true;

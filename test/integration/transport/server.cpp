@@ -138,6 +138,13 @@ BOOST_AUTO_TEST_CASE(an_early_answer_reaches_a_client_still_sending) {
     BOOST_TEST((rec == asio::error::eof), rec.message());
 }
 
+// The number of connections the server has open, read on its own thread.
+std::uint64_t active_connections(test_server& t) {
+    std::promise<std::uint64_t> p;
+    asio::post(t.ioc, [&] { p.set_value(t.srv->get_stats().active_connections); });
+    return p.get_future().get();
+}
+
 // While it lingers, the connection's side is shut at once (the client reads
 // the answer and then its end, not a wait of linger_timeout), and the
 // connection still counts until it ends. (The longest linger_timeout there
@@ -167,16 +174,7 @@ BOOST_AUTO_TEST_CASE(a_lingering_connection_shuts_its_side_at_once) {
     auto [out, ec] = answer.get();
     BOOST_TEST(starts_with(out, "HTTP/1.1 413"));
     BOOST_TEST((ec == asio::error::eof), ec.message());
-    std::promise<std::uint64_t> active;
-    asio::post(t.ioc, [&] { active.set_value(t.srv->get_stats().active_connections); });
-    BOOST_TEST(active.get_future().get() == 1u);  // lingering (the server's shutdown closes it at once)
-}
-
-// The number of connections the server has open, read on its own thread.
-std::uint64_t active_connections(test_server& t) {
-    std::promise<std::uint64_t> p;
-    asio::post(t.ioc, [&] { p.set_value(t.srv->get_stats().active_connections); });
-    return p.get_future().get();
+    BOOST_TEST(active_connections(t) == 1u);  // lingering (the server's shutdown closes it at once)
 }
 
 // A client that neither sends nor closes after such an answer holds its
