@@ -89,6 +89,26 @@ scripted::step permanent_after(std::chrono::nanoseconds d, error_code ec) {
 }
 const auto forever = std::chrono::hours(24 * 365);
 
+// Compile time: each attempt type and each handler type instantiates the
+// pipeline again (async_retry's state machine twice, hedged and not, and a
+// coroutine entry point for every way it starts an attempt). With a lambda
+// type of its own in every case, this file was the slowest of CI's compiles
+// (78 s under clang's ASan, 68 s under g++ -O0). So the cases pass attempts
+// and handlers through one type per result type (erased(), done_fn,
+// spawned_fn), except where a handler's associated executor, allocator or
+// slot is what they test, and there its inner function is erased.
+template <class R>
+using attempt_fn = std::function<asio::awaitable<R>(const attempt_context&)>;
+template <class F>
+auto erased(F f) {
+    using R = typename std::invoke_result_t<F&, const attempt_context&>::value_type;
+    return attempt_fn<R>(std::move(f));
+}
+template <class A>
+using done_fn = std::function<void(retry_result_for<A>)>;  // async_execute's handler
+template <class A>
+using spawned_fn = std::function<void(std::exception_ptr, retry_result_for<A>)>;  // co_spawn(execute())'s
+
 // Terminal, partial and total: what an attempt sees when it is cancelled
 // with every type (its coroutine lets all three through).
 const auto every_type =
@@ -99,7 +119,7 @@ const error_code unavailable = asio::error::connection_refused;
 // One call on `ioc` on virtual time.
 template <class Attempt>
 retry_result<attempt_result<int>> run(asio::io_context& ioc, const vpipeline& p, Attempt a) {
-    return steadfast_test::run_virtual(ioc, execute<manual_timer>(p, std::move(a)));
+    return steadfast_test::run_virtual(ioc, execute<manual_timer>(p, erased(std::move(a))));
 }
 
 const auto no_retry = retry_policy{}.with_stop(stop::max_attempts(1));
@@ -111,14 +131,15 @@ template <class Attempt>
 void start(int driver, asio::io_context& ioc, const vpipeline& p, const Attempt& a, asio::cancellation_slot slot,
            std::optional<retry_result<attempt_result<int>>>& out) {
     if (driver == 0)
-        async_execute<manual_timer>(ioc, p, a,
-                                    asio::bind_cancellation_slot(slot, [&out](auto r) { out.emplace(std::move(r)); }));
+        async_execute<manual_timer>(
+            ioc, p, erased(a),
+            asio::bind_cancellation_slot(slot, done_fn<Attempt>([&out](auto r) { out.emplace(std::move(r)); })));
     else
-        asio::co_spawn(ioc, execute<manual_timer>(p, a),
-                       asio::bind_cancellation_slot(slot, [&out](std::exception_ptr e, auto r) {
-                           BOOST_TEST(!e);  // a value, not an exception
-                           out.emplace(std::move(r));
-                       }));
+        asio::co_spawn(ioc, execute<manual_timer>(p, erased(a)),
+                       asio::bind_cancellation_slot(slot, spawned_fn<Attempt>([&out](std::exception_ptr e, auto r) {
+                                                        BOOST_TEST(!e);  // a value, not an exception
+                                                        out.emplace(std::move(r));
+                                                    })));
 }
 
 // One call through `driver`, run on virtual time until nothing is left (or
@@ -190,13 +211,13 @@ BOOST_AUTO_TEST_CASE(a_slow_attempt_is_hedged_and_the_first_success_wins) {
     const auto p = vpipeline{}.with_retry(no_retry).with_hedging({.max_attempts = 3, .delay = 100ms});
     bool all_ended_first = false;
     std::optional<retry_result<attempt_result<int>>> out;
-    async_execute<manual_timer>(ioc, p, a, [&](retry_result<attempt_result<int>> res) {
-        // Structured: by the time the call completes, every attempt it
-        // started has ended.
-        all_ended_first = true;
-        for (const seen& s : *a.log) all_ended_first = all_ended_first && s.ended >= 0;
-        out.emplace(std::move(res));
-    });
+    async_execute<manual_timer>(ioc, p, erased(a), done_fn<decltype(a)>([&](retry_result<attempt_result<int>> res) {
+                                    // Structured: by the time the call completes, every attempt it
+                                    // started has ended.
+                                    all_ended_first = true;
+                                    for (const seen& s : *a.log) all_ended_first = all_ended_first && s.ended >= 0;
+                                    out.emplace(std::move(res));
+                                }));
     steadfast::run_virtual(ioc);
     BOOST_REQUIRE(out.has_value());
     BOOST_TEST(all_ended_first);
@@ -307,7 +328,8 @@ BOOST_AUTO_TEST_CASE(each_hedge_has_its_own_timeout) {
         if (driver == 0) {
             out.emplace(run(ioc, p, a));
         } else {
-            async_execute<manual_timer>(ioc, p, a, [&](auto r) { out.emplace(std::move(r)); });
+            async_execute<manual_timer>(ioc, p, erased(a),
+                                        done_fn<decltype(a)>([&](auto r) { out.emplace(std::move(r)); }));
             steadfast::run_virtual(ioc);
         }
         BOOST_REQUIRE(out.has_value());
@@ -333,12 +355,12 @@ BOOST_AUTO_TEST_CASE(the_call_waits_for_a_losing_hedge_to_end) {
     scripted a{[](const attempt_context& c) { return c.hedge == 0 ? ok_after(150ms, 1) : ok_after(forever, 2); }};
     bool all_ended_first = false;
     std::optional<retry_result<attempt_result<int>>> out;
-    async_execute<manual_timer>(ioc, vpipeline{}.with_hedging({.max_attempts = 2, .delay = 100ms}), a,
-                                [&](retry_result<attempt_result<int>> res) {
+    async_execute<manual_timer>(ioc, vpipeline{}.with_hedging({.max_attempts = 2, .delay = 100ms}), erased(a),
+                                done_fn<decltype(a)>([&](retry_result<attempt_result<int>> res) {
                                     all_ended_first = a.log->size() == 2u;
                                     for (const seen& s : *a.log) all_ended_first = all_ended_first && s.ended >= 0;
                                     out.emplace(std::move(res));
-                                });
+                                }));
     steadfast::run_virtual(ioc);
     BOOST_REQUIRE(out.has_value());
     BOOST_TEST(out->value().value() == 1);
@@ -392,7 +414,8 @@ BOOST_AUTO_TEST_CASE(a_throwing_attempt_is_classified_by_the_policy) {
     const auto policy = retry_policy{}.with_exception_classifier(
         [](const std::exception_ptr&) { return classification::permanent(asio::error::invalid_argument); });
     const auto r = steadfast_test::run_virtual(
-        ioc, execute<manual_timer>(vpipeline{}.with_retry(policy).with_hedging({.max_attempts = 2, .delay = 10ms}), a));
+        ioc, execute<manual_timer>(vpipeline{}.with_retry(policy).with_hedging({.max_attempts = 2, .delay = 10ms}),
+                                   erased(a)));
     BOOST_TEST((r.reason() == stop_reason::permanent));
     BOOST_TEST(calls == 1);
     BOOST_TEST(static_cast<bool>(r.last_exception()));
@@ -445,10 +468,11 @@ BOOST_AUTO_TEST_CASE(queued_calls_wait_for_their_token_and_their_permit) {
     std::vector<stop_reason> ends;
     std::vector<std::size_t> in_use_at_end;
     for (int i = 0; i < 3; ++i)
-        async_execute<manual_timer>(ioc, p, a, [&](retry_result<attempt_result<int>> r) {
-            ends.push_back(r.reason());
-            in_use_at_end.push_back(bulkhead->in_use());  // the permit was given back before the handler
-        });
+        async_execute<manual_timer>(
+            ioc, p, erased(a), done_fn<decltype(a)>([&](retry_result<attempt_result<int>> r) {
+                ends.push_back(r.reason());
+                in_use_at_end.push_back(bulkhead->in_use());  // the permit was given back before the handler
+            }));
     steadfast::run_virtual(ioc);
     BOOST_REQUIRE(ends.size() == 3u);
     for (auto e : ends) BOOST_TEST((e == stop_reason::success));
@@ -487,7 +511,8 @@ BOOST_AUTO_TEST_CASE(every_cancellation_type_reaches_every_hedge) {
         asio::cancellation_signal sig;
         std::optional<retry_result<attempt_result<int>>> out;
         async_execute<manual_timer>(
-            ioc, p, a, asio::bind_cancellation_slot(sig.slot(), [&](auto r) { out.emplace(std::move(r)); }));
+            ioc, p, erased(a),
+            asio::bind_cancellation_slot(sig.slot(), done_fn<decltype(a)>([&](auto r) { out.emplace(std::move(r)); })));
         steadfast::run_virtual(ioc, manual_clock::time_point(35ms));
         BOOST_REQUIRE(a.log->size() == 3u);
         sig.emit(type);
@@ -509,8 +534,9 @@ BOOST_AUTO_TEST_CASE(a_call_cancelled_in_a_limits_queue_leaves_it) {
     scripted a{[](const attempt_context&) { return ok_after(1ms, 1); }};
     asio::cancellation_signal sig;
     std::optional<retry_result<attempt_result<int>>> out;
-    async_execute<manual_timer>(ioc, vpipeline{}.with_concurrency_limit(bulkhead), a,
-                                asio::bind_cancellation_slot(sig.slot(), [&](auto r) { out.emplace(std::move(r)); }));
+    async_execute<manual_timer>(
+        ioc, vpipeline{}.with_concurrency_limit(bulkhead), erased(a),
+        asio::bind_cancellation_slot(sig.slot(), done_fn<decltype(a)>([&](auto r) { out.emplace(std::move(r)); })));
     ioc.poll();
     BOOST_TEST(!out.has_value());
     sig.emit(asio::cancellation_type::partial);
@@ -530,11 +556,11 @@ BOOST_AUTO_TEST_CASE(execute_in_a_coroutine_cancelled_by_its_caller) {
     const auto p = vpipeline{}.with_hedging({.max_attempts = 2, .delay = 10ms});
     asio::cancellation_signal sig;
     std::optional<retry_result<attempt_result<int>>> out;
-    asio::co_spawn(ioc, execute<manual_timer>(p, a),
-                   asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr e, auto r) {
-                       BOOST_TEST(!e);
-                       out.emplace(std::move(r));
-                   }));
+    asio::co_spawn(ioc, execute<manual_timer>(p, erased(a)),
+                   asio::bind_cancellation_slot(sig.slot(), spawned_fn<decltype(a)>([&](std::exception_ptr e, auto r) {
+                                                    BOOST_TEST(!e);
+                                                    out.emplace(std::move(r));
+                                                })));
     steadfast::run_virtual(ioc, manual_clock::time_point(20ms));
     sig.emit(asio::cancellation_type::terminal);
     steadfast::run_virtual(ioc);
@@ -558,24 +584,26 @@ BOOST_AUTO_TEST_CASE(async_execute_never_completes_inline_and_runs_on_its_execut
         attempt_on_strand = attempt_on_strand && strand.running_in_this_thread();
         co_return 1;
     };
-    async_execute<manual_timer>(strand, vpipeline{}.with_rate_limit(rate), a,
-                                asio::bind_executor(other, [&](retry_result<int> r) {
-                                    BOOST_TEST(returned);
-                                    BOOST_TEST((r.reason() == stop_reason::limited));
-                                    completed = true;
-                                    handler_on_other = other.running_in_this_thread();
-                                }));
+    async_execute<manual_timer>(strand, vpipeline{}.with_rate_limit(rate), erased(a),
+                                asio::bind_executor(other, done_fn<decltype(a)>([&](retry_result<int> r) {
+                                                        BOOST_TEST(returned);
+                                                        BOOST_TEST((r.reason() == stop_reason::limited));
+                                                        completed = true;
+                                                        handler_on_other = other.running_in_this_thread();
+                                                    })));
     returned = true;
     int hedged_done = 0;
     bool hedged_on_other = true;
     for (int i = 0; i < 2; ++i) {
         auto p = vpipeline{}.with_hedging({.max_attempts = 2, .delay = 1ms});
         if (i == 1) p = p.with_timeout(1s);
-        async_execute<manual_timer>(strand, p, a, asio::bind_executor(other, [&](retry_result<int> r) {
-                                        BOOST_TEST(r.ok());
-                                        ++hedged_done;
-                                        hedged_on_other = hedged_on_other && other.running_in_this_thread();
-                                    }));
+        async_execute<manual_timer>(strand, p, erased(a),
+                                    asio::bind_executor(other, done_fn<decltype(a)>([&](retry_result<int> r) {
+                                                            BOOST_TEST(r.ok());
+                                                            ++hedged_done;
+                                                            hedged_on_other =
+                                                                hedged_on_other && other.running_in_this_thread();
+                                                        })));
     }
     BOOST_TEST(!completed);
     BOOST_TEST(hedged_done == 0);
@@ -598,9 +626,10 @@ BOOST_AUTO_TEST_CASE(an_io_context_destroyed_mid_call_leaves_nothing_behind) {
         asio::io_context ioc;
         const auto p = vpipeline{}.with_hedging({.max_attempts = 3, .delay = 10ms}).with_timeout(1h);
         if (driver == 0)
-            async_execute<manual_timer>(ioc, p, a, [&](auto) { completed = true; });
+            async_execute<manual_timer>(ioc, p, erased(a), done_fn<decltype(a)>([&](auto) { completed = true; }));
         else
-            asio::co_spawn(ioc, execute<manual_timer>(p, a), [&](std::exception_ptr, auto) { completed = true; });
+            asio::co_spawn(ioc, execute<manual_timer>(p, erased(a)),
+                           spawned_fn<decltype(a)>([&](std::exception_ptr, auto) { completed = true; }));
         steadfast::run_virtual(ioc, manual_clock::time_point(manual_clock::now() + 50ms));
     }
     BOOST_TEST(!completed);
@@ -622,7 +651,7 @@ BOOST_AUTO_TEST_CASE(a_hedge_cut_short_by_its_timeout_is_a_timeout_whatever_it_r
     };
     const auto p =
         vpipeline{}.with_retry(no_retry).with_hedging({.max_attempts = 2, .delay = 100ms}).with_timeout(20ms);
-    const auto r = steadfast_test::run_virtual(ioc, execute<manual_timer>(p, a));
+    const auto r = steadfast_test::run_virtual(ioc, execute<manual_timer>(p, erased(a)));
     BOOST_TEST(r.ok());
     BOOST_TEST(*log == (std::vector<std::int64_t>{0, 20}), boost::test_tools::per_element());
 }
@@ -670,7 +699,7 @@ BOOST_AUTO_TEST_CASE(execute_restores_the_callers_throw_if_cancelled) {
         int kept = 0;
         for (bool want : {true, false}) {
             co_await asio::this_coro::throw_if_cancelled(want);
-            const auto r = co_await execute<manual_timer>(p, a);
+            const auto r = co_await execute<manual_timer>(p, erased(a));
             BOOST_TEST(r.ok());
             kept += (co_await asio::this_coro::throw_if_cancelled()) == want;
         }
@@ -687,8 +716,9 @@ BOOST_AUTO_TEST_CASE(execute_takes_the_token_before_the_permit) {
     rate->try_acquire();  // the next token comes in a second
     scripted a{[](const attempt_context&) { return ok_after(1ms, 1); }};
     std::optional<retry_result<attempt_result<int>>> out;
-    asio::co_spawn(ioc, execute<manual_timer>(vpipeline{}.with_rate_limit(rate).with_concurrency_limit(bulkhead), a),
-                   [&](std::exception_ptr, auto r) { out.emplace(std::move(r)); });
+    asio::co_spawn(ioc,
+                   execute<manual_timer>(vpipeline{}.with_rate_limit(rate).with_concurrency_limit(bulkhead), erased(a)),
+                   spawned_fn<decltype(a)>([&](std::exception_ptr, auto r) { out.emplace(std::move(r)); }));
     steadfast::run_virtual(ioc, manual_clock::time_point(manual_clock::now() + 500ms));
     // Waiting for its token, the call holds no permit: others may use it.
     BOOST_TEST(bulkhead->in_use() == 0u);
@@ -754,9 +784,10 @@ BOOST_AUTO_TEST_CASE(hedges_unwound_after_their_call_at_shutdown_touch_nothing_f
         };
         const auto p = vpipeline{}.with_hedging({.max_attempts = 3, .delay = 10ms}).with_timeout(2h);
         if (driver == 0)
-            async_execute<manual_timer>(ioc, p, a, [](auto) {});
+            async_execute<manual_timer>(ioc, p, erased(a), done_fn<decltype(a)>([](auto) {}));
         else
-            asio::co_spawn(ioc, execute<manual_timer>(p, a), [](std::exception_ptr, auto) {});
+            asio::co_spawn(ioc, execute<manual_timer>(p, erased(a)),
+                           spawned_fn<decltype(a)>([](std::exception_ptr, auto) {}));
         steadfast::run_virtual(ioc, manual_clock::time_point(manual_clock::now() + 50ms));
     }
     BOOST_TEST(*unwound == 6);  // three attempts a call, each unwound once
@@ -827,7 +858,7 @@ BOOST_AUTO_TEST_CASE(a_loser_is_cancelled_once_even_when_its_timeout_comes_durin
         co_return 1;
     };
     const auto p = vpipeline{}.with_hedging({.max_attempts = 2, .delay = 10ms}).with_timeout(30ms);
-    const auto r = steadfast_test::run_virtual(ioc, execute<manual_timer>(p, a));
+    const auto r = steadfast_test::run_virtual(ioc, execute<manual_timer>(p, erased(a)));
     BOOST_TEST(r.ok());
     BOOST_TEST(r.value() == 2);
     BOOST_TEST(!*cleanup_cut);
@@ -858,12 +889,13 @@ BOOST_AUTO_TEST_CASE(a_hedge_that_ends_inside_its_start_is_counted_and_cancels_n
         co_return 1;
     };
     std::optional<retry_result<attempt_result<int>>> out;
-    async_execute<manual_timer>(ioc, vpipeline{}.with_hedging({.max_attempts = 3, .delay = 10ms}).with_timeout(50ms), a,
-                                [&](auto r) { out.emplace(std::move(r)); });
+    async_execute<manual_timer>(ioc, vpipeline{}.with_hedging({.max_attempts = 3, .delay = 10ms}).with_timeout(50ms),
+                                erased(a), done_fn<decltype(a)>([&](auto r) { out.emplace(std::move(r)); }));
     manual_timer later(ioc, 12ms);
     later.async_wait([&](error_code) {
         // Leases watches (an attempt timeout) while the first call runs.
-        async_execute<manual_timer>(ioc, vpipeline{}.with_timeout(1h), other, [&](auto) { other_done = true; });
+        async_execute<manual_timer>(ioc, vpipeline{}.with_timeout(1h), erased(other),
+                                    done_fn<decltype(other)>([&](auto) { other_done = true; }));
     });
     steadfast::run_virtual(ioc);
     BOOST_REQUIRE(out.has_value());
@@ -961,8 +993,9 @@ BOOST_AUTO_TEST_CASE(a_call_destroyed_with_its_dropped_first_attempt_leaves_noth
         co_return 1;
     };
     bool completed = false;
-    asio::co_spawn(ioc, execute<manual_timer>(vpipeline{}.with_hedging({.max_attempts = 2, .delay = 10ms}), a),
-                   asio::bind_cancellation_slot(sig.slot(), [&](std::exception_ptr, auto) { completed = true; }));
+    asio::co_spawn(ioc, execute<manual_timer>(vpipeline{}.with_hedging({.max_attempts = 2, .delay = 10ms}), erased(a)),
+                   asio::bind_cancellation_slot(
+                       sig.slot(), spawned_fn<decltype(a)>([&](std::exception_ptr, auto) { completed = true; })));
     steadfast::run_virtual(ioc, manual_clock::time_point(manual_clock::now() + 5ms));
     BOOST_TEST(ioc.stopped());                    // all of it unwound: nothing left to run
     sig.emit(asio::cancellation_type::terminal);  // (co_spawn posts it on to the coroutine's state)
@@ -1011,8 +1044,8 @@ BOOST_AUTO_TEST_CASE(a_hedge_outliving_its_destroyed_call_completes_into_nothing
         co_return 2;
     };
     bool completed = false;
-    asio::co_spawn(ioc, execute<manual_timer>(vpipeline{}.with_hedging({.max_attempts = 2, .delay = 10ms}), a),
-                   [&](std::exception_ptr, auto) { completed = true; });
+    asio::co_spawn(ioc, execute<manual_timer>(vpipeline{}.with_hedging({.max_attempts = 2, .delay = 10ms}), erased(a)),
+                   spawned_fn<decltype(a)>([&](std::exception_ptr, auto) { completed = true; }));
     steadfast::run_virtual(ioc);
     BOOST_TEST(*hedge_ended);
     BOOST_TEST(!completed);
@@ -1024,12 +1057,13 @@ BOOST_AUTO_TEST_CASE(async_execute_takes_its_state_from_the_handlers_allocator) 
     alloc_stats stats;
     bool done = false;
     auto a = [](const attempt_context&) -> asio::awaitable<int> { co_return 1; };
-    async_execute<manual_timer>(ioc, vpipeline{}.with_hedging({.max_attempts = 2, .delay = 1ms}), a,
-                                asio::bind_allocator(counting_allocator<void>(&stats), [&](retry_result<int> r) {
-                                    BOOST_TEST(r.ok());
-                                    BOOST_TEST(stats.live == 0);  // freed before the handler runs
-                                    done = true;
-                                }));
+    async_execute<manual_timer>(
+        ioc, vpipeline{}.with_hedging({.max_attempts = 2, .delay = 1ms}), erased(a),
+        asio::bind_allocator(counting_allocator<void>(&stats), done_fn<decltype(a)>([&](retry_result<int> r) {
+                                 BOOST_TEST(r.ok());
+                                 BOOST_TEST(stats.live == 0);  // freed before the handler runs
+                                 done = true;
+                             })));
     steadfast::run_virtual(ioc);
     BOOST_TEST(done);
     BOOST_TEST(stats.allocations >= 1);  // the retry's state
@@ -1041,12 +1075,13 @@ BOOST_AUTO_TEST_CASE(async_execute_takes_its_state_from_the_handlers_allocator) 
     auto held = bulkhead->try_acquire();
     alloc_stats queued;
     done = false;
-    async_execute<manual_timer>(ioc, vpipeline{}.with_concurrency_limit(bulkhead), a,
-                                asio::bind_allocator(counting_allocator<void>(&queued), [&](retry_result<int> r) {
-                                    BOOST_TEST(r.ok());
-                                    BOOST_TEST(queued.live == 0);
-                                    done = true;
-                                }));
+    async_execute<manual_timer>(
+        ioc, vpipeline{}.with_concurrency_limit(bulkhead), erased(a),
+        asio::bind_allocator(counting_allocator<void>(&queued), done_fn<decltype(a)>([&](retry_result<int> r) {
+                                 BOOST_TEST(r.ok());
+                                 BOOST_TEST(queued.live == 0);
+                                 done = true;
+                             })));
     ioc.restart();
     ioc.poll();
     BOOST_TEST(bulkhead->waiting() == 1u);
