@@ -556,13 +556,21 @@ private:
             case act::attempt:
                 break;
         }
-        auto attempt = asio::co_spawn(d.timer.get_executor(),
-                                      guarded_attempt<raw_t>(parts::fn(d.attempt), d.fsm.context()), asio::deferred);
-        if (!d.fsm.watch_attempt()) return on_ex(self, std::move(attempt));
-        arm_watch(d.fsm, d.watch, d.timer.get_executor(), d.wake, self.get_cancellation_state().slot());
-        on_ex(self, [&](auto&& h) {
-            std::move(attempt)(asio::bind_cancellation_slot(d.watch->signal.slot(), std::move(h)));
-        });
+        // The attempt's completion is this operation, bound to `ex` and to
+        // the slot the attempt listens on: the operation's own, or its
+        // watch's signal (which the operation's slot reaches through the
+        // watch). Always both binders, even where the handler's executor is
+        // `ex` already: one completion type, so one instantiation of
+        // co_spawn's entry point for each operation type rather than four (a
+        // program's compile time grows with its async_retry call sites).
+        const auto ex = d.timer.get_executor();
+        asio::cancellation_slot slot = self.get_cancellation_state().slot();
+        if (d.fsm.watch_attempt()) {
+            arm_watch(d.fsm, d.watch, ex, d.wake, slot);
+            slot = d.watch->signal.slot();
+        }
+        asio::co_spawn(ex, guarded_attempt<raw_t>(parts::fn(d.attempt), d.fsm.context()),
+                       asio::bind_cancellation_slot(slot, asio::bind_executor(ex, std::move(self))));
     }
 
     template <class Self>
