@@ -90,20 +90,12 @@ scripted::step permanent_after(std::chrono::nanoseconds d, error_code ec) {
 const auto forever = std::chrono::hours(24 * 365);
 
 // Compile time: each attempt type and each handler type instantiates the
-// pipeline again (async_retry's state machine twice, hedged and not, and a
-// coroutine entry point for every way it starts an attempt). With a lambda
-// type of its own in every case, this file was the slowest of CI's compiles
-// (78 s under clang's ASan, 68 s under g++ -O0). So the cases pass attempts
-// and handlers through one type per result type (erased(), done_fn,
-// spawned_fn), except where a handler's associated executor, allocator or
-// slot is what they test, and there its inner function is erased.
-template <class R>
-using attempt_fn = std::function<asio::awaitable<R>(const attempt_context&)>;
-template <class F>
-auto erased(F f) {
-    using R = typename std::invoke_result_t<F&, const attempt_context&>::value_type;
-    return attempt_fn<R>(std::move(f));
-}
+// pipeline again (two async_retry state machines, hedged and not). So the
+// cases pass attempts through erased() and handlers through done_fn and
+// spawned_fn, one type per result type (this file: 79 -> 37 s under clang's
+// ASan); where a handler's associated executor, allocator or slot is under
+// test, only the function inside its binder is erased.
+using steadfast_test::erased;
 template <class A>
 using done_fn = std::function<void(retry_result_for<A>)>;  // async_execute's handler
 template <class A>
