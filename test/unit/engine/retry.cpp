@@ -16,6 +16,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
+#include <functional>
 #include <stdexcept>
 #include <steadfast_test/manual_flag.hpp>
 #include <steadfast_test/virtual_time.hpp>
@@ -26,6 +27,7 @@ using namespace std::chrono_literals;
 using namespace steadfast;
 namespace asio = boost::asio;
 using std::chrono::nanoseconds;
+using steadfast_test::erased;
 using steadfast_test::secs;
 using steadfast_test::virtual_sleep;
 using steadfast_test::virtual_time;
@@ -261,11 +263,13 @@ BOOST_AUTO_TEST_CASE(a_pending_timeout_never_keeps_run_from_returning) {
     asio::io_context ioc;
     const auto p = retry_policy{}.with_attempt_timeout(1h);
     int ok = 0;
+    // One attempt type and one handler type for the async_retry calls below
+    // (each type instantiates async_retry again: compile time).
+    const std::function<void(retry_result<error_code>)> count = [&](retry_result<error_code> r) { ok += r.ok(); };
     for (int i = 0; i < 3; ++i)
         steadfast::async_retry(
             ioc.get_executor(), p,
-            [](const attempt_context&) -> asio::awaitable<error_code> { co_return error_code{}; },
-            [&](retry_result<error_code> r) { ok += r.ok(); });
+            erased([](const attempt_context&) -> asio::awaitable<error_code> { co_return error_code{}; }), count);
     asio::co_spawn(
         ioc, steadfast::retry(p, [](const attempt_context&) -> asio::awaitable<error_code> { co_return error_code{}; }),
         [&](std::exception_ptr, retry_result<error_code> r) { ok += r.ok(); });
@@ -274,18 +278,16 @@ BOOST_AUTO_TEST_CASE(a_pending_timeout_never_keeps_run_from_returning) {
     const auto never = retry_policy{}.with_stop(stop::max_elapsed(nanoseconds::max()));
     const auto short_timeout = retry_policy{}.with_attempt_timeout(10ms);
     auto sleep_for = [&ioc](std::chrono::milliseconds d) {
-        return [&ioc, d](const attempt_context&) -> asio::awaitable<error_code> {
+        return erased([&ioc, d](const attempt_context&) -> asio::awaitable<error_code> {
             asio::steady_timer t(ioc, d);
             co_await t.async_wait(asio::use_awaitable);
             co_return error_code{};
-        };
+        });
     };
     for (int form = 0; form < 2; ++form) {
         if (form == 0) {
-            steadfast::async_retry(ioc.get_executor(), never, sleep_for(30ms),
-                                   [&](retry_result<error_code> r) { ok += r.ok(); });
-            steadfast::async_retry(ioc.get_executor(), short_timeout, sleep_for(1ms),
-                                   [&](retry_result<error_code> r) { ok += r.ok(); });
+            steadfast::async_retry(ioc.get_executor(), never, sleep_for(30ms), count);
+            steadfast::async_retry(ioc.get_executor(), short_timeout, sleep_for(1ms), count);
         } else {
             asio::co_spawn(ioc, steadfast::retry(never, sleep_for(30ms)),
                            [&](std::exception_ptr, retry_result<error_code> r) { ok += r.ok(); });
