@@ -563,13 +563,16 @@ private:
         // `ex` already: one completion type, so one instantiation of
         // co_spawn's entry point for each operation type rather than four (a
         // program's compile time grows with its async_retry call sites).
+        // (The attempt's frame first: allocated before the watch is armed,
+        // as before the binders.)
+        auto attempt = guarded_attempt<raw_t>(parts::fn(d.attempt), d.fsm.context());
         const auto ex = d.timer.get_executor();
         asio::cancellation_slot slot = self.get_cancellation_state().slot();
         if (d.fsm.watch_attempt()) {
             arm_watch(d.fsm, d.watch, ex, d.wake, slot);
             slot = d.watch->signal.slot();
         }
-        asio::co_spawn(ex, guarded_attempt<raw_t>(parts::fn(d.attempt), d.fsm.context()),
+        asio::co_spawn(ex, std::move(attempt),
                        asio::bind_cancellation_slot(slot, asio::bind_executor(ex, std::move(self))));
     }
 
