@@ -563,8 +563,8 @@ private:
         // `ex` already: one completion type, so one instantiation of
         // co_spawn's entry point for each operation type rather than four (a
         // program's compile time grows with its async_retry call sites).
-        // (The attempt's frame first: allocated before the watch is armed,
-        // as before the binders.)
+        // (The attempt's frame first, before the watch is armed: if that
+        // allocation fails, no forwarder is left in the caller's slot.)
         auto attempt = guarded_attempt<raw_t>(parts::fn(d.attempt), d.fsm.context());
         const auto ex = d.timer.get_executor();
         asio::cancellation_slot slot = self.get_cancellation_state().slot();
