@@ -21,9 +21,10 @@ namespace steadfast::primary {
 struct combiner::part {
     std::string_view stream, list, key;  // the sender's, alive until its send returns
     std::size_t count = 0;
-    bool alone = false;      // a 400, 413 or 422 of a shared request: by itself next time
-    bool queued = false;     // in queue_ (not taken by a sender yet)
-    bool abandoned = false;  // its send returned (stop): never read again
+    bool alone = false;                               // a 400, 413 or 422 of a shared request: by itself next time
+    bool queued = false;                              // in queue_ (not taken by a sender yet)
+    bool abandoned = false;                           // its send returned (stop): never read again
+    std::chrono::steady_clock::time_point queued_at;  // when it last joined the queue
     std::optional<http::outcome> result;
     std::shared_ptr<flag> done;
 };
@@ -34,9 +35,12 @@ combiner::combiner(asio::any_io_executor ex, http::client_pool& pool, limits l, 
       limits_(l),
       make_(std::move(make)),
       stop_(std::move(stop)),
-      go_now_(make_flag(ex_, "linger-go")) {
+      go_now_(make_flag(ex_, "linger-go")),
+      patience_timer_(ex_) {
     stop_->subscribe(stop_sub_, [this](bool v) {
-        if (v) pool_.cancel();
+        if (!v) return;
+        pool_.cancel();
+        disarm_patience();
     });
 }
 
@@ -86,19 +90,18 @@ asio::awaitable<http::outcome> combiner::send(std::string_view stream, std::stri
             if (p->queued) {
                 c->dequeued(*p);
                 c->queue_.erase(std::find(c->queue_.begin(), c->queue_.end(), p));
+                if (c->queue_.empty()) c->disarm_patience();
             }
         }
     } on_leave{this, p};
     kick(false);
+    // (What a wait of `patience` starts is the queue's timer's to do, not
+    // each waiting send's: check_patience().)
     while (!p->result && !stop_.value()) {
         // Named: g++ 12 mishandles non-trivial temporaries in a co_await expression.
-        const cond woken = cond(p->done) || stop_ ||
-                           cond(make_deadline(ex_, "patience", std::chrono::steady_clock::now() + limits_.patience));
+        const cond woken = cond(p->done) || stop_;
         auto [ec] = co_await woken->async_wait_until(true, asio::as_tuple(asio::use_awaitable));
         if (ec) break;  // cancelled
-        // Waited a whole `patience` in the queue: the request in flight is
-        // slow; another one may start.
-        if (!p->result && p->queued) kick(true);
     }
     if (p->result) co_return std::move(*p->result);
     co_return http::outcome{http::transport_error{asio::error::operation_aborted}};
@@ -139,6 +142,8 @@ void combiner::forget(std::string_view stream) {
 
 void combiner::enqueue(const part_ptr& p, bool front) {
     p->queued = true;
+    p->queued_at = std::chrono::steady_clock::now();
+    if (!patience_armed_) arm_patience(p->queued_at + limits_.patience);
     queued_bytes_ += p->list.size() + 1;
     queued_messages_ += p->count;
     if (p->alone) ++queued_alone_;
@@ -170,6 +175,45 @@ void combiner::kick(bool waited) {
         --senders_;
         kick(false);
     });
+}
+
+// A send that has waited a whole `patience` in the queue means the requests
+// in flight are slow: another one may start (kick(true)), and again each
+// `patience` while it waits. One timer serves the whole queue, armed for the
+// moment the part queued longest has waited that long: thousands of sends
+// waiting (thousands of new streams, each going by itself) cost one wake-up
+// a `patience`, not one each.
+void combiner::arm_patience(std::chrono::steady_clock::time_point at) {
+    patience_armed_ = true;
+    patience_timer_.expires_at(at);
+    patience_timer_.async_wait([this, alive = std::weak_ptr<char>(alive_)](const boost::system::error_code& ec) {
+        if (ec || alive.expired()) return;
+        check_patience();
+    });
+}
+
+// Nothing waits any more (or a stop): the timer does not keep the loop busy.
+void combiner::disarm_patience() {
+    if (!patience_armed_) return;
+    patience_armed_ = false;
+    patience_timer_.cancel();
+}
+
+void combiner::check_patience() {
+    patience_armed_ = false;
+    ++patience_checks_;
+    if (queue_.empty() || stop_.value()) return;
+    const auto now = std::chrono::steady_clock::now();
+    auto oldest = std::chrono::steady_clock::time_point::max();
+    for (const auto& p : queue_) {
+        if (now - p->queued_at >= limits_.patience) {
+            kick(true);  // (may take from the queue at once: nothing of it is read after)
+            if (!queue_.empty() && !patience_armed_) arm_patience(now + limits_.patience);
+            return;
+        }
+        oldest = std::min(oldest, p->queued_at);
+    }
+    arm_patience(oldest + limits_.patience);
 }
 
 // The queue holds a request's worth (what one request may carry at most).
@@ -217,6 +261,7 @@ std::deque<combiner::part_ptr> combiner::take() {
         group.push_back(std::move(*it));
         it = queue_.erase(it);
     }
+    if (queue_.empty()) disarm_patience();
     return group;
 }
 

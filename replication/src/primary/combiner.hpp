@@ -34,6 +34,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -86,6 +87,9 @@ public:
 
     /// Requests sent so far (for metrics).
     std::uint64_t requests() const noexcept { return requests_; }
+    /// Times the queue was looked at for a send that waited `patience` (one
+    /// timer for the whole queue, not one a waiting send: for tests).
+    std::uint64_t patience_checks() const noexcept { return patience_checks_; }
 
 private:
     struct part;
@@ -94,6 +98,9 @@ private:
     void dequeued(part& p);
     static std::string shared_key(const std::deque<part_ptr>& group);
     void kick(bool waited);
+    void arm_patience(std::chrono::steady_clock::time_point at);
+    void check_patience();
+    void disarm_patience();
     bool full() const;
     boost::asio::awaitable<void> linger(bool at_once);
     void judge(std::string_view stream, const http::outcome& out, std::chrono::steady_clock::duration took,
@@ -119,6 +126,12 @@ private:
     std::shared_ptr<flag> go_now_;                   // something queued that must not wait a linger
     std::chrono::steady_clock::duration typical_{};  // moving average of answered requests' durations
     std::uint64_t requests_ = 0;
+    // One timer for the queue's patience: it fires when the part queued
+    // longest has waited `patience` (see check_patience()).
+    boost::asio::steady_timer patience_timer_;
+    bool patience_armed_ = false;
+    std::uint64_t patience_checks_ = 0;
+    std::shared_ptr<char> alive_ = std::make_shared<char>();  // the timer's handler outliving this does nothing
 };
 
 }  // namespace steadfast::primary
