@@ -76,26 +76,63 @@ std::size_t stream_table::busy_streams() const {
 }
 
 void stream_table::refresh_metrics(std::int64_t now) {
-    std::set<std::string> now_exposed;
-    double oldest = 0;
-    auto expose = [&](const std::string& stream, std::uint64_t pending, std::int64_t head_at_ms) {
-        if (pending == 0) return;
-        m_.stream_pending.Add({{"stream", stream}}).Set(static_cast<double>(pending));
-        const double age =
-            head_at_ms > 0 ? static_cast<double>(std::max<std::int64_t>(now - head_at_ms, 0)) / 1000.0 : 0.0;
-        m_.stream_age.Add({{"stream", stream}}).Set(age);
-        oldest = std::max(oldest, age);
-        now_exposed.insert(stream);
+    struct candidate {
+        const std::string* stream;
+        std::uint64_t pending;
+        std::int64_t head_at_ms;  // 0: not known (counted as new)
     };
-    for (const auto& [stream, st] : streams_) expose(stream, st.fsm.pending(), st.fsm.head_at_ms());
-    for (const auto& [stream, b] : blocked_) expose(stream, b.pending, b.head_at_ms);
-    for (const auto& stream : exposed_)
-        if (!now_exposed.count(stream)) {
-            m_.stream_pending.Remove(&m_.stream_pending.Add({{"stream", stream}}));
-            m_.stream_age.Remove(&m_.stream_age.Add({{"stream", stream}}));
-        }
-    exposed_ = std::move(now_exposed);
+    std::vector<candidate> c;
+    for (const auto& [stream, st] : streams_)
+        if (st.fsm.pending() > 0) c.push_back({&stream, st.fsm.pending(), st.fsm.head_at_ms()});
+    for (const auto& [stream, b] : blocked_)
+        if (b.pending > 0) c.push_back({&stream, b.pending, b.head_at_ms});
+    auto age_of = [now](std::int64_t head_at_ms) {
+        return head_at_ms > 0 ? static_cast<double>(std::max<std::int64_t>(now - head_at_ms, 0)) / 1000.0 : 0.0;
+    };
+    double oldest = 0;
+    for (const auto& x : c) oldest = std::max(oldest, age_of(x.head_at_ms));
     m_.oldest_age.Set(oldest);
+    if (c.size() > max_stream_series) {
+        // The oldest heads first; then the most pending; then by name.
+        auto older = [](const candidate& a, const candidate& b) {
+            const auto ka = a.head_at_ms > 0 ? a.head_at_ms : INT64_MAX;
+            const auto kb = b.head_at_ms > 0 ? b.head_at_ms : INT64_MAX;
+            if (ka != kb) return ka < kb;
+            if (a.pending != b.pending) return a.pending > b.pending;
+            return *a.stream < *b.stream;
+        };
+        std::nth_element(c.begin(), c.begin() + max_stream_series, c.end(), older);
+        c.resize(max_stream_series);
+    }
+    std::sort(c.begin(), c.end(), [](const candidate& a, const candidate& b) { return *a.stream < *b.stream; });
+    // Series of streams no longer among them go (both sorted by name: one walk).
+    auto next = c.begin();
+    for (auto it = exposed_.begin(); it != exposed_.end();) {
+        while (next != c.end() && *next->stream < it->first) ++next;
+        if (next != c.end() && *next->stream == it->first) {
+            ++it;
+            continue;
+        }
+        m_.stream_pending.Remove(it->second.pending);
+        m_.stream_age.Remove(it->second.age);
+        it = exposed_.erase(it);
+    }
+    for (const auto& x : c) {
+        auto it = exposed_.find(*x.stream);
+        if (it == exposed_.end())
+            it = exposed_
+                     .emplace(*x.stream, series{&m_.stream_pending.Add({{"stream", *x.stream}}),
+                                                &m_.stream_age.Add({{"stream", *x.stream}})})
+                     .first;
+        it->second.pending->Set(static_cast<double>(x.pending));
+        it->second.age->Set(age_of(x.head_at_ms));
+    }
+}
+
+std::vector<std::string> stream_table::streams_with_series() const {
+    std::vector<std::string> v;
+    for (const auto& [s, _] : exposed_) v.push_back(s);
+    return v;
 }
 
 }  // namespace steadfast::primary

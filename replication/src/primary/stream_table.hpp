@@ -18,6 +18,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace steadfast::primary {
 
@@ -75,9 +76,16 @@ public:
     /// Streams with messages pending (blocked ones too).
     std::size_t busy_streams() const;
 
-    /// Per-stream pending counts and oldest ages, from what is in memory.
-    /// Streams gone since the last call lose their series.
+    /// Per-stream pending counts and oldest ages, from what is in memory,
+    /// for the `max_stream_series` streams whose oldest pending message is
+    /// oldest (the totals cover every stream): a bounded number of series
+    /// however many streams are pending, so that neither a scrape nor this
+    /// call grows with them (prometheus-cpp 1.0's Family::Remove looks
+    /// through the whole family). Streams no longer among them lose theirs.
     void refresh_metrics(std::int64_t now_ms);
+    static constexpr std::size_t max_stream_series = 100;
+    /// The streams with series now (for tests).
+    std::vector<std::string> streams_with_series() const;
 
 private:
     struct blocked_stream {
@@ -90,7 +98,11 @@ private:
     std::map<std::string, stream_state> streams_;
     std::map<std::string, blocked_stream> blocked_;
     std::uint64_t pending_ = 0;
-    std::set<std::string> exposed_;  // the per-stream series now on /metrics
+    struct series {
+        prometheus::Gauge* pending;
+        prometheus::Gauge* age;
+    };
+    std::map<std::string, series, std::less<>> exposed_;  // the per-stream series now on /metrics
 };
 
 }  // namespace steadfast::primary
