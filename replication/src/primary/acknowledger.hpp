@@ -70,6 +70,7 @@ private:
     void arm(std::chrono::milliseconds delay);
     /// `at_stop`: flush()'s, whose failure is always logged.
     void write_dirty(bool at_stop = false);
+    void set_dirty(std::string_view stream, mark& m);
     void write(std::vector<write_one> marks, bool at_stop = false);
     /// On the event loop, after a write: a failed one's marks are dirty again
     /// (unless something newer replaced them); a retired mark stored is gone.
@@ -82,6 +83,7 @@ private:
     bool scheduled_ = false;
     std::uint64_t versions_ = 0;
     std::map<std::string, mark, std::less<>> marks_;
+    std::vector<std::string> dirty_;  // the streams whose marks turned dirty since the last write_dirty()
     // ack_failed (from the database thread and the flusher, which may answer
     // after this object is gone)
     std::shared_ptr<app::log_limiter> failures_logged_ = std::make_shared<app::log_limiter>();
