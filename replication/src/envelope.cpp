@@ -511,6 +511,21 @@ bool is_framing_refusal(std::string_view body) {
     return e && e->starts_with("malformed HTTP request");
 }
 
+namespace {
+constexpr std::string_view epoch_step_mark = " above this secondary's epoch fence ";
+}
+
+std::string encode_epoch_step_refusal(std::uint64_t epoch, std::uint64_t step, std::uint64_t fence) {
+    return "{\"error\":\"epoch " + std::to_string(epoch) + " is more than " + std::to_string(step) +
+           std::string(epoch_step_mark) + std::to_string(fence) +
+           " (--max-epoch-step): a failover raises the epoch by one\"}";
+}
+
+bool is_epoch_step_refusal(std::string_view body) {
+    const auto e = error_text(body);
+    return e && e->starts_with("epoch ") && e->find(epoch_step_mark) != std::string::npos;
+}
+
 std::string encode(const positions_page& p) {
     std::string out = "{\"streams\":[";
     out.reserve(32 + p.streams.size() * 40);

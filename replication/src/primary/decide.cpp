@@ -39,6 +39,10 @@ std::string link_fault::label() const {
 std::string_view hint_for(const decision& d) {
     using k = link_fault::kind;
     if (d.link_error.what == k::auth) return "check --token-file against the secondary's";
+    if (d.epoch_refused)
+        return "this primary's --epoch is more than the secondary's --max-epoch-step above its epoch fence: a "
+               "failover raises the epoch by one; restart this primary with the right --epoch (the messages are "
+               "kept and sent in order then)";
     if (d.not_a_secondary)
         return "is --secondary the address of a steadfast-secondary? (its answer is not one a secondary gives)";
     switch (d.link_error.what) {
@@ -102,6 +106,14 @@ decision decide(const sent_batch& b, const delivery_outcome& o) {
     // on the way mangled it (a proxy), the messages are not at fault.
     if (s == 400 && envelope::is_framing_refusal(o.body))
         return make(verdict::redeliver, 0, 0, "400 " + head(o.body), {link_fault::kind::http_status, 400});
+    // This primary's epoch is refused (every message it sends carries it):
+    // kept and sent again, on the ladder, until --epoch is fixed. Dead-
+    // lettered, a requeue would deliver it after the messages behind it.
+    if (s == 400 && envelope::is_epoch_step_refusal(o.body)) {
+        auto d = make(verdict::redeliver, 0, 0, "400 " + head(o.body), {link_fault::kind::http_status, 400});
+        d.epoch_refused = true;
+        return d;
+    }
     if (s == 400 || s == 413 || s == 422) {
         // Not the secondary's refusal (a proxy's page, another service at a
         // wrong address): the link is wrong, not the message.
@@ -201,7 +213,8 @@ std::vector<part_fate> split_answer(const std::vector<std::string_view>& streams
     if (status == 400 || status == 413 || status == 422) {
         // The secondary's own refusal is of some message: each part alone
         // finds out whose. Anyone else's is everyone's (decide()).
-        if (envelope::is_error_answer(body) && !(status == 400 && envelope::is_framing_refusal(body)))
+        if (envelope::is_error_answer(body) &&
+            !(status == 400 && (envelope::is_framing_refusal(body) || envelope::is_epoch_step_refusal(body))))
             fates.assign(streams.size(), part_fate::resend_alone);
         return fates;
     }

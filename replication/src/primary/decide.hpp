@@ -85,6 +85,9 @@ struct decision {
     // redeliver, transport: the request went out and no answer came in time
     // (it may have been applied: the resend is deduplicated).
     bool no_answer_in_time = false;
+    // redeliver: the secondary refuses this primary's epoch as more than its
+    // --max-epoch-step above its fence: --epoch is wrong, not the messages.
+    bool epoch_refused = false;
 };
 
 /// The decision table (contract v2):
@@ -93,6 +96,8 @@ struct decision {
 /// - 409 gap: expected inside the batch acks only what precedes it within the
 ///   batch; expected at or below the batch's first seq means the secondary is
 ///   behind what it acknowledged (restored from an older copy): rewind;
+/// - 400 refusing the epoch as too far above the fence (contract v3): the
+///   primary's configuration, not the message: redeliver, `epoch_refused`;
 /// - 400, 413, 422 with the secondary's {"error":..} body: isolate a batch,
 ///   dead-letter a single message; without it (a proxy's page, another
 ///   service at a wrong address): redeliver, link error "foreign_NNN";

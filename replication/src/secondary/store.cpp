@@ -231,10 +231,7 @@ store::answer store::apply(const envelope::decoded& d, bool& keep) {
         }
         if (bad) {
             keep = false;
-            return answer{400,
-                          "{\"error\":\"epoch " + std::to_string(bad->epoch) + " is more than " +
-                              std::to_string(max_epoch_step_) + " above this secondary's epoch fence " +
-                              std::to_string(before) + " (--max-epoch-step): a failover raises the epoch by one\"}",
+            return answer{400, envelope::encode_epoch_step_refusal(bad->epoch, max_epoch_step_, before),
                           "epoch_too_high", 0, 0};
         }
     }

@@ -4,7 +4,9 @@
 #    nothing and moves no fence; a failover's epoch (one higher) is taken;
 # 2. the fence is on /metrics (steadfast_secondary_epoch) and in `steadfast-secondary status`;
 # 3. a fence raised by mistake (within the step) is lowered offline with `set-fence` (refused while the
-#    secondary runs; logged), after which a primary of the lower epoch delivers again.
+#    secondary runs; logged), after which a primary of the lower epoch delivers again;
+# 4. a primary whose epoch is refused as beyond the step keeps its messages (no dead letter) and delivers
+#    them in order once restarted with the right epoch.
 source "$(dirname "$0")/lib.sh"
 post() {  # post BODY: the secondary's answer as "BODY CODE"
   curl -s -m 10 -w ' %{http_code}' -X POST "${CT[@]}" -d "$1" "http://127.0.0.1:$SPORT/api/messages"
@@ -56,4 +58,24 @@ publish 2 a
 wait_drained 30
 # The message published as the primary was demoted stays in its outbox and is delivered now, as is the rest.
 VERIFY_APPLIED=11 verify a
+
+# 4. A primary started with an epoch far beyond the step (a Unix time as its term, say): its messages are
+#    refused with that 400, and kept, not dead-lettered (a requeue would deliver them out of order): the
+#    link error's hint names --epoch, and a restart with the right epoch delivers them in order.
+stop "$PPID_"
+LOG_FROM=$(log_size "$WORK/primary.log")
+start_primary --epoch 1765000000
+publish 3 z
+wait_for 20 "a link_error for the refused epoch" log_has "$WORK/primary.log" link_error reason=http_400
+log_lines "$LOG_FROM" "$WORK/primary.log" link_error | grep -q -- '--epoch' \
+  || fail "the link_error's hint does not name --epoch: $(log_lines "$LOG_FROM" "$WORK/primary.log" link_error | head -1)"
+sleep 1  # a few more tries on the ladder
+[ "$(dead_letters)" = "0" ] || [ "$(dead_letters)" = "None" ] || fail "a refused epoch dead-lettered messages: $(dead_letters)"
+[ "$(pending)" = 3 ] || fail "pending with the epoch refused: $(pending), expected 3"
+dump_lacks '"stream":"z"' || fail "a message of the refused epoch was applied"
+[ "$(metric "$SPORT" steadfast_secondary_epoch)" = 1 ] || fail "a refused epoch moved the fence"
+stop "$PPID_"
+start_primary --epoch 2
+wait_drained 30
+verify z
 echo "PASS"

@@ -1,6 +1,7 @@
 // The primary's decision table: every row, without sockets or timers.
 #include <primary/decide.hpp>
 
+#include <steadfast/replication/envelope.hpp>
 #include <steadfast/transport/server.hpp>
 
 #include <boost/test/unit_test.hpp>
@@ -116,6 +117,30 @@ BOOST_AUTO_TEST_CASE(only_400_413_422_reject_messages) {
         BOOST_TEST(d.not_a_secondary == (s == 404 || s == 405 || s == 415 || s == 501), "status " << s);
     }
     BOOST_TEST(!decide(batch, answer(409, "<html>conflict</html>")).not_a_secondary);
+}
+
+// The secondary refusing this primary's epoch as more than its
+// --max-epoch-step above its fence: every message carries that epoch, so no
+// message is at fault. Kept and sent again (dead-lettered, a requeue would
+// deliver it after the ones behind it), with a hint naming --epoch.
+BOOST_AUTO_TEST_CASE(an_epoch_refused_as_too_far_above_the_fence_keeps_the_messages) {
+    const std::string body = envelope::encode_epoch_step_refusal(1765000000, 1000, 0);
+    BOOST_TEST(envelope::is_epoch_step_refusal(body));
+    for (const sent_batch& b : {batch, sent_batch{5, 5}}) {
+        auto d = decide(b, answer(400, body));
+        BOOST_TEST((d.what == verdict::redeliver), body);
+        BOOST_TEST(d.epoch_refused);
+        BOOST_TEST(d.link_error.label() == "http_400");
+        BOOST_TEST(std::string(hint_for(d)).find("--epoch") != std::string::npos, hint_for(d));
+    }
+    // A shared request's refusal is everyone's: no part is sent alone to find whose.
+    BOOST_TEST(
+        (split_answer({"a", "b"}, true, 400, body) == std::vector<part_fate>{part_fate::answer, part_fate::answer}));
+    // Only that refusal: other 400s still name a message, and a 413 with the
+    // same words is not it.
+    BOOST_TEST(!envelope::is_epoch_step_refusal(R"({"error":"epoch must be a number"})"));
+    BOOST_TEST(!decide(sent_batch{5, 5}, answer(400, R"({"error":"payload is not JSON"})")).epoch_refused);
+    BOOST_TEST((decide(sent_batch{5, 5}, answer(413, body)).what == verdict::dead_letter));
 }
 
 BOOST_AUTO_TEST_CASE(transport_failures_and_stops) {

@@ -153,6 +153,13 @@ bool is_error_answer(std::string_view body);
 /// to a request Beast cannot parse): the link's fault, a proxy mangling
 /// requests, never a message's.
 bool is_framing_refusal(std::string_view body);
+/// The secondary's 400 for a request with an epoch more than its
+/// --max-epoch-step above its fence F (contract v3):
+/// {"error":"epoch E is more than S above this secondary's epoch fence F ..."}.
+std::string encode_epoch_step_refusal(std::uint64_t epoch, std::uint64_t step, std::uint64_t fence);
+/// Whether a 400's body is that refusal: the primary's --epoch is wrong, not
+/// the message, which is kept and sent again once the epoch is fixed.
+bool is_epoch_step_refusal(std::string_view body);
 
 // ---- the primary ----
 

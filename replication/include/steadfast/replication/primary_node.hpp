@@ -80,7 +80,11 @@ struct primary_config {
     /// (std::invalid_argument naming it), and none of the schema is kept.
     /// It runs in a savepoint: no BEGIN or COMMIT of its own.
     std::string schema;
-    std::uint64_t epoch = 0;          // this primary's term: a secondary that saw a newer one demotes it
+    // This primary's term: a secondary that saw a newer one demotes it. A
+    // failover raises it by one; one more than the secondary's max_epoch_step
+    // above its fence is refused, and the messages wait (a link error) until
+    // a node with the right epoch sends them.
+    std::uint64_t epoch = 0;
     bool fsync = true;                // each commit is on disk before a publish completes
     std::vector<std::string> tokens;  // the first is sent as a bearer token
     std::size_t batch_max = 4000, batch_bytes = 512 * 1024, connections = 8;
