@@ -5,7 +5,8 @@
 // failure starts the next one at once; the first success wins and every
 // other attempt still in flight receives every type of cancellation
 // (terminal, partial and total), its late result dropped; a permanent
-// failure ends the call the same way. A server's pushback (a retryable
+// failure ends the call the same way. The caller's own cancellation reaches
+// the attempts in flight as the type it came as, and no hedge starts after it. A server's pushback (a retryable
 // failure with a delay hint, such as Retry-After) stops further hedges; each
 // hedge draws on the retry budget. Attempts see their number and whether
 // they are hedges (attempt_context::hedge).
@@ -153,7 +154,8 @@ public:
             if (!slots_[0].running) throw std::logic_error("hedging: the first attempt did not start");
             caller_ = asio::get_associated_cancellation_slot(h);
             if (caller_.is_connected())
-                caller_.assign([this](asio::cancellation_type) { from_outside([this] { cancel_from_caller(); }); });
+                caller_.assign(
+                    [this](asio::cancellation_type t) { from_outside([this, t] { cancel_from_caller(t); }); });
         } catch (...) {
             --depth_;
             not_started(std::current_exception());
@@ -192,7 +194,7 @@ private:
         time_point deadline = time_point::max();
         bool running = false;
         bool timed_out = false;
-        bool cancel_sent = false;
+        boost::asio::cancellation_type cancel_sent = boost::asio::cancellation_type::none;
         bool succeeded = false;
     };
     // Shared by the running hedges: see the class comment.
@@ -312,10 +314,16 @@ private:
         }
         fail(std::move(e));
     }
-    void cancel_from_caller() {
-        if (cancelled_) return;
+    // The caller's cancellation reaches the attempts in flight as the type
+    // it came as (a total cancellation asks for no side effects: widened to
+    // terminal, a hedged write could stop halfway); no hedge starts after it.
+    // Losers of a race, a failure and a timeout send every type.
+    void cancel_from_caller(boost::asio::cancellation_type t) {
+        if (cancelled_ || failure_) return cancel_all(t);  // (another type after the first: passed on too)
         cancelled_ = true;
-        if (!failure_) apply(fsm_.cancel());
+        forward_ = t;
+        apply(fsm_.cancel());
+        forward_ = boost::asio::cancellation_type::all;
     }
     void fail(std::exception_ptr e) {
         if (!failure_) failure_ = std::move(e);
@@ -326,7 +334,7 @@ private:
 
     // Carries out a step: cancel the others, start one, (re)arm or disarm.
     void apply(const hedge_step& st) {
-        if (st.cancel_others) cancel_all();
+        if (st.cancel_others) cancel_all(forward_);
         if (st.timer_at)
             hedge_at_ = st.timer_at;
         else if (st.disarm_timer)
@@ -378,13 +386,14 @@ private:
         }
     }
 
-    void cancel(slot& s) {
-        if (!s.running || s.cancel_sent) return;
-        s.cancel_sent = true;
-        s.signal->emit(boost::asio::cancellation_type::all);
+    // Emits `t` to a running attempt, unless every type in it went already.
+    void cancel(slot& s, boost::asio::cancellation_type t = boost::asio::cancellation_type::all) {
+        if (!s.running || (t & ~s.cancel_sent) == boost::asio::cancellation_type::none) return;
+        s.cancel_sent |= t;
+        s.signal->emit(t);
     }
-    void cancel_all() {
-        for (slot& s : slots_) cancel(s);
+    void cancel_all(boost::asio::cancellation_type t = boost::asio::cancellation_type::all) {
+        for (slot& s : slots_) cancel(s, t);
     }
 
     // The earliest deadline (the next hedge, an attempt's timeout) goes to
@@ -453,6 +462,9 @@ private:
     std::uint32_t running_ = 0, last_ = 0;
     int depth_ = 0;  // inside a step
     bool cancelled_ = false;
+    // The type a step's cancel_others sends: the caller's while its
+    // cancellation is being carried out, else every type.
+    boost::asio::cancellation_type forward_ = boost::asio::cancellation_type::all;
 };
 
 // The attempt a pipeline's retry makes when it hedges: one hedged call of
