@@ -7,8 +7,10 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <random>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 using namespace std::chrono_literals;
 using steadfast::detail::breaker_fsm;
@@ -92,6 +94,53 @@ BOOST_AUTO_TEST_CASE(a_time_window_counts_the_last_seconds_only) {
     BOOST_TEST(c.window(9600ms).calls == 5u);
     BOOST_TEST((c.state(9600ms) == breaker_state::closed));
     BOOST_TEST(c.window(12s).calls == 2u);  // second 1 has gone by second 12
+}
+
+// The time window's sum is kept as calls come (a one-day window is 86,400
+// buckets, once added up at every call): against a count of the calls of the
+// last window_size seconds, after every call and at times between them,
+// through quiet spells shorter and longer than the window.
+BOOST_AUTO_TEST_CASE(a_time_windows_running_sum_is_the_last_seconds_calls) {
+    for (std::uint32_t size : {1u, 3u, 10u, 60u}) {
+        breaker_settings s = small(size, 1'000'000, 1.0);  // never opens: only the counts are under test
+        s.window = breaker_settings::window_kind::time;
+        s.slow_call = 50ms;
+        breaker_fsm b(s);
+        std::mt19937 rng(size);
+        struct one {
+            std::int64_t second;
+            bool failure, slow;
+        };
+        std::vector<one> calls;
+        auto expected = [&](nanoseconds t) {
+            const std::int64_t sec = std::chrono::duration_cast<std::chrono::seconds>(t).count();
+            breaker_fsm::counts c;
+            for (const one& x : calls)
+                if (x.second <= sec && x.second > sec - static_cast<std::int64_t>(size)) {
+                    ++c.calls;
+                    c.failures += x.failure ? 1 : 0;
+                    c.slow += x.slow ? 1 : 0;
+                }
+            return c;
+        };
+        auto same = [](const breaker_fsm::counts& a, const breaker_fsm::counts& e) {
+            return a.calls == e.calls && a.failures == e.failures && a.slow == e.slow;
+        };
+        nanoseconds t = 5s;
+        for (int i = 0; i < 3000; ++i) {
+            // Mostly calls within a second; now and then a quiet spell of up to twice the window.
+            const auto r = rng() % 100;
+            t += r < 90 ? nanoseconds(std::chrono::milliseconds(rng() % 400))
+                        : nanoseconds(std::chrono::seconds(rng() % (2 * size + 2)));
+            const bool failure = rng() % 3 == 0, slow = rng() % 4 == 0;
+            BOOST_REQUIRE(b.try_acquire(t));
+            b.record(t, failure, slow ? 60ms : 10ms);
+            calls.push_back({std::chrono::duration_cast<std::chrono::seconds>(t).count(), failure, slow});
+            BOOST_TEST_REQUIRE(same(b.window(t), expected(t)), "size " << size << " call " << i);
+            const nanoseconds later = t + std::chrono::milliseconds(rng() % (2000 * size + 2000));
+            BOOST_TEST_REQUIRE(same(b.window(later), expected(later)), "size " << size << " after call " << i);
+        }
+    }
 }
 
 BOOST_AUTO_TEST_CASE(slow_calls_open_it_without_a_failure) {
@@ -216,6 +265,10 @@ BOOST_AUTO_TEST_CASE(bad_settings_are_refused_by_name) {
     };
     breaker_settings s;
     s.window_size = 0;
+    BOOST_TEST(refused(s, "window_size"));
+    s.window_size = 1'000'001;  // (24 MB of buckets at 1,000,000; 100 GB at 2^32 - 1)
+    BOOST_TEST(refused(s, "window_size"));
+    s.window_size = 0xFFFFFFFF;
     BOOST_TEST(refused(s, "window_size"));
     s = {};
     s.minimum_calls = 0;

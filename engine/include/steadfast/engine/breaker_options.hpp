@@ -33,9 +33,10 @@ struct breaker_transition {
 struct breaker_options {
     enum class window_kind : unsigned char { count, time };
     /// The sliding window: the last `window_size` calls (count) or the calls
-    /// of the last `window_size` seconds (time, one-second buckets).
+    /// of the last `window_size` seconds (time, one-second buckets). Either
+    /// keeps a running sum: a call costs the same whatever the size.
     window_kind window = window_kind::count;
-    std::uint32_t window_size = 100;  // >= 1
+    std::uint32_t window_size = 100;  // 1 to 1,000,000 (24 bytes a bucket, taken at construction)
     std::uint32_t minimum_calls =
         100;                    // calls in the window before a rate counts; >= 1 (a count window: at most its size)
     double failure_rate = 0.5;  // opens at or above (0 < r <= 1)

@@ -123,6 +123,7 @@ private:
     };
     void clear();
     void add(nanoseconds now, bool failure, bool slow);
+    void advance(std::int64_t second);
     bool tripped(const counts& c, std::uint32_t minimum) const;
     breaker_transition open(nanoseconds now);
     breaker_transition move(breaker_state to);
@@ -130,9 +131,10 @@ private:
 
     breaker_settings s_;
     breaker_state state_ = breaker_state::closed;
-    std::vector<bucket> ring_;  // count: one a call (its outcome); time: one a second
-    std::size_t next_ = 0;      // count windows: where the next call goes
-    counts total_;              // count windows: the ring's sum
+    std::vector<bucket> ring_;       // count: one a call (its outcome); time: one a second
+    std::size_t next_ = 0;           // count windows: where the next call goes
+    counts total_;                   // the ring's sum (time windows: as of last_second_)
+    std::int64_t last_second_ = -1;  // time windows: the latest second counted (-1: none)
     std::uint32_t in_a_row_ = 0;
     std::uint32_t openings_ = 0;
     nanoseconds open_until_{};

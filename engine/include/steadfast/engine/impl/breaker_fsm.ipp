@@ -27,6 +27,9 @@ namespace steadfast::detail {
 breaker_fsm::breaker_fsm(breaker_settings s) : s_(std::move(s)) {
     auto refuse = [](const char* what) { throw std::invalid_argument(std::string("circuit breaker: ") + what); };
     if (s_.window_size == 0) refuse("window_size must be at least 1");
+    // (A bucket a call or a second: a larger window is a mistake, and would
+    // take its size times 24 bytes at once.)
+    if (s_.window_size > 1'000'000) refuse("window_size must be at most 1000000 (calls, or seconds: 11.5 days)");
     if (s_.minimum_calls == 0) refuse("minimum_calls must be at least 1");
     if (!(s_.failure_rate > 0 && s_.failure_rate <= 1)) refuse("failure_rate must be above 0 and at most 1");
     if (!(s_.slow_rate > 0 && s_.slow_rate <= 1)) refuse("slow_rate must be above 0 and at most 1");
@@ -43,6 +46,7 @@ void breaker_fsm::clear() {
     std::fill(ring_.begin(), ring_.end(), bucket{});
     next_ = 0;
     total_ = {};
+    last_second_ = -1;
     in_a_row_ = 0;
 }
 
@@ -61,21 +65,67 @@ void breaker_fsm::add(nanoseconds now, bool failure, bool slow) {
         return;
     }
     const std::int64_t second = std::chrono::duration_cast<std::chrono::seconds>(now).count();
+    advance(second);
     bucket& b = ring_[static_cast<std::size_t>(second) % ring_.size()];
-    if (b.second != second) b = bucket{second, {}};
+    if (b.second != second) {  // (only for a clock that went back: advance() emptied it otherwise)
+        total_.calls -= b.c.calls;
+        total_.failures -= b.c.failures;
+        total_.slow -= b.c.slow;
+        b = bucket{second, {}};
+    }
     b.c.calls += 1;
     b.c.failures += one.failures;
     b.c.slow += one.slow;
+    total_.calls += 1;
+    total_.failures += one.failures;
+    total_.slow += one.slow;
+}
+
+// Time windows: the ring's sum moves to `second`. Each second that passes
+// empties its bucket, which held a second `window_size` or more before it:
+// the sum is kept as calls come, not added up at each (a one-day window is
+// 86,400 buckets), and a quiet spell costs a bucket a second, at most the
+// ring once.
+void breaker_fsm::advance(std::int64_t second) {
+    if (second <= last_second_) return;
+    const auto size = static_cast<std::int64_t>(ring_.size());
+    if (last_second_ >= 0 && second - last_second_ >= size) {
+        std::fill(ring_.begin(), ring_.end(), bucket{});
+        total_ = {};
+    } else if (last_second_ >= 0) {
+        for (std::int64_t t = last_second_ + 1; t <= second; ++t) {
+            bucket& b = ring_[static_cast<std::size_t>(t % size)];
+            total_.calls -= b.c.calls;
+            total_.failures -= b.c.failures;
+            total_.slow -= b.c.slow;
+            b = bucket{};
+        }
+    }
+    last_second_ = second;
 }
 
 breaker_fsm::counts breaker_fsm::window(nanoseconds now) const {
     if (state(now) == breaker_state::half_open) return trials_;
     if (s_.window == breaker_settings::window_kind::count) return total_;
-    // The buckets of the last window_size seconds, this one included.
+    // The buckets of the last window_size seconds, this one included: the
+    // sum as of the last call, less what the seconds since have emptied.
     const std::int64_t second = std::chrono::duration_cast<std::chrono::seconds>(now).count();
+    const auto size = static_cast<std::int64_t>(ring_.size());
+    if (second >= last_second_) {
+        if (last_second_ >= 0 && second - last_second_ >= size) return {};
+        counts c = total_;
+        for (std::int64_t t = last_second_ + 1; last_second_ >= 0 && t <= second; ++t) {
+            const bucket& b = ring_[static_cast<std::size_t>(t % size)];
+            c.calls -= b.c.calls;
+            c.failures -= b.c.failures;
+            c.slow -= b.c.slow;
+        }
+        return c;
+    }
+    // A clock that went back (not a steady one): the buckets one by one.
     counts c;
     for (const auto& b : ring_) {
-        if (b.second < 0 || b.second > second || b.second <= second - static_cast<std::int64_t>(ring_.size())) continue;
+        if (b.second < 0 || b.second > second || b.second <= second - size) continue;
         c.calls += b.c.calls;
         c.failures += b.c.failures;
         c.slow += b.c.slow;
