@@ -1,7 +1,8 @@
 // Smallest use of the installed package: a co_await retry that succeeds on the
 // third attempt; then the replication library embedded: a secondary_node
 // applying through this program's own handler, and a primary_node publishing
-// to it from a coroutine.
+// to it from a coroutine; the nodes' log lines through this program's own
+// spdlog logger, at its level.
 #include <steadfast/conditions.hpp>
 #include <steadfast/engine.hpp>
 #include <steadfast/replication/envelope.hpp>
@@ -12,6 +13,8 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -22,6 +25,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -89,7 +93,45 @@ bool replicate() {
 
 }  // namespace
 
+// The program's own logger, registered as "steadfast" before any node is made:
+// the nodes' lines go through it, each one JSON object inside its pattern,
+// at the level the program gives it.
+std::ostringstream logged;
+std::shared_ptr<spdlog::logger> own_logger() {
+    auto l = std::make_shared<spdlog::logger>("steadfast", std::make_shared<spdlog::sinks::ostream_sink_mt>(logged));
+    l->set_pattern("[app] %v");
+    l->set_level(spdlog::level::info);
+    spdlog::register_logger(l);
+    return l;
+}
+
+// What the logger caught: the secondary's "listening" line at info, as JSON
+// in the program's pattern; then, the program's level raised to warn, a new
+// node's line is not there (the node left the level alone).
+bool logged_through_own_logger(spdlog::logger& l) {
+    const std::string before = logged.str();
+    const bool first = before.find("[app] {\"ts\":\"") != std::string::npos &&
+                       before.find("\"level\":\"info\",") != std::string::npos &&
+                       before.find("\"app\":\"steadfast\"") != std::string::npos &&
+                       before.find("\"event\":\"listening\"") != std::string::npos;
+    l.set_level(spdlog::level::warn);
+    char tmpl[] = "/tmp/steadfast-consumer-log-XXXXXX";
+    if (!::mkdtemp(tmpl)) return false;
+    {
+        steadfast::replication::secondary_config sc;
+        sc.data = std::string(tmpl) + "/replica";
+        steadfast::replication::secondary_node quiet(sc);
+    }
+    std::filesystem::remove_all(tmpl);
+    const bool level_kept = logged.str() == before;
+    std::printf("consumer: log through the program's logger %s, its level kept %s\n", first ? "ok" : "FAILED",
+                level_kept ? "ok" : "FAILED");
+    if (!first || !level_kept) std::printf("consumer: what it caught:\n%s\n", logged.str().c_str());
+    return first && level_kept;
+}
+
 int main() {
+    const auto logger = own_logger();
     asio::io_context ioc;
     int attempts = 0;
     bool ok = false;
@@ -114,5 +156,6 @@ int main() {
     std::printf("consumer: %s after %d attempts; conditions %s; envelope %s\n", ok ? "ok" : "FAILED", attempts,
                 flag_ok ? "ok" : "FAILED", envelope_ok ? "ok" : "FAILED");
     const bool replicated = replicate();
-    return ok && flag_ok && envelope_ok && replicated ? 0 : 1;
+    const bool log_ok = logged_through_own_logger(*logger);
+    return ok && flag_ok && envelope_ok && replicated && log_ok ? 0 : 1;
 }

@@ -1,7 +1,9 @@
 // One structured log line per notable event, as JSON on standard error:
 //   {"ts":"2026-11-30T05:40:01.123Z","level":"info","app":"primary","event":"delivered","stream":"s","seq":12}
-// Built on spdlog (Debian's libspdlog-dev): its async-safe sinks and level
-// filtering; the line itself is a JSON object.
+// Built on spdlog (Debian's libspdlog-dev): its thread-safe sinks and level
+// filtering; the line itself, its time and level included, is written here
+// as one JSON object, so that a logger an embedding program supplies (named
+// "steadfast" in spdlog's registry) carries it whole in its own pattern.
 #pragma once
 
 #include <nlohmann/json.hpp>
