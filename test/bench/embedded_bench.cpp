@@ -2,8 +2,11 @@
 // its own stream's messages through primary_node (no HTTP), in batches, with
 // fsync; the time until the secondary has acknowledged every one (delivered
 // end to end). run-embedded.sh runs it beside --stdin in the same run.
-//   steadfast_embedded_bench SECONDARY_URL DATA_DIR [MESSAGES] [COROUTINES] [BATCH]
-//   (BATCH 0: each coroutine calls async_publish, one message at a time)
+//   steadfast_embedded_bench SECONDARY_URL DATA_DIR [MESSAGES] [COROUTINES] [BATCH] [spread]
+//   (BATCH 0: each coroutine calls async_publish, one message at a time;
+//   spread: every message on a stream of its own, MESSAGES new streams of one
+//   message each, published one at a time: each stream's first batch goes to
+//   the secondary by itself, so thousands wait in the request combiner)
 // Prints one JSON line: messages, seconds to durable, seconds to delivered, rates.
 #include <steadfast/replication/primary_node.hpp>
 
@@ -26,14 +29,15 @@ using clock_type = std::chrono::steady_clock;
 int main(int argc, char** argv) {
     if (argc < 3) {
         std::fputs(
-            "usage: steadfast_embedded_bench SECONDARY_URL DATA_DIR [MESSAGES] [COROUTINES] [BATCH]\n"
-            "  (BATCH 0: async_publish one message at a time)\n",
+            "usage: steadfast_embedded_bench SECONDARY_URL DATA_DIR [MESSAGES] [COROUTINES] [BATCH] [spread]\n"
+            "  (BATCH 0: async_publish one message at a time; spread: a stream of its own for each message)\n",
             stderr);
         return 2;
     }
     const std::size_t messages = argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 300'000;
     const std::size_t coroutines = argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 16;
-    const std::size_t batch = argc > 5 ? std::strtoull(argv[5], nullptr, 10) : 500;
+    const bool spread = argc > 6 && std::string(argv[6]) == "spread";
+    const std::size_t batch = spread ? 0 : argc > 5 ? std::strtoull(argv[5], nullptr, 10) : 500;
     asio::io_context ioc;
     rep::primary_config cfg;
     cfg.secondary = argv[1];
@@ -53,7 +57,8 @@ int main(int argc, char** argv) {
                     if (batch == 0) {  // one at a time: async_publish, which shares group commits
                         ++sent;
                         auto one = node.async_publish(
-                            stream, "{\"n\":" + std::to_string(sent) + ",\"pad\":\"abcdefghijklmnopqrstuvwxyz\"}",
+                            spread ? "n" + std::to_string(c + (sent - 1) * coroutines) : stream,
+                            "{\"n\":" + std::to_string(sent) + ",\"pad\":\"abcdefghijklmnopqrstuvwxyz\"}",
                             asio::use_awaitable);
                         try {
                             co_await std::move(one);
@@ -98,9 +103,9 @@ int main(int argc, char** argv) {
     const double d = std::chrono::duration<double>(durable - t0).count();
     const double e = std::chrono::duration<double>(delivered - t0).count();
     std::printf(
-        "{\"messages\":%zu,\"coroutines\":%zu,\"batch\":%zu,\"durable_s\":%.3f,\"delivered_s\":%.3f,"
+        "{\"messages\":%zu,\"streams\":%zu,\"coroutines\":%zu,\"batch\":%zu,\"durable_s\":%.3f,\"delivered_s\":%.3f,"
         "\"durable_rate\":%.0f,\"delivered_rate\":%.0f,\"pending\":%llu,\"failed\":%zu}\n",
-        messages, coroutines, batch, d, e, messages / d, messages / e, static_cast<unsigned long long>(node.pending()),
-        failed);
+        messages, spread ? messages : coroutines, coroutines, batch, d, e, messages / d, messages / e,
+        static_cast<unsigned long long>(node.pending()), failed);
     return failed == 0 && node.pending() == 0 ? 0 : 1;
 }
