@@ -53,8 +53,9 @@ struct category final : boost::system::error_category {
                 return "the stream's name is not 1 to 128 characters of A-Z a-z 0-9 . _ - (or, over JetStream, "
                        "begins or ends with a dot, or holds two in a row)";
             case publish_error::invalid_payload:
-                return "the payload is not one JSON value (or is empty, or nests deeper than the envelope allows: "
-                       "63 levels in the payload)";
+                return "the payload is not one JSON value a secondary can read (or is empty, nests deeper than "
+                       "the envelope allows: 63 levels in the payload, holds a number beyond a double's range "
+                       "such as 1e400, or begins as a dead letter's tombstone does)";
             case publish_error::too_large:
                 return "the message is larger than an envelope may be (1 MiB with the envelope), or than the "
                        "secondary's max_body";

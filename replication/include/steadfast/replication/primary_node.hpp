@@ -51,7 +51,7 @@ namespace steadfast::replication {
 /// own code (SQLite's extended result code) instead.
 enum class publish_error {
     invalid_stream = 1,  // not 1 to 128 of A-Z a-z 0-9 . _ - (or not a JetStream subject token)
-    invalid_payload,     // not one JSON value
+    invalid_payload,     // not one JSON value a secondary can read (its message says which ways)
     too_large,           // larger than the envelope's limit (or the JetStream server's)
     stopped,             // stop() was called, or the node was demoted
     disk_low,            // free space under min_free_bytes
