@@ -100,20 +100,21 @@ std::ostringstream logged;
 std::shared_ptr<spdlog::logger> own_logger() {
     auto l = std::make_shared<spdlog::logger>("steadfast", std::make_shared<spdlog::sinks::ostream_sink_mt>(logged));
     l->set_pattern("[app] %v");
-    l->set_level(spdlog::level::info);
+    l->set_level(spdlog::level::debug);  // (not the library's info: the nodes must leave it as it is)
     spdlog::register_logger(l);
     return l;
 }
 
 // What the logger caught: the secondary's "listening" line at info, as JSON
-// in the program's pattern; then, the program's level raised to warn, a new
-// node's line is not there (the node left the level alone).
+// in the program's pattern; its level still the program's debug; then, the
+// program's level raised to warn, a new node's line is not there.
 bool logged_through_own_logger(spdlog::logger& l) {
     const std::string before = logged.str();
     const bool first = before.find("[app] {\"ts\":\"") != std::string::npos &&
                        before.find("\"level\":\"info\",") != std::string::npos &&
                        before.find("\"app\":\"steadfast\"") != std::string::npos &&
                        before.find("\"event\":\"listening\"") != std::string::npos;
+    const bool debug_kept = l.level() == spdlog::level::debug;
     l.set_level(spdlog::level::warn);
     char tmpl[] = "/tmp/steadfast-consumer-log-XXXXXX";
     if (!::mkdtemp(tmpl)) return false;
@@ -123,7 +124,7 @@ bool logged_through_own_logger(spdlog::logger& l) {
         steadfast::replication::secondary_node quiet(sc);
     }
     std::filesystem::remove_all(tmpl);
-    const bool level_kept = logged.str() == before;
+    const bool level_kept = debug_kept && logged.str() == before;
     std::printf("consumer: log through the program's logger %s, its level kept %s\n", first ? "ok" : "FAILED",
                 level_kept ? "ok" : "FAILED");
     if (!first || !level_kept) std::printf("consumer: what it caught:\n%s\n", logged.str().c_str());

@@ -26,7 +26,8 @@
 // decide.hpp): a 409 naming a stream is that stream's, and the other parts,
 // of which nothing was applied, are sent again at once; the secondary's 400,
 // 413 or 422 (or a 409 naming none of them) sends each part by itself to find
-// whose it is; anything else is everyone's.
+// whose it is, but for the 400s that no message causes (a request's framing,
+// the primary's epoch); anything else is everyone's.
 #pragma once
 
 #include <steadfast/conditions.hpp>

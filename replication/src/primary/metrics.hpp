@@ -82,12 +82,14 @@ struct metrics {
     prometheus::Family<prometheus::Gauge>& stream_pending =
         prometheus::BuildGauge()
             .Name("steadfast_primary_stream_pending")
-            .Help("Messages accepted and not yet acknowledged, per stream with any")
+            .Help("Messages accepted and not yet acknowledged, per stream with any (the 100 whose oldest is oldest)")
             .Register(*registry);
     prometheus::Family<prometheus::Gauge>& stream_age =
         prometheus::BuildGauge()
             .Name("steadfast_primary_stream_oldest_pending_age_seconds")
-            .Help("Age of the oldest message not yet acknowledged, per stream with any")
+            .Help(
+                "Age of the oldest message not yet acknowledged, per stream with any (the 100 whose oldest is "
+                "oldest)")
             .Register(*registry);
     prometheus::Gauge& oldest_age =
         app::gauge(*registry, "steadfast_primary_oldest_pending_age_seconds",

@@ -79,9 +79,9 @@ public:
     /// Per-stream pending counts and oldest ages, from what is in memory,
     /// for the `max_stream_series` streams whose oldest pending message is
     /// oldest (the totals cover every stream): a bounded number of series
-    /// however many streams are pending, so that neither a scrape nor this
-    /// call grows with them (prometheus-cpp 1.0's Family::Remove looks
-    /// through the whole family). Streams no longer among them lose theirs.
+    /// however many streams are pending, so that a scrape does not grow with
+    /// them and this call walks them once (prometheus-cpp 1.0's
+    /// Family::Remove looks through the whole family: never one a stream). Streams no longer among them lose theirs.
     void refresh_metrics(std::int64_t now_ms);
     static constexpr std::size_t max_stream_series = 100;
     /// The streams with series now (for tests).

@@ -143,6 +143,25 @@ BOOST_AUTO_TEST_CASE(a_time_windows_running_sum_is_the_last_seconds_calls) {
     }
 }
 
+// A clock that goes back (not a steady one): a call older than the window
+// as of the latest second counts for nothing, and the calls of that second
+// stay counted.
+BOOST_AUTO_TEST_CASE(a_time_window_behind_a_clock_that_went_back) {
+    breaker_settings s = small(10, 1'000'000, 1.0);
+    s.window = breaker_settings::window_kind::time;
+    breaker_fsm b(s);
+    BOOST_TEST(!call(b, 100s, false));
+    BOOST_TEST(!call(b, 50s, true));  // 50 s back: outside the window of second 100
+    BOOST_TEST(b.window(100s).calls == 1u);
+    BOOST_TEST(b.window(100s).failures == 0u);
+    BOOST_TEST(!call(b, 95s, true));  // back, but within it: counted
+    BOOST_TEST(b.window(100s).calls == 2u);
+    BOOST_TEST(b.window(105s).calls == 1u);  // second 95 has gone by 105
+    BOOST_TEST(b.window(110s).calls == 0u);  // and second 100 by 110
+    BOOST_TEST(!call(b, 111s, false));
+    BOOST_TEST(b.window(111s).calls == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(slow_calls_open_it_without_a_failure) {
     breaker_settings s = small(4, 4, 1.0);
     s.slow_call = 1s;

@@ -50,14 +50,19 @@ BOOST_AUTO_TEST_CASE(per_stream_series_are_bounded_and_go_with_their_stream) {
                primary::stream_table::max_stream_series);
     BOOST_TEST(t.streams_with_series().size() == primary::stream_table::max_stream_series);
 
-    // The 50 with the most go: the others take their places, theirs go.
+    // The 50 with the most go: the others take their places, theirs go; a
+    // stream that keeps its series shows its new count (s060: 61 -> 999).
     for (int i = n - 50; i < n; ++i) t.erase(name(i));
+    t.erase(name(60));
+    t.add(name(60), 0, 0, 999);
     t.refresh_metrics(1'000'000);
     pending = series_of(m, "steadfast_primary_stream_pending");
     BOOST_TEST_REQUIRE(pending.size() == primary::stream_table::max_stream_series);
     BOOST_TEST(pending.front().first == name(0));
     BOOST_TEST(pending.back().first == name(n - 51));
     BOOST_TEST(pending.back().second == static_cast<double>(n - 50));
+    BOOST_TEST(pending[60].first == name(60));
+    BOOST_TEST(pending[60].second == 999.0);
 
     // Every stream gone: no series left.
     for (int i = 0; i < n - 50; ++i) t.erase(name(i));

@@ -321,9 +321,12 @@ private:
     void cancel_from_caller(boost::asio::cancellation_type t) {
         if (cancelled_ || failure_) return cancel_all(t);  // (another type after the first: passed on too)
         cancelled_ = true;
+        struct restore {  // (also if apply() throws: the losers of a later race get every type)
+            boost::asio::cancellation_type& f;
+            ~restore() { f = boost::asio::cancellation_type::all; }
+        } r{forward_};
         forward_ = t;
         apply(fsm_.cancel());
-        forward_ = boost::asio::cancellation_type::all;
     }
     void fail(std::exception_ptr e) {
         if (!failure_) failure_ = std::move(e);

@@ -245,11 +245,10 @@ public:
 
     /// Ends delivery: sends and waits end at once, publishes are refused
     /// (stopped): those made after it, and those made before it that the
-    /// database thread has not stored yet (never half: a publish completes
-    /// with its seq or stored nothing); what was stored stays for the next
-    /// start. Idempotent. A stream blocked (a conflict, beyond retention) is
-    /// tried again by the next node made on the same data, as the daemon's
-    /// restart does.
+    /// node's loop has not taken in yet (from another thread, say); one it
+    /// took in before completes as it would have, stored with its seq or
+    /// refused, never half; what was stored stays for the next start. Idempotent. A stream blocked (a conflict, beyond
+    /// retention) is tried again by the next node made on the same data, as the daemon's restart does.
     void stop();
 
     /// Messages stored and not yet acknowledged, over all streams (as of the

@@ -44,8 +44,10 @@ struct hedge_settings {
 /// What the driver does now, in this order: cancel the others, start one,
 /// (re)arm or disarm the timer, finish.
 struct hedge_step {
-    bool cancel_others = false;  // every attempt in flight but the winner: every cancellation type
-    std::uint32_t start = 0;     // start attempt number `start` (0: none)
+    // Every attempt in flight but the winner: every cancellation type (after
+    // cancel(), the caller's: hedged_call sends the type it came as).
+    bool cancel_others = false;
+    std::uint32_t start = 0;                           // start attempt number `start` (0: none)
     std::optional<std::chrono::nanoseconds> timer_at;  // arm the hedging timer for this time
     bool disarm_timer = false;                         // no more hedges: the timer is not needed
     bool done = false;                                 // finished: hedge_fsm::reason(), winner()

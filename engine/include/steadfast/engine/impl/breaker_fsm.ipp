@@ -65,9 +65,13 @@ void breaker_fsm::add(nanoseconds now, bool failure, bool slow) {
         return;
     }
     const std::int64_t second = std::chrono::duration_cast<std::chrono::seconds>(now).count();
+    // A call older than the window as of the latest second counted (a clock
+    // that went back, not a steady one) counts for nothing: its bucket holds
+    // a second still in the window.
+    if (last_second_ >= 0 && second <= last_second_ - static_cast<std::int64_t>(ring_.size())) return;
     advance(second);
     bucket& b = ring_[static_cast<std::size_t>(second) % ring_.size()];
-    if (b.second != second) {  // (only for a clock that went back: advance() emptied it otherwise)
+    if (b.second != second) {  // (emptied since, or another second's: its counts leave total_)
         total_.calls -= b.c.calls;
         total_.failures -= b.c.failures;
         total_.slow -= b.c.slow;
