@@ -42,7 +42,11 @@ std::size_t node::envelope_overhead(std::string_view stream) const {
 // streams that publishes under way are adding to (each counted once).
 bool node::at_stream_cap(const std::string& stream) const {
     if (c_.rep.streams().has_pending(stream) || admitting_.contains(stream)) return false;
-    auto busy = c_.rep.streams().busy_streams();
+    // Far from the cap (every stream in memory and every one being admitted
+    // counted, busy or not), no walk: the count below looks at each stream.
+    const auto& t = c_.rep.streams();
+    if (t.size() + t.blocked_count() + admitting_.size() < o_.max_streams) return false;
+    auto busy = t.busy_streams();
     for (const auto& [s, n] : admitting_)
         if (!c_.rep.streams().has_pending(s)) ++busy;
     return busy >= o_.max_streams;
