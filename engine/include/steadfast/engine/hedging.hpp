@@ -6,10 +6,11 @@
 // other attempt still in flight receives every type of cancellation
 // (terminal, partial and total), its late result dropped; a permanent
 // failure ends the call the same way. The caller's own cancellation reaches
-// the attempts in flight as the type it came as, and no hedge starts after it. A server's pushback (a retryable
-// failure with a delay hint, such as Retry-After) stops further hedges; each
-// hedge draws on the retry budget. Attempts see their number and whether
-// they are hedges (attempt_context::hedge).
+// the attempts in flight as the type it came as, and no hedge starts after
+// it. A server's pushback (a retryable failure with a delay hint, such as
+// Retry-After) stops further hedges; each hedge draws on the retry budget.
+// Attempts see their number and whether they are hedges
+// (attempt_context::hedge).
 //
 // The decisions are detail::hedge_fsm's (detail/hedge_fsm.hpp, tested on
 // made-up times); this file carries them out for one hedged call, which a

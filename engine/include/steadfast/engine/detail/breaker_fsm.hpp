@@ -113,6 +113,18 @@ public:
     /// The window's counts now (closed), or the trials' (half-open).
     struct counts {
         std::uint32_t calls = 0, failures = 0, slow = 0;
+        counts& operator+=(const counts& o) noexcept {
+            calls += o.calls;
+            failures += o.failures;
+            slow += o.slow;
+            return *this;
+        }
+        counts& operator-=(const counts& o) noexcept {
+            calls -= o.calls;
+            failures -= o.failures;
+            slow -= o.slow;
+            return *this;
+        }
     };
     counts window(nanoseconds now) const;
 

@@ -54,13 +54,9 @@ void breaker_fsm::add(nanoseconds now, bool failure, bool slow) {
     const counts one{1, failure ? 1u : 0u, slow ? 1u : 0u};
     if (s_.window == breaker_settings::window_kind::count) {
         bucket& b = ring_[next_];
-        total_.calls -= b.c.calls;
-        total_.failures -= b.c.failures;
-        total_.slow -= b.c.slow;
+        total_ -= b.c;
         b.c = one;
-        total_.calls += 1;
-        total_.failures += one.failures;
-        total_.slow += one.slow;
+        total_ += one;
         if (++next_ == ring_.size()) next_ = 0;
         return;
     }
@@ -72,17 +68,11 @@ void breaker_fsm::add(nanoseconds now, bool failure, bool slow) {
     advance(second);
     bucket& b = ring_[static_cast<std::size_t>(second) % ring_.size()];
     if (b.second != second) {  // (emptied since, or another second's: its counts leave total_)
-        total_.calls -= b.c.calls;
-        total_.failures -= b.c.failures;
-        total_.slow -= b.c.slow;
+        total_ -= b.c;
         b = bucket{second, {}};
     }
-    b.c.calls += 1;
-    b.c.failures += one.failures;
-    b.c.slow += one.slow;
-    total_.calls += 1;
-    total_.failures += one.failures;
-    total_.slow += one.slow;
+    b.c += one;
+    total_ += one;
 }
 
 // Time windows: the ring's sum moves to `second`. Each second that passes
@@ -99,9 +89,7 @@ void breaker_fsm::advance(std::int64_t second) {
     } else if (last_second_ >= 0) {
         for (std::int64_t t = last_second_ + 1; t <= second; ++t) {
             bucket& b = ring_[static_cast<std::size_t>(t % size)];
-            total_.calls -= b.c.calls;
-            total_.failures -= b.c.failures;
-            total_.slow -= b.c.slow;
+            total_ -= b.c;
             b = bucket{};
         }
     }
@@ -118,21 +106,15 @@ breaker_fsm::counts breaker_fsm::window(nanoseconds now) const {
     if (second >= last_second_) {
         if (last_second_ >= 0 && second - last_second_ >= size) return {};
         counts c = total_;
-        for (std::int64_t t = last_second_ + 1; last_second_ >= 0 && t <= second; ++t) {
-            const bucket& b = ring_[static_cast<std::size_t>(t % size)];
-            c.calls -= b.c.calls;
-            c.failures -= b.c.failures;
-            c.slow -= b.c.slow;
-        }
+        for (std::int64_t t = last_second_ + 1; last_second_ >= 0 && t <= second; ++t)
+            c -= ring_[static_cast<std::size_t>(t % size)].c;
         return c;
     }
     // A clock that went back (not a steady one): the buckets one by one.
     counts c;
     for (const auto& b : ring_) {
         if (b.second < 0 || b.second > second || b.second <= second - size) continue;
-        c.calls += b.c.calls;
-        c.failures += b.c.failures;
-        c.slow += b.c.slow;
+        c += b.c;
     }
     return c;
 }
@@ -219,9 +201,7 @@ std::optional<breaker_transition> breaker_fsm::record(lazy_time when, bool failu
         case breaker_state::half_open: {
             const nanoseconds now = when.get();
             if (half_open_expired(now)) return open(now);  // too late: the wait ran out first
-            trials_.calls += 1;
-            trials_.failures += failure ? 1 : 0;
-            trials_.slow += slow ? 1 : 0;
+            trials_ += counts{1, failure ? 1u : 0u, slow ? 1u : 0u};
             // Decided already: even if every other trial succeeds quickly,
             // the rate over all of them is at or above the threshold.
             const double all = s_.half_open_calls;
