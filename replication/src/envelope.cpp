@@ -502,17 +502,24 @@ std::optional<std::string> error_text(std::string_view body) {
 }
 }  // namespace
 
+namespace {
+constexpr std::string_view epoch_step_mark = " above this secondary's epoch fence ";
+}
+
+refusal classify_refusal(std::string_view body) {
+    const auto e = error_text(body);
+    if (!e) return refusal::not_an_error_answer;
+    if (e->starts_with("malformed HTTP request")) return refusal::framing;
+    if (e->starts_with("epoch ") && e->find(epoch_step_mark) != std::string::npos) return refusal::epoch_step;
+    return refusal::of_a_message;
+}
+
 bool is_error_answer(std::string_view body) {
-    return error_text(body).has_value();
+    return classify_refusal(body) != refusal::not_an_error_answer;
 }
 
 bool is_framing_refusal(std::string_view body) {
-    const auto e = error_text(body);
-    return e && e->starts_with("malformed HTTP request");
-}
-
-namespace {
-constexpr std::string_view epoch_step_mark = " above this secondary's epoch fence ";
+    return classify_refusal(body) == refusal::framing;
 }
 
 std::string encode_epoch_step_refusal(std::uint64_t epoch, std::uint64_t step, std::uint64_t fence) {
@@ -522,8 +529,7 @@ std::string encode_epoch_step_refusal(std::uint64_t epoch, std::uint64_t step, s
 }
 
 bool is_epoch_step_refusal(std::string_view body) {
-    const auto e = error_text(body);
-    return e && e->starts_with("epoch ") && e->find(epoch_step_mark) != std::string::npos;
+    return classify_refusal(body) == refusal::epoch_step;
 }
 
 std::string encode(const positions_page& p) {

@@ -102,22 +102,23 @@ decision decide(const sent_batch& b, const delivery_outcome& o) {
         }
         return make(verdict::redeliver, 0, 0, "409 " + head(o.body), {link_fault::kind::http_status, 409});
     }
-    // The secondary could not read the request's HTTP framing: something
-    // on the way mangled it (a proxy), the messages are not at fault.
-    if (s == 400 && envelope::is_framing_refusal(o.body))
-        return make(verdict::redeliver, 0, 0, "400 " + head(o.body), {link_fault::kind::http_status, 400});
-    // This primary's epoch is refused (every message it sends carries it):
-    // kept and sent again, on the ladder, until --epoch is fixed. Dead-
-    // lettered, a requeue would deliver it after the messages behind it.
-    if (s == 400 && envelope::is_epoch_step_refusal(o.body)) {
-        auto d = make(verdict::redeliver, 0, 0, "400 " + head(o.body), {link_fault::kind::http_status, 400});
-        d.epoch_refused = true;
-        return d;
-    }
     if (s == 400 || s == 413 || s == 422) {
+        const auto refusal = envelope::classify_refusal(o.body);
+        // The secondary could not read the request's HTTP framing: something
+        // on the way mangled it (a proxy), the messages are not at fault.
+        if (s == 400 && refusal == envelope::refusal::framing)
+            return make(verdict::redeliver, 0, 0, "400 " + head(o.body), {link_fault::kind::http_status, 400});
+        // This primary's epoch is refused (every message it sends carries it):
+        // kept and sent again, on the ladder, until --epoch is fixed. Dead-
+        // lettered, a requeue would deliver it after the messages behind it.
+        if (s == 400 && refusal == envelope::refusal::epoch_step) {
+            auto d = make(verdict::redeliver, 0, 0, "400 " + head(o.body), {link_fault::kind::http_status, 400});
+            d.epoch_refused = true;
+            return d;
+        }
         // Not the secondary's refusal (a proxy's page, another service at a
         // wrong address): the link is wrong, not the message.
-        if (!envelope::is_error_answer(o.body)) {
+        if (refusal == envelope::refusal::not_an_error_answer) {
             auto d = make(verdict::redeliver, 0, 0, std::to_string(s) + " " + head(o.body),
                           {link_fault::kind::foreign_status, s});
             d.not_a_secondary = true;
@@ -213,8 +214,10 @@ std::vector<part_fate> split_answer(const std::vector<std::string_view>& streams
     if (status == 400 || status == 413 || status == 422) {
         // The secondary's own refusal is of some message: each part alone
         // finds out whose. Anyone else's is everyone's (decide()).
-        if (envelope::is_error_answer(body) &&
-            !(status == 400 && (envelope::is_framing_refusal(body) || envelope::is_epoch_step_refusal(body))))
+        const auto r = envelope::classify_refusal(body);
+        const bool of_no_message =
+            status == 400 && (r == envelope::refusal::framing || r == envelope::refusal::epoch_step);
+        if (r != envelope::refusal::not_an_error_answer && !of_no_message)
             fates.assign(streams.size(), part_fate::resend_alone);
         return fates;
     }

@@ -144,6 +144,11 @@ struct rejection {
 std::string encode(const rejection& r);
 /// Decodes a 409 body; kind::unknown when it is none of the three.
 rejection decode_rejection(std::string_view body);
+/// What a 4xx body says, read once: not a secondary's own refusal (no
+/// {"error":"..."}), or one of a message, or one of the request's framing or
+/// of the primary's epoch (below), which no message causes.
+enum class refusal { not_an_error_answer, of_a_message, framing, epoch_step };
+refusal classify_refusal(std::string_view body);
 /// Whether a 4xx body is a secondary's own refusal, {"error":"..."}: a 400,
 /// 413 or 422 without it comes from something else (a proxy, another
 /// service at a wrong address), which says nothing of the message.
