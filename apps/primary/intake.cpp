@@ -48,7 +48,7 @@ bool node::at_stream_cap(const std::string& stream) const {
     if (t.size() + t.blocked_count() + admitting_.size() < o_.max_streams) return false;
     auto busy = t.busy_streams();
     for (const auto& [s, n] : admitting_)
-        if (!c_.rep.streams().has_pending(s)) ++busy;
+        if (!t.has_pending(s)) ++busy;
     return busy >= o_.max_streams;
 }
 
